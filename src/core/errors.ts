@@ -1,0 +1,58 @@
+/**
+ * Errors carry a Pub/Sub status code so every layer (library, CLI, gRPC, REST) can report them the way
+ * Google does, and a message that names the field and what would have been accepted.
+ */
+export type StatusCode =
+  | 'INVALID_ARGUMENT'
+  | 'NOT_FOUND'
+  | 'ALREADY_EXISTS'
+  | 'FAILED_PRECONDITION'
+  | 'RESOURCE_EXHAUSTED'
+  | 'INTERNAL';
+
+export class OrderlyError extends Error {
+  constructor(
+    readonly code: StatusCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export class InvalidArgumentError extends OrderlyError {
+  constructor(
+    readonly field: string,
+    detail: string,
+  ) {
+    super('INVALID_ARGUMENT', `${field}: ${detail}`);
+  }
+}
+
+export class NotFoundError extends OrderlyError {
+  constructor(kind: string, name: string) {
+    super('NOT_FOUND', `${kind} not found: ${name}`);
+  }
+}
+
+export class AlreadyExistsError extends OrderlyError {
+  constructor(kind: string, name: string) {
+    super('ALREADY_EXISTS', `${kind} already exists: ${name}`);
+  }
+}
+
+export class FailedPreconditionError extends OrderlyError {
+  constructor(message: string) {
+    super('FAILED_PRECONDITION', message);
+  }
+}
+
+/** A publish on an ordering key that an earlier failure paused; see `Publisher.resumePublishing`. */
+export class OrderingKeyPausedError extends OrderlyError {
+  constructor(readonly orderingKey: string) {
+    super(
+      'FAILED_PRECONDITION',
+      `ordering key "${orderingKey}" is paused after a failed publish; call resumePublishing("${orderingKey}") to continue`,
+    );
+  }
+}

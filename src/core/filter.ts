@@ -1,0 +1,156 @@
+import { InvalidArgumentError } from './errors.js';
+
+/**
+ * Pub/Sub subscription filters (attributes only): `attributes:KEY`, `attributes.KEY = "v"`, `!=`,
+ * `hasPrefix(attributes.KEY, "p")`, `AND` / `OR` / `NOT` (or `-`), parentheses. Hand-written because no
+ * library parses this small language; grammar from https://cloud.google.com/pubsub/docs/subscription-message-filter.
+ */
+export type Filter = (attributes: Record<string, string>) => boolean;
+
+export const MAX_FILTER_BYTES = 256;
+
+type Token = { kind: 'word' | 'string' | 'op'; text: string; at: number };
+
+function tokenize(src: string): Token[] {
+  const tokens: Token[] = [];
+  let i = 0;
+  while (i < src.length) {
+    const c = src[i]!;
+    if (/\s/.test(c)) {
+      i++;
+    } else if (c === '"' || c === "'") {
+      let j = i + 1;
+      let text = '';
+      while (j < src.length && src[j] !== c) {
+        if (src[j] === '\\' && j + 1 < src.length) j++;
+        text += src[j];
+        j++;
+      }
+      if (j >= src.length) throw fail(src, i, 'unterminated string');
+      tokens.push({ kind: 'string', text, at: i });
+      i = j + 1;
+    } else if (src.startsWith('!=', i)) {
+      tokens.push({ kind: 'op', text: '!=', at: i });
+      i += 2;
+    } else if ('()=:,-'.includes(c)) {
+      tokens.push({ kind: 'op', text: c, at: i });
+      i++;
+    } else {
+      // Attribute names may hold '.' and '-', so `attributes.my-key` arrives as one word.
+      const m = /^[A-Za-z0-9_~+%][A-Za-z0-9_~+%.-]*/.exec(src.slice(i));
+      if (!m) throw fail(src, i, `unexpected character "${c}"`);
+      tokens.push({ kind: 'word', text: m[0], at: i });
+      i += m[0].length;
+    }
+  }
+  return tokens;
+}
+
+function fail(src: string, at: number, detail: string): InvalidArgumentError {
+  return new InvalidArgumentError('filter', `${detail} at position ${at} in ${JSON.stringify(src)}`);
+}
+
+export function parseFilter(src: string): Filter {
+  if (Buffer.byteLength(src) > MAX_FILTER_BYTES) {
+    throw new InvalidArgumentError('filter', `must be at most ${MAX_FILTER_BYTES} bytes, got ${Buffer.byteLength(src)}`);
+  }
+  if (src.trim() === '') return () => true;
+  const tokens = tokenize(src);
+  let pos = 0;
+  const peek = () => tokens[pos];
+  const atEnd = () => pos >= tokens.length;
+  const expect = (text: string): Token => {
+    const t = tokens[pos];
+    if (!t || t.text !== text) throw fail(src, t?.at ?? src.length, `expected "${text}"`);
+    pos++;
+    return t;
+  };
+  const isWord = (t: Token | undefined, w: string) => t?.kind === 'word' && t.text === w;
+
+  const attributeName = (): string => {
+    const t = tokens[pos];
+    if (!t || (t.kind !== 'word' && t.kind !== 'string')) throw fail(src, t?.at ?? src.length, 'expected an attribute name');
+    pos++;
+    return t.text;
+  };
+  /** `attributes.KEY` (one word) -> KEY */
+  const dottedAttribute = (): string => {
+    const t = tokens[pos];
+    if (t?.kind !== 'word' || !t.text.startsWith('attributes.') || t.text.length === 'attributes.'.length) {
+      throw fail(src, t?.at ?? src.length, 'expected attributes.KEY');
+    }
+    pos++;
+    return t.text.slice('attributes.'.length);
+  };
+  const str = (): string => {
+    const t = tokens[pos];
+    if (!t || t.kind !== 'string') throw fail(src, t?.at ?? src.length, 'expected a quoted string');
+    pos++;
+    return t.text;
+  };
+
+  const predicate = (): Filter => {
+    const t = peek();
+    if (isWord(t, 'hasPrefix')) {
+      pos++;
+      expect('(');
+      const k = dottedAttribute();
+      expect(',');
+      const prefix = str();
+      expect(')');
+      return (a) => a[k] !== undefined && a[k]!.startsWith(prefix);
+    }
+    if (isWord(t, 'attributes') && tokens[pos + 1]?.text === ':') {
+      pos += 2;
+      const k = attributeName();
+      return (a) => Object.hasOwn(a, k);
+    }
+    if (t?.kind !== 'word' || !t.text.startsWith('attributes.')) {
+      throw fail(src, t?.at ?? src.length, 'expected attributes:KEY, attributes.KEY or hasPrefix(...)');
+    }
+    const k = dottedAttribute();
+    const op = peek();
+    if (op?.text !== '=' && op?.text !== '!=') throw fail(src, op?.at ?? src.length, 'expected = or !=');
+    pos++;
+    const v = str();
+    return op.text === '=' ? (a) => a[k] === v : (a) => a[k] !== v;
+  };
+  const factor = (): Filter => {
+    const t = peek();
+    if (isWord(t, 'NOT') || t?.text === '-') {
+      pos++;
+      const inner = factor();
+      return (a) => !inner(a);
+    }
+    if (t?.text === '(') {
+      pos++;
+      const inner = expr();
+      expect(')');
+      return inner;
+    }
+    return predicate();
+  };
+  const term = (): Filter => {
+    let left = factor();
+    while (isWord(peek(), 'AND')) {
+      pos++;
+      const l = left;
+      const r = factor();
+      left = (a) => l(a) && r(a);
+    }
+    return left;
+  };
+  const expr = (): Filter => {
+    let left = term();
+    while (isWord(peek(), 'OR')) {
+      pos++;
+      const l = left;
+      const r = term();
+      left = (a) => l(a) || r(a);
+    }
+    return left;
+  };
+  const result = expr();
+  if (!atEnd()) throw fail(src, peek()!.at, `unexpected "${peek()!.text}"`);
+  return result;
+}

@@ -1,0 +1,67 @@
+import type { Entry, KeyQueue } from './key-queue.js';
+
+export interface Lease {
+  ackId: string;
+  queue: KeyQueue;
+  entry: Entry;
+  deadline: number;
+  consumer: string;
+}
+
+/**
+ * Server-side leases: which delivery (ack id) is out, until when, to whom. An ack id names one delivery;
+ * once its lease ends (ack, nack, expiry, or revocation by an earlier message's redelivery) it is stale,
+ * and acks or modacks that name it are accepted and ignored, as Pub/Sub does.
+ */
+export class LeaseManager {
+  private readonly leases = new Map<string, Lease>();
+  private counter = 0;
+  private earliest = Infinity;
+
+  constructor(private readonly prefix: string) {}
+
+  get size(): number {
+    return this.leases.size;
+  }
+
+  grant(queue: KeyQueue, entry: Entry, deadline: number, consumer: string): Lease {
+    const lease: Lease = { ackId: `${this.prefix}-${entry.message.seq}-${++this.counter}`, queue, entry, deadline, consumer };
+    this.leases.set(lease.ackId, lease);
+    entry.lease = lease;
+    queue.outstanding++;
+    if (deadline < this.earliest) this.earliest = deadline;
+    return lease;
+  }
+
+  get(ackId: string): Lease | undefined {
+    return this.leases.get(ackId);
+  }
+
+  extend(lease: Lease, deadline: number): void {
+    lease.deadline = deadline;
+    if (deadline < this.earliest) this.earliest = deadline;
+  }
+
+  end(lease: Lease): void {
+    if (!this.leases.delete(lease.ackId)) return;
+    if (lease.entry.lease === lease) lease.entry.lease = undefined;
+    lease.queue.outstanding--;
+  }
+
+  /** Leases past their deadline, oldest deadline first. Cheap when nothing is due. */
+  due(now: number): Lease[] {
+    if (now < this.earliest) return [];
+    const due: Lease[] = [];
+    let earliest = Infinity;
+    for (const lease of this.leases.values()) {
+      if (lease.deadline <= now) due.push(lease);
+      else if (lease.deadline < earliest) earliest = lease.deadline;
+    }
+    this.earliest = earliest;
+    return due.sort((a, b) => a.deadline - b.deadline || a.entry.message.seq - b.entry.message.seq);
+  }
+
+  endAll(): void {
+    for (const lease of [...this.leases.values()]) this.end(lease);
+  }
+}

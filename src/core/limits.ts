@@ -1,0 +1,67 @@
+import { InvalidArgumentError } from './errors.js';
+import { messageSize, type MessageInput } from './message.js';
+
+/** Pub/Sub's published quotas (https://cloud.google.com/pubsub/quotas), enforced at publish. */
+export const LIMITS = {
+  maxDataBytes: 10_000_000,
+  maxAttributes: 100,
+  maxAttributeKeyBytes: 256,
+  maxAttributeValueBytes: 1024,
+  maxOrderingKeyBytes: 1024,
+  maxBatchMessages: 1000,
+  maxBatchBytes: 10 * 1024 * 1024,
+} as const;
+
+export interface ValidMessage {
+  data: Buffer;
+  attributes: Record<string, string>;
+  orderingKey: string;
+}
+
+export function validateMessage(input: MessageInput, index: number): ValidMessage {
+  const where = `messages[${index}]`;
+  const data =
+    input.data === undefined ? Buffer.alloc(0) : typeof input.data === 'string' ? Buffer.from(input.data) : Buffer.from(input.data);
+  if (data.byteLength > LIMITS.maxDataBytes) {
+    throw new InvalidArgumentError(`${where}.data`, `must be at most ${LIMITS.maxDataBytes} bytes, got ${data.byteLength}`);
+  }
+  const attributes = input.attributes ?? {};
+  const entries = Object.entries(attributes);
+  if (entries.length > LIMITS.maxAttributes) {
+    throw new InvalidArgumentError(`${where}.attributes`, `at most ${LIMITS.maxAttributes} attributes, got ${entries.length}`);
+  }
+  for (const [k, v] of entries) {
+    if (typeof v !== 'string') throw new InvalidArgumentError(`${where}.attributes["${k}"]`, 'value must be a string');
+    const kb = Buffer.byteLength(k);
+    if (kb === 0 || kb > LIMITS.maxAttributeKeyBytes) {
+      throw new InvalidArgumentError(`${where}.attributes`, `key must be 1 to ${LIMITS.maxAttributeKeyBytes} bytes, got ${kb} ("${k.slice(0, 40)}")`);
+    }
+    if (k.startsWith('goog')) throw new InvalidArgumentError(`${where}.attributes["${k}"]`, 'keys starting with "goog" are reserved');
+    const vb = Buffer.byteLength(v);
+    if (vb > LIMITS.maxAttributeValueBytes) {
+      throw new InvalidArgumentError(`${where}.attributes["${k}"]`, `value must be at most ${LIMITS.maxAttributeValueBytes} bytes, got ${vb}`);
+    }
+  }
+  const orderingKey = input.orderingKey ?? '';
+  const okb = Buffer.byteLength(orderingKey);
+  if (okb > LIMITS.maxOrderingKeyBytes) {
+    throw new InvalidArgumentError(`${where}.orderingKey`, `must be at most ${LIMITS.maxOrderingKeyBytes} bytes, got ${okb}`);
+  }
+  if (data.byteLength === 0 && entries.length === 0) {
+    throw new InvalidArgumentError(where, 'a message needs non-empty data or at least one attribute');
+  }
+  return { data, attributes: { ...attributes }, orderingKey };
+}
+
+export function validateBatch(inputs: MessageInput[]): ValidMessage[] {
+  if (inputs.length === 0) throw new InvalidArgumentError('messages', 'at least one message is required');
+  if (inputs.length > LIMITS.maxBatchMessages) {
+    throw new InvalidArgumentError('messages', `at most ${LIMITS.maxBatchMessages} messages per publish, got ${inputs.length}`);
+  }
+  const messages = inputs.map(validateMessage);
+  const total = messages.reduce((sum, m) => sum + messageSize(m), 0);
+  if (total > LIMITS.maxBatchBytes) {
+    throw new InvalidArgumentError('messages', `a publish request must be at most ${LIMITS.maxBatchBytes} bytes, got ${total}`);
+  }
+  return messages;
+}

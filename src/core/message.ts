@@ -1,0 +1,29 @@
+/** What a publisher hands in. `data` may be a string (UTF-8) for convenience. */
+export interface MessageInput {
+  data?: Uint8Array | string;
+  attributes?: Record<string, string>;
+  orderingKey?: string;
+}
+
+/** A message as stored and delivered. `sequence` is its position within its ordering key (1-based). */
+export interface PubsubMessage {
+  messageId: string;
+  publishTime: Date;
+  data: Buffer;
+  attributes: Record<string, string>;
+  orderingKey: string;
+  sequence: number;
+}
+
+export interface ReceivedMessage {
+  ackId: string;
+  message: PubsubMessage;
+  /** 1 + nacks + expiries of this message; 0 when the subscription has no dead-letter policy (as Pub/Sub). */
+  deliveryAttempt: number;
+}
+
+export function messageSize(m: { data: Uint8Array; attributes: Record<string, string>; orderingKey: string }): number {
+  let size = m.data.byteLength + Buffer.byteLength(m.orderingKey);
+  for (const [k, v] of Object.entries(m.attributes)) size += Buffer.byteLength(k) + Buffer.byteLength(v);
+  return size;
+}

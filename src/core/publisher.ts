@@ -1,0 +1,78 @@
+import { OrderingKeyPausedError } from './errors.js';
+import { LIMITS } from './limits.js';
+import type { MessageInput } from './message.js';
+import type { PubSubCore } from './pubsub-core.js';
+
+interface Pending {
+  message: MessageInput;
+  resolve: (id: string) => void;
+  reject: (e: unknown) => void;
+}
+
+/**
+ * Publisher-side ordering, as the client libraries do it: a key's messages go out one batch at a time,
+ * in call order (what arrives while a batch is in flight forms the next batch). When a publish fails,
+ * the key pauses: its queued and later publishes fail with `OrderingKeyPausedError` until
+ * `resumePublishing(key)`. Otherwise a retry could land message 2 before message 1.
+ */
+export class Publisher {
+  private readonly paused = new Set<string>();
+  private readonly queues = new Map<string, Pending[]>();
+
+  constructor(
+    private readonly core: PubSubCore,
+    readonly topic: string,
+  ) {}
+
+  publish(message: MessageInput): Promise<string> {
+    const key = message.orderingKey ?? '';
+    if (key === '') return this.core.publish(this.topic, [message]).then((ids) => ids[0]!);
+    if (this.paused.has(key)) return Promise.reject(new OrderingKeyPausedError(key));
+    return new Promise((resolve, reject) => {
+      const queue = this.queues.get(key);
+      if (queue) return void queue.push({ message, resolve, reject });
+      this.queues.set(key, [{ message, resolve, reject }]);
+      void this.drain(key);
+    });
+  }
+
+  private async drain(key: string): Promise<void> {
+    const queue = this.queues.get(key)!;
+    while (queue.length) {
+      const batch = takeBatch(queue);
+      if (this.paused.has(key)) {
+        for (const p of batch) p.reject(new OrderingKeyPausedError(key));
+        continue;
+      }
+      try {
+        const ids = await this.core.publish(this.topic, batch.map((p) => p.message));
+        batch.forEach((p, i) => p.resolve(ids[i]!));
+      } catch (e) {
+        this.paused.add(key);
+        for (const p of batch) p.reject(e);
+      }
+    }
+    this.queues.delete(key);
+  }
+
+  isPaused(orderingKey: string): boolean {
+    return this.paused.has(orderingKey);
+  }
+
+  resumePublishing(orderingKey: string): void {
+    this.paused.delete(orderingKey);
+  }
+}
+
+/** Up to 1000 messages, and about 9 MiB so the request stays under Pub/Sub's 10 MiB limit. */
+function takeBatch(queue: Pending[]): Pending[] {
+  let bytes = 0;
+  let n = 0;
+  while (n < queue.length && n < LIMITS.maxBatchMessages) {
+    const d = queue[n]!.message.data;
+    bytes += d === undefined ? 0 : typeof d === 'string' ? Buffer.byteLength(d) : d.byteLength;
+    if (n > 0 && bytes > 9 * 1024 * 1024) break;
+    n++;
+  }
+  return queue.splice(0, n);
+}

@@ -1,0 +1,174 @@
+import { checkRange, parseDuration, type DurationInput } from './duration.js';
+import { FailedPreconditionError, InvalidArgumentError } from './errors.js';
+import { parseFilter } from './filter.js';
+
+/** A subscription as a caller describes it: Pub/Sub's field names; durations as seconds or `"600s"`. */
+export interface SubscriptionInput {
+  topic: string;
+  ackDeadlineSeconds?: number;
+  messageRetentionDuration?: DurationInput;
+  retainAckedMessages?: boolean;
+  enableMessageOrdering?: boolean;
+  filter?: string;
+  deadLetterPolicy?: { deadLetterTopic: string; maxDeliveryAttempts?: number } | null;
+  retryPolicy?: { minimumBackoff?: DurationInput; maximumBackoff?: DurationInput } | null;
+  enableExactlyOnceDelivery?: boolean;
+  expirationPolicy?: { ttl?: DurationInput | null } | null;
+  pushConfig?: { pushEndpoint: string; attributes?: Record<string, string> } | null;
+  bigqueryConfig?: Record<string, unknown> | null;
+  cloudStorageConfig?: Record<string, unknown> | null;
+  /** Orderly's own: a third-party export connector by registered name, with its settings. */
+  exportConfig?: ({ connector: string } & Record<string, unknown>) | null;
+  labels?: Record<string, string>;
+}
+
+/** The validated, defaulted form the core works with and the store keeps. Durations in seconds. */
+export interface SubscriptionSpec {
+  topic: string;
+  ackDeadlineSeconds: number;
+  messageRetentionDuration: number;
+  retainAckedMessages: boolean;
+  enableMessageOrdering: boolean;
+  filter: string;
+  deadLetterPolicy?: { deadLetterTopic: string; maxDeliveryAttempts: number };
+  retryPolicy?: { minimumBackoff: number; maximumBackoff: number };
+  enableExactlyOnceDelivery: boolean;
+  /** ttl in seconds; null = never expires. Kept for API fidelity; Orderly does not delete idle subscriptions. */
+  expirationPolicy?: { ttl: number | null };
+  pushConfig?: { pushEndpoint: string; attributes: Record<string, string> };
+  bigqueryConfig?: Record<string, unknown>;
+  cloudStorageConfig?: Record<string, unknown>;
+  exportConfig?: { connector: string } & Record<string, unknown>;
+  labels: Record<string, string>;
+}
+
+export const DEFAULTS = {
+  ackDeadlineSeconds: 10,
+  messageRetentionDuration: 7 * 86400,
+  maxDeliveryAttempts: 5,
+  minimumBackoff: 10,
+  maximumBackoff: 600,
+} as const;
+
+const MIN_RETENTION = 600;
+const MAX_RETENTION = 31 * 86400;
+
+/** Validates and fills defaults. `resolveTopic` turns a topic reference into its full name. */
+export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (ref: string, field: string) => string): SubscriptionSpec {
+  if (!input || typeof input.topic !== 'string') throw new InvalidArgumentError('topic', 'is required');
+  const ack = input.ackDeadlineSeconds ?? DEFAULTS.ackDeadlineSeconds;
+  if (!Number.isInteger(ack) || ack < 10 || ack > 600) {
+    throw new InvalidArgumentError('ackDeadlineSeconds', `must be an integer between 10 and 600, got ${ack}`);
+  }
+  const retention = checkRange(
+    'messageRetentionDuration',
+    parseDuration('messageRetentionDuration', input.messageRetentionDuration ?? DEFAULTS.messageRetentionDuration),
+    MIN_RETENTION,
+    MAX_RETENTION,
+  );
+  const filter = input.filter ?? '';
+  parseFilter(filter);
+
+  const spec: SubscriptionSpec = {
+    topic: resolveTopic(input.topic, 'topic'),
+    ackDeadlineSeconds: ack,
+    messageRetentionDuration: retention,
+    retainAckedMessages: bool('retainAckedMessages', input.retainAckedMessages),
+    enableMessageOrdering: bool('enableMessageOrdering', input.enableMessageOrdering),
+    filter,
+    enableExactlyOnceDelivery: bool('enableExactlyOnceDelivery', input.enableExactlyOnceDelivery),
+    labels: { ...(input.labels ?? {}) },
+  };
+
+  if (input.deadLetterPolicy) {
+    const max = input.deadLetterPolicy.maxDeliveryAttempts ?? DEFAULTS.maxDeliveryAttempts;
+    if (!Number.isInteger(max) || max < 5 || max > 100) {
+      throw new InvalidArgumentError('deadLetterPolicy.maxDeliveryAttempts', `must be an integer between 5 and 100, got ${max}`);
+    }
+    if (!input.deadLetterPolicy.deadLetterTopic) throw new InvalidArgumentError('deadLetterPolicy.deadLetterTopic', 'is required');
+    spec.deadLetterPolicy = {
+      deadLetterTopic: resolveTopic(input.deadLetterPolicy.deadLetterTopic, 'deadLetterPolicy.deadLetterTopic'),
+      maxDeliveryAttempts: max,
+    };
+  }
+  if (input.retryPolicy) {
+    const min = checkRange(
+      'retryPolicy.minimumBackoff',
+      parseDuration('retryPolicy.minimumBackoff', input.retryPolicy.minimumBackoff ?? DEFAULTS.minimumBackoff),
+      0,
+      600,
+    );
+    const max = checkRange(
+      'retryPolicy.maximumBackoff',
+      parseDuration('retryPolicy.maximumBackoff', input.retryPolicy.maximumBackoff ?? DEFAULTS.maximumBackoff),
+      0,
+      600,
+    );
+    if (max < min) throw new InvalidArgumentError('retryPolicy.maximumBackoff', `must not be below minimumBackoff (${min}s), got ${max}s`);
+    spec.retryPolicy = { minimumBackoff: min, maximumBackoff: max };
+  }
+  if (input.expirationPolicy) {
+    const ttlInput = input.expirationPolicy.ttl;
+    if (ttlInput === undefined || ttlInput === null || ttlInput === '') {
+      spec.expirationPolicy = { ttl: null };
+    } else {
+      const ttl = parseDuration('expirationPolicy.ttl', ttlInput);
+      if (ttl < 86400 || ttl < retention) {
+        throw new InvalidArgumentError('expirationPolicy.ttl', `must be at least 1 day and at least messageRetentionDuration (${retention}s), got ${ttl}s`);
+      }
+      spec.expirationPolicy = { ttl };
+    }
+  }
+
+  const deliveries = (['pushConfig', 'bigqueryConfig', 'cloudStorageConfig', 'exportConfig'] as const).filter((k) => hasConfig(input[k]));
+  if (deliveries.length > 1) {
+    throw new InvalidArgumentError(deliveries[1]!, `at most one of pushConfig, bigqueryConfig, cloudStorageConfig, exportConfig may be set, got ${deliveries.join(' and ')}`);
+  }
+  if (hasConfig(input.pushConfig)) {
+    const endpoint = input.pushConfig!.pushEndpoint;
+    let url: URL;
+    try {
+      url = new URL(endpoint);
+    } catch {
+      throw new InvalidArgumentError('pushConfig.pushEndpoint', `must be an http(s) URL, got ${JSON.stringify(endpoint)}`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      throw new InvalidArgumentError('pushConfig.pushEndpoint', `must be an http(s) URL, got ${JSON.stringify(endpoint)}`);
+    }
+    spec.pushConfig = { pushEndpoint: endpoint, attributes: { ...(input.pushConfig!.attributes ?? {}) } };
+  }
+  if (hasConfig(input.bigqueryConfig)) spec.bigqueryConfig = { ...input.bigqueryConfig };
+  if (hasConfig(input.cloudStorageConfig)) spec.cloudStorageConfig = { ...input.cloudStorageConfig };
+  if (hasConfig(input.exportConfig)) {
+    if (typeof input.exportConfig!.connector !== 'string' || !input.exportConfig!.connector) {
+      throw new InvalidArgumentError('exportConfig.connector', 'must name a registered connector');
+    }
+    spec.exportConfig = { ...input.exportConfig! };
+  }
+  return spec;
+}
+
+/** Pub/Sub treats an empty pushConfig (`{}`) as "pull". */
+function hasConfig(v: unknown): boolean {
+  if (!v || typeof v !== 'object') return false;
+  return Object.values(v).some((x) => x !== undefined && x !== null && x !== '');
+}
+
+function bool(field: string, v: unknown): boolean {
+  if (v === undefined || v === null) return false;
+  if (typeof v !== 'boolean') throw new InvalidArgumentError(field, `must be true or false, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+/** Fields Pub/Sub fixes at creation. */
+export function checkImmutable(current: SubscriptionSpec, next: SubscriptionSpec): void {
+  if (current.enableMessageOrdering !== next.enableMessageOrdering) {
+    throw new FailedPreconditionError(
+      `enableMessageOrdering cannot be changed after creation (is ${current.enableMessageOrdering}); create a new subscription instead`,
+    );
+  }
+  if (current.filter !== next.filter) {
+    throw new FailedPreconditionError(`filter cannot be changed after creation (is ${JSON.stringify(current.filter)}); create a new subscription instead`);
+  }
+  if (current.topic !== next.topic) throw new FailedPreconditionError(`topic cannot be changed after creation (is ${current.topic})`);
+}

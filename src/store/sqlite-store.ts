@@ -1,0 +1,263 @@
+import Database from 'better-sqlite3';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { GroupCommit } from './group-commit.js';
+import {
+  StoreCorruptError,
+  type BacklogRow,
+  type CompactionPlan,
+  type Store,
+  type StoredMessage,
+  type SubscriptionRecord,
+  type TopicRecord,
+} from './store.js';
+
+/** Marks the file as ours, so pointing Orderly at some other SQLite file fails loudly instead of mixing. */
+const APPLICATION_ID = 0x4f52444c; // "ORDL"
+const SCHEMA_VERSION = 1;
+
+export interface SqliteStoreOptions {
+  /**
+   * 'fsync' (default): a resolved write survives power loss (SQLite synchronous=FULL).
+   * 'process': it survives a crash or kill -9 of the process but not of the machine (synchronous=NORMAL).
+   */
+  durability?: 'fsync' | 'process';
+}
+
+interface MessageRow {
+  seq: number;
+  topic_uid: number;
+  ordering_key: string;
+  key_seq: number;
+  publish_time: number;
+  data: Buffer;
+  attributes: string | null;
+  acked?: number;
+  failures?: number | null;
+}
+
+/** Embedded default store: one SQLite file in WAL mode under the data directory. */
+export class SqliteStore implements Store {
+  readonly location: string;
+  private readonly db: Database.Database;
+  private readonly commits: GroupCommit;
+  private readonly stmt;
+
+  private constructor(file: string, options: SqliteStoreOptions) {
+    this.location = file;
+    this.db = new Database(file);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma(`synchronous = ${options.durability === 'process' ? 'NORMAL' : 'FULL'}`);
+    this.checkIdentity();
+    this.migrate();
+    const db = this.db;
+    this.stmt = {
+      insertMessage: db.prepare(
+        'INSERT INTO messages(seq, topic_uid, ordering_key, key_seq, publish_time, data, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      ),
+      upsertKeySeq: db.prepare(
+        'INSERT INTO key_seqs(topic_uid, ordering_key, last) VALUES (?, ?, ?) ON CONFLICT(topic_uid, ordering_key) DO UPDATE SET last = max(last, excluded.last)',
+      ),
+      insertAck: db.prepare('INSERT OR IGNORE INTO acks(sub, seq) VALUES (?, ?)'),
+      upsertFailures: db.prepare(
+        'INSERT INTO failures(sub, seq, n) VALUES (?, ?, ?) ON CONFLICT(sub, seq) DO UPDATE SET n = excluded.n',
+      ),
+      lastKeySeq: db.prepare('SELECT last FROM key_seqs WHERE topic_uid = ? AND ordering_key = ?').pluck(),
+      backlog: db.prepare(
+        `SELECT m.*, (a.seq IS NOT NULL) AS acked, f.n AS failures
+           FROM messages m
+           LEFT JOIN acks a ON a.sub = @sub AND a.seq = m.seq
+           LEFT JOIN failures f ON f.sub = @sub AND f.seq = m.seq
+          WHERE m.topic_uid = @topic AND m.seq > @low AND m.publish_time >= @since
+          ORDER BY m.seq`,
+      ),
+    };
+    this.commits = new GroupCommit((ops) => this.db.transaction(() => ops.forEach((op) => op()))());
+  }
+
+  /** Opens (creating if needed) `<dataDir>/orderly.sqlite`. A corrupt or foreign file is an error, never reset. */
+  static open(dataDir: string, options: SqliteStoreOptions = {}): SqliteStore {
+    mkdirSync(dataDir, { recursive: true });
+    const file = join(dataDir, 'orderly.sqlite');
+    const existed = existsSync(file);
+    try {
+      return new SqliteStore(file, options);
+    } catch (e) {
+      if (e instanceof StoreCorruptError) throw e;
+      throw new StoreCorruptError(file, existed ? e : new Error(`cannot create it: ${(e as Error).message}`));
+    }
+  }
+
+  private checkIdentity(): void {
+    const appId = this.db.pragma('application_id', { simple: true }) as number;
+    const tables = this.db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table'").pluck().get() as number;
+    if (appId === 0 && tables === 0) {
+      this.db.pragma(`application_id = ${APPLICATION_ID}`);
+      return;
+    }
+    if (appId !== APPLICATION_ID) throw new StoreCorruptError(this.location, new Error('not an Orderly store (foreign SQLite file)'));
+    const result = this.db.pragma('quick_check(1)', { simple: true });
+    if (result !== 'ok') throw new StoreCorruptError(this.location, new Error(`integrity check failed: ${String(result)}`));
+  }
+
+  private migrate(): void {
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS topics(uid INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE NOT NULL, labels TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS subscriptions(name TEXT PRIMARY KEY, topic_uid INTEGER NOT NULL, spec TEXT NOT NULL, low_seq INTEGER NOT NULL);
+      CREATE TABLE IF NOT EXISTS messages(
+        seq INTEGER PRIMARY KEY, topic_uid INTEGER NOT NULL, ordering_key TEXT NOT NULL, key_seq INTEGER NOT NULL,
+        publish_time INTEGER NOT NULL, data BLOB NOT NULL, attributes TEXT);
+      CREATE INDEX IF NOT EXISTS messages_by_topic ON messages(topic_uid, seq);
+      CREATE TABLE IF NOT EXISTS key_seqs(topic_uid INTEGER, ordering_key TEXT, last INTEGER NOT NULL, PRIMARY KEY(topic_uid, ordering_key)) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS acks(sub TEXT, seq INTEGER, PRIMARY KEY(sub, seq)) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS failures(sub TEXT, seq INTEGER, n INTEGER NOT NULL, PRIMARY KEY(sub, seq)) WITHOUT ROWID;
+    `);
+    const version = this.db.prepare("SELECT v FROM meta WHERE k = 'schema'").pluck().get() as string | undefined;
+    if (version === undefined) {
+      this.db.prepare("INSERT INTO meta(k, v) VALUES ('schema', ?)").run(String(SCHEMA_VERSION));
+    } else if (Number(version) !== SCHEMA_VERSION) {
+      throw new StoreCorruptError(this.location, new Error(`schema version ${version}, this Orderly reads ${SCHEMA_VERSION}`));
+    }
+  }
+
+  async lastSeq(): Promise<number> {
+    const live = this.db.prepare('SELECT coalesce(max(seq), 0) FROM messages').pluck().get() as number;
+    return Math.max(live, this.metaNumber('last_seq'));
+  }
+
+  private metaNumber(k: string): number {
+    return Number(this.db.prepare('SELECT v FROM meta WHERE k = ?').pluck().get(k) ?? 0);
+  }
+
+  async lastKeySeq(topicUid: number, orderingKey: string): Promise<number> {
+    return (this.stmt.lastKeySeq.get(topicUid, orderingKey) as number | undefined) ?? 0;
+  }
+
+  async listTopics(): Promise<TopicRecord[]> {
+    const rows = this.db.prepare('SELECT uid, name, labels FROM topics ORDER BY name').all() as { uid: number; name: string; labels: string }[];
+    return rows.map((r) => ({ uid: r.uid, name: r.name, labels: JSON.parse(r.labels) }));
+  }
+
+  async createTopic(name: string, labels: Record<string, string>): Promise<TopicRecord> {
+    const info = this.db.prepare('INSERT INTO topics(name, labels) VALUES (?, ?)').run(name, JSON.stringify(labels));
+    return { uid: Number(info.lastInsertRowid), name, labels };
+  }
+
+  async updateTopic(topic: TopicRecord): Promise<void> {
+    this.db.prepare('UPDATE topics SET labels = ? WHERE uid = ?').run(JSON.stringify(topic.labels), topic.uid);
+  }
+
+  async deleteTopic(uid: number): Promise<void> {
+    this.db.prepare('DELETE FROM topics WHERE uid = ?').run(uid);
+  }
+
+  async listSubscriptions(): Promise<SubscriptionRecord[]> {
+    const rows = this.db.prepare('SELECT name, topic_uid, spec, low_seq FROM subscriptions ORDER BY name').all() as {
+      name: string;
+      topic_uid: number;
+      spec: string;
+      low_seq: number;
+    }[];
+    return rows.map((r) => ({ name: r.name, topicUid: r.topic_uid, spec: JSON.parse(r.spec), lowSeq: r.low_seq }));
+  }
+
+  async createSubscription(sub: SubscriptionRecord): Promise<void> {
+    this.db
+      .prepare('INSERT INTO subscriptions(name, topic_uid, spec, low_seq) VALUES (?, ?, ?, ?)')
+      .run(sub.name, sub.topicUid, JSON.stringify(sub.spec), sub.lowSeq);
+  }
+
+  async updateSubscriptionSpec(name: string, spec: unknown): Promise<void> {
+    this.db.prepare('UPDATE subscriptions SET spec = ? WHERE name = ?').run(JSON.stringify(spec), name);
+  }
+
+  async deleteSubscription(name: string): Promise<void> {
+    this.db.transaction(() => {
+      this.db.prepare('DELETE FROM subscriptions WHERE name = ?').run(name);
+      this.db.prepare('DELETE FROM acks WHERE sub = ?').run(name);
+      this.db.prepare('DELETE FROM failures WHERE sub = ?').run(name);
+    })();
+  }
+
+  append(messages: StoredMessage[]): Promise<void> {
+    return this.commits.submit(() => {
+      for (const m of messages) {
+        const attrs = Object.keys(m.attributes).length ? JSON.stringify(m.attributes) : null;
+        this.stmt.insertMessage.run(m.seq, m.topicUid, m.orderingKey, m.keySeq, m.publishTime, m.data, attrs);
+        this.stmt.upsertKeySeq.run(m.topicUid, m.orderingKey, m.keySeq);
+      }
+    });
+  }
+
+  ack(subscription: string, seqs: number[]): Promise<void> {
+    return this.commits.submit(() => {
+      for (const seq of seqs) this.stmt.insertAck.run(subscription, seq);
+    });
+  }
+
+  setFailures(subscription: string, seq: number, failures: number): Promise<void> {
+    return this.commits.submit(() => void this.stmt.upsertFailures.run(subscription, seq, failures));
+  }
+
+  async backlog(sub: SubscriptionRecord, publishedSince: number): Promise<BacklogRow[]> {
+    const rows = this.stmt.backlog.all({ sub: sub.name, topic: sub.topicUid, low: sub.lowSeq, since: publishedSince }) as MessageRow[];
+    return rows.map((r) => ({ message: toMessage(r), acked: r.acked === 1, failures: r.failures ?? 0 }));
+  }
+
+  async seek(sub: SubscriptionRecord, time: number): Promise<number> {
+    // Everything queued so far must land first, or an ack committed after the seek would undo it.
+    this.commits.flush();
+    return this.db.transaction(() => {
+      const low = this.db
+        .prepare('SELECT coalesce(max(seq), 0) FROM messages WHERE topic_uid = ? AND publish_time < ?')
+        .pluck()
+        .get(sub.topicUid, time) as number;
+      this.db.prepare('DELETE FROM acks WHERE sub = ? AND seq > ?').run(sub.name, low);
+      this.db.prepare('DELETE FROM failures WHERE sub = ? AND seq > ?').run(sub.name, low);
+      this.db.prepare('UPDATE subscriptions SET low_seq = ? WHERE name = ?').run(low, sub.name);
+      return low;
+    })();
+  }
+
+  async compact(plan: CompactionPlan): Promise<{ deletedMessages: number }> {
+    this.commits.flush();
+    return this.db.transaction(() => {
+      let deleted = 0;
+      // The seq counter must not go backwards once the newest message is compacted away.
+      const last = this.db.prepare('SELECT coalesce(max(seq), 0) FROM messages').pluck().get() as number;
+      if (last > this.metaNumber('last_seq')) {
+        this.db.prepare("INSERT INTO meta(k, v) VALUES ('last_seq', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v").run(String(last));
+      }
+      for (const [name, low] of plan.watermarks) {
+        this.db.prepare('UPDATE subscriptions SET low_seq = max(low_seq, ?) WHERE name = ?').run(low, name);
+        this.db.prepare('DELETE FROM acks WHERE sub = ? AND seq <= ?').run(name, low);
+        this.db.prepare('DELETE FROM failures WHERE sub = ? AND seq <= ?').run(name, low);
+      }
+      for (const [uid, upTo] of plan.deleteUpTo) {
+        deleted += this.db.prepare('DELETE FROM messages WHERE topic_uid = ? AND seq <= ?').run(uid, upTo).changes;
+      }
+      for (const [uid, before] of plan.deletePublishedBefore) {
+        deleted += this.db.prepare('DELETE FROM messages WHERE topic_uid = ? AND publish_time < ?').run(uid, before).changes;
+      }
+      return { deletedMessages: deleted };
+    })();
+  }
+
+  async close(): Promise<void> {
+    this.commits.flush();
+    this.db.close();
+  }
+}
+
+function toMessage(r: MessageRow): StoredMessage {
+  return {
+    seq: r.seq,
+    topicUid: r.topic_uid,
+    orderingKey: r.ordering_key,
+    keySeq: r.key_seq,
+    publishTime: r.publish_time,
+    data: r.data,
+    attributes: r.attributes ? JSON.parse(r.attributes) : {},
+  };
+}

@@ -1,0 +1,100 @@
+/**
+ * The durable store behind the core. Deliberately narrow and engine-neutral (plain records, promises) so
+ * a distributed engine can implement it later; nothing here names SQLite.
+ *
+ * Durability contract: when a write method's promise resolves, the write survives a kill -9 of the
+ * process (and, with `durability: 'fsync'`, a power loss). Writes issued in the same tick may be grouped
+ * into one commit; they resolve together.
+ */
+export interface StoredMessage {
+  /** Store-wide publish order; also the message id. */
+  seq: number;
+  topicUid: number;
+  orderingKey: string;
+  /** Position within (topic, orderingKey), from 1. */
+  keySeq: number;
+  publishTime: number;
+  data: Buffer;
+  attributes: Record<string, string>;
+}
+
+export interface TopicRecord {
+  uid: number;
+  name: string;
+  labels: Record<string, string>;
+}
+
+export interface SubscriptionRecord {
+  name: string;
+  topicUid: number;
+  /** The subscription's spec as JSON-safe data; the core owns its shape. */
+  spec: unknown;
+  /**
+   * Every message with seq <= lowSeq is acked for this subscription (or predates it): set at creation to
+   * the last seq, raised by compaction, moved either way by seek.
+   */
+  lowSeq: number;
+}
+
+export interface BacklogRow {
+  message: StoredMessage;
+  acked: boolean;
+  /** Failed deliveries (nacks + expiries) so far. */
+  failures: number;
+}
+
+export interface Store {
+  /** Where the data lives, for messages a user can act on. */
+  readonly location: string;
+
+  lastSeq(): Promise<number>;
+  lastKeySeq(topicUid: number, orderingKey: string): Promise<number>;
+
+  listTopics(): Promise<TopicRecord[]>;
+  createTopic(name: string, labels: Record<string, string>): Promise<TopicRecord>;
+  updateTopic(topic: TopicRecord): Promise<void>;
+  deleteTopic(uid: number): Promise<void>;
+
+  listSubscriptions(): Promise<SubscriptionRecord[]>;
+  createSubscription(sub: SubscriptionRecord): Promise<void>;
+  updateSubscriptionSpec(name: string, spec: unknown): Promise<void>;
+  deleteSubscription(name: string): Promise<void>;
+
+  append(messages: StoredMessage[]): Promise<void>;
+  ack(subscription: string, seqs: number[]): Promise<void>;
+  setFailures(subscription: string, seq: number, failures: number): Promise<void>;
+
+  /** Messages of the subscription's topic after its lowSeq, oldest first, with ack state. */
+  backlog(sub: SubscriptionRecord, publishedSince: number): Promise<BacklogRow[]>;
+  /**
+   * Marks messages published before `time` acked and the later ones unacked. Returns the new lowSeq.
+   */
+  seek(sub: SubscriptionRecord, time: number): Promise<number>;
+  /** Raises watermarks and deletes what the plan says no subscription can be given again. */
+  compact(plan: CompactionPlan): Promise<{ deletedMessages: number }>;
+
+  close(): Promise<void>;
+}
+
+/** Computed by the core, which alone knows what is in flight; the store only carries it out. */
+export interface CompactionPlan {
+  /** Subscription name -> new lowSeq (only ever raised by compaction). */
+  watermarks: Map<string, number>;
+  /** Topic uid -> delete its messages with seq <= this. */
+  deleteUpTo: Map<number, number>;
+  /** Topic uid -> delete its messages published before this time (retention). */
+  deletePublishedBefore: Map<number, number>;
+}
+
+export class StoreCorruptError extends Error {
+  constructor(
+    readonly file: string,
+    cause: unknown,
+  ) {
+    super(
+      `the Orderly store at ${file} cannot be read (${cause instanceof Error ? cause.message : String(cause)}). ` +
+        'It was not modified. Restore it from a backup, or point Orderly at another data directory.',
+    );
+    this.name = 'StoreCorruptError';
+  }
+}

@@ -1,0 +1,347 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { ManualClock } from '../../src/core/clock.js';
+import type { ReceivedMessage } from '../../src/core/message.js';
+import type { PubSubCore } from '../../src/core/pubsub-core.js';
+import { openCore, settle, tempDir } from '../helpers/core.js';
+
+let dir: ReturnType<typeof tempDir>;
+let core: PubSubCore;
+let clock: ManualClock;
+
+beforeEach(async () => {
+  dir = tempDir();
+  ({ core, clock } = await openCore(dir.path));
+  await core.createTopic('orders');
+});
+afterEach(async () => {
+  await core.close();
+  dir.remove();
+});
+
+const text = (m: ReceivedMessage) => m.message.data.toString();
+const texts = (ms: ReceivedMessage[]) => ms.map(text);
+async function publishKeyed(items: [key: string, data: string][]): Promise<void> {
+  for (const [orderingKey, data] of items) await core.publish('orders', [{ data, orderingKey }]);
+}
+async function pullAll(sub: string, max = 1000): Promise<ReceivedMessage[]> {
+  return core.pull(sub, { maxMessages: max });
+}
+
+describe('ordered pull', () => {
+  beforeEach(async () => {
+    await core.createSubscription('ordered', { topic: 'orders', enableMessageOrdering: true });
+  });
+
+  it('delivers each key in publish order, one outstanding batch per key', async () => {
+    await publishKeyed([['a', 'a1'], ['b', 'b1'], ['a', 'a2'], ['b', 'b2'], ['a', 'a3']]);
+    const first = await pullAll('ordered');
+    expect(texts(first.filter((m) => m.message.orderingKey === 'a'))).toEqual(['a1', 'a2', 'a3']);
+    expect(texts(first.filter((m) => m.message.orderingKey === 'b'))).toEqual(['b1', 'b2']);
+    expect(first.map((m) => m.message.sequence).filter((_, i) => first[i]!.message.orderingKey === 'a')).toEqual([1, 2, 3]);
+    await publishKeyed([['a', 'a4']]);
+    expect(await pullAll('ordered')).toHaveLength(0); // key a has a batch out
+    await core.acknowledge('ordered', first.filter((m) => m.message.orderingKey === 'a').map((m) => m.ackId));
+    expect(texts(await pullAll('ordered'))).toEqual(['a4']);
+  });
+
+  it('a partially acked batch still blocks its key until every message settles', async () => {
+    await publishKeyed([['a', 'a1'], ['a', 'a2']]);
+    const [m1, m2] = await pullAll('ordered');
+    await core.acknowledge('ordered', [m2!.ackId]);
+    await publishKeyed([['a', 'a3']]);
+    expect(await pullAll('ordered')).toHaveLength(0);
+    await core.acknowledge('ordered', [m1!.ackId]);
+    expect(texts(await pullAll('ordered'))).toEqual(['a3']);
+  });
+
+  it('nack of the middle message redelivers it and every later message of the key, even acked ones', async () => {
+    await publishKeyed([['a', 'a1'], ['a', 'a2'], ['a', 'a3'], ['a', 'a4'], ['b', 'b1']]);
+    const batch = await pullAll('ordered');
+    const a = batch.filter((m) => m.message.orderingKey === 'a');
+    await core.acknowledge('ordered', [a[0]!.ackId, a[2]!.ackId, a[3]!.ackId]); // a1, a3, a4 acked
+    await core.modifyAckDeadline('ordered', [a[1]!.ackId], 0); // a2 nacked
+    const again = await pullAll('ordered');
+    expect(texts(again)).toEqual(['a2', 'a3', 'a4']);
+    // b is untouched by a's redelivery
+    expect(batch.find((m) => m.message.orderingKey === 'b')).toBeDefined();
+  });
+
+  it('expiry of the first message while later ones are acked redelivers all of them in order', async () => {
+    await publishKeyed([['k', '1'], ['k', '2'], ['k', '3']]);
+    const batch = await pullAll('ordered');
+    await core.acknowledge('ordered', [batch[1]!.ackId, batch[2]!.ackId]);
+    clock.advance(9_000);
+    expect(await pullAll('ordered')).toHaveLength(0);
+    clock.advance(1_100); // past the 10 s ack deadline
+    const again = await pullAll('ordered');
+    expect(texts(again)).toEqual(['1', '2', '3']);
+    expect(core.metrics('ordered').counters.expired).toBe(1);
+  });
+
+  it('stale ack ids of revoked deliveries are harmless and do not ack the redelivery', async () => {
+    await publishKeyed([['k', '1'], ['k', '2']]);
+    const old = await pullAll('ordered');
+    await core.modifyAckDeadline('ordered', [old[0]!.ackId], 0);
+    await core.acknowledge('ordered', [old[1]!.ackId, 'nonsense']); // revoked by the nack
+    await core.modifyAckDeadline('ordered', ['unknown-id'], 30);
+    const again = await pullAll('ordered');
+    expect(texts(again)).toEqual(['1', '2']);
+    expect(core.metrics('ordered').backlogMessages).toBe(2);
+  });
+
+  it('modifyAckDeadline extends a lease; out-of-range deadlines are refused', async () => {
+    await publishKeyed([['k', '1']]);
+    const [m] = await pullAll('ordered');
+    await core.modifyAckDeadline('ordered', [m!.ackId], 60);
+    clock.advance(30_000);
+    expect(core.runtime('ordered').isLive(m!.ackId)).toBe(true);
+    clock.advance(31_000);
+    expect(core.runtime('ordered').isLive(m!.ackId)).toBe(false);
+    await expect(core.modifyAckDeadline('ordered', [m!.ackId], 601)).rejects.toThrow('between 0 and 600, got 601');
+  });
+
+  it('messages without an ordering key flow freely', async () => {
+    await core.publish('orders', [{ data: 'x1' }, { data: 'x2' }, { data: 'x3' }]);
+    const first = await pullAll('ordered', 1);
+    const second = await pullAll('ordered', 5);
+    expect(texts([...first, ...second]).sort()).toEqual(['x1', 'x2', 'x3']);
+  });
+
+  it('pull with waitMs returns as soon as a message is published', async () => {
+    const waiting = core.pull('ordered', { maxMessages: 10, waitMs: 5_000 });
+    await publishKeyed([['k', 'late']]);
+    expect(texts(await waiting)).toEqual(['late']);
+  });
+});
+
+describe('unordered subscriptions', () => {
+  it('deliver a key\'s messages in parallel and redeliver only the failed one', async () => {
+    await core.createSubscription('free', { topic: 'orders' });
+    await publishKeyed([['k', '1'], ['k', '2'], ['k', '3']]);
+    const one = await pullAll('free', 1);
+    const rest = await pullAll('free', 10);
+    expect(texts([...one, ...rest])).toEqual(['1', '2', '3']);
+    await core.modifyAckDeadline('free', [one[0]!.ackId], 0);
+    await core.acknowledge('free', rest.map((m) => m.ackId));
+    expect(texts(await pullAll('free'))).toEqual(['1']);
+  });
+});
+
+describe('delivery attempts, retry backoff and dead letters', () => {
+  beforeEach(async () => {
+    await core.createTopic('dead');
+    await core.createSubscription('dead-sub', { topic: 'dead' });
+  });
+
+  it('deliveryAttempt is 0 without a dead-letter policy', async () => {
+    await core.createSubscription('plain', { topic: 'orders', enableMessageOrdering: true });
+    await publishKeyed([['k', '1']]);
+    const [m] = await pullAll('plain');
+    expect(m!.deliveryAttempt).toBe(0);
+    await core.modifyAckDeadline('plain', [m!.ackId], 0);
+    expect((await pullAll('plain'))[0]!.deliveryAttempt).toBe(0);
+  });
+
+  it('after maxDeliveryAttempts the message is dead-lettered with its attributes and the key moves on', async () => {
+    await core.createSubscription('dl-sub', {
+      topic: 'orders',
+      enableMessageOrdering: true,
+      deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 5 },
+    });
+    await publishKeyed([['k', 'poison'], ['k', 'next']]);
+    const attempts: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const batch = await pullAll('dl-sub');
+      expect(texts(batch)).toEqual(['poison', 'next']);
+      attempts.push(batch[0]!.deliveryAttempt);
+      await core.modifyAckDeadline('dl-sub', [batch[0]!.ackId], 0);
+    }
+    expect(attempts).toEqual([1, 2, 3, 4, 5]);
+    await settle();
+    const after = await pullAll('dl-sub');
+    expect(texts(after)).toEqual(['next']);
+    expect(after[0]!.deliveryAttempt).toBe(1);
+    const [dead] = await pullAll('dead-sub');
+    expect(text(dead!)).toBe('poison');
+    expect(dead!.message.attributes).toMatchObject({
+      CloudPubSubDeadLetterSourceDeliveryCount: '5',
+      CloudPubSubDeadLetterSourceSubscription: 'dl-sub',
+      CloudPubSubDeadLetterSourceSubscriptionProject: 'p',
+      CloudPubSubDeadLetterSourceTopicPublishTime: new Date(clock.now()).toISOString(),
+    });
+    expect(core.metrics('dl-sub').counters.deadLettered).toBe(1);
+  });
+
+  it('a sink error message travels to the dead-letter topic', async () => {
+    await core.createSubscription('dl-sub', { topic: 'orders', deadLetterPolicy: { deadLetterTopic: 'dead' } });
+    await publishKeyed([['', 'bad']]);
+    for (let i = 0; i < 5; i++) {
+      const [m] = await pullAll('dl-sub');
+      await core.modifyAckDeadline('dl-sub', [m!.ackId], 0, 'column "x" does not exist');
+    }
+    await settle();
+    const [dead] = await pullAll('dead-sub');
+    expect(dead!.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage).toBe('column "x" does not exist');
+  });
+
+  it('retryPolicy backs off exponentially, holding the whole key', async () => {
+    await core.createSubscription('retry', {
+      topic: 'orders',
+      enableMessageOrdering: true,
+      retryPolicy: { minimumBackoff: '10s', maximumBackoff: '30s' },
+    });
+    await publishKeyed([['k', '1'], ['k', '2'], ['j', 'other']]);
+    const waits: number[] = [];
+    let batch = (await pullAll('retry')).filter((m) => m.message.orderingKey === 'k');
+    for (let failure = 1; failure <= 3; failure++) {
+      await core.modifyAckDeadline('retry', [batch[0]!.ackId], 0);
+      let waited = 0;
+      for (;;) {
+        batch = (await pullAll('retry')).filter((m) => m.message.orderingKey === 'k');
+        if (batch.length) break;
+        clock.advance(1_000);
+        waited += 1_000;
+      }
+      waits.push(waited);
+      expect(texts(batch)).toEqual(['1', '2']);
+    }
+    // 10 s, 20 s, then capped at 30 s (+ one tick of the 100 ms timer granularity, rounded up to 1 s steps)
+    expect(waits).toEqual([10_000, 20_000, 30_000]);
+  });
+});
+
+describe('filters, seek, retention, flow control', () => {
+  it('auto-acks messages that do not match the filter', async () => {
+    await core.createSubscription('eu-only', { topic: 'orders', filter: 'attributes.region = "eu"' });
+    await core.publish('orders', [
+      { data: '1', attributes: { region: 'eu' } },
+      { data: '2', attributes: { region: 'us' } },
+      { data: '3' },
+      { data: '4', attributes: { region: 'eu' } },
+    ]);
+    expect(texts(await pullAll('eu-only'))).toEqual(['1', '4']);
+    expect(core.metrics('eu-only').backlogMessages).toBe(2);
+  });
+
+  it('fans out to every subscription: ordered and unordered see the same messages', async () => {
+    await core.createSubscription('s-ordered', { topic: 'orders', enableMessageOrdering: true });
+    await core.createSubscription('s-free', { topic: 'orders' });
+    await publishKeyed([['k', '1'], ['k', '2']]);
+    expect(texts(await pullAll('s-ordered'))).toEqual(['1', '2']);
+    expect(texts(await pullAll('s-free')).sort()).toEqual(['1', '2']);
+  });
+
+  it('only messages published after creation are delivered', async () => {
+    await publishKeyed([['k', 'before']]);
+    await core.createSubscription('late', { topic: 'orders', enableMessageOrdering: true });
+    await publishKeyed([['k', 'after']]);
+    expect(texts(await pullAll('late'))).toEqual(['after']);
+  });
+
+  it('seek to a time: earlier messages acked, later ones delivered again (retainAckedMessages)', async () => {
+    await core.createSubscription('replay', { topic: 'orders', enableMessageOrdering: true, retainAckedMessages: true });
+    await publishKeyed([['k', '1']]);
+    clock.advance(1_000);
+    const mark = clock.now();
+    await publishKeyed([['k', '2'], ['k', '3']]);
+    const all = await pullAll('replay');
+    await core.acknowledge('replay', all.map((m) => m.ackId));
+    expect(await pullAll('replay')).toHaveLength(0);
+    await core.compact();
+    await core.seek('replay', mark);
+    expect(texts(await pullAll('replay'))).toEqual(['2', '3']);
+    await core.seek('replay', mark + 60_000);
+    expect(await pullAll('replay')).toHaveLength(0);
+  });
+
+  it('messages past messageRetentionDuration leave the backlog', async () => {
+    await core.createSubscription('short', { topic: 'orders', enableMessageOrdering: true, messageRetentionDuration: '10m' });
+    await publishKeyed([['k', 'old']]);
+    clock.advance(9 * 60_000);
+    await publishKeyed([['k', 'young']]);
+    clock.advance(61_000);
+    expect(texts(await pullAll('short'))).toEqual(['young']);
+    await core.compact();
+    expect(core.metrics('short').backlogMessages).toBe(1);
+  });
+
+  it('flow control caps outstanding messages per subscriber; the callback of a key runs after the previous settled', async () => {
+    await core.createSubscription('callback', { topic: 'orders', enableMessageOrdering: true });
+    const log: string[] = [];
+    let running = 0;
+    let maxRunning = 0;
+    const release: (() => void)[] = [];
+    const sub = core.subscribe(
+      'callback',
+      async (m) => {
+        running++;
+        maxRunning = Math.max(maxRunning, running);
+        log.push(`start ${m.message.orderingKey}${text(m)}`);
+        await new Promise<void>((r) => release.push(r));
+        log.push(`end ${m.message.orderingKey}${text(m)}`);
+        running--;
+      },
+      { flowControl: { maxMessages: 2 } },
+    );
+    await core.publish('orders', [
+      { data: '1', orderingKey: 'a' },
+      { data: '2', orderingKey: 'a' },
+      { data: '1', orderingKey: 'b' },
+      { data: '1', orderingKey: 'c' },
+    ]);
+    await settle();
+    expect(sub.outstanding).toBe(2); // flow control: a's batch of two fills the subscriber
+    expect(log).toEqual(['start a1']);
+    while (log.filter((l) => l.startsWith('end')).length < 4) {
+      release.shift()?.();
+      await settle();
+    }
+    expect(log.indexOf('end a1')).toBeLessThan(log.indexOf('start a2'));
+    expect(maxRunning).toBeLessThanOrEqual(2);
+    await sub.close();
+    expect(core.metrics('callback').backlogMessages).toBe(0);
+  });
+
+  it('a key with outstanding messages stays with its subscriber; idle keys may move', async () => {
+    await core.createSubscription('aff', { topic: 'orders', enableMessageOrdering: true });
+    const seen = new Map<string, Set<string>>();
+    const handler = (who: string) => async (m: ReceivedMessage) => {
+      const set = seen.get(m.message.orderingKey) ?? new Set();
+      set.add(who);
+      seen.set(m.message.orderingKey, set);
+      await settle();
+    };
+    const s1 = core.subscribe('aff', handler('s1'), { flowControl: { maxMessages: 50 } });
+    const s2 = core.subscribe('aff', handler('s2'), { flowControl: { maxMessages: 50 } });
+    // all messages published in one go: each key's batch goes to one subscriber only
+    await core.publish('orders', Array.from({ length: 200 }, (_, i) => ({ data: String(i), orderingKey: `k${i % 20}` })));
+    for (let i = 0; i < 50 && core.metrics('aff').backlogMessages > 0; i++) await settle();
+    expect(core.metrics('aff').backlogMessages).toBe(0);
+    expect(new Set([...seen.values()].flatMap((s) => [...s]))).toEqual(new Set(['s1', 's2']));
+    await s1.close();
+    await s2.close();
+  });
+});
+
+describe('topics and subscriptions', () => {
+  it('create/get/list/update/delete with Pub/Sub errors', async () => {
+    await expect(core.createTopic('orders')).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
+    expect(() => core.getTopic('missing')).toThrow('Topic not found: projects/p/topics/missing');
+    await core.createSubscription('s-one', { topic: 'orders', ackDeadlineSeconds: 20 });
+    await expect(core.createSubscription('s-one', { topic: 'orders' })).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
+    await expect(core.createSubscription('s-two', { topic: 'nope' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(
+      core.createSubscription('s-three', { topic: 'orders', deadLetterPolicy: { deadLetterTopic: 'nope' } }),
+    ).rejects.toThrow('Dead-letter topic not found: projects/p/topics/nope');
+    expect(core.listTopicSubscriptions('orders')).toEqual(['projects/p/subscriptions/s-one']);
+    const updated = await core.updateSubscription('s-one', { ackDeadlineSeconds: 60 });
+    expect(updated.ackDeadlineSeconds).toBe(60);
+    await expect(core.updateSubscription('s-one', { enableMessageOrdering: true })).rejects.toMatchObject({
+      code: 'FAILED_PRECONDITION',
+    });
+    await core.deleteTopic('orders');
+    expect(core.getSubscription('s-one').topic).toBe('_deleted-topic_');
+    await core.deleteSubscription('s-one');
+    expect(core.listSubscriptions()).toEqual([]);
+  });
+});

@@ -1,0 +1,96 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { OrderingKeyPausedError } from '../../src/core/errors.js';
+import { Publisher } from '../../src/core/publisher.js';
+import type { PubSubCore } from '../../src/core/pubsub-core.js';
+import { openCore, settle, tempDir } from '../helpers/core.js';
+
+let dir: ReturnType<typeof tempDir>;
+let core: PubSubCore;
+
+beforeEach(async () => {
+  dir = tempDir();
+  ({ core } = await openCore(dir.path));
+  await core.createTopic('events');
+});
+afterEach(async () => {
+  await core.close();
+  dir.remove();
+});
+
+describe('push delivery', () => {
+  let server: Server;
+  afterEach(() => new Promise<void>((r) => server.close(() => r())));
+
+  it('POSTs the Pub/Sub envelope, one outstanding message per key, 2xx acks and errors redeliver', async () => {
+    const received: { key: string; data: string; attempt?: number }[] = [];
+    let inFlightPerKey = new Map<string, number>();
+    let overlap = false;
+    let failedOnce = false;
+    server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        const env = JSON.parse(body);
+        const key = env.message.orderingKey ?? '';
+        const n = (inFlightPerKey.get(key) ?? 0) + 1;
+        if (n > 1) overlap = true;
+        inFlightPerKey.set(key, n);
+        const data = Buffer.from(env.message.data, 'base64').toString();
+        received.push({ key, data, attempt: env.deliveryAttempt });
+        expect(env.subscription).toBe('projects/p/subscriptions/pushed');
+        expect(env.message.messageId).toBe(env.message.message_id);
+        setTimeout(() => {
+          inFlightPerKey.set(key, inFlightPerKey.get(key)! - 1);
+          const fail = data === 'a2' && !failedOnce;
+          failedOnce ||= fail;
+          res.writeHead(fail ? 503 : 204).end();
+        }, 5);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as AddressInfo).port;
+    await core.createSubscription('pushed', {
+      topic: 'events',
+      enableMessageOrdering: true,
+      pushConfig: { pushEndpoint: `http://127.0.0.1:${port}/push` },
+      retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 },
+    });
+    await core.publish('events', ['a1', 'a2', 'a3'].map((data) => ({ data, orderingKey: 'a' })));
+    await core.publish('events', ['b1', 'b2'].map((data) => ({ data, orderingKey: 'b' })));
+    for (let i = 0; i < 200 && core.metrics('pushed').backlogMessages > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(core.metrics('pushed').backlogMessages).toBe(0);
+    expect(overlap).toBe(false);
+    expect(received.filter((r) => r.key === 'a').map((r) => r.data)).toEqual(['a1', 'a2', 'a2', 'a3']);
+    expect(received.filter((r) => r.key === 'b').map((r) => r.data)).toEqual(['b1', 'b2']);
+    inFlightPerKey = new Map();
+  });
+});
+
+describe('publisher-side ordering', () => {
+  it('a failed publish pauses its ordering key until resumePublishing', async () => {
+    const publisher = new Publisher(core, 'events');
+    const ok1 = publisher.publish({ data: 'k1', orderingKey: 'k' });
+    const bad = publisher.publish({ data: Buffer.alloc(10_000_001), orderingKey: 'k' });
+    const other = publisher.publish({ data: 'j1', orderingKey: 'j' });
+    await expect(ok1).resolves.toMatch(/^\d+$/);
+    await expect(bad).rejects.toThrow('must be at most 10000000 bytes');
+    await expect(other).resolves.toBeDefined();
+    expect(publisher.isPaused('k')).toBe(true);
+    await expect(publisher.publish({ data: 'k2', orderingKey: 'k' })).rejects.toBeInstanceOf(OrderingKeyPausedError);
+    await expect(publisher.publish({ data: 'no key' })).resolves.toBeDefined();
+    publisher.resumePublishing('k');
+    await expect(publisher.publish({ data: 'k3', orderingKey: 'k' })).resolves.toBeDefined();
+  });
+
+  it('messages published on one key in one tick keep call order', async () => {
+    await core.createSubscription('seq-check', { topic: 'events', enableMessageOrdering: true });
+    const publisher = new Publisher(core, 'events');
+    await Promise.all(Array.from({ length: 50 }, (_, i) => publisher.publish({ data: String(i), orderingKey: 'k' })));
+    await settle();
+    const got = await core.pull('seq-check', { maxMessages: 100 });
+    expect(got.map((m) => Number(m.message.data.toString()))).toEqual(Array.from({ length: 50 }, (_, i) => i));
+    expect(got.map((m) => m.message.sequence)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+  });
+});

@@ -1,0 +1,113 @@
+import Database from 'better-sqlite3';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/core/clock.js';
+import { PubSubCore } from '../../src/core/pubsub-core.js';
+import { SqliteStore } from '../../src/store/sqlite-store.js';
+import { StoreCorruptError } from '../../src/store/store.js';
+import { openCore, tempDir } from '../helpers/core.js';
+
+let dir: ReturnType<typeof tempDir>;
+beforeEach(() => {
+  dir = tempDir();
+});
+afterEach(() => dir.remove());
+
+describe('restart on the same store', () => {
+  it('keeps topics, subscriptions, acks and per-key order; unacked messages come again', async () => {
+    const clock = new ManualClock();
+    let { core } = await openCore(dir.path, clock);
+    await core.createTopic('orders');
+    await core.createSubscription('ordered', { topic: 'orders', enableMessageOrdering: true, ackDeadlineSeconds: 30 });
+    for (const [k, d] of [['a', 'a1'], ['a', 'a2'], ['a', 'a3'], ['b', 'b1'], ['b', 'b2']]) {
+      await core.publish('orders', [{ data: d, orderingKey: k }]);
+    }
+    const batch = await core.pull('ordered', { maxMessages: 10 });
+    const byData = new Map(batch.map((m) => [m.message.data.toString(), m]));
+    // b fully acked; a: a1 acked, a3 acked, a2 outstanding
+    await core.acknowledge('ordered', ['b1', 'b2', 'a1', 'a3'].map((d) => byData.get(d)!.ackId));
+    await core.close();
+
+    ({ core } = await openCore(dir.path, clock));
+    expect(core.getSubscription('ordered').ackDeadlineSeconds).toBe(30);
+    const again = await core.pull('ordered', { maxMessages: 10 });
+    // a2 was never acked: it and every later message of a come again (a3 included); b stays acked
+    expect(again.map((m) => m.message.data.toString())).toEqual(['a2', 'a3']);
+    await core.acknowledge('ordered', again.map((m) => m.ackId));
+    const id = await core.publish('orders', [{ data: 'a4', orderingKey: 'a' }]);
+    const next = await core.pull('ordered');
+    expect(next.map((m) => [m.message.data.toString(), m.message.sequence, m.message.messageId])).toEqual([['a4', 4, id[0]]]);
+    await core.close();
+  });
+
+  it('failure counts survive a restart (deliveryAttempt continues)', async () => {
+    const clock = new ManualClock();
+    let { core } = await openCore(dir.path, clock);
+    await core.createTopic('orders');
+    await core.createTopic('dead');
+    await core.createSubscription('dls', { topic: 'orders', deadLetterPolicy: { deadLetterTopic: 'dead' } });
+    await core.publish('orders', [{ data: 'x' }]);
+    for (let i = 0; i < 2; i++) {
+      const [m] = await core.pull('dls');
+      await core.modifyAckDeadline('dls', [m!.ackId], 0);
+    }
+    await core.close();
+    ({ core } = await openCore(dir.path, clock));
+    expect((await core.pull('dls'))[0]!.deliveryAttempt).toBe(3);
+    await core.close();
+  });
+
+  it('compaction removes acked messages but never an unacked one, and ids keep growing', async () => {
+    const clock = new ManualClock();
+    let { core } = await openCore(dir.path, clock);
+    await core.createTopic('orders');
+    await core.createSubscription('ordered', { topic: 'orders', enableMessageOrdering: true });
+    const ids = await core.publish('orders', Array.from({ length: 10 }, (_, i) => ({ data: String(i), orderingKey: i < 5 ? 'a' : 'b' })));
+    const got = await core.pull('ordered', { maxMessages: 100 });
+    await core.acknowledge('ordered', got.filter((m) => m.message.orderingKey === 'a').map((m) => m.ackId));
+    const { deletedMessages } = await core.compact();
+    expect(deletedMessages).toBe(5);
+    await core.close();
+    ({ core } = await openCore(dir.path, clock));
+    const again = await core.pull('ordered', { maxMessages: 100 });
+    expect(again.map((m) => m.message.data.toString())).toEqual(['5', '6', '7', '8', '9']);
+    await core.acknowledge('ordered', again.map((m) => m.ackId));
+    await core.compact();
+    await core.close();
+    ({ core } = await openCore(dir.path, clock));
+    const [next] = await core.publish('orders', [{ data: 'n', orderingKey: 'a' }]);
+    expect(Number(next)).toBeGreaterThan(Number(ids.at(-1)));
+    expect((await core.pull('ordered'))[0]!.message.sequence).toBe(6);
+    await core.close();
+  });
+});
+
+describe('a bad store file is an error naming the file, never a reset', () => {
+  it('garbage bytes', async () => {
+    const file = join(dir.path, 'orderly.sqlite');
+    writeFileSync(file, Buffer.alloc(8192, 0x5a));
+    expect(() => SqliteStore.open(dir.path)).toThrow(StoreCorruptError);
+    expect(() => SqliteStore.open(dir.path)).toThrow(file);
+    expect(readFileSync(file).every((b) => b === 0x5a)).toBe(true);
+  });
+
+  it('a foreign SQLite database', () => {
+    const db = new Database(join(dir.path, 'orderly.sqlite'));
+    db.exec('CREATE TABLE users(id INTEGER)');
+    db.close();
+    expect(() => SqliteStore.open(dir.path)).toThrow('not an Orderly store (foreign SQLite file)');
+  });
+
+  it('a damaged page in a real store', async () => {
+    const { core } = await openCore(dir.path);
+    await core.createTopic('orders');
+    await core.publish('orders', Array.from({ length: 500 }, (_, i) => ({ data: 'x'.repeat(500) + i })));
+    await core.close();
+    const file = join(dir.path, 'orderly.sqlite');
+    const bytes = readFileSync(file);
+    bytes.fill(0xff, 4096 * 3, 4096 * 3 + 2000);
+    writeFileSync(file, bytes);
+    await expect(async () => PubSubCore.open({ store: SqliteStore.open(dir.path) })).rejects.toThrow(/orderly\.sqlite cannot be read/);
+  });
+});
