@@ -308,7 +308,7 @@ export class PubSubCore {
     this.fannedOutSeq = Math.max(this.fannedOutSeq, messages[messages.length - 1]!.seq);
   }
 
-  private deadLetter(source: SubscriptionRuntime, entry: Entry): boolean {
+  private deadLetter(source: SubscriptionRuntime, entry: Entry): Promise<void> | false {
     const dltName = source.spec.deadLetterPolicy?.deadLetterTopic;
     const dlt = dltName ? this.topics.get(dltName) : undefined;
     if (!dlt) return false;
@@ -322,8 +322,7 @@ export class PubSubCore {
     };
     if (entry.lastError !== undefined) attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage = entry.lastError.slice(0, 1024);
     // Forwarded as is: Pub/Sub does not apply publish limits to dead-lettering.
-    this.append(dlt, [{ data: m.data, attributes, orderingKey: m.orderingKey }]).catch(this.onStoreError);
-    return true;
+    return this.append(dlt, [{ data: m.data, attributes, orderingKey: m.orderingKey }]).then(() => undefined);
   }
 
   // ---- delivery ----

@@ -14,7 +14,7 @@ export interface SubscriptionInput {
   retryPolicy?: { minimumBackoff?: DurationInput; maximumBackoff?: DurationInput } | null;
   enableExactlyOnceDelivery?: boolean;
   expirationPolicy?: { ttl?: DurationInput | null } | null;
-  pushConfig?: { pushEndpoint: string; attributes?: Record<string, string> } | null;
+  pushConfig?: { pushEndpoint?: string; attributes?: Record<string, string> } | null;
   bigqueryConfig?: Record<string, unknown> | null;
   cloudStorageConfig?: Record<string, unknown> | null;
   /** Orderly's own: a third-party export connector by registered name, with its settings. */
@@ -125,7 +125,7 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
     throw new InvalidArgumentError(deliveries[1]!, `at most one of pushConfig, bigqueryConfig, cloudStorageConfig, exportConfig may be set, got ${deliveries.join(' and ')}`);
   }
   if (hasConfig(input.pushConfig)) {
-    const endpoint = input.pushConfig!.pushEndpoint;
+    const endpoint = input.pushConfig!.pushEndpoint ?? '';
     let url: URL;
     try {
       url = new URL(endpoint);

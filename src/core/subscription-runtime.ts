@@ -35,8 +35,11 @@ export interface Consumer {
 export interface RuntimeHooks {
   clock: Clock;
   store: Store;
-  /** Forwards a message to the dead-letter topic; false if that topic does not exist (then it is retried). */
-  deadLetter(runtime: SubscriptionRuntime, entry: Entry): boolean;
+  /**
+   * Forwards a message to the dead-letter topic; resolves once that publish is durable. False if the
+   * topic does not exist (then the message is retried instead).
+   */
+  deadLetter(runtime: SubscriptionRuntime, entry: Entry): Promise<void> | false;
   /** A durable write failed; the message stays in memory and will be delivered again. */
   onStoreError(error: unknown): void;
 }
@@ -265,12 +268,14 @@ export class SubscriptionRuntime {
     for (const later of queue.rewindTo(entry)) this.leases.end(later.lease!);
     this.hooks.store.setFailures(this.name, entry.message.seq, entry.failures).catch(this.hooks.onStoreError);
     const policy = this.spec.deadLetterPolicy;
-    if (policy && entry.failures >= policy.maxDeliveryAttempts && this.hooks.deadLetter(this, entry)) {
+    const forwarded = policy && entry.failures >= policy.maxDeliveryAttempts ? this.hooks.deadLetter(this, entry) : false;
+    if (forwarded) {
       this.counters.deadLettered++;
       entry.acked = true;
       queue.skip(entry);
       queue.trimAcked();
-      this.persistAcks([entry.message.seq]);
+      // Acked only once the copy is durable in the dead-letter topic: a crash in between redelivers it.
+      forwarded.then(() => this.persistAcks([entry.message.seq]), this.hooks.onStoreError);
     } else {
       queue.notBefore = this.hooks.clock.now() + retryDelayMs(this.spec, entry.failures);
     }

@@ -66,6 +66,18 @@ describe('ordered pull', () => {
     expect(batch.find((m) => m.message.orderingKey === 'b')).toBeDefined();
   });
 
+  it('a redelivered message that was acked before must be acked again', async () => {
+    await publishKeyed([['a', 'a1'], ['a', 'a2']]);
+    const [a1, a2] = await pullAll('ordered');
+    await core.acknowledge('ordered', [a2!.ackId]);
+    await core.modifyAckDeadline('ordered', [a1!.ackId], 0);
+    const [b1, b2] = await pullAll('ordered');
+    await core.acknowledge('ordered', [b1!.ackId]); // a2's redelivery is left to expire
+    clock.advance(10_100);
+    expect(texts(await pullAll('ordered'))).toEqual(['a2']);
+    expect(b2).toBeDefined();
+  });
+
   it('expiry of the first message while later ones are acked redelivers all of them in order', async () => {
     await publishKeyed([['k', '1'], ['k', '2'], ['k', '3']]);
     const batch = await pullAll('ordered');
