@@ -1,0 +1,49 @@
+import { InvalidArgumentError } from '../../src/core/errors.js';
+
+/** Pub/Sub's `bigqueryConfig`, as Orderly maps it onto DuckDB. */
+export interface DuckDbTableConfig {
+  /** `project.dataset.table` as given. */
+  table: string;
+  /** dataset -> DuckDB schema */
+  schema: string;
+  /** table -> DuckDB table */
+  tableName: string;
+  useTableSchema: boolean;
+  writeMetadata: boolean;
+  dropUnknownFields: boolean;
+}
+
+const FIELD = 'bigqueryConfig';
+
+export function parseDuckDbTableConfig(raw: unknown): DuckDbTableConfig {
+  if (!raw || typeof raw !== 'object') throw new InvalidArgumentError(FIELD, 'must be an object');
+  const c = raw as Record<string, unknown>;
+  const known = ['table', 'useTopicSchema', 'useTableSchema', 'writeMetadata', 'dropUnknownFields', 'serviceAccountEmail', 'state'];
+  for (const k of Object.keys(c)) if (!known.includes(k)) throw new InvalidArgumentError(`${FIELD}.${k}`, `unknown field (known: ${known.join(', ')})`);
+  if (typeof c.table !== 'string') throw new InvalidArgumentError(`${FIELD}.table`, 'is required: "project.dataset.table"');
+  // BigQuery also accepts the legacy "project:dataset.table".
+  const parts = c.table.replace(':', '.').split('.');
+  if (parts.length !== 3 || parts.some((p) => p === '')) {
+    throw new InvalidArgumentError(`${FIELD}.table`, `must be "project.dataset.table", got ${JSON.stringify(c.table)}`);
+  }
+  for (const k of ['useTopicSchema', 'useTableSchema', 'writeMetadata', 'dropUnknownFields'] as const) {
+    if (c[k] !== undefined && typeof c[k] !== 'boolean') throw new InvalidArgumentError(`${FIELD}.${k}`, `must be true or false, got ${JSON.stringify(c[k])}`);
+  }
+  if (c.useTopicSchema && c.useTableSchema) {
+    throw new InvalidArgumentError(`${FIELD}.useTableSchema`, 'useTopicSchema and useTableSchema are mutually exclusive');
+  }
+  if (c.useTopicSchema) {
+    throw new InvalidArgumentError(`${FIELD}.useTopicSchema`, 'Orderly topics have no schemas; use useTableSchema to map JSON fields to columns');
+  }
+  if (c.dropUnknownFields && !c.useTableSchema) {
+    throw new InvalidArgumentError(`${FIELD}.dropUnknownFields`, 'only applies with useTableSchema');
+  }
+  return {
+    table: c.table,
+    schema: parts[1]!,
+    tableName: parts[2]!,
+    useTableSchema: c.useTableSchema === true,
+    writeMetadata: c.writeMetadata === true,
+    dropUnknownFields: c.dropUnknownFields === true,
+  };
+}

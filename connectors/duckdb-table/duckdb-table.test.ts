@@ -1,0 +1,200 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { queryDuckDb } from '../../src/duckdb/database.js';
+import { tempDir } from '../../test/helpers/core.js';
+import { openExport, waitFor } from '../../test/helpers/export.js';
+import { parseDuckDbTableConfig } from './config.js';
+
+let dir: ReturnType<typeof tempDir>;
+let env: Awaited<ReturnType<typeof openExport>>;
+const sql = (q: string) => queryDuckDb(env.duckdbPath, q);
+const backlog = (sub: string) => env.core.metrics(sub).backlogMessages;
+
+beforeEach(async () => {
+  dir = tempDir();
+  env = await openExport(dir.path);
+  await env.core.createTopic('events');
+  await env.core.createTopic('dead');
+  await env.core.createSubscription('dead-sub', { topic: 'dead' });
+});
+afterEach(async () => {
+  await env.close();
+  dir.remove();
+});
+
+async function exportTo(table: string, bigqueryConfig: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  await env.core.createSubscription('to-table', {
+    topic: 'events',
+    enableMessageOrdering: true,
+    bigqueryConfig: { table, ...bigqueryConfig },
+    ...extra,
+  });
+  await env.exports.sync();
+}
+
+describe('bigqueryConfig.writeMetadata', () => {
+  it('writes the metadata columns with their types and each key in publish order', async () => {
+    await sql(`CREATE SCHEMA analytics; CREATE TABLE analytics.events(
+      subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes JSON,
+      ordering_key VARCHAR, sequence BIGINT)`);
+    await exportTo('proj.analytics.events', { writeMetadata: true });
+    const keys = ['k1', 'k2', 'k3'];
+    for (let round = 0; round < 20; round++) {
+      await env.core.publish('events', keys.map((k) => ({ data: `${k}-${round}`, orderingKey: k, attributes: { round: String(round) } })));
+    }
+    await waitFor('rows', async () => Number((await sql('SELECT count(*) n FROM analytics.events'))[0]!.n) === 60);
+    const types = await sql("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'events' ORDER BY ordinal_position");
+    expect(types.map((t) => t.data_type)).toEqual(['VARCHAR', 'VARCHAR', 'TIMESTAMP', 'VARCHAR', 'JSON', 'VARCHAR', 'BIGINT']);
+    const rows = await sql('SELECT * FROM analytics.events ORDER BY rowid');
+    for (const k of keys) {
+      const mine = rows.filter((r) => r.ordering_key === k);
+      // appended in publish order: rowid order equals sequence order
+      expect(mine.map((r) => r.data)).toEqual(Array.from({ length: 20 }, (_, i) => `${k}-${i}`));
+      expect(mine.map((r) => Number(r.sequence))).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    }
+    const first = rows[0]!;
+    expect(first.subscription_name).toBe('projects/p/subscriptions/to-table');
+    expect(JSON.parse(String(first.attributes))).toEqual({ round: '0', orderingKey: first.ordering_key });
+    expect(String(first.publish_time)).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}/);
+    expect(backlog('to-table')).toBe(0);
+  });
+
+  it('a table name with odd characters is quoted, never executed', async () => {
+    const evil = 'x"; DROP TABLE victims; --';
+    await sql(`CREATE TABLE victims(id INTEGER); CREATE SCHEMA "we.ird"; CREATE TABLE "we.ird"."${evil.replaceAll('"', '""')}"(data VARCHAR)`);
+    expect(() => parseDuckDbTableConfig({ table: 'p.we.ird.t' })).toThrow('must be "project.dataset.table"');
+    await env.core.createSubscription('odd', { topic: 'events', bigqueryConfig: { table: `p.main.${evil}` } });
+    await env.exports.sync();
+    await env.core.publish('events', [{ data: 'hello' }]);
+    await waitFor('state', () => env.core.getSubscription('odd').state === 'NOT_FOUND');
+    expect(await sql('SELECT count(*) n FROM victims')).toEqual([{ n: 0n }]);
+  });
+});
+
+describe('bigqueryConfig.useTableSchema', () => {
+  beforeEach(async () => {
+    await sql(`CREATE TABLE orders(
+      order_id VARCHAR NOT NULL, qty INTEGER, price DOUBLE, paid BOOLEAN, placed_at TIMESTAMP, day DATE,
+      address STRUCT(city VARCHAR, zip VARCHAR), tags VARCHAR[], extra JSON, big BIGINT)`);
+  });
+
+  it('maps JSON fields to columns with type conversion', async () => {
+    await exportTo('p.main.orders', { useTableSchema: true });
+    const doc = {
+      order_id: 'o-1', qty: '3', price: 9.5, paid: true, placed_at: '2026-11-30T08:00:01.123456Z', day: '2026-11-30',
+      address: { city: 'Lyon', zip: '69001' }, tags: ['a', 'b'], extra: { nested: [1, { x: true }] }, big: '9007199254740993',
+    };
+    await env.core.publish('events', [{ data: JSON.stringify(doc), orderingKey: 'o-1' }]);
+    await waitFor('row', async () => (await sql('SELECT count(*) n FROM orders'))[0]!.n === 1n);
+    const [row] = await sql(`SELECT order_id, qty, price, paid, strftime(placed_at, '%Y-%m-%dT%H:%M:%S.%f') placed, day::VARCHAR AS "day",
+      address.city city, tags, extra::VARCHAR extra, big FROM orders`);
+    expect(row).toMatchObject({ order_id: 'o-1', qty: 3, price: 9.5, paid: true, placed: '2026-11-30T08:00:01.123456', day: '2026-11-30', city: 'Lyon', big: 9007199254740993n });
+    expect(JSON.parse(String(row!.extra))).toEqual({ nested: [1, { x: true }] });
+  });
+
+  it('unknown fields fail the message (to the dead-letter topic) unless dropUnknownFields', async () => {
+    await exportTo('p.main.orders', { useTableSchema: true }, { deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 5 }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } });
+    await env.core.publish('events', [
+      { data: JSON.stringify({ order_id: 'a', colour: 'red' }), orderingKey: 'a' },
+      { data: JSON.stringify({ order_id: 'a', qty: 2 }), orderingKey: 'a' },
+      { data: JSON.stringify({ order_id: 'b', qty: 1 }), orderingKey: 'b' },
+    ]);
+    await waitFor('dead letter', async () => (await sql('SELECT count(*) n FROM orders'))[0]!.n === 2n && backlog('to-table') === 0);
+    // the key moved on after the poison message was dead-lettered, in order
+    expect(await sql('SELECT order_id, qty FROM orders ORDER BY rowid')).toEqual([
+      { order_id: 'b', qty: 1 },
+      { order_id: 'a', qty: 2 },
+    ]);
+    const [dead] = await env.core.pull('dead-sub');
+    expect(dead!.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage).toBe(
+      'colour: no column "colour" in p.main.orders (set dropUnknownFields to ignore unknown fields)',
+    );
+    expect(dead!.message.attributes.CloudPubSubDeadLetterSourceDeliveryCount).toBe('5');
+  });
+
+  it('with dropUnknownFields the unknown fields are ignored', async () => {
+    await exportTo('p.main.orders', { useTableSchema: true, dropUnknownFields: true });
+    await env.core.publish('events', [{ data: JSON.stringify({ order_id: 'a', colour: 'red', qty: 4 }), orderingKey: 'a' }]);
+    await waitFor('row', async () => (await sql('SELECT count(*) n FROM orders'))[0]!.n === 1n);
+    expect(await sql('SELECT order_id, qty FROM orders')).toEqual([{ order_id: 'a', qty: 4 }]);
+  });
+
+  it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
+    await exportTo('p.main.orders', { useTableSchema: true }, { deadLetterPolicy: { deadLetterTopic: 'dead' }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } });
+    await env.core.publish('events', [
+      { data: '{not json', orderingKey: 'x' },
+      { data: JSON.stringify({ order_id: 'y', qty: 3.5 }), orderingKey: 'y' },
+      { data: JSON.stringify({ order_id: 'z', qty: 99999999999 }), orderingKey: 'z' },
+      { data: JSON.stringify({ qty: 1 }), orderingKey: 'w' },
+      { data: JSON.stringify({ order_id: 'ok', qty: 1 }), orderingKey: 'ok' },
+    ]);
+    await waitFor('four dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 4);
+    expect(await sql('SELECT order_id FROM orders')).toEqual([{ order_id: 'ok' }]);
+    const errors = (await env.core.pull('dead-sub', { maxMessages: 10 })).map((m) => m.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage).sort();
+    expect(errors).toEqual([
+      expect.stringMatching(/^data: message data is not valid JSON/),
+      'order_id: column "order_id" is NOT NULL and the message has no value for it',
+      'qty: 99999999999 is out of range for a INTEGER column (-2147483648 to 2147483647)',
+      'qty: expected an integer for a INTEGER column, got 3.5',
+    ]);
+  });
+});
+
+describe('sink state', () => {
+  it('a missing table puts the subscription in NOT_FOUND, keeps the backlog, and recovers when it appears', async () => {
+    await exportTo('p.main.later', { writeMetadata: true }, { deadLetterPolicy: { deadLetterTopic: 'dead' } });
+    await env.core.publish('events', [{ data: 'a1', orderingKey: 'a' }, { data: 'a2', orderingKey: 'a' }]);
+    await waitFor('NOT_FOUND', () => env.core.getSubscription('to-table').state === 'NOT_FOUND');
+    await new Promise((r) => setTimeout(r, 300)); // several retries, none may dead-letter
+    expect(backlog('to-table')).toBe(2);
+    expect(backlog('dead-sub')).toBe(0);
+    await sql(`CREATE TABLE later(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes VARCHAR)`);
+    await waitFor('ACTIVE', async () => env.core.getSubscription('to-table').state === 'ACTIVE' && backlog('to-table') === 0);
+    expect(await sql('SELECT data FROM later ORDER BY rowid')).toEqual([{ data: 'a1' }, { data: 'a2' }]);
+  });
+
+  it('a table without the metadata columns is SCHEMA_MISMATCH', async () => {
+    await sql('CREATE TABLE thin(data VARCHAR)');
+    await exportTo('p.main.thin', { writeMetadata: true });
+    await env.core.publish('events', [{ data: 'x' }]);
+    await waitFor('SCHEMA_MISMATCH', () => env.core.getSubscription('to-table').state === 'SCHEMA_MISMATCH');
+    expect(backlog('to-table')).toBe(1);
+  });
+});
+
+describe('CDC (_CHANGE_TYPE, _CHANGE_SEQUENCE_NUMBER)', () => {
+  it('applies UPSERT and DELETE against the primary key in per-key order, ignoring stale changes', async () => {
+    await sql('CREATE TABLE customers(id VARCHAR PRIMARY KEY, name VARCHAR, tier INTEGER)');
+    await exportTo('p.main.customers', { useTableSchema: true });
+    const change = (id: string, type: string, seq: string, rest: Record<string, unknown> = {}) => ({
+      data: JSON.stringify({ id, _CHANGE_TYPE: type, _CHANGE_SEQUENCE_NUMBER: seq, ...rest }),
+      orderingKey: id,
+    });
+    await env.core.publish('events', [
+      change('c1', 'UPSERT', '1', { name: 'Ann', tier: 1 }),
+      change('c2', 'UPSERT', '1', { name: 'Bob', tier: 1 }),
+      change('c1', 'UPSERT', '2', { name: 'Ann', tier: 2 }),
+      change('c2', 'DELETE', '2'),
+      change('c1', 'UPSERT', '1/F', { name: 'stale', tier: 0 }), // older than 2: ignored
+      change('c3', 'UPSERT', 'A', { name: 'Cy', tier: 3 }),
+    ]);
+    await waitFor('changes', () => backlog('to-table') === 0);
+    expect(await sql('SELECT id, name, tier FROM customers ORDER BY id')).toEqual([
+      { id: 'c1', name: 'Ann', tier: 2 },
+      { id: 'c3', name: 'Cy', tier: 3 },
+    ]);
+  });
+});
+
+describe('analytics while exporting', () => {
+  it('a second connection queries the table while the writer appends', async () => {
+    await sql('CREATE TABLE live(data VARCHAR)');
+    await exportTo('p.main.live', {});
+    const counts: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      await env.core.publish('events', Array.from({ length: 100 }, (_, j) => ({ data: `${i}-${j}`, orderingKey: `k${j % 7}` })));
+      counts.push(Number((await sql('SELECT count(*) n FROM live'))[0]!.n));
+    }
+    await waitFor('all rows', async () => Number((await sql('SELECT count(*) n FROM live'))[0]!.n) === 1000);
+    expect(counts.every((c, i) => i === 0 || c >= counts[i - 1]!)).toBe(true);
+  });
+});

@@ -1,0 +1,277 @@
+import type { DuckDBAppender, DuckDBConnection, DuckDBValue } from '@duckdb/node-api';
+import { SinkStateError, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import { connectDuckDb } from '../../src/duckdb/database.js';
+import { quoteIdent, quoteString } from '../../src/duckdb/sql.js';
+import type { DuckDbTableConfig } from './config.js';
+import { ConversionError } from './json-to-column.js';
+import { compareChangeSequence, DEFAULT, RowMapper, SchemaMismatch, type Cell, type Column, type Row } from './row-mapper.js';
+
+const PROGRESS = '_orderly_export_progress';
+const WRITTEN_IDS = '_orderly_export_ids';
+const CDC_VERSIONS = '_orderly_cdc_versions';
+
+interface Pending {
+  em: ExportMessage;
+  row: Row;
+}
+
+/**
+ * The DuckDB table writer (BigQuery-subscription style). Appends rows with the DuckDB appender in
+ * per-key order. Effectively once: the last written sequence per (subscription, ordering key) — and the
+ * message ids of unkeyed or unordered messages — are stored in the same transaction as the rows, so a
+ * redelivery after a crash is recognised and skipped instead of written twice.
+ */
+export class DuckDbTableWriter implements Connector {
+  private connection?: DuckDBConnection;
+  private mapper?: RowMapper;
+  private readonly lastSequence = new Map<string, number>();
+  private readonly target: string;
+
+  constructor(
+    private readonly config: DuckDbTableConfig,
+    private readonly context: ConnectorContext,
+    private readonly databasePath: string,
+  ) {
+    this.target = `${quoteIdent(config.schema)}.${quoteIdent(config.tableName)}`;
+  }
+
+  async open(): Promise<void> {
+    if (!this.connection) {
+      const connection = await connectDuckDb(this.databasePath);
+      await connection.run(`
+        CREATE TABLE IF NOT EXISTS ${PROGRESS}(subscription VARCHAR, ordering_key VARCHAR, last_sequence BIGINT, PRIMARY KEY(subscription, ordering_key));
+        CREATE TABLE IF NOT EXISTS ${WRITTEN_IDS}(subscription VARCHAR, message_id VARCHAR, PRIMARY KEY(subscription, message_id));
+        CREATE TABLE IF NOT EXISTS ${CDC_VERSIONS}(table_name VARCHAR, pk VARCHAR, change_sequence VARCHAR, PRIMARY KEY(table_name, pk));
+        CREATE TEMP TABLE IF NOT EXISTS _orderly_progress_stage(subscription VARCHAR, ordering_key VARCHAR, last_sequence BIGINT);
+      `);
+      const progress = await connection.runAndReadAll(`SELECT ordering_key, last_sequence FROM ${PROGRESS} WHERE subscription = $1`, [
+        this.context.subscription,
+      ]);
+      for (const [key, seq] of progress.getRows()) this.lastSequence.set(String(key), Number(seq));
+      this.connection = connection;
+    }
+    await this.loadTable();
+  }
+
+  /** Reads the target table's columns and primary key; the sink is unusable without a fitting table. */
+  private async loadTable(): Promise<RowMapper> {
+    const connection = this.connection!;
+    const { schema, tableName, table } = this.config;
+    const info = await connection.runAndReadAll(
+      'SELECT column_name, is_nullable, column_default FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position',
+      [schema, tableName],
+    );
+    const rows = info.getRows();
+    if (!rows.length) {
+      throw new SinkStateError('NOT_FOUND', `table ${table} (DuckDB ${this.target} in ${this.databasePath}) does not exist`);
+    }
+    const appender = await connection.createAppender(tableName, schema);
+    const columns: Column[] = rows.map(([name, nullable, dflt], i) => ({
+      name: String(name),
+      type: appender.columnType(i),
+      nullable: nullable === 'YES',
+      hasDefault: dflt !== null,
+    }));
+    appender.closeSync();
+    const pk = await connection.runAndReadAll(
+      "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = $1 AND table_name = $2 AND constraint_type = 'PRIMARY KEY'",
+      [schema, tableName],
+    );
+    const pkColumns = (pk.getRowObjectsJson()[0]?.constraint_column_names as string[] | undefined) ?? [];
+    try {
+      this.mapper = new RowMapper(columns, pkColumns, this.config, this.context.subscription);
+    } catch (e) {
+      if (e instanceof SchemaMismatch) throw new SinkStateError('SCHEMA_MISMATCH', e.message);
+      throw e;
+    }
+    return this.mapper;
+  }
+
+  private bySequence(em: ExportMessage): boolean {
+    return this.context.spec.enableMessageOrdering && em.message.orderingKey !== '';
+  }
+
+  async write(batch: ExportMessage[]): Promise<WriteResult> {
+    const mapper = this.mapper ?? (await this.loadTable());
+    const result = emptyResult();
+    const blocked = new Set<string>();
+    const seen = await this.alreadyWrittenIds(batch.filter((em) => !this.bySequence(em)).map((em) => em.message.messageId));
+    const pending: Pending[] = [];
+    for (const em of batch) {
+      const key = em.message.orderingKey;
+      const ordered = this.bySequence(em);
+      if (ordered && blocked.has(key)) {
+        result.deferred.push(em.id);
+      } else if (ordered ? em.message.sequence <= (this.lastSequence.get(key) ?? 0) : seen.has(em.message.messageId)) {
+        result.written.push(em.id); // a redelivery of what is already in the table
+      } else {
+        try {
+          pending.push({ em, row: mapper.map(em) });
+        } catch (e) {
+          if (e instanceof SchemaMismatch) throw new SinkStateError('SCHEMA_MISMATCH', e.message);
+          if (!(e instanceof ConversionError)) throw e;
+          result.failed.push({ id: em.id, error: e.message, retryable: false });
+          if (ordered) blocked.add(key);
+        }
+      }
+    }
+    if (!pending.length) return result;
+    try {
+      await this.commit(pending);
+      result.written.push(...pending.map((p) => p.em.id));
+    } catch (e) {
+      this.rethrowIfSinkGone(e);
+      if (!isDataError(e)) throw e;
+      // A row the table refused (constraint, cast): find it by writing one row per transaction, so only
+      // the bad message fails and its key stops there.
+      await this.commitOneByOne(pending, blocked, result);
+    }
+    return result;
+  }
+
+  private async commitOneByOne(pending: Pending[], blocked: Set<string>, result: WriteResult): Promise<void> {
+    for (const p of pending) {
+      const ordered = this.bySequence(p.em);
+      if (ordered && blocked.has(p.em.message.orderingKey)) {
+        result.deferred.push(p.em.id);
+        continue;
+      }
+      try {
+        await this.commit([p]);
+        result.written.push(p.em.id);
+      } catch (e) {
+        this.rethrowIfSinkGone(e);
+        if (!isDataError(e)) throw e;
+        result.failed.push({ id: p.em.id, error: `table ${this.config.table} refused the row: ${(e as Error).message}`, retryable: false });
+        if (ordered) blocked.add(p.em.message.orderingKey);
+      }
+    }
+  }
+
+  private rethrowIfSinkGone(e: unknown): void {
+    const message = (e as Error).message ?? String(e);
+    if (/Table with name .* does not exist|Catalog Error/i.test(message)) {
+      this.mapper = undefined;
+      throw new SinkStateError('NOT_FOUND', `table ${this.config.table} is gone: ${message}`);
+    }
+    if (/Binder Error|Conversion Error.*column|columns but \d+ values/i.test(message) && /column/i.test(message)) {
+      this.mapper = undefined;
+      throw new SinkStateError('SCHEMA_MISMATCH', `table ${this.config.table} changed: ${message}`);
+    }
+  }
+
+  /** Rows, progress markers and written ids in one transaction. */
+  private async commit(pending: Pending[]): Promise<void> {
+    const connection = this.connection!;
+    const progress = new Map<string, number>();
+    const ids: string[] = [];
+    for (const { em } of pending) {
+      if (this.bySequence(em)) progress.set(em.message.orderingKey, Math.max(progress.get(em.message.orderingKey) ?? 0, em.message.sequence));
+      else ids.push(em.message.messageId);
+    }
+    await connection.run('BEGIN TRANSACTION');
+    let appender: DuckDBAppender | undefined;
+    try {
+      appender = await connection.createAppender(this.config.tableName, this.config.schema);
+      for (const { row } of pending) {
+        if (row.kind === 'append') this.appendRow(appender, row.cells);
+        else {
+          appender.flushSync();
+          await this.applyChange(row);
+        }
+      }
+      appender.flushSync();
+      appender.closeSync();
+      appender = undefined;
+      if (progress.size) {
+        const stage = await connection.createAppender('_orderly_progress_stage', 'main', 'temp');
+        for (const [key, seq] of progress) {
+          stage.appendVarchar(this.context.subscription);
+          stage.appendVarchar(key);
+          stage.appendBigInt(BigInt(seq));
+          stage.endRow();
+        }
+        stage.closeSync();
+        await connection.run(`INSERT OR REPLACE INTO ${PROGRESS} SELECT * FROM temp._orderly_progress_stage; DELETE FROM temp._orderly_progress_stage`);
+      }
+      if (ids.length) {
+        const written = await connection.createAppender(WRITTEN_IDS);
+        for (const id of ids) {
+          written.appendVarchar(this.context.subscription);
+          written.appendVarchar(id);
+          written.endRow();
+        }
+        written.closeSync();
+      }
+      await connection.run('COMMIT');
+    } catch (e) {
+      try {
+        appender?.closeSync();
+      } catch {
+        // the appender already failed; the rollback below discards its rows
+      }
+      await connection.run('ROLLBACK').catch(() => undefined);
+      throw e;
+    }
+    for (const [key, seq] of progress) this.lastSequence.set(key, seq);
+  }
+
+  private appendRow(appender: DuckDBAppender, cells: Cell[]): void {
+    const columns = this.mapper!.columns;
+    cells.forEach((cell, i) => {
+      if (cell === DEFAULT) appender.appendDefault();
+      else if (cell === null) appender.appendNull();
+      else appender.appendValue(cell, columns[i]!.type);
+    });
+    appender.endRow();
+  }
+
+  /** CDC: UPSERT/DELETE against the primary key, skipping changes older than the row's last one. */
+  private async applyChange(row: Exclude<Row, { kind: 'append' }>): Promise<void> {
+    const connection = this.connection!;
+    const mapper = this.mapper!;
+    const tableKey = `${this.config.schema}.${this.config.tableName}`;
+    if (row.changeSequence !== undefined) {
+      const existing = await connection.runAndReadAll(`SELECT change_sequence FROM ${CDC_VERSIONS} WHERE table_name = $1 AND pk = $2`, [tableKey, row.pk]);
+      const last = existing.getRows()[0]?.[0];
+      if (typeof last === 'string' && compareChangeSequence(row.changeSequence, last) <= 0) return;
+      await connection.run(`INSERT OR REPLACE INTO ${CDC_VERSIONS} VALUES ($1, $2, $3)`, [tableKey, row.pk, row.changeSequence]);
+    }
+    if (row.kind === 'delete') {
+      const where = mapper.primaryKey.map((k, i) => `${quoteIdent(k)} = $${i + 1}`).join(' AND ');
+      const types = mapper.primaryKey.map((k) => mapper.columns.find((c) => c.name === k)!.type);
+      await connection.run(`DELETE FROM ${this.target} WHERE ${where}`, row.keyCells, types);
+      return;
+    }
+    const used = mapper.columns.map((c, i) => ({ c, v: row.cells[i]! })).filter((x) => x.v !== DEFAULT);
+    const names = used.map((x) => quoteIdent(x.c.name)).join(', ');
+    const params = used.map((_, i) => `$${i + 1}`).join(', ');
+    await connection.run(
+      `INSERT OR REPLACE INTO ${this.target} (${names}) VALUES (${params})`,
+      used.map((x) => x.v as DuckDBValue),
+      used.map((x) => x.c.type),
+    );
+  }
+
+  private async alreadyWrittenIds(ids: string[]): Promise<Set<string>> {
+    if (!ids.length) return new Set();
+    const result = await this.connection!.runAndReadAll(
+      `SELECT message_id FROM ${WRITTEN_IDS} WHERE subscription = ${quoteString(this.context.subscription)} AND message_id IN (${ids.map(quoteString).join(', ')})`,
+    );
+    return new Set(result.getRows().map((r) => String(r[0])));
+  }
+
+  async flush(): Promise<WriteResult> {
+    return emptyResult(); // every write is committed before it resolves; nothing is buffered
+  }
+
+  async close(): Promise<void> {
+    this.connection?.closeSync();
+    this.connection = undefined;
+  }
+}
+
+/** Errors about a row's values (not the database or the table as a whole). */
+function isDataError(e: unknown): boolean {
+  return /^(Constraint|Conversion|Invalid Input|Out of Range|Mismatch Type) Error/.test((e as Error).message ?? '');
+}

@@ -1,0 +1,88 @@
+import type { PubsubMessage } from '../core/message.js';
+import type { SubscriptionSpec } from '../core/subscription-config.js';
+import type { SubscriptionState } from '../core/subscription-runtime.js';
+import type { Logger } from '../log.js';
+
+/** One delivery handed to a connector. `id` names this delivery (not the message) in results. */
+export interface ExportMessage {
+  id: string;
+  message: PubsubMessage;
+  deliveryAttempt: number;
+}
+
+/**
+ * What happened to deliveries. A delivery the result does not mention is *buffered*: the connector holds
+ * it and will report it from a later `write` or `flush` (the runner keeps its lease alive meanwhile).
+ */
+export interface WriteResult {
+  /** Durable at the sink now (or found already there, so skipped as a duplicate): the runner acks these. */
+  written: string[];
+  /**
+   * Could not be written. The runner nacks each with `error` (retried with the subscription's
+   * retryPolicy; past deadLetterPolicy.maxDeliveryAttempts the message is dead-lettered with
+   * `CloudPubSubDeadLetterSourceDeliveryErrorMessage: error`). `retryable: false` marks a message that
+   * will never fit (bad JSON, a value the column cannot take); it is logged as such.
+   */
+  failed: { id: string; error: string; retryable: boolean }[];
+  /**
+   * Not attempted because an earlier message of the same ordering key failed in this batch; writing them
+   * would break key order. The runner leaves them to the core, which redelivers them after the failed one.
+   */
+  deferred: string[];
+}
+
+/**
+ * The sink as a whole is unusable (table missing, schema mismatch, bucket missing, access denied).
+ * The runner puts the subscription in `state`, keeps the batch (nothing is nacked, so nothing is
+ * dead-lettered), retries with backoff, and goes back to ACTIVE when a write succeeds.
+ */
+export class SinkStateError extends Error {
+  constructor(
+    readonly state: Exclude<SubscriptionState, 'ACTIVE'>,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'SinkStateError';
+  }
+}
+
+/**
+ * An export connector. The runner calls these one at a time, never concurrently.
+ *
+ * - `open()`: connect and check the sink. Throw `SinkStateError` when the sink is not usable; the runner
+ *   retries with backoff until it succeeds or is stopped.
+ * - `write(batch)`: the batch holds each ordering key's messages in publish order (on ordered
+ *   subscriptions). Resolve once the `written` deliveries are durable. Within a key, never write a
+ *   message after one that failed: report the rest as `deferred`. Throw `SinkStateError` for a sink-wide
+ *   problem (the whole batch is retried later); any other throw fails the whole batch as retryable.
+ * - `flush(mode)`: for connectors that buffer. `'due'` (called about once a second): finalize what a time
+ *   limit says is due. `'all'` (shutdown): finalize everything. Reports buffered deliveries the same way.
+ * - `close()`: release resources; called after a final `flush('all')`.
+ *
+ * An ack is sent only for deliveries reported `written`, so a connector that crashes before reporting
+ * loses nothing: the messages come again. Connectors that can, skip what a redelivery brings twice.
+ */
+export interface Connector {
+  open(): Promise<void>;
+  write(batch: ExportMessage[]): Promise<WriteResult>;
+  flush(mode: 'due' | 'all'): Promise<WriteResult>;
+  close(): Promise<void>;
+}
+
+/** What a connector is given besides its own config section. */
+export interface ConnectorContext {
+  subscription: string;
+  spec: SubscriptionSpec;
+  logger: Logger;
+  /** Job-level settings a connector may need (DuckDB file, S3 connection, data directory). */
+  settings: ConnectorSettings;
+}
+
+export interface ConnectorSettings {
+  dataDir: string;
+  duckdbPath?: string;
+  objectStorage?: Record<string, unknown>;
+  [other: string]: unknown;
+}
+
+export const emptyResult = (): WriteResult => ({ written: [], failed: [], deferred: [] });

@@ -1,0 +1,241 @@
+import type { ReceivedMessage } from '../core/message.js';
+import type { PubSubCore } from '../core/pubsub-core.js';
+import type { Consumer, SubscriptionState } from '../core/subscription-runtime.js';
+import type { Logger } from '../log.js';
+import { Backoff } from './backoff.js';
+import { SinkStateError, type Connector, type WriteResult } from './connector.js';
+
+export interface ExportRunnerOptions {
+  core: PubSubCore;
+  subscription: string;
+  connector: Connector;
+  logger: Logger;
+  /** Most messages handed to one `write` (default 1000). */
+  maxBatchMessages?: number;
+  /** Most messages held (delivered, not yet acked) at once (default 20,000). */
+  maxOutstandingMessages?: number;
+  /** How often `flush('due')` runs, in ms (default 1000). */
+  flushIntervalMs?: number;
+  /** Backoff for reopening a sink in an error state (default 1 s doubling to 60 s). */
+  backoff?: Backoff;
+}
+
+export interface ExportStats {
+  written: number;
+  failed: number;
+  batches: number;
+  state: SubscriptionState;
+}
+
+type Op = { kind: 'write' } | { kind: 'flush'; mode: 'due' | 'all' };
+
+/**
+ * Drives one connector from one subscription: takes ordered batches from the core (a key has one batch
+ * out at a time), hands them to the connector one call at a time, keeps the leases of everything the
+ * connector holds alive, acks only what it reports written, nacks what failed (so the subscription's
+ * retryPolicy and deadLetterPolicy apply), and turns sink-wide errors into the subscription's state.
+ */
+export class ExportRunner {
+  readonly stats: ExportStats = { written: 0, failed: 0, batches: 0, state: 'ACTIVE' };
+  private readonly pending: ReceivedMessage[] = [];
+  /** Delivered and not yet settled: pending, being written, or buffered by the connector. */
+  private readonly held = new Map<string, ReceivedMessage>();
+  private readonly consumer: Consumer;
+  private readonly maxBatch: number;
+  private readonly maxOutstanding: number;
+  private readonly backoff: Backoff;
+  private readonly timers: { cancel(): void }[] = [];
+  private wake?: () => void;
+  private wakeOnStop?: () => void;
+  private readonly lastLogged = new Map<string, number>();
+  private flushDue = false;
+  private stopping = false;
+  private loop?: Promise<void>;
+
+  constructor(private readonly options: ExportRunnerOptions) {
+    this.maxBatch = options.maxBatchMessages ?? 1000;
+    this.maxOutstanding = options.maxOutstandingMessages ?? 20_000;
+    this.backoff = options.backoff ?? new Backoff();
+    this.consumer = {
+      id: `export-${options.subscription}`,
+      affinity: `export-${options.subscription}`,
+      maxPerKey: this.maxBatch,
+      room: () => ({ messages: this.stopping ? 0 : this.maxOutstanding - this.held.size, bytes: Number.MAX_SAFE_INTEGER }),
+      deliver: (batch) => {
+        for (const m of batch) {
+          this.held.set(m.ackId, m);
+          this.pending.push(m);
+        }
+        this.wake?.();
+      },
+    };
+  }
+
+  private get core(): PubSubCore {
+    return this.options.core;
+  }
+
+  /** Opens the connector (retrying while the sink is in an error state) and starts exporting. */
+  start(): void {
+    const { core, subscription } = this.options;
+    const ackDeadline = core.getSubscription(subscription).ackDeadlineSeconds;
+    this.timers.push(core.clock.setInterval(() => this.keepLeases(), (ackDeadline * 1000) / 2));
+    this.timers.push(
+      core.clock.setInterval(() => {
+        this.flushDue = true;
+        this.wake?.();
+      }, this.options.flushIntervalMs ?? 1000),
+    );
+    this.loop = this.run().catch((e: unknown) => {
+      this.options.logger.error({ subscription: this.options.subscription, error: (e as Error).stack ?? String(e) }, 'export runner stopped by an unexpected error');
+    });
+  }
+
+  private async run(): Promise<void> {
+    const opened = await this.untilUsable(async () => {
+      await this.options.connector.open();
+      return true;
+    });
+    if (!opened) return;
+    this.core.runtime(this.options.subscription).addConsumer(this.consumer);
+    while (!this.stopping) {
+      const op = this.nextOp();
+      if (!op) {
+        await new Promise<void>((resolve) => (this.wake = resolve));
+        this.wake = undefined;
+        continue;
+      }
+      await this.perform(op);
+    }
+  }
+
+  private nextOp(): Op | undefined {
+    if (this.pending.length) return { kind: 'write' };
+    if (this.flushDue) {
+      this.flushDue = false;
+      return { kind: 'flush', mode: 'due' };
+    }
+    return undefined;
+  }
+
+  private async perform(op: Op): Promise<void> {
+    const connector = this.options.connector;
+    if (op.kind === 'flush') {
+      const result = await this.untilUsable(() => connector.flush(op.mode));
+      if (result) await this.apply(result);
+      return;
+    }
+    const batch = this.pending.splice(0, this.maxBatch);
+    this.stats.batches++;
+    let result: WriteResult | undefined;
+    try {
+      result = await this.untilUsable(() =>
+        connector.write(batch.map((m) => ({ id: m.ackId, message: m.message, deliveryAttempt: m.deliveryAttempt }))),
+      );
+    } catch (e) {
+      const error = e instanceof Error ? e.message : String(e);
+      this.logThrottled('error', { error }, 'export write failed; batch nacked and retried with backoff');
+      result = { written: [], failed: batch.map((m) => ({ id: m.ackId, error, retryable: true })), deferred: [] };
+    }
+    if (result) await this.apply(result);
+  }
+
+  /**
+   * Runs a connector call, retrying with backoff while it throws SinkStateError (the subscription shows
+   * that state meanwhile). Undefined if stopped first. Other errors propagate.
+   */
+  private async untilUsable<T>(call: () => Promise<T>): Promise<T | undefined> {
+    for (;;) {
+      try {
+        const result = await call();
+        this.setState('ACTIVE');
+        this.backoff.reset();
+        return result;
+      } catch (e) {
+        if (!(e instanceof SinkStateError)) throw e;
+        this.setState(e.state, e.message);
+        if (this.stopping) return undefined;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, this.backoff.next());
+          this.wakeOnStop = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this.wakeOnStop = undefined;
+        if (this.stopping) return undefined;
+      }
+    }
+  }
+
+  private setState(state: SubscriptionState, reason?: string): void {
+    if (state === this.stats.state) return;
+    this.stats.state = state;
+    const { subscription, logger, core } = this.options;
+    if (core.hasSubscription(subscription)) core.setSubscriptionState(subscription, state);
+    if (state === 'ACTIVE') logger.info({ subscription, state }, 'export sink usable again; subscription ACTIVE');
+    else logger.warn({ subscription, state, reason }, `export sink unusable; subscription ${state}, backlog kept, retrying with backoff`);
+  }
+
+  private async apply(result: WriteResult): Promise<void> {
+    const { core, subscription } = this.options;
+    const acks = result.written.filter((id) => this.held.delete(id));
+    this.stats.written += acks.length;
+    for (const id of result.deferred) this.held.delete(id);
+    const permanent = result.failed.filter((f) => !f.retryable);
+    if (permanent.length) {
+      this.logThrottled('warn', { count: permanent.length, example: permanent[0]!.error }, 'messages cannot be written; nacked (dead-lettered after maxDeliveryAttempts)');
+    }
+    const nacks: Promise<void>[] = [];
+    for (const f of result.failed) {
+      if (!this.held.delete(f.id)) continue;
+      this.stats.failed++;
+      nacks.push(core.modifyAckDeadline(subscription, [f.id], 0, f.error));
+    }
+    if (!core.hasSubscription(subscription)) return;
+    await Promise.all([core.acknowledge(subscription, acks), ...nacks]);
+  }
+
+  /** Failures repeat on every retry; one line per 10 s is enough to see them. */
+  private logThrottled(level: 'warn' | 'error', fields: Record<string, unknown>, message: string): void {
+    const now = Date.now();
+    if (now - (this.lastLogged.get(message) ?? 0) < 10_000) return;
+    this.lastLogged.set(message, now);
+    this.options.logger[level]({ subscription: this.options.subscription, ...fields }, message);
+  }
+
+  private keepLeases(): void {
+    const { core, subscription } = this.options;
+    if (!this.held.size || !core.hasSubscription(subscription)) return;
+    const deadline = core.getSubscription(subscription).ackDeadlineSeconds;
+    void core.modifyAckDeadline(subscription, [...this.held.keys()], deadline).catch(() => undefined);
+  }
+
+  /** Messages delivered to the runner and not yet acked or nacked. */
+  get outstanding(): number {
+    return this.held.size;
+  }
+
+  /**
+   * Stops taking messages, finishes the write in progress, finalizes what the connector buffers
+   * (`flush('all')`), acks it, and closes the connector.
+   */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.wake?.();
+    this.wakeOnStop?.();
+    await this.loop;
+    const { core, subscription, connector } = this.options;
+    if (core.hasSubscription(subscription)) core.runtime(subscription).removeConsumer(this.consumer.id);
+    if (this.stats.state === 'ACTIVE') {
+      try {
+        await this.apply(await connector.flush('all'));
+      } catch (e) {
+        this.options.logger.error({ subscription, error: (e as Error).message }, 'final flush failed; unacked messages will be delivered again');
+      }
+    }
+    for (const t of this.timers) t.cancel();
+    await connector.close();
+  }
+}

@@ -1,0 +1,8 @@
+/** SQL quoting. Every identifier Orderly puts in SQL goes through quoteIdent, so no name can inject SQL. */
+export function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+export function quoteString(value: string): string {
+  return `'${value.replaceAll("'", "''")}'`;
+}

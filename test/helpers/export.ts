@@ -1,0 +1,42 @@
+import { join } from 'node:path';
+import { registerBuiltInConnectors } from '../../connectors/index.js';
+import { Backoff } from '../../src/connector/backoff.js';
+import { ExportManager } from '../../src/connector/export-manager.js';
+import { closeDuckDb } from '../../src/duckdb/database.js';
+import { PubSubCore } from '../../src/core/pubsub-core.js';
+import { createLogger } from '../../src/log.js';
+import { SqliteStore } from '../../src/store/sqlite-store.js';
+
+registerBuiltInConnectors();
+
+/** A core on real time (export runners use timers) with an export manager over `dir`. */
+export async function openExport(dir: string, settings: Record<string, unknown> = {}) {
+  const core = await PubSubCore.open({ store: SqliteStore.open(join(dir, 'store'), { durability: 'process' }), projectId: 'p', tickMs: 20 });
+  const duckdbPath = join(dir, 'export.duckdb');
+  const exports = new ExportManager({
+    core,
+    settings: { dataDir: dir, duckdbPath, ...settings },
+    logger: createLogger(),
+    runner: { flushIntervalMs: 100, backoff: () => new Backoff(20, 200) },
+  });
+  return {
+    core,
+    exports,
+    duckdbPath,
+    async close() {
+      await exports.stop();
+      await core.close();
+      await closeDuckDb(duckdbPath);
+    },
+  };
+}
+
+/** Polls until `check` returns true (real time), or fails with `what`. */
+export async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
