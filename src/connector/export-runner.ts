@@ -10,7 +10,7 @@ export interface ExportRunnerOptions {
   subscription: string;
   connector: Connector;
   logger: Logger;
-  /** Most messages handed to one `write` (default 1000). */
+  /** Most messages handed to one `write` (default 5000: fewer, larger sink transactions). */
   maxBatchMessages?: number;
   /** Most messages held (delivered, not yet acked) at once (default 20,000). */
   maxOutstandingMessages?: number;
@@ -51,9 +51,12 @@ export class ExportRunner {
   private flushDue = false;
   private stopping = false;
   private loop?: Promise<void>;
+  private markReady!: () => void;
+  /** Resolves once the sink is open and messages flow to it. */
+  readonly ready = new Promise<void>((resolve) => (this.markReady = resolve));
 
   constructor(private readonly options: ExportRunnerOptions) {
-    this.maxBatch = options.maxBatchMessages ?? 1000;
+    this.maxBatch = options.maxBatchMessages ?? 5000;
     this.maxOutstanding = options.maxOutstandingMessages ?? 20_000;
     this.backoff = options.backoff ?? new Backoff();
     this.consumer = {
@@ -98,6 +101,7 @@ export class ExportRunner {
     });
     if (!opened) return;
     this.core.runtime(this.options.subscription).addConsumer(this.consumer);
+    this.markReady();
     while (!this.stopping) {
       const op = this.nextOp();
       if (!op) {
@@ -122,7 +126,7 @@ export class ExportRunner {
     const connector = this.options.connector;
     if (op.kind === 'flush') {
       const result = await this.untilUsable(() => connector.flush(op.mode));
-      if (result) await this.apply(result);
+      if (result) this.apply(result);
       return;
     }
     const batch = this.pending.splice(0, this.maxBatch);
@@ -137,7 +141,7 @@ export class ExportRunner {
       this.logThrottled('error', { error }, 'export write failed; batch nacked and retried with backoff');
       result = { written: [], failed: batch.map((m) => ({ id: m.ackId, error, retryable: true })), deferred: [] };
     }
-    if (result) await this.apply(result);
+    if (result) this.apply(result);
   }
 
   /**
@@ -177,7 +181,7 @@ export class ExportRunner {
     else logger.warn({ subscription, state, reason }, `export sink unusable; subscription ${state}, backlog kept, retrying with backoff`);
   }
 
-  private async apply(result: WriteResult): Promise<void> {
+  private apply(result: WriteResult): void {
     const { core, subscription } = this.options;
     const acks = result.written.filter((id) => this.held.delete(id));
     this.stats.written += acks.length;
@@ -193,7 +197,11 @@ export class ExportRunner {
       nacks.push(core.modifyAckDeadline(subscription, [f.id], 0, f.error));
     }
     if (!core.hasSubscription(subscription)) return;
-    await Promise.all([core.acknowledge(subscription, acks), ...nacks]);
+    // Not awaited: the next write need not wait for the ack's own commit. An ack lost to a crash only
+    // means a redelivery, which connectors recognise (or the at-least-once contract allows).
+    void Promise.all([core.acknowledge(subscription, acks), ...nacks]).catch((e: unknown) =>
+      this.logThrottled('error', { error: (e as Error).message }, 'recording acks failed; the messages will be delivered again'),
+    );
   }
 
   /** Failures repeat on every retry; one line per 10 s is enough to see them. */
@@ -230,7 +238,7 @@ export class ExportRunner {
     if (core.hasSubscription(subscription)) core.runtime(subscription).removeConsumer(this.consumer.id);
     if (this.stats.state === 'ACTIVE') {
       try {
-        await this.apply(await connector.flush('all'));
+        this.apply(await connector.flush('all'));
       } catch (e) {
         this.options.logger.error({ subscription, error: (e as Error).message }, 'final flush failed; unacked messages will be delivered again');
       }

@@ -55,14 +55,10 @@ export class SqliteStore implements Store {
       insertMessage: db.prepare(
         'INSERT INTO messages(seq, topic_uid, ordering_key, key_seq, publish_time, data, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)',
       ),
-      upsertKeySeq: db.prepare(
-        'INSERT INTO key_seqs(topic_uid, ordering_key, last) VALUES (?, ?, ?) ON CONFLICT(topic_uid, ordering_key) DO UPDATE SET last = max(last, excluded.last)',
-      ),
       insertAck: db.prepare('INSERT OR IGNORE INTO acks(sub, seq) VALUES (?, ?)'),
       upsertFailures: db.prepare(
         'INSERT INTO failures(sub, seq, n) VALUES (?, ?, ?) ON CONFLICT(sub, seq) DO UPDATE SET n = excluded.n',
       ),
-      lastKeySeq: db.prepare('SELECT last FROM key_seqs WHERE topic_uid = ? AND ordering_key = ?').pluck(),
       backlog: db.prepare(
         `SELECT m.*, (a.seq IS NOT NULL) AS acked, f.n AS failures
            FROM messages m
@@ -130,9 +126,28 @@ export class SqliteStore implements Store {
     return Number(this.db.prepare('SELECT v FROM meta WHERE k = ?').pluck().get(k) ?? 0);
   }
 
+  /**
+   * A key's last sequence lives in its newest message; key_seqs keeps it only for keys whose messages
+   * compaction deleted. Read once, so publishing writes no per-key row.
+   */
   async lastKeySeq(topicUid: number, orderingKey: string): Promise<number> {
-    return (this.stmt.lastKeySeq.get(topicUid, orderingKey) as number | undefined) ?? 0;
+    if (!this.keySeqs) {
+      this.keySeqs = new Map();
+      const rows = this.db
+        .prepare(
+          `SELECT topic_uid, ordering_key, max(last) AS last FROM (
+             SELECT topic_uid, ordering_key, last FROM key_seqs
+             UNION ALL SELECT topic_uid, ordering_key, max(key_seq) FROM messages GROUP BY topic_uid, ordering_key)
+           GROUP BY topic_uid, ordering_key`,
+        )
+        .raw()
+        .all() as [number, string, number][];
+      for (const [uid, key, last] of rows) this.keySeqs.set(`${uid}\u0000${key}`, last);
+    }
+    return this.keySeqs.get(`${topicUid}\u0000${orderingKey}`) ?? 0;
   }
+
+  private keySeqs?: Map<string, number>;
 
   async listTopics(): Promise<TopicRecord[]> {
     const rows = this.db.prepare('SELECT uid, name, labels FROM topics ORDER BY name').all() as { uid: number; name: string; labels: string }[];
@@ -185,7 +200,6 @@ export class SqliteStore implements Store {
       for (const m of messages) {
         const attrs = Object.keys(m.attributes).length ? JSON.stringify(m.attributes) : null;
         this.stmt.insertMessage.run(m.seq, m.topicUid, m.orderingKey, m.keySeq, m.publishTime, m.data, attrs);
-        this.stmt.upsertKeySeq.run(m.topicUid, m.orderingKey, m.keySeq);
       }
     });
   }
@@ -234,10 +248,17 @@ export class SqliteStore implements Store {
         this.db.prepare('DELETE FROM acks WHERE sub = ? AND seq <= ?').run(name, low);
         this.db.prepare('DELETE FROM failures WHERE sub = ? AND seq <= ?').run(name, low);
       }
+      // Keys whose newest message is about to go keep their last sequence in key_seqs.
+      const saveKeySeqs = (where: string) =>
+        `INSERT INTO key_seqs(topic_uid, ordering_key, last)
+           SELECT topic_uid, ordering_key, max(key_seq) FROM messages WHERE ${where} GROUP BY topic_uid, ordering_key
+         ON CONFLICT(topic_uid, ordering_key) DO UPDATE SET last = max(last, excluded.last)`;
       for (const [uid, upTo] of plan.deleteUpTo) {
+        this.db.prepare(saveKeySeqs('topic_uid = ? AND seq <= ?')).run(uid, upTo);
         deleted += this.db.prepare('DELETE FROM messages WHERE topic_uid = ? AND seq <= ?').run(uid, upTo).changes;
       }
       for (const [uid, before] of plan.deletePublishedBefore) {
+        this.db.prepare(saveKeySeqs('topic_uid = ? AND publish_time < ?')).run(uid, before);
         deleted += this.db.prepare('DELETE FROM messages WHERE topic_uid = ? AND publish_time < ?').run(uid, before).changes;
       }
       return { deletedMessages: deleted };

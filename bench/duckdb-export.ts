@@ -1,0 +1,100 @@
+/**
+ * End-to-end DuckDB export: publish -> rows committed in DuckDB (writeMetadata columns), 1 KB JSON
+ * messages over 10,000 ordering keys; ratio against the raw DuckDB appender writing the same rows.
+ */
+import { timestampValue } from '@duckdb/node-api';
+import { join } from 'node:path';
+import { registerBuiltInConnectors } from '../connectors/index.js';
+import { ExportManager } from '../src/connector/export-manager.js';
+import { PubSubCore } from '../src/core/pubsub-core.js';
+import { closeDuckDb, connectDuckDb } from '../src/duckdb/database.js';
+import { createLogger } from '../src/log.js';
+import { SqliteStore } from '../src/store/sqlite-store.js';
+import { tempDir } from '../test/helpers/core.js';
+import { time, type BenchResult } from './report.js';
+
+const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 50_000);
+const KEYS = 10_000;
+const TABLE = `CREATE TABLE events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON,
+  attributes JSON, ordering_key VARCHAR, sequence BIGINT)`;
+
+function payload(i: number): string {
+  const base = JSON.stringify({ id: i, key: `key-${i % KEYS}`, status: 'paid', pad: '' });
+  return base.replace('"pad":""', `"pad":"${'x'.repeat(1024 - base.length)}"`);
+}
+
+async function rawAppender(): Promise<number> {
+  const dir = tempDir('orderly-bench-');
+  const path = join(dir.path, 'raw.duckdb');
+  try {
+    const connection = await connectDuckDb(path);
+    await connection.run(TABLE);
+    const rows = Array.from({ length: MESSAGES }, (_, i) => payload(i));
+    const seconds = await time(async () => {
+      const appender = await connection.createAppender('events');
+      const now = BigInt(Date.now()) * 1000n;
+      rows.forEach((data, i) => {
+        appender.appendVarchar('projects/bench/subscriptions/s');
+        appender.appendVarchar(String(i + 1));
+        appender.appendTimestamp(timestampValue(now));
+        appender.appendVarchar(data);
+        appender.appendVarchar('{}');
+        appender.appendVarchar(`key-${i % KEYS}`);
+        appender.appendBigInt(BigInt(Math.floor(i / KEYS) + 1));
+        appender.endRow();
+      });
+      appender.closeSync();
+    });
+    connection.closeSync();
+    return MESSAGES / seconds;
+  } finally {
+    await closeDuckDb(path);
+    dir.remove();
+  }
+}
+
+async function endToEnd(): Promise<number> {
+  registerBuiltInConnectors();
+  const dir = tempDir('orderly-bench-');
+  const duckdbPath = join(dir.path, 'export.duckdb');
+  const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')), tickMs: 50 });
+  const exports = new ExportManager({ core, settings: { dataDir: dir.path, duckdbPath }, logger: createLogger({ level: 'warn' }) });
+  try {
+    const connection = await connectDuckDb(duckdbPath);
+    await connection.run(TABLE);
+    connection.closeSync();
+    await core.createTopic('bench');
+    await core.createSubscription('to-duckdb', { topic: 'bench', enableMessageOrdering: true, bigqueryConfig: { table: 'bench.main.events', writeMetadata: true } });
+    await exports.sync();
+    await exports.runner('to-duckdb')!.ready;
+    // Generated before the clock starts, as for the baseline.
+    const batches = Array.from({ length: Math.ceil(MESSAGES / 1000) }, (_, b) =>
+      Array.from({ length: Math.min(1000, MESSAGES - b * 1000) }, (_, j) => ({ data: payload(b * 1000 + j), orderingKey: `key-${(b * 1000 + j) % KEYS}` })),
+    );
+    const seconds = await time(async () => {
+      const inflight: Promise<unknown>[] = [];
+      for (const batch of batches) {
+        inflight.push(core.publish('bench', batch));
+        if (inflight.length >= 4) await inflight.shift();
+      }
+      await Promise.all(inflight);
+      const runner = exports.runner('to-duckdb')!;
+      while (runner.stats.written < MESSAGES) await new Promise((r) => setTimeout(r, 5));
+    });
+    return MESSAGES / seconds;
+  } finally {
+    await exports.stop();
+    await core.close();
+    await closeDuckDb(duckdbPath);
+    dir.remove();
+  }
+}
+
+export async function benchDuckDbExport(): Promise<BenchResult[]> {
+  const baseline = await rawAppender();
+  const exported = await endToEnd();
+  return [
+    { name: 'raw DuckDB appender (baseline)', perSecond: baseline, baseline },
+    { name: 'publish -> DuckDB rows committed (exactly-once)', perSecond: exported, baseline },
+  ];
+}

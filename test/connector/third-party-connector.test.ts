@@ -1,0 +1,43 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import '../../fixtures/connectors/jsonl-file.js';
+import { registeredConnectors } from '../../src/connector/registry.js';
+import { tempDir } from '../helpers/core.js';
+import { openExport, waitFor } from '../helpers/export.js';
+
+let dir: ReturnType<typeof tempDir>;
+let env: Awaited<ReturnType<typeof openExport>>;
+beforeEach(async () => {
+  dir = tempDir();
+  env = await openExport(dir.path);
+  await env.core.createTopic('events');
+});
+afterEach(async () => {
+  await env.close();
+  dir.remove();
+});
+
+describe('a third-party connector', () => {
+  it('registers by name beside the built-ins and exports through exportConfig', async () => {
+    expect(registeredConnectors()).toEqual(expect.arrayContaining(['duckdb-table', 'jsonl-file']));
+    const path = join(dir.path, 'out.jsonl');
+    await env.core.createSubscription('to-file', { topic: 'events', enableMessageOrdering: true, exportConfig: { connector: 'jsonl-file', path } });
+    await env.exports.sync();
+    await env.core.publish('events', Array.from({ length: 30 }, (_, i) => ({ data: `m${i}`, orderingKey: `k${i % 3}` })));
+    await waitFor('export', () => env.core.metrics('to-file').backlogMessages === 0);
+    const lines = readFileSync(path, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines).toHaveLength(30);
+    for (const k of ['k0', 'k1', 'k2']) {
+      expect(lines.filter((l) => l.key === k).map((l) => l.sequence)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+    }
+  });
+
+  it('a bad connector config is refused before anything starts', async () => {
+    await env.core.createSubscription('bad-conn', { topic: 'events', exportConfig: { connector: 'jsonl-file' } });
+    await expect(env.exports.sync()).rejects.toThrow('exportConfig.path: is required');
+    await env.core.deleteSubscription('bad-conn');
+    await env.core.createSubscription('no-conn', { topic: 'events', exportConfig: { connector: 'nope' } });
+    await expect(env.exports.sync()).rejects.toThrow('exportConfig.connector: no connector named "nope" (registered: ');
+  });
+});
