@@ -1,0 +1,49 @@
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+
+/**
+ * One DuckDB instance per database file per process (DuckDB allows a single writing process per file;
+ * inside it, any number of connections). Writers and analytics queries share it, so queries can run
+ * while the export writes (MVCC: a query sees committed rows).
+ */
+const instances = new Map<string, Promise<DuckDBInstance>>();
+
+export function openDuckDb(path: string): Promise<DuckDBInstance> {
+  const file = resolve(path);
+  // Held here for the life of the process: DuckDB's own instance cache does not keep an instance alive,
+  // and a second instance on the same file in one process hangs or corrupts it.
+  let instance = instances.get(file);
+  if (!instance) {
+    mkdirSync(dirname(file), { recursive: true });
+    instance = DuckDBInstance.create(file).catch((e: unknown) => {
+      instances.delete(file);
+      throw new Error(`cannot open DuckDB database ${file}: ${(e as Error).message}`);
+    });
+    instances.set(file, instance);
+  }
+  return instance;
+}
+
+/** Closes the database file (all its connections must be closed); used when a job stops. */
+export async function closeDuckDb(path: string): Promise<void> {
+  const file = resolve(path);
+  const instance = instances.get(file);
+  if (!instance) return;
+  instances.delete(file);
+  (await instance).closeSync();
+}
+
+export async function connectDuckDb(path: string): Promise<DuckDBConnection> {
+  return (await openDuckDb(path)).connect();
+}
+
+/** Runs a read query on its own connection; rows as plain objects (BIGINTs as bigint). */
+export async function queryDuckDb(path: string, sql: string): Promise<Record<string, unknown>[]> {
+  const connection = await connectDuckDb(path);
+  try {
+    return (await connection.runAndReadAll(sql)).getRowObjects();
+  } finally {
+    connection.closeSync();
+  }
+}
