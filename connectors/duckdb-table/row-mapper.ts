@@ -31,6 +31,9 @@ const CDC_FIELDS = ['_CHANGE_TYPE', '_CHANGE_SEQUENCE_NUMBER'];
  */
 export class RowMapper {
   private readonly byName = new Map<string, number>();
+  /** Column positions of the metadata fields, looked up once (map() runs per message). */
+  private readonly at: Partial<Record<(typeof METADATA)[number] | (typeof ORDERLY_METADATA)[number], number>> = {};
+  private readonly notNull: number[];
 
   constructor(
     readonly columns: Column[],
@@ -39,6 +42,8 @@ export class RowMapper {
     private readonly subscription: string,
   ) {
     columns.forEach((c, i) => this.byName.set(c.name, i));
+    for (const name of [...METADATA, ...ORDERLY_METADATA]) this.at[name] = this.byName.get(name);
+    this.notNull = columns.flatMap((c, i) => (c.nullable ? [] : [i]));
     const missing: string[] = [];
     if (config.writeMetadata) missing.push(...METADATA.filter((m) => !this.byName.has(m)));
     else if (!config.useTableSchema && !this.byName.has('data')) missing.push('data');
@@ -57,11 +62,8 @@ export class RowMapper {
   }
 
   map(em: ExportMessage): Row {
-    const cells: Cell[] = this.columns.map(() => DEFAULT);
-    const set = (name: string, value: DuckDBValue) => {
-      const i = this.byName.get(name);
-      if (i !== undefined) cells[i] = value;
-    };
+    const cells: Cell[] = new Array<Cell>(this.columns.length).fill(DEFAULT);
+    const at = this.at;
     const m = em.message;
     let record: Record<string, unknown> | undefined;
     if (this.config.useTableSchema) {
@@ -78,21 +80,22 @@ export class RowMapper {
         cells[i] = toColumnValue(value, this.columns[i]!.type, field, this.config);
       }
     }
-    if (this.config.writeMetadata || !this.config.useTableSchema) set('data', this.dataCell(em));
+    if (at.data !== undefined && (this.config.writeMetadata || !this.config.useTableSchema)) cells[at.data] = this.dataCell(em, at.data);
     if (this.config.writeMetadata) {
-      set('subscription_name', this.subscription);
-      set('message_id', m.messageId);
-      set('publish_time', timestampValue(BigInt(m.publishTime.getTime()) * 1000n));
+      cells[at.subscription_name!] = this.subscription;
+      cells[at.message_id!] = m.messageId;
+      cells[at.publish_time!] = timestampValue(BigInt(m.publishTime.getTime()) * 1000n);
       const attributes = m.orderingKey ? { ...m.attributes, orderingKey: m.orderingKey } : m.attributes;
-      set('attributes', JSON.stringify(attributes));
-      set('ordering_key', m.orderingKey);
-      set('sequence', BigInt(m.sequence));
+      cells[at.attributes!] = JSON.stringify(attributes);
+      if (at.ordering_key !== undefined) cells[at.ordering_key] = m.orderingKey;
+      if (at.sequence !== undefined) cells[at.sequence] = BigInt(m.sequence);
     }
-    this.columns.forEach((c, i) => {
-      if (!c.nullable && (cells[i] === null || (cells[i] === DEFAULT && !c.hasDefault))) {
+    for (const i of this.notNull) {
+      const c = this.columns[i]!;
+      if (cells[i] === null || (cells[i] === DEFAULT && !c.hasDefault)) {
         throw new ConversionError(c.name, `column "${c.name}" is NOT NULL and the message has no value for it`);
       }
-    });
+    }
     const changeType = record?._CHANGE_TYPE;
     if (changeType === undefined) return { kind: 'append', cells };
     return this.change(record!, cells, changeType);
@@ -116,9 +119,7 @@ export class RowMapper {
     return changeType === 'UPSERT' ? { kind: 'upsert', cells, pk, changeSequence: seq } : { kind: 'delete', keyCells, pk, changeSequence: seq };
   }
 
-  private dataCell(em: ExportMessage): DuckDBValue {
-    const i = this.byName.get('data');
-    if (i === undefined) return null;
+  private dataCell(em: ExportMessage, i: number): DuckDBValue {
     const type = this.columns[i]!.type;
     if (type.typeId === DuckDBTypeId.BLOB) return blobValue(em.message.data);
     const text = em.message.data.toString('utf8');

@@ -63,6 +63,7 @@ export class ExportRunner {
       id: `export-${options.subscription}`,
       affinity: `export-${options.subscription}`,
       maxPerKey: this.maxBatch,
+      pipelined: true,
       room: () => ({ messages: this.stopping ? 0 : this.maxOutstanding - this.held.size, bytes: Number.MAX_SAFE_INTEGER }),
       deliver: (batch) => {
         for (const m of batch) {
@@ -129,7 +130,14 @@ export class ExportRunner {
       if (result) this.apply(result);
       return;
     }
-    const batch = this.pending.splice(0, this.maxBatch);
+    // An earlier failure of a key revokes its later deliveries (they come again, in order): drop those.
+    const runtime = this.core.runtime(this.options.subscription);
+    const batch: ReceivedMessage[] = [];
+    for (const m of this.pending.splice(0, this.maxBatch)) {
+      if (runtime.isLive(m.ackId)) batch.push(m);
+      else this.held.delete(m.ackId);
+    }
+    if (!batch.length) return;
     this.stats.batches++;
     let result: WriteResult | undefined;
     try {

@@ -28,6 +28,12 @@ export interface Consumer {
   readonly maxPerKey: number;
   /** Lease length for what this consumer receives; the subscription's ackDeadlineSeconds if unset. */
   readonly ackDeadlineSeconds?: number;
+  /**
+   * The consumer handles what it receives strictly in delivery order (an export runner), so a key's
+   * next messages may go to it while earlier ones are still outstanding there. Deliveries that a
+   * failure revoked (see `isLive`) must be dropped, not handled.
+   */
+  readonly pipelined?: boolean;
   room(): { messages: number; bytes: number };
   deliver(batch: ReceivedMessage[]): void;
 }
@@ -143,6 +149,7 @@ export class SubscriptionRuntime {
     for (const queue of this.ready) {
       if (rooms.size === 0) break;
       const consumer = this.pick(queue, rooms);
+      if (!consumer) continue;
       const room = rooms.get(consumer)!;
       const batch = batches.get(consumer) ?? [];
       batches.set(consumer, batch);
@@ -158,8 +165,11 @@ export class SubscriptionRuntime {
     queueMicrotask(() => this.dispatch());
   }
 
-  /** A key with outstanding messages keeps its consumer; otherwise it goes where there is most room. */
-  private pick(queue: KeyQueue, rooms: Map<Consumer, { messages: number; bytes: number }>): Consumer {
+  /**
+   * A key with outstanding messages keeps its consumer (and reaches here only for a pipelined one);
+   * otherwise it goes to its last consumer if that has room, else where there is most room.
+   */
+  private pick(queue: KeyQueue, rooms: Map<Consumer, { messages: number; bytes: number }>): Consumer | undefined {
     let best: Consumer | undefined;
     let bestRoom = -1;
     for (const [c, room] of rooms) {
@@ -169,7 +179,7 @@ export class SubscriptionRuntime {
         bestRoom = room.messages;
       }
     }
-    return best!;
+    return queue.outstanding > 0 ? undefined : best;
   }
 
   private take(queue: KeyQueue, consumer: Consumer, room: { messages: number; bytes: number }, batch: ReceivedMessage[]): void {
@@ -288,7 +298,7 @@ export class SubscriptionRuntime {
       this.loose.delete(queue);
       this.ready.delete(queue);
       this.delayed.delete(queue);
-    } else if (queue.outstanding === 0 && queue.hasUndelivered) {
+    } else if (queue.hasUndelivered && (queue.outstanding === 0 || this.pipelinedAffinity(queue.affinity))) {
       if (queue.notBefore > this.hooks.clock.now()) {
         this.ready.delete(queue);
         this.delayed.add(queue);
@@ -300,6 +310,12 @@ export class SubscriptionRuntime {
       this.ready.delete(queue);
       this.delayed.delete(queue);
     }
+  }
+
+  private pipelinedAffinity(affinity: string | undefined): boolean {
+    if (affinity === undefined) return false;
+    for (const c of this.consumers.values()) if (c.affinity === affinity && c.pipelined) return true;
+    return false;
   }
 
   private persistAcks(seqs: number[]): void {

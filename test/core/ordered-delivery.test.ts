@@ -126,6 +126,26 @@ describe('ordered pull', () => {
   });
 });
 
+describe('pipelined consumers (export runners)', () => {
+  it('get a key\'s next messages while earlier ones are out; a nack revokes the later ones, which come again in order', async () => {
+    await core.createSubscription('piped', { topic: 'orders', enableMessageOrdering: true });
+    const got: ReceivedMessage[] = [];
+    const rt = core.runtime('piped');
+    rt.addConsumer({ id: 'runner', affinity: 'runner', maxPerKey: 100, pipelined: true, room: () => ({ messages: 100, bytes: 1e9 }), deliver: (b) => got.push(...b) });
+    await publishKeyed([['k', '1'], ['k', '2']]);
+    await settle();
+    await publishKeyed([['k', '3']]);
+    await settle();
+    expect(texts(got)).toEqual(['1', '2', '3']); // 3 arrived while 1 and 2 were still out
+    expect(await pullAll('piped')).toHaveLength(0); // nobody else gets key k meanwhile
+    await core.acknowledge('piped', [got[0]!.ackId]);
+    await core.modifyAckDeadline('piped', [got[1]!.ackId], 0);
+    expect(rt.isLive(got[2]!.ackId)).toBe(false);
+    await settle();
+    expect(texts(got.slice(3))).toEqual(['2', '3']);
+  });
+});
+
 describe('unordered subscriptions', () => {
   it('deliver a key\'s messages in parallel and redeliver only the failed one', async () => {
     await core.createSubscription('free', { topic: 'orders' });
