@@ -1,0 +1,87 @@
+import { checkRange, parseDuration } from '../../src/core/duration.js';
+import { InvalidArgumentError } from '../../src/core/errors.js';
+import { checkPrefix, DEFAULT_DATETIME_FORMAT, parseDatetimeFormat } from './object-naming.js';
+
+export type OutputFormat =
+  | { kind: 'text' }
+  | { kind: 'avro'; writeMetadata: boolean }
+  | { kind: 'parquet'; writeMetadata: boolean; compression: 'UNCOMPRESSED' | 'GZIP' | 'SNAPPY' };
+
+/** Pub/Sub's `cloudStorageConfig` (plus Orderly's `parquetConfig` and `shards`). */
+export interface ObjectStorageConfig {
+  bucket: string;
+  filenamePrefix: string;
+  filenameSuffix: string;
+  filenameDatetimeFormat: string;
+  format: OutputFormat;
+  maxDurationSeconds: number;
+  maxBytes: number;
+  maxMessages: number;
+  /** Files open at once; keys are spread over them by a stable hash. */
+  shards: number;
+}
+
+const F = 'cloudStorageConfig';
+const KNOWN = [
+  'bucket', 'filenamePrefix', 'filenameSuffix', 'filenameDatetimeFormat', 'textConfig', 'avroConfig', 'parquetConfig',
+  'maxDuration', 'maxBytes', 'maxMessages', 'shards', 'serviceAccountEmail', 'state',
+];
+
+export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
+  if (!raw || typeof raw !== 'object') throw new InvalidArgumentError(F, 'must be an object');
+  const c = raw as Record<string, unknown>;
+  for (const k of Object.keys(c)) if (!KNOWN.includes(k)) throw new InvalidArgumentError(`${F}.${k}`, `unknown field (known: ${KNOWN.join(', ')})`);
+  if (typeof c.bucket !== 'string' || !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(c.bucket)) {
+    throw new InvalidArgumentError(`${F}.bucket`, `must be a bucket name (3-63 lowercase letters, digits, "." and "-"), got ${JSON.stringify(c.bucket)}`);
+  }
+  const text = (k: string) => {
+    if (c[k] === undefined) return '';
+    if (typeof c[k] !== 'string') throw new InvalidArgumentError(`${F}.${k}`, 'must be a string');
+    return c[k] as string;
+  };
+  const filenameSuffix = text('filenameSuffix');
+  if (filenameSuffix.endsWith('/')) throw new InvalidArgumentError(`${F}.filenameSuffix`, `must not end in "/", got ${JSON.stringify(filenameSuffix)}`);
+  if (filenameSuffix.includes('/')) checkPrefix(`${F}.filenameSuffix`, filenameSuffix);
+  const filenameDatetimeFormat = text('filenameDatetimeFormat') || DEFAULT_DATETIME_FORMAT;
+  parseDatetimeFormat(`${F}.filenameDatetimeFormat`, filenameDatetimeFormat);
+
+  const formats = (['textConfig', 'avroConfig', 'parquetConfig'] as const).filter((k) => c[k] !== undefined && c[k] !== null);
+  if (formats.length > 1) throw new InvalidArgumentError(`${F}.${formats[1]}`, `only one of textConfig, avroConfig, parquetConfig may be set, got ${formats.join(' and ')}`);
+  let format: OutputFormat = { kind: 'text' };
+  const sub = (k: string) => (c[k] ?? {}) as Record<string, unknown>;
+  if (formats[0] === 'avroConfig') {
+    const a = sub('avroConfig');
+    if (a.useTopicSchema) throw new InvalidArgumentError(`${F}.avroConfig.useTopicSchema`, 'Orderly topics have no schemas');
+    format = { kind: 'avro', writeMetadata: a.writeMetadata === true };
+  } else if (formats[0] === 'parquetConfig') {
+    const p = sub('parquetConfig');
+    const compression = (p.compression ?? 'SNAPPY') as string;
+    if (!['UNCOMPRESSED', 'GZIP', 'SNAPPY'].includes(compression)) {
+      throw new InvalidArgumentError(`${F}.parquetConfig.compression`, `must be UNCOMPRESSED, GZIP or SNAPPY, got ${JSON.stringify(compression)}`);
+    }
+    format = { kind: 'parquet', writeMetadata: p.writeMetadata === true, compression: compression as 'SNAPPY' };
+  }
+
+  const maxDurationSeconds = checkRange(`${F}.maxDuration`, parseDuration(`${F}.maxDuration`, (c.maxDuration as string) ?? 300), 60, 600);
+  const maxBytes = Number(c.maxBytes ?? 10 * 1024 ** 3);
+  if (!Number.isInteger(maxBytes) || maxBytes < 1000 || maxBytes > 10 * 1024 ** 3) {
+    throw new InvalidArgumentError(`${F}.maxBytes`, `must be an integer between 1000 (1 KB) and ${10 * 1024 ** 3} (10 GiB), got ${JSON.stringify(c.maxBytes)}`);
+  }
+  const maxMessages = Number(c.maxMessages ?? Number.MAX_SAFE_INTEGER);
+  if (!Number.isInteger(maxMessages) || maxMessages < 1000) {
+    throw new InvalidArgumentError(`${F}.maxMessages`, `must be an integer of at least 1000, got ${JSON.stringify(c.maxMessages)}`);
+  }
+  const shards = Number(c.shards ?? 1);
+  if (!Number.isInteger(shards) || shards < 1 || shards > 64) throw new InvalidArgumentError(`${F}.shards`, `must be an integer between 1 and 64, got ${JSON.stringify(c.shards)}`);
+  return {
+    bucket: c.bucket,
+    filenamePrefix: checkPrefix(`${F}.filenamePrefix`, text('filenamePrefix')),
+    filenameSuffix,
+    filenameDatetimeFormat,
+    format,
+    maxDurationSeconds,
+    maxBytes,
+    maxMessages,
+    shards,
+  };
+}

@@ -1,0 +1,232 @@
+import { S3Client } from '@aws-sdk/client-s3';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { queryDuckDb } from '../../src/duckdb/database.js';
+import { tempDir } from '../../test/helpers/core.js';
+import { openExport, waitFor } from '../../test/helpers/export.js';
+import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
+import { auditObjects, auditSubscription } from './audit.js';
+import { parseObjectStorageConfig } from './config.js';
+import { Manifest } from './manifest.js';
+import { objectNamer } from './object-naming.js';
+import { ObjectStorageWriter } from './object-writer.js';
+import { readRecords } from './record-format.js';
+
+let s3: TestS3;
+beforeAll(async () => {
+  s3 = await startTestS3();
+});
+afterAll(async () => s3.close());
+
+const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+const at = new Date(Date.UTC(2023, 8, 25, 4, 10, 0));
+
+describe('object names (filenameDatetimeFormat)', () => {
+  it.each([
+    ['', '', undefined, `^2023-09-25T04:10:00\\+00:00_${UUID}$`],
+    ['prod_', '_archive', 'YYYY-MM-DD/hh_mm_ssZ', `^prod_2023-09-25/04_10_00Z_${UUID}_archive$`],
+    ['raw/', '.txt', 'YYMMDDhhmmss/', `^raw/230925041000/${UUID}\\.txt$`],
+    ['p-', '', 'YYYY_MM_DDThh:mm:ss-', `^p-2023_09_25T04:10:00-${UUID}$`],
+  ])('prefix %j suffix %j format %j', (prefix, suffix, format, pattern) => {
+    const name = objectNamer(prefix, suffix, format ?? 'YYYY-MM-DDThh:mm:ss+00:00').name(at);
+    expect(name).toMatch(new RegExp(pattern));
+  });
+
+  it.each<[Record<string, unknown>, string]>([
+    [{ filenameDatetimeFormat: 'YYYY-MM-DD hh:mm:ss' }, 'unexpected " " at position 10'],
+    [{ filenameDatetimeFormat: 'YYYY-MM-DDThh:mm' }, 'ss must appear exactly once'],
+    [{ filenameDatetimeFormat: 'YYYY-YY-MM-DDhhmmss' }, 'YYYY or YY must appear exactly once'],
+    [{ filenameDatetimeFormat: 'YYYYMMDDhhmmssZ+00:00' }, 'use Z or +00:00, not both'],
+    [{ filenameSuffix: 'x/' }, 'cloudStorageConfig.filenameSuffix: must not end in "/"'],
+    [{ filenamePrefix: '../escape/' }, 'cloudStorageConfig.filenamePrefix: must not contain "." or ".." path segments'],
+    [{ filenamePrefix: '/abs/' }, 'must not start with "/"'],
+    [{ maxDuration: '30s' }, 'cloudStorageConfig.maxDuration: must be between 60s and 600s, got 30s'],
+    [{ maxDuration: '11m' }, 'got 660s'],
+    [{ maxBytes: 999 }, 'cloudStorageConfig.maxBytes: must be an integer between 1000'],
+    [{ maxMessages: 999 }, 'cloudStorageConfig.maxMessages: must be an integer of at least 1000, got 999'],
+    [{ textConfig: {}, avroConfig: {} }, 'only one of textConfig, avroConfig, parquetConfig'],
+    [{ parquetConfig: { compression: 'LZ4' } }, 'must be UNCOMPRESSED, GZIP or SNAPPY'],
+    [{ colour: 1 }, 'cloudStorageConfig.colour: unknown field'],
+  ])('rejects %j', (extra, message) => {
+    expect(() => parseObjectStorageConfig({ bucket: 'my-bucket', ...extra })).toThrow(message);
+  });
+});
+
+describe('export to S3 (real HTTP server)', () => {
+  let dir: ReturnType<typeof tempDir>;
+  let env: Awaited<ReturnType<typeof openExport>>;
+  beforeEach(async () => {
+    dir = tempDir();
+    env = await openExport(dir.path, { objectStorage: s3.settings });
+    await env.core.createTopic('events');
+  });
+  afterEach(async () => {
+    await env.close();
+    dir.remove();
+  });
+
+  // s3rver stores a "+" in an object key as a space, so these tests name objects with "Z" rather than
+  // Pub/Sub's default "+00:00" (which real MinIO and S3 store as is; the naming unit tests cover it).
+  const Z_FORMAT = 'YYYY-MM-DDThh:mm:ssZ';
+  async function exportTo(bucket: string, cloudStorageConfig: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+    await env.core.createSubscription('to-s3', {
+      topic: 'events',
+      enableMessageOrdering: true,
+      cloudStorageConfig: { bucket, filenameDatetimeFormat: Z_FORMAT, ...cloudStorageConfig },
+      ...extra,
+    });
+    await env.exports.sync();
+  }
+  const keyed = (n: number, keys: number, size = 0) =>
+    Array.from({ length: n }, (_, i) => ({ data: `k${i % keys}-${Math.floor(i / keys)}${'.'.repeat(size)}`, orderingKey: `k${i % keys}` }));
+  /** Waits until every published message is held by the writer, then stops it: open files are finalized. */
+  async function finish(count: number) {
+    await waitFor('deliveries', () => (env.exports.runner('to-s3')?.outstanding ?? 0) + (env.exports.runner('to-s3')?.stats.written ?? 0) >= count);
+    await env.exports.stop();
+  }
+
+  it('text: one record per line, each key in publish order, named <prefix><datetime>_<id><suffix>', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { filenamePrefix: 'orders/', filenameSuffix: '.txt', textConfig: {} });
+    await env.core.publish('events', keyed(30, 3));
+    await finish(30);
+    const names = await s3.list(bucket);
+    expect(names).toHaveLength(1);
+    expect(names[0]).toMatch(new RegExp(`^orders/\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}Z_${UUID}\\.txt$`));
+    const lines = (await s3.get(bucket, names[0]!)).toString().trim().split('\n');
+    for (const k of ['k0', 'k1', 'k2']) expect(lines.filter((l) => l.startsWith(`${k}-`))).toEqual(Array.from({ length: 10 }, (_, i) => `${k}-${i}`));
+    expect(env.core.metrics('to-s3').backlogMessages).toBe(0);
+  });
+
+  it('avro with metadata: Pub/Sub record layout plus ordering_key and sequence', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { avroConfig: { writeMetadata: true } });
+    await env.core.publish('events', [{ data: 'a', orderingKey: 'k', attributes: { x: '1' } }, { data: 'b', orderingKey: 'k' }, { data: 'c' }]);
+    await finish(3);
+    const [name] = await s3.list(bucket);
+    const records = await readRecords(await s3.get(bucket, name!), { kind: 'avro', writeMetadata: true });
+    expect(records.map((r) => [r.data.toString(), r.orderingKey, r.sequence])).toEqual([['a', 'k', 1], ['b', 'k', 2], ['c', '', 1]]);
+    expect(records[0]!.attributes).toEqual({ x: '1', orderingKey: 'k' });
+    expect(records[0]!.messageId).toMatch(/^\d+$/);
+    expect(records[0]!.publishTimeMicros! / 1000).toBeCloseTo(Date.now(), -5);
+  });
+
+  it('parquet with metadata: read back directly and through DuckDB read_parquet', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { parquetConfig: { writeMetadata: true } });
+    await env.core.publish('events', keyed(200, 7));
+    await finish(200);
+    const [name] = await s3.list(bucket);
+    const body = await s3.get(bucket, name!);
+    const records = await readRecords(body, { kind: 'parquet', writeMetadata: true, compression: 'SNAPPY' });
+    expect(records).toHaveLength(200);
+    const file = join(dir.path, 'copy.parquet');
+    writeFileSync(file, body);
+    const rows = await queryDuckDb(join(dir.path, 'q.duckdb'), `SELECT ordering_key, list(sequence ORDER BY file_row_number) AS seqs
+      FROM read_parquet('${file}', file_row_number = true) GROUP BY ordering_key ORDER BY ordering_key`);
+    expect(rows).toHaveLength(7);
+    for (const r of rows) {
+      const seqs = (r.seqs as { items: bigint[] }).items.map(Number);
+      expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
+    }
+  });
+
+  it('rolls on maxMessages, and one large message may exceed maxBytes', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { maxMessages: 1000 });
+    await env.core.publish('events', keyed(1000, 10));
+    await env.core.publish('events', keyed(1000, 10).map((m) => ({ ...m, data: m.data + '+' })));
+    await env.core.publish('events', keyed(500, 10).map((m) => ({ ...m, data: m.data + '#' })));
+    await finish(2500);
+    const counts = await Promise.all((await s3.list(bucket)).map(async (n) => (await s3.get(bucket, n)).toString().trim().split('\n').length));
+    expect(counts.sort()).toEqual([1000, 1000, 500].sort());
+  });
+
+  it('rolls on maxBytes (multipart upload for a large file)', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { maxBytes: 10 * 1024 * 1024 });
+    const big = 'x'.repeat(3 * 1024 * 1024);
+    for (let i = 0; i < 5; i++) await env.core.publish('events', [{ data: `${i}${big}`, orderingKey: 'k' }]);
+    await finish(5);
+    const names = await s3.list(bucket);
+    const sizes = await Promise.all(names.map(async (n) => (await s3.get(bucket, n)).length));
+    // 4 messages reach 10 MiB (12 MiB file, uploaded in parts), the 5th goes to the next file
+    expect(sizes.sort((a, b) => b - a)).toEqual([4 * (big.length + 2), big.length + 2]);
+  });
+
+  it('a missing bucket is NOT_FOUND, the backlog stays, and export resumes when the bucket exists', async () => {
+    const bucket = await s3.bucket(false);
+    await exportTo(bucket, {});
+    await env.core.publish('events', keyed(10, 2));
+    await waitFor('NOT_FOUND', () => env.core.getSubscription('to-s3').state === 'NOT_FOUND');
+    expect(env.core.metrics('to-s3').backlogMessages).toBe(10);
+    await s3.minio.makeBucket(bucket);
+    await waitFor('ACTIVE', () => env.core.getSubscription('to-s3').state === 'ACTIVE');
+    await finish(10);
+    expect(env.core.metrics('to-s3').backlogMessages).toBe(0);
+    expect(await s3.list(bucket)).toHaveLength(1);
+  });
+
+  it('an S3 outage mid-file loses nothing: RESOURCE_ERROR, then every message exactly once', async () => {
+    if (!s3.local) return; // needs to stop the server: only the local s3rver can be stopped from here
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { maxMessages: 1000, avroConfig: { writeMetadata: true } });
+    await env.core.publish('events', keyed(600, 20));
+    await waitFor('buffered', () => env.exports.runner('to-s3')!.outstanding === 600);
+    await s3.stop();
+    try {
+      const second = keyed(1400, 20).map((m) => ({ ...m, data: `second-${m.data}` }));
+      await env.core.publish('events', second.slice(0, 700));
+      await env.core.publish('events', second.slice(700));
+      await waitFor('RESOURCE_ERROR', () => env.core.getSubscription('to-s3').state === 'RESOURCE_ERROR', 30_000);
+      expect(env.core.metrics('to-s3').backlogMessages).toBe(2000);
+    } finally {
+      await s3.start();
+    }
+    await waitFor('ACTIVE', () => env.core.getSubscription('to-s3').state === 'ACTIVE', 30_000);
+    await finish(2000);
+    const report = await auditSubscription('projects/p/subscriptions/to-s3', parseObjectStorageConfig({ bucket, avroConfig: { writeMetadata: true } }), {
+      dataDir: dir.path,
+      objectStorage: s3.settings,
+    });
+    expect(report).toMatchObject({ records: 2000, keys: 20, missing: { count: 0 }, duplicates: { count: 0 }, outOfOrderInFile: { count: 0 }, objectErrors: { count: 0 } });
+  }, 90_000);
+
+});
+
+describe('order across files', () => {
+  it('audit detects a key whose file-name order disagrees with its sequence order (a clock step back)', async () => {
+    const dir = tempDir();
+    const bucket = await s3.bucket();
+    let now = new Date(Date.UTC(2026, 0, 1, 10, 5, 0));
+    const config = parseObjectStorageConfig({ bucket, maxBytes: 1000, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } });
+    const writer = new ObjectStorageWriter(
+      config,
+      { subscription: 'projects/p/subscriptions/skew', spec: { enableMessageOrdering: true } as never, logger: createLogger(), settings: { dataDir: dir.path, objectStorage: s3.settings } },
+      () => now,
+    );
+    await writer.open();
+    const msg = (key: string, sequence: number, size = 600) => ({
+      id: `${key}-${sequence}`,
+      deliveryAttempt: 0,
+      message: { messageId: `${key}${sequence}`, publishTime: now, data: Buffer.alloc(size, 'a'), attributes: {}, orderingKey: key, sequence },
+    });
+    // K:1-2 fill a file named 10:05 (maxBytes); then the clock steps back and K:3-4 go to a file named 10:00.
+    const first = await writer.write([msg('K', 1), msg('K', 2)]);
+    expect(first.written).toEqual(['K-1', 'K-2']);
+    now = new Date(Date.UTC(2026, 0, 1, 10, 0, 0));
+    await writer.write([msg('K', 3), msg('K', 4), msg('J', 1, 10)]);
+    await writer.flush('all');
+    await writer.close();
+    const names = await s3.list(bucket);
+    // K:3-4 filled a file, J:1 opened another: both named 10:00, before K:1-2's file named 10:05.
+    expect(names.map((n) => n.slice(0, 19))).toEqual(['2026-01-01T10:00:00', '2026-01-01T10:00:00', '2026-01-01T10:05:00']);
+    const report = await auditObjects(new S3Client({ ...s3.settings, credentials: s3.settings }), new Manifest(writer.manifestPath), config.format);
+    expect(report).toMatchObject({ objects: 3, records: 5, keys: 2, missing: { count: 0 }, duplicates: { count: 0 }, outOfOrderInFile: { count: 0 } });
+    expect(report.skewedKeys.count).toBe(1);
+    expect(report.skewedKeys.examples[0]).toMatch(/^K: .*10:05:00.* holds sequence 1, but the earlier-named .*10:00:00.* holds 4$/);
+    dir.remove();
+  });
+});

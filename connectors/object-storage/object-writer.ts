@@ -1,0 +1,200 @@
+import { DeleteObjectCommand, HeadBucketCommand, type S3Client } from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+import { createReadStream } from 'node:fs';
+import { mkdir, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { SinkStateError, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import type { ObjectStorageConfig } from './config.js';
+import { Manifest, type ManifestObject } from './manifest.js';
+import { objectNamer, type ObjectNamer } from './object-naming.js';
+import { RollingFile } from './rolling-file.js';
+import { classifyS3Error, createS3Client, s3Connection, type S3Failure } from './s3-client.js';
+
+/** Multipart above this size, in parts of this size: memory stays bounded whatever the file size. */
+const PART_SIZE = 8 * 1024 * 1024;
+
+/**
+ * The object-storage writer (Cloud Storage-subscription style). Each shard fills one rolling file at a
+ * time; a key always maps to the same shard (stable hash), so its records stay in publish order inside
+ * and across that shard's files. A file rolls on maxMessages or maxBytes (during `write`) or maxDuration
+ * (`flush('due')`). Rolled files are uploaded (multipart when large), committed to the manifest, and
+ * only then reported written, so a message is acked only once the object holding it is complete.
+ * A redelivery of what a committed object already holds (a crash between commit and ack) is acked
+ * without being written again, so the manifest view holds every message once.
+ */
+export class ObjectStorageWriter implements Connector {
+  private s3?: S3Client;
+  private manifest?: Manifest;
+  private readonly namer: ObjectNamer;
+  private readonly shards: (RollingFile | undefined)[];
+  /** Closed files waiting for upload, oldest first. */
+  private readonly sealed: RollingFile[] = [];
+  private readonly spillDir: string;
+  readonly manifestPath: string;
+  private fileCounter = 0;
+  private readonly committedSeq = new Map<string, number>();
+  private readonly committedIds = new Set<string>();
+
+  constructor(
+    private readonly config: ObjectStorageConfig,
+    private readonly context: ConnectorContext,
+    private readonly now: () => Date = () => new Date(),
+  ) {
+    this.namer = objectNamer(config.filenamePrefix, config.filenameSuffix, config.filenameDatetimeFormat);
+    this.shards = new Array(config.shards).fill(undefined);
+    const dir = exportDir(context.settings.dataDir, context.subscription);
+    this.spillDir = join(dir, 'spill');
+    this.manifestPath = manifestPath(context.settings.dataDir, context.subscription);
+  }
+
+  async open(): Promise<void> {
+    this.s3 ??= createS3Client(s3Connection(this.context.settings.objectStorage as Record<string, unknown> | undefined));
+    try {
+      await this.s3.send(new HeadBucketCommand({ Bucket: this.config.bucket }));
+    } catch (e) {
+      throw this.stateError(classifyS3Error(e, this.config.bucket));
+    }
+    if (!this.manifest) {
+      // Spill files of a previous run hold messages that were never acked: they come again.
+      await rm(this.spillDir, { recursive: true, force: true });
+      await mkdir(this.spillDir, { recursive: true });
+      this.manifest = new Manifest(this.manifestPath);
+      for (const entry of this.manifest.committed()) this.remember(entry);
+    }
+    // Uploaded (or half-uploaded) but never committed: its messages were not acked and will be written
+    // again, so the object goes rather than stand as a duplicate outside the manifest.
+    for (const object of this.manifest.unfinished()) {
+      try {
+        await this.s3.send(new DeleteObjectCommand({ Bucket: this.config.bucket, Key: object }));
+      } catch (e) {
+        throw this.stateError(classifyS3Error(e, this.config.bucket));
+      }
+      this.manifest.discard(object);
+      this.context.logger.info({ object }, 'removed an object uploaded before a crash but never committed');
+    }
+  }
+
+  private stateError(f: S3Failure): SinkStateError {
+    return new SinkStateError(f.state ?? 'RESOURCE_ERROR', f.message);
+  }
+
+  private shardOf(em: ExportMessage): number {
+    const key = em.message.orderingKey || em.message.messageId;
+    let h = 2166136261;
+    for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 16777619);
+    return (h >>> 0) % this.shards.length;
+  }
+
+  private commit(entry: ManifestObject): void {
+    this.manifest!.commit(entry);
+    this.remember(entry);
+  }
+
+  /** Committed objects' per-key last sequences and unkeyed ids: what a redelivery may bring again. */
+  private remember(entry: ManifestObject): void {
+    for (const [key, range] of Object.entries(entry.keys)) this.committedSeq.set(key, Math.max(this.committedSeq.get(key) ?? 0, range.last));
+    for (const id of entry.unkeyed) this.committedIds.add(id);
+  }
+
+  private alreadyCommitted(em: ExportMessage): boolean {
+    const { orderingKey, sequence, messageId } = em.message;
+    if (orderingKey === '') return this.committedIds.has(messageId);
+    // Per-key sequences only say "already written" when the key arrives in order (ordered subscriptions).
+    return this.context.spec.enableMessageOrdering && sequence <= (this.committedSeq.get(orderingKey) ?? 0);
+  }
+
+  async write(batch: ExportMessage[]): Promise<WriteResult> {
+    const duplicates: string[] = [];
+    for (const em of batch) {
+      if (this.alreadyCommitted(em)) {
+        duplicates.push(em.id);
+        continue;
+      }
+      const s = this.shardOf(em);
+      let file = this.shards[s];
+      if (!file) {
+        const openedAt = this.now();
+        file = await RollingFile.open(this.namer.name(openedAt), join(this.spillDir, `${++this.fileCounter}.part`), openedAt, this.config);
+        this.shards[s] = file;
+      }
+      await file.append(this.context.subscription, em);
+      if (file.full(this.config)) await this.seal(s);
+    }
+    // Upload what rolled; an unreachable sink only delays that (flush reports it as a state).
+    const result = await this.uploadSealed(false);
+    result.written.push(...duplicates);
+    return result;
+  }
+
+  private async seal(shard: number): Promise<void> {
+    const file = this.shards[shard];
+    if (!file) return;
+    this.shards[shard] = undefined;
+    await file.close();
+    this.sealed.push(file);
+  }
+
+  async flush(mode: 'due' | 'all'): Promise<WriteResult> {
+    const now = this.now().getTime();
+    for (let s = 0; s < this.shards.length; s++) {
+      const file = this.shards[s];
+      if (file && (mode === 'all' || file.due(this.config, now))) await this.seal(s);
+    }
+    return this.uploadSealed(true);
+  }
+
+  /**
+   * Uploads sealed files in order. Per file: manifest "pending", upload, manifest "committed", then its
+   * deliveries are written. A sink-wide failure stops the round (thrown as SinkStateError when `raise`);
+   * a failure of this object alone (a 4xx the sink will always give) fails its deliveries.
+   */
+  private async uploadSealed(raise: boolean): Promise<WriteResult> {
+    const result = emptyResult();
+    while (this.sealed.length) {
+      const file = this.sealed[0]!;
+      const { bucket } = this.config;
+      this.manifest!.markPending(file.object);
+      let failure: S3Failure | undefined;
+      try {
+        const size = (await stat(file.localPath)).size;
+        const upload = new Upload({
+          client: this.s3!,
+          params: { Bucket: bucket, Key: file.object, Body: createReadStream(file.localPath), ContentLength: size },
+          partSize: PART_SIZE,
+          queueSize: 2,
+        });
+        await upload.done();
+        this.commit(file.manifestEntry(bucket, this.config.format.kind, size));
+      } catch (e) {
+        failure = classifyS3Error(e, bucket);
+        if (failure.state) {
+          if (raise) throw this.stateError(failure);
+          return result;
+        }
+        this.manifest!.discard(file.object);
+      }
+      this.sealed.shift();
+      await file.remove();
+      if (failure) result.failed.push(...file.deliveries.map((em) => ({ id: em.id, error: failure.message, retryable: true })));
+      else result.written.push(...file.deliveries.map((em) => em.id));
+    }
+    return result;
+  }
+
+  async close(): Promise<void> {
+    for (let s = 0; s < this.shards.length; s++) await this.shards[s]?.close();
+    this.manifest?.close();
+    this.manifest = undefined;
+    this.s3?.destroy();
+    this.s3 = undefined;
+  }
+}
+
+function exportDir(dataDir: string, subscription: string): string {
+  return join(dataDir, 'object-storage', subscription.replace(/[^A-Za-z0-9._-]+/g, '_'));
+}
+
+/** Where a subscription's manifest lives under the job's data directory. */
+export function manifestPath(dataDir: string, subscription: string): string {
+  return join(exportDir(dataDir, subscription), 'manifest.jsonl');
+}

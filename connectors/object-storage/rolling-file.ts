@@ -1,0 +1,84 @@
+import { rm } from 'node:fs/promises';
+import type { ExportMessage } from '../../src/connector/connector.js';
+import type { ObjectStorageConfig } from './config.js';
+import type { ManifestObject } from './manifest.js';
+import { openRecordFile, type RecordFileWriter } from './record-format.js';
+
+/**
+ * One file being filled for one writer shard: records go to a local spill file, and the deliveries it
+ * holds are remembered so they can be acked once the object is committed. Its object name is fixed
+ * when it opens (Pub/Sub names an object by its creation time).
+ */
+export class RollingFile {
+  readonly deliveries: ExportMessage[] = [];
+  private readonly keys = new Map<string, { first: number; last: number; count: number }>();
+  private readonly unkeyed: string[] = [];
+  private closed = false;
+
+  private constructor(
+    readonly object: string,
+    readonly localPath: string,
+    readonly openedAt: Date,
+    private readonly writer: RecordFileWriter,
+  ) {}
+
+  static async open(object: string, localPath: string, openedAt: Date, config: ObjectStorageConfig): Promise<RollingFile> {
+    return new RollingFile(object, localPath, openedAt, await openRecordFile(localPath, config.format));
+  }
+
+  async append(subscription: string, em: ExportMessage): Promise<void> {
+    await this.writer.append(subscription, em.message);
+    this.deliveries.push(em);
+    const { orderingKey: key, sequence, messageId } = em.message;
+    if (key === '') {
+      this.unkeyed.push(messageId);
+      return;
+    }
+    const range = this.keys.get(key);
+    if (range) {
+      range.last = sequence;
+      range.count++;
+    } else this.keys.set(key, { first: sequence, last: sequence, count: 1 });
+  }
+
+  get records(): number {
+    return this.deliveries.length;
+  }
+
+  get bytes(): number {
+    return this.writer.bytes;
+  }
+
+  /** A file rolls when any limit is reached; one large message may take it past maxBytes. */
+  full(config: ObjectStorageConfig): boolean {
+    return this.records >= config.maxMessages || this.bytes >= config.maxBytes;
+  }
+
+  due(config: ObjectStorageConfig, now: number): boolean {
+    return now - this.openedAt.getTime() >= config.maxDurationSeconds * 1000;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.writer.close();
+  }
+
+  manifestEntry(bucket: string, format: string, bytes: number): ManifestObject {
+    return {
+      object: this.object,
+      bucket,
+      format,
+      createdAt: this.openedAt.toISOString(),
+      committedAt: new Date().toISOString(),
+      records: this.records,
+      bytes,
+      keys: Object.fromEntries(this.keys),
+      unkeyed: this.unkeyed,
+    };
+  }
+
+  async remove(): Promise<void> {
+    await rm(this.localPath, { force: true });
+  }
+}

@@ -1,0 +1,60 @@
+import { S3Client } from '@aws-sdk/client-s3';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
+import type { SubscriptionState } from '../../src/core/subscription-runtime.js';
+
+/** Where and how to reach S3/MinIO: from the job file, else the standard environment variables. */
+export interface S3Connection {
+  endpoint?: string;
+  region: string;
+  accessKeyId?: string;
+  secretAccessKey?: string;
+  forcePathStyle: boolean;
+}
+
+export function s3Connection(settings: Record<string, unknown> | undefined, env: NodeJS.ProcessEnv = process.env): S3Connection {
+  const s = settings ?? {};
+  const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
+  const endpoint = str(s.endpoint) ?? env.S3_ENDPOINT ?? env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL;
+  return {
+    endpoint,
+    region: str(s.region) ?? env.S3_REGION ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION ?? 'us-east-1',
+    accessKeyId: str(s.accessKeyId) ?? env.S3_ACCESS_KEY_ID ?? env.AWS_ACCESS_KEY_ID,
+    secretAccessKey: str(s.secretAccessKey) ?? env.S3_SECRET_ACCESS_KEY ?? env.AWS_SECRET_ACCESS_KEY,
+    // MinIO and most S3 stand-ins want path-style addressing; AWS itself does not need it.
+    forcePathStyle: typeof s.forcePathStyle === 'boolean' ? s.forcePathStyle : endpoint !== undefined,
+  };
+}
+
+export function createS3Client(c: S3Connection): S3Client {
+  return new S3Client({
+    endpoint: c.endpoint,
+    region: c.region,
+    forcePathStyle: c.forcePathStyle,
+    credentials: c.accessKeyId && c.secretAccessKey ? { accessKeyId: c.accessKeyId, secretAccessKey: c.secretAccessKey } : undefined,
+    // The SDK retries 5xx, throttling, timeouts and connection resets with backoff.
+    maxAttempts: 4,
+    requestHandler: new NodeHttpHandler({ connectionTimeout: 5_000, requestTimeout: 60_000 }),
+  });
+}
+
+export interface S3Failure {
+  /** A sink-wide state (backlog kept, retried with backoff), or undefined for a failure of this object only. */
+  state?: Exclude<SubscriptionState, 'ACTIVE'>;
+  message: string;
+}
+
+/** Missing bucket and denied access are sink states; outages too (RESOURCE_ERROR); other 4xx fail the object. */
+export function classifyS3Error(e: unknown, bucket: string): S3Failure {
+  const err = e as { name?: string; Code?: string; code?: string; message?: string; $metadata?: { httpStatusCode?: number } };
+  const name = err.name ?? err.Code ?? err.code ?? 'Error';
+  const status = err.$metadata?.httpStatusCode;
+  const detail = `${name}${status ? ` (HTTP ${status})` : ''}: ${err.message ?? String(e)}`;
+  if (name === 'NoSuchBucket' || (name === 'NotFound' && status === 404)) return { state: 'NOT_FOUND', message: `bucket ${bucket} does not exist — ${detail}` };
+  if (['AccessDenied', 'InvalidAccessKeyId', 'SignatureDoesNotMatch', 'Forbidden'].includes(name) || status === 403) {
+    return { state: 'PERMISSION_DENIED', message: `access to bucket ${bucket} denied — ${detail}` };
+  }
+  if (status === undefined || status >= 500 || status === 429 || /ECONN|EPIPE|socket|Timeout|network/i.test(detail)) {
+    return { state: 'RESOURCE_ERROR', message: `object storage unreachable for bucket ${bucket} — ${detail}` };
+  }
+  return { message: `upload to bucket ${bucket} refused — ${detail}` };
+}
