@@ -14,9 +14,9 @@ export async function time(fn: () => Promise<void>): Promise<number> {
 
 export function report(title: string, results: BenchResult[]): void {
   console.log(`\n## ${title}`);
-  console.log('| benchmark | msgs/s | ratio vs baseline |');
-  console.log('|---|---:|---:|');
+  console.log('| benchmark | msgs/s | ratio vs baseline | notes |');
+  console.log('|---|---:|---:|---|');
   for (const r of results) {
-    console.log(`| ${r.name} | ${Math.round(r.perSecond).toLocaleString('en-US')} | ${(r.perSecond / r.baseline).toFixed(2)} |${r.extra ? ` ${r.extra}` : ''}`);
+    console.log(`| ${r.name} | ${Math.round(r.perSecond).toLocaleString('en-US')} | ${(r.perSecond / r.baseline).toFixed(2)} | ${r.extra ?? ''} |`);
   }
 }

@@ -1,8 +1,10 @@
 /** `npm run bench`: every benchmark, each against its own same-run baseline. */
 import { benchCore } from './core.js';
 import { benchDuckDbExport } from './duckdb-export.js';
+import { benchObjectExport } from './object-export.js';
 import { report } from './report.js';
 
 console.log(`Orderly benchmarks — node ${process.version}, ${new Date().toISOString()}, ${process.env.BENCH_MESSAGES ?? 50_000} messages each`);
 report('core: 1 KB messages, 10,000 ordering keys (baseline: raw SQLite inserts, same pragmas)', await benchCore());
 report('DuckDB export: 1 KB JSON, 10,000 keys (baseline: raw DuckDB appender, same rows)', await benchDuckDbExport());
+report('object-storage export: 1 KB JSON, 10,000 keys (baseline: DuckDB COPY TO parquet + one PutObject)', await benchObjectExport());

@@ -230,3 +230,57 @@ describe('order across files', () => {
     dir.remove();
   });
 });
+
+describe('restart recovery', () => {
+  const make = (dataDir: string, bucket: string) =>
+    new ObjectStorageWriter(
+      parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { writeMetadata: true } }),
+      { subscription: 'projects/p/subscriptions/rec', spec: { enableMessageOrdering: true } as never, logger: createLogger(), settings: { dataDir, objectStorage: s3.settings } },
+    );
+  const msg = (key: string, sequence: number) => ({
+    id: `${key}-${sequence}-${Math.random()}`,
+    deliveryAttempt: 0,
+    message: { messageId: `${key}${sequence}`, publishTime: new Date(), data: Buffer.from(`${key}${sequence}`), attributes: {}, orderingKey: key, sequence },
+  });
+
+  it('a redelivery of committed messages (crash between commit and ack) is acked, not written again', async () => {
+    const dir = tempDir();
+    const bucket = await s3.bucket();
+    const first = make(dir.path, bucket);
+    await first.open();
+    await first.write([msg('K', 1), msg('K', 2)]);
+    expect((await first.flush('all')).written).toHaveLength(2);
+    await first.close();
+    const restarted = make(dir.path, bucket);
+    await restarted.open();
+    const again = [msg('K', 1), msg('K', 2), msg('K', 3)];
+    const result = await restarted.write(again);
+    expect(result.written).toEqual([again[0]!.id, again[1]!.id]); // K:3 is buffered in a new file
+    expect((await restarted.flush('all')).written).toEqual([again[2]!.id]);
+    await restarted.close();
+    const objects = await s3.list(bucket);
+    expect(objects).toHaveLength(2);
+    const all = (await Promise.all(objects.map(async (o) => readRecords(await s3.get(bucket, o), { kind: 'avro', writeMetadata: true })))).flat();
+    expect(all.map((r) => r.sequence).sort()).toEqual([1, 2, 3]);
+    dir.remove();
+  });
+
+  it('an upload that never committed (a crash mid-upload) is removed at the next start', async () => {
+    const dir = tempDir();
+    const bucket = await s3.bucket();
+    const writer = make(dir.path, bucket);
+    await writer.open();
+    await writer.close();
+    const manifest = new Manifest(writer.manifestPath);
+    manifest.markPending('2026-01-01T00:00:00Z_orphan');
+    manifest.close();
+    await s3.minio.putObject(bucket, '2026-01-01T00:00:00Z_orphan', Buffer.from('half'));
+    await s3.minio.putObject(bucket, 'not-ours.txt', Buffer.from('left alone'));
+    const restarted = make(dir.path, bucket);
+    await restarted.open();
+    await restarted.close();
+    expect(await s3.list(bucket)).toEqual(['not-ours.txt']);
+    expect(new Manifest(writer.manifestPath).unfinished()).toEqual([]);
+    dir.remove();
+  });
+});

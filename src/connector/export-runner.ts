@@ -12,7 +12,10 @@ export interface ExportRunnerOptions {
   logger: Logger;
   /** Most messages handed to one `write` (default 5000: fewer, larger sink transactions). */
   maxBatchMessages?: number;
-  /** Most messages held (delivered, not yet acked) at once (default 20,000). */
+  /**
+   * Most messages held (delivered, not yet acked) at once (default 20,000). A buffering connector that
+   * holds this many is asked to finalize them (`flush('all')`), so this also caps a rolling file.
+   */
   maxOutstandingMessages?: number;
   /** How often `flush('due')` runs, in ms (default 1000). */
   flushIntervalMs?: number;
@@ -103,9 +106,11 @@ export class ExportRunner {
     if (!opened) return;
     this.core.runtime(this.options.subscription).addConsumer(this.consumer);
     this.markReady();
-    while (!this.stopping) {
+    // On stop, what was already delivered is still written (drain); nothing new arrives.
+    while (!this.stopping || this.pending.length) {
       const op = this.nextOp();
       if (!op) {
+        if (this.stopping) break;
         await new Promise<void>((resolve) => (this.wake = resolve));
         this.wake = undefined;
         continue;
@@ -116,6 +121,8 @@ export class ExportRunner {
 
   private nextOp(): Op | undefined {
     if (this.pending.length) return { kind: 'write' };
+    // Full of buffered messages: the connector must finalize what it holds, or nothing moves again.
+    if (this.held.size >= this.maxOutstanding) return { kind: 'flush', mode: 'all' };
     if (this.flushDue) {
       this.flushDue = false;
       return { kind: 'flush', mode: 'due' };

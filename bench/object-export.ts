@@ -1,0 +1,125 @@
+/**
+ * Object-storage export: publish -> objects committed on S3 (s3rver on 127.0.0.1, in this process),
+ * 1 KB JSON messages over 10,000 keys, Parquet (with metadata) and text. Baseline: the same rows
+ * written straight to one Parquet file by DuckDB's COPY ... TO, plus one PutObject, in the same run.
+ */
+import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { DuckDBInstance, timestampValue } from '@duckdb/node-api';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { registerBuiltInConnectors } from '../connectors/index.js';
+import { createS3Client, s3Connection } from '../connectors/object-storage/s3-client.js';
+import { ExportManager } from '../src/connector/export-manager.js';
+import { PubSubCore } from '../src/core/pubsub-core.js';
+import { createLogger } from '../src/log.js';
+import { SqliteStore } from '../src/store/sqlite-store.js';
+import { tempDir } from '../test/helpers/core.js';
+import { startTestS3, type TestS3 } from '../test/helpers/s3.js';
+import { time, type BenchResult } from './report.js';
+
+const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 50_000);
+const KEYS = 10_000;
+
+function payload(i: number): string {
+  const base = JSON.stringify({ id: i, key: `key-${i % KEYS}`, status: 'paid', pad: '' });
+  return base.replace('"pad":""', `"pad":"${'x'.repeat(1024 - base.length)}"`);
+}
+
+/** Samples RSS while `fn` runs; returns the peak in MiB. */
+async function peakRss<T>(fn: () => Promise<T>): Promise<[T, number]> {
+  let peak = process.memoryUsage().rss;
+  const timer = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
+  try {
+    return [await fn(), Math.round(peak / 1024 / 1024)];
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+async function duckdbCopyPut(s3: TestS3): Promise<number> {
+  const dir = tempDir('orderly-bench-');
+  const bucket = await s3.bucket();
+  const client = createS3Client(s3Connection(s3.settings));
+  const instance = await DuckDBInstance.create(':memory:');
+  try {
+    const connection = await instance.connect();
+    await connection.run(`CREATE TABLE t(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, attributes VARCHAR,
+      data BLOB, ordering_key VARCHAR, sequence BIGINT)`);
+    const rows = Array.from({ length: MESSAGES }, (_, i) => Buffer.from(payload(i)));
+    const file = join(dir.path, 'baseline.parquet');
+    const seconds = await time(async () => {
+      const appender = await connection.createAppender('t');
+      const now = timestampValue(BigInt(Date.now()) * 1000n);
+      rows.forEach((data, i) => {
+        appender.appendVarchar('projects/bench/subscriptions/s');
+        appender.appendVarchar(String(i + 1));
+        appender.appendTimestamp(now);
+        appender.appendVarchar('{}');
+        appender.appendBlob(data);
+        appender.appendVarchar(`key-${i % KEYS}`);
+        appender.appendBigInt(BigInt(Math.floor(i / KEYS) + 1));
+        appender.endRow();
+      });
+      appender.closeSync();
+      await connection.run(`COPY t TO '${file}' (FORMAT parquet, COMPRESSION snappy)`);
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: 'baseline.parquet', Body: readFileSync(file) }));
+    });
+    connection.closeSync();
+    return MESSAGES / seconds;
+  } finally {
+    instance.closeSync();
+    client.destroy();
+    dir.remove();
+  }
+}
+
+async function exportObjects(s3: TestS3, cloudStorageConfig: Record<string, unknown>): Promise<number> {
+  registerBuiltInConnectors();
+  const dir = tempDir('orderly-bench-');
+  const bucket = await s3.bucket();
+  const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')), tickMs: 50 });
+  const exports = new ExportManager({ core, settings: { dataDir: dir.path, objectStorage: s3.settings }, logger: createLogger({ level: 'warn' }) });
+  try {
+    await core.createTopic('bench');
+    await core.createSubscription('to-s3', { topic: 'bench', enableMessageOrdering: true, cloudStorageConfig: { bucket, ...cloudStorageConfig } });
+    await exports.sync();
+    await exports.runner('to-s3')!.ready;
+    const batches = Array.from({ length: Math.ceil(MESSAGES / 1000) }, (_, b) =>
+      Array.from({ length: Math.min(1000, MESSAGES - b * 1000) }, (_, j) => ({ data: payload(b * 1000 + j), orderingKey: `key-${(b * 1000 + j) % KEYS}` })),
+    );
+    const runner = exports.runner('to-s3')!;
+    const seconds = await time(async () => {
+      const inflight: Promise<unknown>[] = [];
+      for (const batch of batches) {
+        inflight.push(core.publish('bench', batch));
+        if (inflight.length >= 4) await inflight.shift();
+      }
+      await Promise.all(inflight);
+      while (runner.outstanding + runner.stats.written < MESSAGES) await new Promise((r) => setTimeout(r, 5));
+      // Finalize the open files (as at maxDuration or shutdown) and wait for their commit.
+      await exports.stop();
+    });
+    if (runner.stats.written !== MESSAGES) throw new Error(`exported ${runner.stats.written} of ${MESSAGES}`);
+    return MESSAGES / seconds;
+  } finally {
+    await exports.stop();
+    await core.close();
+    dir.remove();
+  }
+}
+
+export async function benchObjectExport(): Promise<BenchResult[]> {
+  const s3 = await startTestS3();
+  try {
+    const [baseline, baselineMb] = await peakRss(() => duckdbCopyPut(s3));
+    const [parquetRate, parquetMb] = await peakRss(() => exportObjects(s3, { parquetConfig: { writeMetadata: true } }));
+    const [textRate, textMb] = await peakRss(() => exportObjects(s3, { textConfig: {} }));
+    return [
+      { name: 'DuckDB COPY TO parquet + PutObject (baseline)', perSecond: baseline, baseline, extra: `peak RSS ${baselineMb} MiB` },
+      { name: 'publish -> Parquet objects committed', perSecond: parquetRate, baseline, extra: `peak RSS ${parquetMb} MiB` },
+      { name: 'publish -> text objects committed', perSecond: textRate, baseline, extra: `peak RSS ${textMb} MiB` },
+    ];
+  } finally {
+    await s3.close();
+  }
+}
