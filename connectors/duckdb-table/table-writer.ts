@@ -37,6 +37,8 @@ export class DuckDbTableWriter implements Connector {
   private mapper?: RowMapper;
   private readonly lastSequence = new Map<string, number>();
   private progressRows = 0;
+  /** The table's last applied _CHANGE_SEQUENCE_NUMBER per primary key (CDC), loaded once. */
+  private cdcVersions?: Map<string, string>;
   private readonly target: string;
 
   constructor(
@@ -45,7 +47,10 @@ export class DuckDbTableWriter implements Connector {
     private readonly databasePath: string,
   ) {
     this.target = `${quoteIdent(config.schema)}.${quoteIdent(config.tableName)}`;
+    this.tableKey = `${config.schema}.${config.tableName}`;
   }
+
+  private readonly tableKey: string;
 
   async open(): Promise<void> {
     if (!this.connection) {
@@ -93,6 +98,8 @@ export class DuckDbTableWriter implements Connector {
       [schema, tableName],
     );
     const pkColumns = (pk.getRowObjectsJson()[0]?.constraint_column_names as string[] | undefined) ?? [];
+    const versions = await connection.runAndReadAll(`SELECT pk, change_sequence FROM ${CDC_VERSIONS} WHERE table_name = $1`, [this.tableKey]);
+    this.cdcVersions = new Map(versions.getRows().map(([k, v]) => [String(k), String(v)]));
     try {
       this.mapper = new RowMapper(columns, pkColumns, this.config, this.context.subscription);
     } catch (e) {
@@ -187,13 +194,14 @@ export class DuckDbTableWriter implements Connector {
     await connection.run('BEGIN TRANSACTION');
     let appender: DuckDBAppender | undefined;
     let progressRows = this.progressRows;
+    const versions = new Map<string, string>();
     try {
       appender = await connection.createAppender(this.config.tableName, this.config.schema);
       for (const { row } of pending) {
         if (row.kind === 'append') this.appendRow(appender, row.cells);
         else {
           appender.flushSync();
-          await this.applyChange(row);
+          await this.applyChange(row, versions);
         }
       }
       appender.flushSync();
@@ -233,6 +241,7 @@ export class DuckDbTableWriter implements Connector {
       throw e;
     }
     for (const [key, seq] of progress) this.lastSequence.set(key, seq);
+    for (const [pk, seq] of versions) this.cdcVersions!.set(pk, seq);
     this.progressRows = progressRows;
   }
 
@@ -243,15 +252,15 @@ export class DuckDbTableWriter implements Connector {
   }
 
   /** CDC: UPSERT/DELETE against the primary key, skipping changes older than the row's last one. */
-  private async applyChange(row: Exclude<Row, { kind: 'append' }>): Promise<void> {
+  private async applyChange(row: Exclude<Row, { kind: 'append' }>, versions: Map<string, string>): Promise<void> {
     const connection = this.connection!;
     const mapper = this.mapper!;
-    const tableKey = `${this.config.schema}.${this.config.tableName}`;
     if (row.changeSequence !== undefined) {
-      const existing = await connection.runAndReadAll(`SELECT change_sequence FROM ${CDC_VERSIONS} WHERE table_name = $1 AND pk = $2`, [tableKey, row.pk]);
-      const last = existing.getRows()[0]?.[0];
-      if (typeof last === 'string' && compareChangeSequence(row.changeSequence, last) <= 0) return;
-      await connection.run(`INSERT OR REPLACE INTO ${CDC_VERSIONS} VALUES ($1, $2, $3)`, [tableKey, row.pk, row.changeSequence]);
+      // Versions of this transaction first, then the committed ones.
+      const last = versions.get(row.pk) ?? this.cdcVersions!.get(row.pk);
+      if (last !== undefined && compareChangeSequence(row.changeSequence, last) <= 0) return;
+      await connection.run(`INSERT OR REPLACE INTO ${CDC_VERSIONS} VALUES ($1, $2, $3)`, [this.tableKey, row.pk, row.changeSequence]);
+      versions.set(row.pk, row.changeSequence);
     }
     if (row.kind === 'delete') {
       const where = mapper.primaryKey.map((k, i) => `${quoteIdent(k)} = $${i + 1}`).join(' AND ');

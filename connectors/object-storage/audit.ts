@@ -20,7 +20,10 @@ export interface AuditReport {
   duplicates: AuditFinding;
   /** Keys whose records inside one object are not in increasing sequence order. */
   outOfOrderInFile: AuditFinding;
-  /** Keys for which an object with an earlier name holds a later sequence than an object with a later name. */
+  /**
+   * Keys for which an object whose name carries a strictly earlier datetime holds a later sequence than
+   * an object named later. Objects named in the same second are not ordered by their names.
+   */
   skewedKeys: AuditFinding;
   /** Manifest objects missing from the bucket, or holding a different record count. */
   objectErrors: AuditFinding;
@@ -53,10 +56,11 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
     objectErrors: finding(),
     recordLevel,
   };
-  /** key -> per object (in name order): the sequences it holds, in file order */
-  const perKey = new Map<string, { object: string; seqs: number[] }[]>();
+  /** key -> per object (in creation order): the sequences it holds, in file order */
+  const perKey = new Map<string, KeyFile[]>();
   const unkeyed = new Map<string, number>();
-  for (const entry of manifest.committed()) {
+  const entries = manifest.committed().sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt));
+  for (const entry of entries) {
     report.objects++;
     let body: Buffer;
     try {
@@ -69,9 +73,10 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
     const records = await readRecords(body, format);
     report.records += records.length;
     if (records.length !== entry.records) note(report.objectErrors, `${entry.object}: ${records.length} records, manifest says ${entry.records}`);
+    const named = Math.floor(Date.parse(entry.createdAt) / 1000);
     const add = (key: string, seqs: number[]) => {
       const list = perKey.get(key) ?? [];
-      list.push({ object: entry.object, seqs });
+      list.push({ object: entry.object, named, seqs });
       perKey.set(key, list);
     };
     if (recordLevel) {
@@ -118,7 +123,14 @@ function rangeSeqs(range: ManifestObject['keys'][string]): number[] {
   return range.count === range.last - range.first + 1 ? Array.from({ length: range.count }, (_, i) => range.first + i) : [range.first, range.last];
 }
 
-function checkKey(report: AuditReport, key: string, files: { object: string; seqs: number[] }[]): void {
+interface KeyFile {
+  object: string;
+  /** The second the object's name carries (names have one-second resolution). */
+  named: number;
+  seqs: number[];
+}
+
+function checkKey(report: AuditReport, key: string, files: KeyFile[]): void {
   const seen = new Map<number, number>();
   for (const { object, seqs } of files) {
     for (let i = 1; i < seqs.length; i++) {
@@ -132,19 +144,13 @@ function checkKey(report: AuditReport, key: string, files: { object: string; seq
   for (const [s, n] of seen) if (n > 1) note(report.duplicates, `${key}: sequence ${s} held ${n} times`);
   const all = [...seen.keys()].sort((a, b) => a - b);
   for (let s = all[0]!; s <= all[all.length - 1]!; s++) if (!seen.has(s)) note(report.missing, `${key}: sequence ${s}`);
-  // Skew: walking the objects in name order, some object holds a sequence below one an earlier-named object held.
-  let highest = -Infinity;
-  let from = '';
-  for (const { object, seqs } of files) {
-    const low = Math.min(...seqs);
-    if (low < highest) {
-      note(report.skewedKeys, `${key}: ${object} holds sequence ${low}, but the earlier-named ${from} holds ${highest}`);
+  // Skew: an object holds a sequence below one held by an object whose name carries an earlier second.
+  for (const later of files) {
+    const low = Math.min(...later.seqs);
+    const earlier = files.find((f) => f.named < later.named && Math.max(...f.seqs) > low);
+    if (earlier) {
+      note(report.skewedKeys, `${key}: ${later.object} holds sequence ${low}, but the earlier-named ${earlier.object} holds ${Math.max(...earlier.seqs)}`);
       return;
-    }
-    const high = Math.max(...seqs);
-    if (high > highest) {
-      highest = high;
-      from = object;
     }
   }
 }

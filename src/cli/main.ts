@@ -1,7 +1,20 @@
-import { Command, CommanderError } from 'commander';
-import { runCoreDemo } from './core-demo.js';
+import { Command, CommanderError, Option } from 'commander';
+import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
+import { auditSubscription } from '../../connectors/object-storage/audit.js';
+import { OrderlyError } from '../core/errors.js';
+import { loadJob, JobConfigError } from '../job/job-config.js';
+import { readLock } from '../job/job-lock.js';
+import { JobRuntime } from '../job/job-runtime.js';
+import { statusOf } from '../job/metrics.js';
+import { queryJob } from '../job/query.js';
+import { createLogger } from '../log.js';
+import { runDemo } from './demo.js';
+import { publishFile } from './publish-file.js';
 
-/** Builds the `orderly` command line. Returns the process exit code. */
+const json = new Option('--json', 'print the result as JSON');
+const out = (value: unknown, asJson: boolean | undefined, text: () => void) => (asJson ? console.log(JSON.stringify(value, null, 2)) : text());
+
+/** The `orderly` command line. Returns the exit code: 0 ok, 1 failure, 2 invalid job file or usage. */
 export async function main(argv: string[]): Promise<number> {
   const program = new Command()
     .name('orderly')
@@ -10,20 +23,156 @@ export async function main(argv: string[]): Promise<number> {
     .showHelpAfterError();
 
   program
-    .command('demo')
-    .description('publish a CDC stream of order changes and consume it in per-key order (no external service needed)')
-    .option('--data-dir <dir>', 'where the store goes (default: a temporary directory, removed afterwards)')
-    .addHelpText('after', '\nExample:\n  $ orderly demo\n  $ orderly demo --data-dir ./orderly-data')
-    .action(async (opts: { dataDir?: string }) => {
-      await runCoreDemo(opts);
+    .command('validate')
+    .description('check a job file: every problem, each with its path in the file')
+    .argument('<job>', 'job file (YAML or JSON)')
+    .addOption(json)
+    .addHelpText('after', '\nExample:\n  $ orderly validate fixtures/demo/job.yaml')
+    .action((file: string, o: { json?: boolean }) => {
+      const job = loadJob(file);
+      out({ valid: true, topics: job.topics.length, subscriptions: job.subscriptions.length }, o.json, () =>
+        console.log(`${file}: valid (${job.topics.length} topics, ${job.subscriptions.length} subscriptions)`),
+      );
     });
+
+  program
+    .command('run')
+    .description('run a job until SIGINT/SIGTERM: store, exports, metrics; shutdown drains and finalizes files')
+    .argument('<job>', 'job file')
+    .addHelpText('after', '\nExample:\n  $ orderly run job.yaml   # Ctrl-C stops it cleanly')
+    .action(async (file: string) => {
+      const logger = createLogger();
+      const runtime = await JobRuntime.start(loadJob(file), logger, { serveMetrics: true });
+      logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl }, 'job running');
+      const signal = await new Promise<string>((resolve) => {
+        process.once('SIGINT', () => resolve('SIGINT'));
+        process.once('SIGTERM', () => resolve('SIGTERM'));
+      });
+      logger.info({ signal }, 'stopping: finishing writes, finalizing open files');
+      const timer = setTimeout(() => {
+        logger.error('shutdown took over 60 s; exiting (unacked messages will be delivered again)');
+        process.exit(1);
+      }, 60_000);
+      timer.unref();
+      await runtime.stop();
+      logger.info('stopped');
+    });
+
+  program
+    .command('publish')
+    .description('publish a JSONL file (or stdin) to a topic, one message per line')
+    .argument('<job>', 'job file')
+    .requiredOption('--topic <topic>', 'topic to publish to')
+    .option('--file <path>', 'JSONL file, or - for stdin', '-')
+    .option('--ordering-key-field <field>', 'take each message\'s ordering key from this field')
+    .option('--attributes-field <field>', 'take each message\'s attributes from this field (an object of strings)')
+    .addOption(json)
+    .addHelpText('after', '\nExample:\n  $ orderly publish job.yaml --topic order-changes --file orders.jsonl --ordering-key-field order_id')
+    .action(async (file: string, o: { topic: string; file: string; orderingKeyField?: string; attributesField?: string; json?: boolean }) => {
+      const job = loadJob(file);
+      const running = readLock(job.dataDir);
+      if (running) {
+        throw new OrderlyError('FAILED_PRECONDITION', `the job is running (pid ${running.pid}): publish through its Pub/Sub endpoint, or stop it and publish here`);
+      }
+      const runtime = await JobRuntime.start(job, createLogger(), { withExports: false });
+      try {
+        const report = await publishFile(runtime.core, { ...o, progress: !o.json && process.stderr.isTTY });
+        out(report, o.json, () => {
+          for (const r of report.refused.slice(0, 20)) console.error(`line ${r.line}: ${r.reason}`);
+          if (report.refused.length > 20) console.error(`... and ${report.refused.length - 20} more`);
+          console.log(`published ${report.published}, refused ${report.refused.length}`);
+        });
+        if (report.refused.length) process.exitCode = 1;
+      } finally {
+        await runtime.stop();
+      }
+    });
+
+  program
+    .command('status')
+    .description('per subscription: state, backlog, oldest unacked age, hot keys, exported count')
+    .argument('<job>', 'job file')
+    .addOption(json)
+    .action(async (file: string, o: { json?: boolean }) => {
+      const job = loadJob(file);
+      const running = readLock(job.dataDir);
+      let status: ReturnType<typeof statusOf>;
+      if (running?.metrics) status = (await (await fetch(`${running.metrics}/status`)).json()) as typeof status;
+      else {
+        const runtime = await JobRuntime.start(job, createLogger(), { withExports: false });
+        status = statusOf(runtime.core);
+        await runtime.stop();
+      }
+      out(status, o.json, () =>
+        console.table(status.map((s) => ({ ...s, hotKeys: s.hotKeys.map((k) => `${k.orderingKey}:${k.backlog}`).join(' ') }))),
+      );
+    });
+
+  program
+    .command('audit')
+    .description('check per-key order across the files of an object-storage subscription')
+    .argument('<job>', 'job file')
+    .argument('<subscription>', 'subscription name')
+    .addOption(json)
+    .action(async (file: string, name: string, o: { json?: boolean }) => {
+      const runtime = await JobRuntime.start(loadJob(file), createLogger(), { withExports: false });
+      try {
+        const sub = runtime.core.getSubscription(name);
+        if (!sub.cloudStorageConfig) throw new OrderlyError('INVALID_ARGUMENT', `${sub.name} is not an object-storage (cloudStorageConfig) subscription`);
+        const report = await auditSubscription(sub.name, parseObjectStorageConfig(sub.cloudStorageConfig), {
+          dataDir: runtime.job.dataDir,
+          objectStorage: runtime.objectStorage,
+        });
+        out(report, o.json, () => printAudit(report));
+        if (report.missing.count + report.duplicates.count + report.outOfOrderInFile.count + report.objectErrors.count) process.exitCode = 1;
+      } finally {
+        await runtime.stop();
+      }
+    });
+
+  program
+    .command('query')
+    .description('SQL over the job\'s DuckDB database and its Parquet exports (one view per subscription)')
+    .argument('<job>', 'job file')
+    .argument('<sql>', 'the query')
+    .addOption(json)
+    .addHelpText('after', '\nExample:\n  $ orderly query job.yaml "SELECT status, count(*) FROM analytics.orders GROUP BY ALL"')
+    .action(async (file: string, sql: string, o: { json?: boolean }) => {
+      const runtime = await JobRuntime.start(loadJob(file), createLogger(), { withExports: false });
+      try {
+        const rows = await queryJob(runtime, sql);
+        out(rows, o.json, () => console.table(rows));
+      } finally {
+        await runtime.stop();
+      }
+    });
+
+  program
+    .command('demo')
+    .description('export a CDC stream of order changes to DuckDB and Parquet files (no external service needed)')
+    .option('--data-dir <dir>', 'where the demo keeps its data (default: a temporary directory, removed afterwards)')
+    .addHelpText('after', '\nExample:\n  $ orderly demo\n  $ orderly demo --data-dir ./orderly-data')
+    .action(async (o: { dataDir?: string }) => runDemo(o));
 
   try {
     await program.parseAsync(argv);
-    return 0;
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (e) {
-    if (e instanceof CommanderError) return e.exitCode;
+    if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
     console.error(`orderly: ${e instanceof Error ? e.message : String(e)}`);
-    return 1;
+    return e instanceof JobConfigError || (e instanceof OrderlyError && e.code === 'INVALID_ARGUMENT') ? 2 : 1;
+  }
+}
+
+export function printAudit(r: Awaited<ReturnType<typeof auditSubscription>>): void {
+  console.log(`objects ${r.objects}, records ${r.records}, keys ${r.keys} (${r.recordLevel ? 'checked record by record' : 'checked from manifest ranges'})`);
+  for (const [label, f] of [
+    ['missing sequences', r.missing],
+    ['duplicates', r.duplicates],
+    ['out of order inside a file', r.outOfOrderInFile],
+    ['keys with cross-file skew', r.skewedKeys],
+    ['object errors', r.objectErrors],
+  ] as const) {
+    console.log(`  ${label}: ${f.count}${f.examples.length ? `  e.g. ${f.examples.slice(0, 2).join('; ')}` : ''}`);
   }
 }

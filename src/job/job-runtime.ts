@@ -1,0 +1,73 @@
+import { registerBuiltInConnectors } from '../../connectors/index.js';
+import { ExportManager } from '../connector/export-manager.js';
+import { PubSubCore } from '../core/pubsub-core.js';
+import { closeDuckDb, queryDuckDb } from '../duckdb/database.js';
+import type { Logger } from '../log.js';
+import { SqliteStore } from '../store/sqlite-store.js';
+import { startEmbeddedS3, type EmbeddedS3 } from './embedded-s3.js';
+import type { JobConfig } from './job-config.js';
+import { acquireLock } from './job-lock.js';
+import { serveMetrics } from './metrics.js';
+import { reconcile, type ReconcileReport } from './reconcile.js';
+
+/**
+ * A running job: the store, the embedded S3 server if asked for, the DuckDB database, the reconciled
+ * topics and subscriptions, an export runner per export subscription, and the metrics endpoint.
+ */
+export class JobRuntime {
+  private constructor(
+    readonly job: JobConfig,
+    readonly core: PubSubCore,
+    readonly exports: ExportManager,
+    readonly reconciled: ReconcileReport,
+    readonly objectStorage: Record<string, unknown> | undefined,
+    private readonly cleanups: (() => Promise<void> | void)[],
+    readonly metricsUrl?: string,
+  ) {}
+
+  /** `withExports: false` opens everything but starts no export (status, query, publish). */
+  static async start(job: JobConfig, logger: Logger, options: { withExports?: boolean; serveMetrics?: boolean } = {}): Promise<JobRuntime> {
+    registerBuiltInConnectors();
+    const cleanups: (() => Promise<void> | void)[] = [];
+    const undo = async () => {
+      for (const c of cleanups.reverse()) await c();
+    };
+    try {
+      cleanups.push(acquireLock(job.dataDir));
+      let s3: EmbeddedS3 | undefined;
+      if (job.objectStorage?.embedded) {
+        s3 = await startEmbeddedS3(job.dataDir, job.objectStorage.buckets);
+        cleanups.push(() => s3!.close());
+      }
+      const { embedded: _e, buckets: _b, ...connection } = job.objectStorage ?? { embedded: false, buckets: [] };
+      const objectStorage = s3 ? s3.settings : job.objectStorage ? connection : undefined;
+      if (job.duckdb) {
+        const path = job.duckdb.path;
+        for (const sql of job.duckdb.init) await queryDuckDb(path, sql);
+        cleanups.push(() => closeDuckDb(path));
+      }
+      const core = await PubSubCore.open({ store: SqliteStore.open(job.dataDir, { durability: job.durability }), projectId: job.projectId });
+      cleanups.push(() => core.close());
+      const reconciled = await reconcile(core, job);
+      const exports = new ExportManager({ core, settings: { dataDir: job.dataDir, duckdbPath: job.duckdb?.path, objectStorage }, logger });
+      cleanups.push(() => exports.stop());
+      if (options.withExports !== false) await exports.sync();
+      let metricsUrl: string | undefined;
+      if (options.serveMetrics && job.metrics) {
+        const server = await serveMetrics(core, exports, job.metrics.host, job.metrics.port);
+        metricsUrl = server.url;
+        cleanups.push(() => server.close());
+        acquireLock(job.dataDir, { metrics: metricsUrl });
+      }
+      return new JobRuntime(job, core, exports, reconciled, objectStorage, cleanups, metricsUrl);
+    } catch (e) {
+      await undo();
+      throw e;
+    }
+  }
+
+  /** Drains: exports finish their writes, open files are finalized and acked; then everything closes. */
+  async stop(): Promise<void> {
+    while (this.cleanups.length) await this.cleanups.pop()!();
+  }
+}

@@ -1,0 +1,78 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Gauge, Registry } from 'prom-client';
+import type { ExportManager } from '../connector/export-manager.js';
+import type { PubSubCore } from '../core/pubsub-core.js';
+import { shortId } from '../core/names.js';
+
+const STATES = ['ACTIVE', 'RESOURCE_ERROR', 'PERMISSION_DENIED', 'NOT_FOUND', 'SCHEMA_MISMATCH', 'IN_TRANSIT_LOCATION_RESTRICTION'];
+
+/** Per subscription: what `orderly status` and the /status endpoint show. */
+export function statusOf(core: PubSubCore, exports?: ExportManager) {
+  const now = core.clock.now();
+  return core.listSubscriptions().map((s) => {
+    const m = core.metrics(s.name, 5);
+    const runner = exports?.runner(s.name);
+    return {
+      subscription: s.name,
+      topic: s.topic,
+      state: s.state,
+      ordered: s.enableMessageOrdering,
+      backlog: m.backlogMessages,
+      oldestUnackedAgeSeconds: m.oldestUnackedPublishTime === undefined ? 0 : Math.max(0, (now - m.oldestUnackedPublishTime) / 1000),
+      hotKeys: m.topKeys,
+      delivered: m.counters.delivered,
+      acked: m.counters.acked,
+      exported: runner?.stats.written ?? 0,
+    };
+  });
+}
+
+/**
+ * Prometheus metrics (computed from the live state at each scrape) and /status as JSON, served on
+ * 127.0.0.1 by default.
+ */
+export async function serveMetrics(core: PubSubCore, exports: ExportManager, host: string, port: number): Promise<{ url: string; close(): Promise<void> }> {
+  const registry = new Registry();
+  const labelNames = ['subscription'] as const;
+  const gauge = (name: string, help: string, value: (s: ReturnType<typeof statusOf>[number], m: ReturnType<PubSubCore['metrics']>) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const s of statusOf(core, exports)) this.set({ subscription: shortId(s.subscription) }, value(s, core.metrics(s.subscription)));
+      },
+    });
+  gauge('orderly_backlog_messages', 'Unacked messages per subscription', (s) => s.backlog);
+  gauge('orderly_oldest_unacked_message_age_seconds', 'Age of the oldest unacked message', (s) => s.oldestUnackedAgeSeconds);
+  gauge('orderly_delivered_total', 'Deliveries (including redeliveries)', (_s, m) => m.counters.delivered);
+  gauge('orderly_redelivered_total', 'Redeliveries', (_s, m) => m.counters.redelivered);
+  gauge('orderly_acked_total', 'Acks', (_s, m) => m.counters.acked);
+  gauge('orderly_nacked_total', 'Nacks', (_s, m) => m.counters.nacked);
+  gauge('orderly_expired_total', 'Lease expiries', (_s, m) => m.counters.expired);
+  gauge('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (_s, m) => m.counters.deadLettered);
+  gauge('orderly_exported_total', 'Messages written by the export connector', (s) => s.exported);
+  new Gauge({
+    name: 'orderly_subscription_state',
+    help: 'Subscription state (1 for the current one)',
+    labelNames: ['subscription', 'state'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const s of statusOf(core, exports)) for (const state of STATES) this.set({ subscription: shortId(s.subscription), state }, s.state === state ? 1 : 0);
+    },
+  });
+  const server: Server = createServer((req, res) => {
+    if (req.url === '/metrics') {
+      void registry.metrics().then((body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body));
+    } else if (req.url === '/status') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(statusOf(core, exports)));
+    } else res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  const url = `http://${host}:${(server.address() as AddressInfo).port}`;
+  return { url, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}

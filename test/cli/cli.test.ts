@@ -1,0 +1,118 @@
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { stringify } from 'yaml';
+import { describe, expect, it } from 'vitest';
+import { tempDir } from '../helpers/core.js';
+import { waitFor } from '../helpers/export.js';
+
+const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));
+const exec = promisify(execFile);
+
+/** Runs the CLI; resolves with stdout, stderr and the exit code (never rejects on a non-zero exit). */
+async function orderly(...args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
+  try {
+    const { stdout, stderr } = await exec(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 90_000 });
+    return { stdout, stderr, code: 0 };
+  } catch (e) {
+    const err = e as { stdout: string; stderr: string; code: number };
+    return { stdout: err.stdout, stderr: err.stderr, code: err.code };
+  }
+}
+
+describe('orderly CLI', () => {
+  it('--help lists every command, and each command has help with an example', async () => {
+    const { stdout } = await orderly('--help');
+    for (const c of ['validate', 'run', 'publish', 'status', 'audit', 'query', 'demo']) expect(stdout).toContain(c);
+    expect((await orderly('publish', '--help')).stdout).toContain('Example:');
+  });
+
+  it('validate: every problem with its path, exit code 2; --json for a valid file', async () => {
+    const dir = tempDir();
+    const bad = join(dir.path, 'bad.yaml');
+    writeFileSync(bad, stringify({ topics: [{ name: 'events' }], subscriptions: [{ name: 'a-sub', topic: 'events', ackDeadlineSeconds: 5 }, { name: 'b-sub', topic: 'nope' }] }));
+    const r = await orderly('validate', bad);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('2 problems');
+    expect(r.stderr).toContain('subscriptions[0].ackDeadlineSeconds: must be an integer between 10 and 600, got 5');
+    expect(r.stderr).toContain('subscriptions[1].topic: no topic "nope" in topics');
+    const ok = await orderly('validate', 'fixtures/demo/job.yaml', '--json');
+    expect(JSON.parse(ok.stdout)).toEqual({ valid: true, topics: 2, subscriptions: 2 });
+    dir.remove();
+  });
+
+  it('demo (the README quick start) exports to DuckDB and Parquet and audits the order', async () => {
+    const { stdout, code } = await orderly('demo');
+    expect(code).toBe(0);
+    expect(stdout).toContain('published 4173 order changes (refused 0)');
+    expect(stdout).toContain('orders-to-duckdb: state ACTIVE, exported 4173, backlog 0');
+    expect(stdout).toContain('orders-to-parquet: state ACTIVE, exported 4173, backlog 0');
+    expect(stdout).toMatch(/objects \d+, records 4173, keys 1200 \(checked record by record\)/);
+    expect(stdout).toContain('missing sequences: 0');
+    expect(stdout).toContain('duplicates: 0');
+  });
+
+  it('publish a file, run, scrape metrics, SIGTERM drains; then query, audit and status with --json', async () => {
+    const dir = tempDir();
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(
+      job,
+      stringify({
+        projectId: 'cli-test',
+        dataDir: './data',
+        duckdb: { path: './data/db.duckdb', init: ['CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON, attributes JSON, ordering_key VARCHAR, sequence BIGINT)'] },
+        objectStorage: { embedded: true, buckets: ['cli-exports'] },
+        metrics: { port: 0 },
+        topics: [{ name: 'events' }],
+        subscriptions: [
+          { name: 'to-table', topic: 'events', enableMessageOrdering: true, bigqueryConfig: { table: 'cli-test.main.events', writeMetadata: true } },
+          { name: 'to-files', topic: 'events', enableMessageOrdering: true, cloudStorageConfig: { bucket: 'cli-exports', filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } } },
+        ],
+      }),
+    );
+    const lines = Array.from({ length: 300 }, (_, i) => JSON.stringify({ id: i, user: `u${i % 13}`, tags: { source: 'cli' } }));
+    lines.splice(10, 0, '{not json', JSON.stringify({ id: 'no user' }));
+    writeFileSync(join(dir.path, 'events.jsonl'), lines.join('\n') + '\n');
+
+    const pub = await orderly('publish', job, '--topic', 'events', '--file', join(dir.path, 'events.jsonl'), '--ordering-key-field', 'user', '--attributes-field', 'tags', '--json');
+    const report = JSON.parse(pub.stdout);
+    expect(report.published).toBe(300);
+    expect(report.refused.map((r: { line: number }) => r.line)).toEqual([11, 12]);
+    expect(report.refused[1].reason).toBe('field "user" (the ordering key) is missing or not a string');
+    expect(pub.code).toBe(1);
+
+    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' } });
+    let logs = '';
+    child.stdout.on('data', (c) => (logs += c));
+    const lock = join(dir.path, 'data', 'orderly.lock');
+    await waitFor('the metrics endpoint', () => existsSync(lock) && JSON.parse(readFileSync(lock, 'utf8')).metrics !== undefined, 30_000);
+    const metricsUrl = JSON.parse(readFileSync(lock, 'utf8')).metrics as string;
+    expect(metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    await waitFor('the table export', async () => {
+      const status = (await (await fetch(`${metricsUrl}/status`)).json()) as { subscription: string; backlog: number; exported: number }[];
+      return status.find((s) => s.subscription.endsWith('/to-table'))?.backlog === 0;
+    }, 30_000);
+    const metrics = await (await fetch(`${metricsUrl}/metrics`)).text();
+    expect(metrics).toContain('orderly_backlog_messages{subscription="to-table"} 0');
+    expect(metrics).toContain('orderly_exported_total{subscription="to-table"} 300');
+    expect(metrics).toContain('orderly_subscription_state{subscription="to-files",state="ACTIVE"} 1');
+    expect((await orderly('status', job, '--json')).stdout).toContain('"exported": 300');
+    child.kill('SIGTERM');
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code).toBe(0);
+    expect(logs).toContain('stopping: finishing writes, finalizing open files');
+    expect(logs).not.toContain('S3RVER'); // credentials are never logged
+
+    const table = JSON.parse((await orderly('query', job, 'SELECT count(*) AS n, count(DISTINCT ordering_key) AS users FROM main.events', '--json')).stdout);
+    expect(table).toEqual([{ n: '300', users: '13' }]);
+    const files = JSON.parse((await orderly('query', job, 'SELECT count(*) AS n FROM to_files', '--json')).stdout);
+    expect(files).toEqual([{ n: '300' }]);
+    const audit = JSON.parse((await orderly('audit', job, 'to-files', '--json')).stdout);
+    expect(audit).toMatchObject({ records: 300, keys: 13, missing: { count: 0 }, duplicates: { count: 0 }, outOfOrderInFile: { count: 0 } });
+    const status = JSON.parse((await orderly('status', job, '--json')).stdout);
+    expect(status.map((s: { backlog: number }) => s.backlog)).toEqual([0, 0]);
+    dir.remove();
+  }, 120_000);
+});
