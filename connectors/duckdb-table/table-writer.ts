@@ -7,7 +7,7 @@ import {
   type DuckDBType,
   type DuckDBValue,
 } from '@duckdb/node-api';
-import { SinkStateError, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import { SinkStateError, emptyCounters, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
 import { connectDuckDb } from '../../src/duckdb/database.js';
 import { quoteIdent, quoteString } from '../../src/duckdb/sql.js';
 import type { DuckDbTableConfig } from './config.js';
@@ -35,6 +35,7 @@ interface Pending {
 export class DuckDbTableWriter implements Connector {
   private connection?: DuckDBConnection;
   private mapper?: RowMapper;
+  readonly counters = emptyCounters();
   private readonly lastSequence = new Map<string, number>();
   private progressRows = 0;
   /** The table's last applied _CHANGE_SEQUENCE_NUMBER per primary key (CDC), loaded once. */
@@ -242,6 +243,7 @@ export class DuckDbTableWriter implements Connector {
     }
     for (const [key, seq] of progress) this.lastSequence.set(key, seq);
     for (const [pk, seq] of versions) this.cdcVersions!.set(pk, seq);
+    this.counters.rowsAppended += pending.length;
     this.progressRows = progressRows;
   }
 

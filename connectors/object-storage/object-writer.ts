@@ -3,7 +3,7 @@ import { Upload } from '@aws-sdk/lib-storage';
 import { createReadStream } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { SinkStateError, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import { SinkStateError, emptyCounters, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
 import type { ObjectStorageConfig } from './config.js';
 import { Manifest, type ManifestObject } from './manifest.js';
 import { objectNamer, type ObjectNamer } from './object-naming.js';
@@ -32,6 +32,7 @@ export class ObjectStorageWriter implements Connector {
   private readonly spillDir: string;
   readonly manifestPath: string;
   private fileCounter = 0;
+  readonly counters = emptyCounters();
   private readonly committedSeq = new Map<string, number>();
   private readonly committedIds = new Set<string>();
 
@@ -165,8 +166,11 @@ export class ObjectStorageWriter implements Connector {
         });
         await upload.done();
         this.commit(file.manifestEntry(bucket, this.config.format.kind, size));
+        this.counters.objectsWritten++;
+        this.counters.bytesUploaded += size;
       } catch (e) {
         failure = classifyS3Error(e, bucket);
+        this.counters.uploadRetries++;
         if (failure.state) {
           if (raise) throw this.stateError(failure);
           return result;

@@ -93,6 +93,7 @@ export async function main(argv: string[]): Promise<number> {
     .description('per subscription: state, backlog, oldest unacked age, hot keys, exported count')
     .argument('<job>', 'job file')
     .addOption(json)
+    .addHelpText('after', '\nExample:\n  $ orderly status job.yaml --json')
     .action(async (file: string, o: { json?: boolean }) => {
       const job = loadJob(file);
       const running = readLock(job.dataDir);
@@ -114,6 +115,7 @@ export async function main(argv: string[]): Promise<number> {
     .argument('<job>', 'job file')
     .argument('<subscription>', 'subscription name')
     .addOption(json)
+    .addHelpText('after', '\nExample:\n  $ orderly audit job.yaml orders-to-files --json')
     .action(async (file: string, name: string, o: { json?: boolean }) => {
       const runtime = await JobRuntime.start(loadJob(file), createLogger(), { withExports: false });
       try {

@@ -63,11 +63,22 @@ export class SinkStateError extends Error {
  * loses nothing: the messages come again. Connectors that can, skip what a redelivery brings twice.
  */
 export interface Connector {
+  /** Optional running totals for metrics (rows appended, objects written, bytes uploaded, upload retries). */
+  readonly counters?: Readonly<ConnectorCounters>;
   open(): Promise<void>;
   write(batch: ExportMessage[]): Promise<WriteResult>;
   flush(mode: 'due' | 'all'): Promise<WriteResult>;
   close(): Promise<void>;
 }
+
+export interface ConnectorCounters {
+  rowsAppended: number;
+  objectsWritten: number;
+  bytesUploaded: number;
+  uploadRetries: number;
+}
+
+export const emptyCounters = (): ConnectorCounters => ({ rowsAppended: 0, objectsWritten: 0, bytesUploaded: 0, uploadRetries: 0 });
 
 /** What a connector is given besides its own config section. */
 export interface ConnectorContext {

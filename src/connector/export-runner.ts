@@ -3,7 +3,7 @@ import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Consumer, SubscriptionState } from '../core/subscription-runtime.js';
 import type { Logger } from '../log.js';
 import { Backoff } from './backoff.js';
-import { SinkStateError, type Connector, type WriteResult } from './connector.js';
+import { SinkStateError, type Connector, type ConnectorCounters, type WriteResult } from './connector.js';
 
 export interface ExportRunnerOptions {
   core: PubSubCore;
@@ -232,6 +232,11 @@ export class ExportRunner {
     if (!this.held.size || !core.hasSubscription(subscription)) return;
     const deadline = core.getSubscription(subscription).ackDeadlineSeconds;
     void core.modifyAckDeadline(subscription, [...this.held.keys()], deadline).catch(() => undefined);
+  }
+
+  /** The connector's own totals (rows appended, objects written, ...), when it keeps them. */
+  get connectorCounters(): Readonly<ConnectorCounters> | undefined {
+    return this.options.connector.counters;
   }
 
   /** Messages delivered to the runner and not yet acked or nacked. */

@@ -59,6 +59,8 @@ export class PubSubCore {
   private readonly subs = new Map<string, SubscriptionRuntime>();
   private readonly keySeqs = new Map<string, number>();
   private readonly pushers = new Map<string, PushDelivery>();
+  /** Messages published per topic name since start (for metrics). */
+  readonly published = new Map<string, number>();
   private lastSeq = 0;
   private lastPublishTime = 0;
   /** Highest seq handed to the subscriptions; compaction must not pass it. */
@@ -282,6 +284,7 @@ export class PubSubCore {
     this.allocation = allocated.catch(() => undefined);
     const stored = await allocated;
     await this.store.append(stored);
+    this.published.set(topic.name, (this.published.get(topic.name) ?? 0) + stored.length);
     this.fanOut(topic.uid, stored);
     return stored.map((m) => String(m.seq));
   }

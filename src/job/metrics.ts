@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Gauge, Registry } from 'prom-client';
+import type { ConnectorCounters } from '../connector/connector.js';
 import type { ExportManager } from '../connector/export-manager.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { shortId } from '../core/names.js';
@@ -55,6 +56,22 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
   gauge('orderly_expired_total', 'Lease expiries', (_s, m) => m.counters.expired);
   gauge('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (_s, m) => m.counters.deadLettered);
   gauge('orderly_exported_total', 'Messages written by the export connector', (s) => s.exported);
+  const counter = (name: string, help: string, key: keyof ConnectorCounters) =>
+    gauge(name, help, (s) => exports.runner(s.subscription)?.connectorCounters?.[key] ?? 0);
+  counter('orderly_rows_appended_total', 'Rows appended to DuckDB tables', 'rowsAppended');
+  counter('orderly_objects_written_total', 'Objects committed to object storage', 'objectsWritten');
+  counter('orderly_bytes_uploaded_total', 'Bytes uploaded to object storage', 'bytesUploaded');
+  counter('orderly_upload_retries_total', 'Object uploads that failed and will be retried', 'uploadRetries');
+  new Gauge({
+    name: 'orderly_published_total',
+    help: 'Messages published per topic since start',
+    labelNames: ['topic'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [topic, n] of core.published) this.set({ topic: shortId(topic) }, n);
+    },
+  });
   new Gauge({
     name: 'orderly_subscription_state',
     help: 'Subscription state (1 for the current one)',

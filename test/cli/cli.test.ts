@@ -98,6 +98,12 @@ describe('orderly CLI', () => {
     expect(metrics).toContain('orderly_backlog_messages{subscription="to-table"} 0');
     expect(metrics).toContain('orderly_exported_total{subscription="to-table"} 300');
     expect(metrics).toContain('orderly_subscription_state{subscription="to-files",state="ACTIVE"} 1');
+    expect(metrics).toContain('orderly_rows_appended_total{subscription="to-table"} 300');
+    expect(metrics).toContain('orderly_backlog_messages{subscription="to-files"} 300'); // buffered in an open file until shutdown
+    expect(metrics).toMatch(/orderly_oldest_unacked_message_age_seconds\{subscription="to-files"\} \d/);
+    for (const help of ['orderly_published_total', 'orderly_objects_written_total', 'orderly_bytes_uploaded_total', 'orderly_upload_retries_total', 'orderly_redelivered_total', 'orderly_dead_lettered_total']) {
+      expect(metrics).toContain(`# HELP ${help}`);
+    }
     expect((await orderly('status', job, '--json')).stdout).toContain('"exported": 300');
     child.kill('SIGTERM');
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
