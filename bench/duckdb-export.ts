@@ -12,16 +12,11 @@ import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
 import { time, type BenchResult } from './report.js';
+import { KEYS, MESSAGES, payload, publishAll, publishBatches } from './workload.js';
 
-const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 50_000);
-const KEYS = 10_000;
 const TABLE = `CREATE TABLE events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON,
   attributes JSON, ordering_key VARCHAR, sequence BIGINT)`;
 
-function payload(i: number): string {
-  const base = JSON.stringify({ id: i, key: `key-${i % KEYS}`, status: 'paid', pad: '' });
-  return base.replace('"pad":""', `"pad":"${'x'.repeat(1024 - base.length)}"`);
-}
 
 async function rawAppender(): Promise<number> {
   const dir = tempDir('orderly-bench-');
@@ -67,17 +62,9 @@ async function endToEnd(): Promise<number> {
     await core.createSubscription('to-duckdb', { topic: 'bench', enableMessageOrdering: true, bigqueryConfig: { table: 'bench.main.events', writeMetadata: true } });
     await exports.sync();
     await exports.runner('to-duckdb')!.ready;
-    // Generated before the clock starts, as for the baseline.
-    const batches = Array.from({ length: Math.ceil(MESSAGES / 1000) }, (_, b) =>
-      Array.from({ length: Math.min(1000, MESSAGES - b * 1000) }, (_, j) => ({ data: payload(b * 1000 + j), orderingKey: `key-${(b * 1000 + j) % KEYS}` })),
-    );
+    const batches = publishBatches(); // built before the clock starts, as for the baseline
     const seconds = await time(async () => {
-      const inflight: Promise<unknown>[] = [];
-      for (const batch of batches) {
-        inflight.push(core.publish('bench', batch));
-        if (inflight.length >= 4) await inflight.shift();
-      }
-      await Promise.all(inflight);
+      await publishAll(core, 'bench', batches);
       const runner = exports.runner('to-duckdb')!;
       while (runner.stats.written < MESSAGES) await new Promise((r) => setTimeout(r, 5));
     });

@@ -16,14 +16,9 @@ import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
 import { startTestS3, type TestS3 } from '../test/helpers/s3.js';
 import { time, type BenchResult } from './report.js';
+import { KEYS, MESSAGES, payload, publishAll, publishBatches } from './workload.js';
 
-const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 50_000);
-const KEYS = 10_000;
 
-function payload(i: number): string {
-  const base = JSON.stringify({ id: i, key: `key-${i % KEYS}`, status: 'paid', pad: '' });
-  return base.replace('"pad":""', `"pad":"${'x'.repeat(1024 - base.length)}"`);
-}
 
 /** Samples RSS while `fn` runs; returns the peak in MiB. */
 async function peakRss<T>(fn: () => Promise<T>): Promise<[T, number]> {
@@ -84,17 +79,10 @@ async function exportObjects(s3: TestS3, cloudStorageConfig: Record<string, unkn
     await core.createSubscription('to-s3', { topic: 'bench', enableMessageOrdering: true, cloudStorageConfig: { bucket, ...cloudStorageConfig } });
     await exports.sync();
     await exports.runner('to-s3')!.ready;
-    const batches = Array.from({ length: Math.ceil(MESSAGES / 1000) }, (_, b) =>
-      Array.from({ length: Math.min(1000, MESSAGES - b * 1000) }, (_, j) => ({ data: payload(b * 1000 + j), orderingKey: `key-${(b * 1000 + j) % KEYS}` })),
-    );
+    const batches = publishBatches();
     const runner = exports.runner('to-s3')!;
     const seconds = await time(async () => {
-      const inflight: Promise<unknown>[] = [];
-      for (const batch of batches) {
-        inflight.push(core.publish('bench', batch));
-        if (inflight.length >= 4) await inflight.shift();
-      }
-      await Promise.all(inflight);
+      await publishAll(core, 'bench', batches);
       while (runner.outstanding + runner.stats.written < MESSAGES) await new Promise((r) => setTimeout(r, 5));
       // Finalize the open files (as at maxDuration or shutdown) and wait for their commit.
       await exports.stop();

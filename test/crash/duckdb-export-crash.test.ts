@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
 import { tempDir } from '../helpers/core.js';
+import { runExporterProcess } from '../helpers/exporter-process.js';
 import { openExport } from '../helpers/export.js';
 
 const worker = fileURLToPath(new URL('./duckdb-export-worker.ts', import.meta.url));
@@ -11,23 +11,7 @@ const KEYS = 1_000;
 
 /** Runs the exporter; SIGKILLs it `killAfterMs` after it started, unless it finishes first. */
 function runExporter(dir: string, killAfterMs?: number): Promise<'done' | 'killed'> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', worker, dir], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stderr.on('data', (c) => (err += c));
-    child.stdout.on('data', (c) => {
-      if (!out && killAfterMs !== undefined) setTimeout(() => child.kill('SIGKILL'), killAfterMs);
-      out += c;
-    });
-    const limit = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    child.on('exit', (code, signal) => {
-      clearTimeout(limit);
-      if (out.includes('DONE')) return resolve('done');
-      if (signal === 'SIGKILL' && killAfterMs !== undefined) return resolve('killed');
-      reject(new Error(`exporter failed (${code ?? signal}): ${err}`));
-    });
-  });
+  return runExporterProcess(worker, [dir], { killAfterMs });
 }
 
 describe('DuckDB export crash safety', () => {

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
@@ -6,6 +5,7 @@ import { auditSubscription } from '../../connectors/object-storage/audit.js';
 import { Manifest } from '../../connectors/object-storage/manifest.js';
 import { manifestPath } from '../../connectors/object-storage/object-writer.js';
 import { tempDir } from '../helpers/core.js';
+import { runExporterProcess } from '../helpers/exporter-process.js';
 import { openExport } from '../helpers/export.js';
 import { startTestS3 } from '../helpers/s3.js';
 
@@ -14,26 +14,7 @@ const MESSAGES = 20_000;
 const KEYS = 200;
 
 function runExporter(dir: string, s3: unknown, mode: 'run' | 'drain', killAfterMs?: number): Promise<'done' | 'killed'> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', worker, dir, mode], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, ORDERLY_TEST_S3: JSON.stringify(s3) },
-    });
-    let out = '';
-    let err = '';
-    child.stderr.on('data', (c) => (err += c));
-    child.stdout.on('data', (c) => {
-      if (!out && killAfterMs !== undefined) setTimeout(() => child.kill('SIGKILL'), killAfterMs);
-      out += c;
-    });
-    const limit = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    child.on('exit', (code, signal) => {
-      clearTimeout(limit);
-      if (out.includes('DONE')) return resolve('done');
-      if (signal === 'SIGKILL' && killAfterMs !== undefined) return resolve('killed');
-      reject(new Error(`exporter failed (${code ?? signal}): ${err}`));
-    });
-  });
+  return runExporterProcess(worker, [dir, mode], { killAfterMs, env: { ORDERLY_TEST_S3: JSON.stringify(s3) } });
 }
 
 describe('object-storage export crash safety', () => {

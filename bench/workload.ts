@@ -1,0 +1,28 @@
+import type { MessageInput } from '../src/core/message.js';
+import type { PubSubCore } from '../src/core/pubsub-core.js';
+
+/** The export benchmarks' workload: 1 KB JSON payloads over 10,000 ordering keys. */
+export const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 50_000);
+export const KEYS = 10_000;
+
+export function payload(i: number): string {
+  const base = JSON.stringify({ id: i, key: `key-${i % KEYS}`, status: 'paid', pad: '' });
+  return base.replace('"pad":""', `"pad":"${'x'.repeat(1024 - base.length)}"`);
+}
+
+/** 1000-message publish requests, built before any clock starts. */
+export function publishBatches(): MessageInput[][] {
+  return Array.from({ length: Math.ceil(MESSAGES / 1000) }, (_, b) =>
+    Array.from({ length: Math.min(1000, MESSAGES - b * 1000) }, (_, j) => ({ data: payload(b * 1000 + j), orderingKey: `key-${(b * 1000 + j) % KEYS}` })),
+  );
+}
+
+/** Publishes the batches with up to 4 requests in flight, as a batching client would. */
+export async function publishAll(core: PubSubCore, topic: string, batches: MessageInput[][]): Promise<void> {
+  const inflight: Promise<unknown>[] = [];
+  for (const batch of batches) {
+    inflight.push(core.publish(topic, batch));
+    if (inflight.length >= 4) await inflight.shift();
+  }
+  await Promise.all(inflight);
+}
