@@ -2,7 +2,9 @@ import { Command, CommanderError, Option } from 'commander';
 import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
 import { auditSubscription } from '../../connectors/object-storage/audit.js';
 import { OrderlyError } from '../core/errors.js';
-import { loadJob, JobConfigError } from '../job/job-config.js';
+import { resolve } from 'node:path';
+import { listen, pubsubServices } from '../api/grpc-server.js';
+import { jobSchema, loadJob, JobConfigError } from '../job/job-config.js';
 import { readLock } from '../job/job-lock.js';
 import { JobRuntime } from '../job/job-runtime.js';
 import { statusOf } from '../job/metrics.js';
@@ -147,6 +149,29 @@ export async function main(argv: string[]): Promise<number> {
       } finally {
         await runtime.stop();
       }
+    });
+
+  program
+    .command('serve')
+    .description('serve the Pub/Sub v1 gRPC API (for PUBSUB_EMULATOR_HOST), with the job file\'s exports if given')
+    .option('--config <job>', 'job file (topics, subscriptions, DuckDB, object storage)')
+    .option('--host <host>', 'address to bind', '127.0.0.1')
+    .option('--port <port>', 'port (0: any free port, printed at start)', '8085')
+    .option('--data-dir <dir>', 'data directory when no job file is given', './orderly-data')
+    .addHelpText('after', '\nExample:\n  $ orderly serve --port 8085 &\n  $ PUBSUB_EMULATOR_HOST=127.0.0.1:8085 node my-publisher.js')
+    .action(async (o: { config?: string; host: string; port: string; dataDir: string }) => {
+      const job = o.config ? loadJob(o.config) : jobSchema.parse({ dataDir: resolve(o.dataDir) });
+      const logger = createLogger();
+      const runtime = await JobRuntime.start({ ...job, file: o.config ?? '(none)' }, logger, { serveMetrics: !!o.config });
+      const { server } = pubsubServices(runtime.core, runtime.exports);
+      const port = await listen(server, o.host, Number(o.port));
+      console.log(`orderly serve: Pub/Sub API on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})`);
+      await new Promise<void>((done) => {
+        process.once('SIGINT', () => done());
+        process.once('SIGTERM', () => done());
+      });
+      await new Promise<void>((done) => server.tryShutdown(() => done()));
+      await runtime.stop();
     });
 
   program

@@ -15,6 +15,7 @@ export interface Lease {
  */
 export class LeaseManager {
   private readonly leases = new Map<string, Lease>();
+  private readonly perConsumer = new Map<string, number>();
   private counter = 0;
   private earliest = Infinity;
 
@@ -29,8 +30,14 @@ export class LeaseManager {
     this.leases.set(lease.ackId, lease);
     entry.lease = lease;
     queue.outstanding++;
+    this.perConsumer.set(consumer, (this.perConsumer.get(consumer) ?? 0) + 1);
     if (deadline < this.earliest) this.earliest = deadline;
     return lease;
+  }
+
+  /** Leases out to one consumer (flow control for consumers that are not told of acks, like streams). */
+  countFor(consumer: string): number {
+    return this.perConsumer.get(consumer) ?? 0;
   }
 
   get(ackId: string): Lease | undefined {
@@ -46,6 +53,9 @@ export class LeaseManager {
     if (!this.leases.delete(lease.ackId)) return;
     if (lease.entry.lease === lease) lease.entry.lease = undefined;
     lease.queue.outstanding--;
+    const n = this.perConsumer.get(lease.consumer)! - 1;
+    if (n) this.perConsumer.set(lease.consumer, n);
+    else this.perConsumer.delete(lease.consumer);
   }
 
   /** Leases past their deadline, oldest deadline first. Cheap when nothing is due. */
