@@ -193,10 +193,3 @@ function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<any, any>
   call.on('cancelled', close);
   call.on('error', close);
 }
-
-/** Binds insecure (emulator-style) gRPC on host:port; returns the port actually bound. */
-export function listen(server: grpc.Server, host: string, port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.bindAsync(`${host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
-  });
-}

@@ -3,7 +3,7 @@ import { parseObjectStorageConfig } from '../../connectors/object-storage/config
 import { auditSubscription } from '../../connectors/object-storage/audit.js';
 import { OrderlyError } from '../core/errors.js';
 import { resolve } from 'node:path';
-import { listen, pubsubServices } from '../api/grpc-server.js';
+import { startPubsubEndpoint } from '../api/endpoint.js';
 import { jobSchema, loadJob, JobConfigError } from '../job/job-config.js';
 import { readLock } from '../job/job-lock.js';
 import { JobRuntime } from '../job/job-runtime.js';
@@ -163,14 +163,14 @@ export async function main(argv: string[]): Promise<number> {
       const job = o.config ? loadJob(o.config) : jobSchema.parse({ dataDir: resolve(o.dataDir) });
       const logger = createLogger();
       const runtime = await JobRuntime.start({ ...job, file: o.config ?? '(none)' }, logger, { serveMetrics: !!o.config });
-      const { server } = pubsubServices(runtime.core, runtime.exports);
-      const port = await listen(server, o.host, Number(o.port));
-      console.log(`orderly serve: Pub/Sub API on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})`);
+      const endpoint = await startPubsubEndpoint(runtime.core, runtime.exports, o.host, Number(o.port));
+      const port = endpoint.port;
+      console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})`);
       await new Promise<void>((done) => {
         process.once('SIGINT', () => done());
         process.once('SIGTERM', () => done());
       });
-      await new Promise<void>((done) => server.tryShutdown(() => done()));
+      await endpoint.close();
       await runtime.stop();
     });
 

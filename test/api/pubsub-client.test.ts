@@ -100,3 +100,44 @@ describe('Google\'s Node client (@google-cloud/pubsub@5) against orderly serve',
     expect(got[0]!.attributes).toMatchObject({ CloudPubSubDeadLetterSourceDeliveryCount: '5', CloudPubSubDeadLetterSourceSubscription: 'dl-sub' });
   }, 60_000);
 });
+
+describe('REST/JSON v1 on the same port (plain fetch)', () => {
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`http://${process.env.PUBSUB_EMULATOR_HOST}/v1/projects/rest-project/${path}`, {
+      method,
+      headers: { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, json: (await res.json()) as any };
+  };
+
+  it('topics, subscriptions, :publish, :pull, :acknowledge, :modifyAckDeadline, with proto3 JSON', async () => {
+    expect((await call('PUT', 'topics/rest-topic', {})).json).toEqual({ name: 'projects/rest-project/topics/rest-topic', labels: {} });
+    const created = await call('PUT', 'subscriptions/rest-sub', { topic: 'projects/rest-project/topics/rest-topic', enableMessageOrdering: true, messageRetentionDuration: '600s', ackDeadlineSeconds: 20 });
+    expect(created.json).toMatchObject({ name: 'projects/rest-project/subscriptions/rest-sub', messageRetentionDuration: '600s', ackDeadlineSeconds: 20, state: 'ACTIVE' });
+    const published = await call('POST', 'topics/rest-topic:publish', {
+      messages: ['k1', 'k2', 'k3'].map((d) => ({ data: Buffer.from(d).toString('base64'), orderingKey: 'k', attributes: { n: d } })),
+    });
+    expect(published.json.messageIds).toHaveLength(3);
+    const pulled = await call('POST', 'subscriptions/rest-sub:pull', { maxMessages: 10, returnImmediately: true });
+    const msgs = pulled.json.receivedMessages as { ackId: string; message: { data: string; orderingKey: string; publishTime: string; messageId: string } }[];
+    expect(msgs.map((m) => Buffer.from(m.message.data, 'base64').toString())).toEqual(['k1', 'k2', 'k3']);
+    expect(msgs[0]!.message.publishTime).toMatch(/^\d{4}-\d{2}-\d{2}T/);
+    // nack the second: it and the third come again
+    await call('POST', 'subscriptions/rest-sub:acknowledge', { ackIds: [msgs[0]!.ackId] });
+    await call('POST', 'subscriptions/rest-sub:modifyAckDeadline', { ackIds: [msgs[1]!.ackId], ackDeadlineSeconds: 0 });
+    const again = await call('POST', 'subscriptions/rest-sub:pull', { maxMessages: 10, returnImmediately: true });
+    expect(again.json.receivedMessages.map((m: { message: { data: string } }) => Buffer.from(m.message.data, 'base64').toString())).toEqual(['k2', 'k3']);
+    await call('POST', 'subscriptions/rest-sub:acknowledge', { ackIds: again.json.receivedMessages.map((m: { ackId: string }) => m.ackId) });
+    const seek = await call('POST', 'subscriptions/rest-sub:seek', { time: new Date(Date.now() - 60_000).toISOString() });
+    expect(seek.status).toBe(200);
+  });
+
+  it('errors in Google\'s JSON form with the status and the field', async () => {
+    expect(await call('GET', 'topics/missing-topic')).toEqual({ status: 404, json: { error: { code: 404, status: 'NOT_FOUND', message: 'Topic not found: projects/rest-project/topics/missing-topic' } } });
+    await call('PUT', 'topics/twice-topic', {});
+    expect((await call('PUT', 'topics/twice-topic', {})).json.error).toMatchObject({ code: 409, status: 'ALREADY_EXISTS' });
+    const bad = await call('PUT', 'subscriptions/bad-sub', { topic: 'projects/rest-project/topics/twice-topic', ackDeadlineSeconds: 700 });
+    expect(bad).toEqual({ status: 400, json: { error: { code: 400, status: 'INVALID_ARGUMENT', message: 'ackDeadlineSeconds: must be an integer between 10 and 600, got 700' } } });
+  });
+});
