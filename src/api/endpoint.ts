@@ -37,9 +37,21 @@ export async function startPubsubEndpoint(
   return {
     port: (listener.address() as AddressInfo).port,
     async close() {
-      await new Promise<void>((resolve) => listener.close(() => resolve()));
+      listener.close();
+      http.closeAllConnections();
       http.close();
-      await new Promise<void>((resolve) => grpcServer.tryShutdown(() => resolve()));
+      // Streaming pulls never end by themselves: give calls in flight a moment, then cut the rest
+      // (their messages stay leased until they expire and are delivered again).
+      await new Promise<void>((resolve) => {
+        const force = setTimeout(() => {
+          grpcServer.forceShutdown();
+          resolve();
+        }, 2_000);
+        grpcServer.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      });
     },
   };
 }

@@ -375,10 +375,12 @@ export class PubSubCore {
     const rt = this.runtime(subRef);
     const at = typeof time === 'number' ? time : time.getTime();
     const rec: SubscriptionRecord = { name: rt.name, topicUid: rt.topicUid, spec: rt.spec, lowSeq: 0 };
-    rec.lowSeq = await this.store.seek(rec, at);
+    // End the outstanding deliveries first: an ack arriving during the seek must find its lease gone,
+    // or it would be recorded after the seek and swallow the replay.
     const consumers = rt.detachConsumers();
     const state = rt.state;
     rt.close();
+    rec.lowSeq = await this.store.seek(rec, at);
     const fresh = await this.startRuntime(rec);
     fresh.state = state;
     for (const c of consumers) fresh.addConsumer(c);
