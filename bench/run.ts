@@ -1,4 +1,5 @@
 /** `npm run bench`: every benchmark, each against its own same-run baseline. */
+import { benchClient } from './client.js';
 import { benchCore } from './core.js';
 import { benchDuckDbExport } from './duckdb-export.js';
 import { benchObjectExport } from './object-export.js';
@@ -8,3 +9,4 @@ console.log(`Orderly benchmarks — node ${process.version}, ${new Date().toISOS
 report('core: 1 KB messages, 10,000 ordering keys (baseline: raw SQLite inserts, same pragmas)', await benchCore());
 report('DuckDB export: 1 KB JSON, 10,000 keys (baseline: raw DuckDB appender, same rows)', await benchDuckDbExport());
 report('object-storage export: 1 KB JSON, 10,000 keys (baseline: DuckDB COPY TO parquet + one PutObject)', await benchObjectExport());
+report('Pub/Sub endpoint: Google\'s Node client, 1 KB, 1,000 keys, ordering (baseline: the same through the library API)', await benchClient());

@@ -3,7 +3,6 @@ import { parseObjectStorageConfig } from '../../connectors/object-storage/config
 import { auditSubscription } from '../../connectors/object-storage/audit.js';
 import { OrderlyError } from '../core/errors.js';
 import { resolve } from 'node:path';
-import { startPubsubEndpoint } from '../api/endpoint.js';
 import { jobSchema, loadJob, JobConfigError } from '../job/job-config.js';
 import { readLock } from '../job/job-lock.js';
 import { JobRuntime } from '../job/job-runtime.js';
@@ -45,7 +44,7 @@ export async function main(argv: string[]): Promise<number> {
     .action(async (file: string) => {
       const logger = createLogger();
       const runtime = await JobRuntime.start(loadJob(file), logger, { serveMetrics: true });
-      logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl }, 'job running');
+      logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort }, 'job running');
       const signal = await new Promise<string>((resolve) => {
         process.once('SIGINT', () => resolve('SIGINT'));
         process.once('SIGTERM', () => resolve('SIGTERM'));
@@ -160,17 +159,15 @@ export async function main(argv: string[]): Promise<number> {
     .option('--data-dir <dir>', 'data directory when no job file is given', './orderly-data')
     .addHelpText('after', '\nExample:\n  $ orderly serve --port 8085 &\n  $ PUBSUB_EMULATOR_HOST=127.0.0.1:8085 node my-publisher.js')
     .action(async (o: { config?: string; host: string; port: string; dataDir: string }) => {
-      const job = o.config ? loadJob(o.config) : jobSchema.parse({ dataDir: resolve(o.dataDir) });
-      const logger = createLogger();
-      const runtime = await JobRuntime.start({ ...job, file: o.config ?? '(none)' }, logger, { serveMetrics: !!o.config });
-      const endpoint = await startPubsubEndpoint(runtime.core, runtime.exports, o.host, Number(o.port));
-      const port = endpoint.port;
+      const job = o.config ? loadJob(o.config) : { ...jobSchema.parse({ dataDir: resolve(o.dataDir) }), file: '(none)' };
+      const endpoint = { host: o.host, port: Number(o.port) };
+      const runtime = await JobRuntime.start({ ...job, endpoint }, createLogger(), { serveMetrics: true });
+      const port = runtime.endpointPort!;
       console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})`);
       await new Promise<void>((done) => {
         process.once('SIGINT', () => done());
         process.once('SIGTERM', () => done());
       });
-      await endpoint.close();
       await runtime.stop();
     });
 

@@ -53,6 +53,8 @@ export const jobSchema = z.strictObject({
     })
     .optional(),
   metrics: z.strictObject({ host: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9464) }).optional(),
+  /** The Pub/Sub v1 endpoint (gRPC and REST) that `orderly run` serves; `orderly serve` always does. */
+  endpoint: z.strictObject({ host: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(8085) }).optional(),
   topics: z.array(z.strictObject({ name: z.string(), labels: labels.optional() })).default([]),
   subscriptions: z.array(subscription).default([]),
 });

@@ -1,4 +1,5 @@
 import { registerBuiltInConnectors } from '../../connectors/index.js';
+import { startPubsubEndpoint } from '../api/endpoint.js';
 import { ExportManager } from '../connector/export-manager.js';
 import { PubSubCore } from '../core/pubsub-core.js';
 import { closeDuckDb, queryDuckDb } from '../duckdb/database.js';
@@ -23,9 +24,14 @@ export class JobRuntime {
     readonly objectStorage: Record<string, unknown> | undefined,
     private readonly cleanups: (() => Promise<void> | void)[],
     readonly metricsUrl?: string,
+    /** The port the Pub/Sub endpoint listens on, when the job serves one. */
+    readonly endpointPort?: number,
   ) {}
 
-  /** `withExports: false` opens everything but starts no export (status, query, publish). */
+  /**
+   * `withExports: false` opens everything but starts no export (status, query, publish);
+   * `serveMetrics` (run, serve) also serves the metrics and, if the job has one, the Pub/Sub endpoint.
+   */
   static async start(job: JobConfig, logger: Logger, options: { withExports?: boolean; serveMetrics?: boolean } = {}): Promise<JobRuntime> {
     registerBuiltInConnectors();
     const cleanups: (() => Promise<void> | void)[] = [];
@@ -59,7 +65,14 @@ export class JobRuntime {
         cleanups.push(() => server.close());
         acquireLock(job.dataDir, { metrics: metricsUrl });
       }
-      return new JobRuntime(job, core, exports, reconciled, objectStorage, cleanups, metricsUrl);
+      let endpointPort: number | undefined;
+      if (options.serveMetrics && job.endpoint) {
+        // Stopped first (pushed last): no new calls while the exports drain.
+        const endpoint = await startPubsubEndpoint(core, exports, job.endpoint.host, job.endpoint.port);
+        endpointPort = endpoint.port;
+        cleanups.push(() => endpoint.close());
+      }
+      return new JobRuntime(job, core, exports, reconciled, objectStorage, cleanups, metricsUrl, endpointPort);
     } catch (e) {
       await undo();
       throw e;
