@@ -10,6 +10,7 @@ import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
 import { time, type BenchResult } from './report.js';
+import { ackAll } from './workload.js';
 
 const MESSAGES = Math.min(Number(process.env.BENCH_MESSAGES ?? 50_000), 20_000);
 const KEYS = 1_000;
@@ -21,19 +22,14 @@ async function inProcess(): Promise<number> {
   try {
     await core.createTopic('bench');
     await core.createSubscription('bench-sub', { topic: 'bench', enableMessageOrdering: true });
-    let acked = 0;
-    let done!: () => void;
-    const finished = new Promise<void>((r) => (done = r));
-    const sub = core.subscribe('bench-sub', () => {
-      if (++acked === MESSAGES) done();
-    });
+    const { finished, subscriber } = ackAll(core, 'bench-sub', MESSAGES);
     const seconds = await time(async () => {
       for (let i = 0; i < MESSAGES; i += 100) {
         await Promise.all(Array.from({ length: 100 }, (_, j) => core.publish('bench', [{ data: DATA, orderingKey: `key-${(i + j) % KEYS}` }])));
       }
       await finished;
     });
-    await sub.close();
+    await subscriber.close();
     return MESSAGES / seconds;
   } finally {
     await core.close();

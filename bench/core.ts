@@ -8,6 +8,7 @@ import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
 import { report, time, type BenchResult } from './report.js';
+import { ackAll } from './workload.js';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 50_000);
 const KEYS = 10_000;
@@ -72,17 +73,12 @@ export async function benchCore(): Promise<BenchResult[]> {
   });
   const endToEnd = await withCore(async (core) => {
     await core.createSubscription('bench-sub', { topic: 'bench', enableMessageOrdering: true });
-    let acked = 0;
-    let done!: () => void;
-    const finished = new Promise<void>((r) => (done = r));
-    const sub = core.subscribe('bench-sub', () => {
-      if (++acked === MESSAGES) done();
-    }, { flowControl: { maxMessages: 5000 } });
+    const { finished, subscriber } = ackAll(core, 'bench-sub', MESSAGES, { flowControl: { maxMessages: 5000 } });
     const seconds = await time(async () => {
       await publishAll(core);
       await finished;
     });
-    await sub.close();
+    await subscriber.close();
     return MESSAGES / seconds;
   });
   return [

@@ -1,5 +1,6 @@
 import type { MessageInput } from '../src/core/message.js';
 import type { PubSubCore } from '../src/core/pubsub-core.js';
+import type { SubscribeOptions, Subscriber } from '../src/core/subscriber.js';
 
 /** The export benchmarks' workload: 1 KB JSON payloads over 10,000 ordering keys. */
 export const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 50_000);
@@ -25,4 +26,15 @@ export async function publishAll(core: PubSubCore, topic: string, batches: Messa
     if (inflight.length >= 4) await inflight.shift();
   }
   await Promise.all(inflight);
+}
+
+/** Subscribes with a handler that acks; `finished` resolves once `count` messages were handled. */
+export function ackAll(core: PubSubCore, subscription: string, count: number, options?: SubscribeOptions): { finished: Promise<void>; subscriber: Subscriber } {
+  let acked = 0;
+  let done!: () => void;
+  const finished = new Promise<void>((resolve) => (done = resolve));
+  const subscriber = core.subscribe(subscription, () => {
+    if (++acked === count) done();
+  }, options);
+  return { finished, subscriber };
 }
