@@ -31,7 +31,7 @@ export async function runDemo(o: { dataDir?: string }): Promise<void> {
     const { core, exports } = runtime;
     const tty = process.stdout.isTTY;
     console.log(`Orderly demo — data in ${dataDir}`);
-    const published = await publishFile(core, { topic: 'order-changes', file: EVENTS, orderingKeyField: 'order_id', progress: tty });
+    const published = await publishFile((messages) => core.publish('order-changes', messages), { file: EVENTS, orderingKeyField: 'order_id', progress: tty });
     console.log(`published ${published.published} order changes (refused ${published.refused.length})`);
 
     const runners = ['orders-to-duckdb', 'orders-to-parquet'].map((s) => exports.runner(s)!);

@@ -10,7 +10,8 @@ import { statusOf } from '../job/metrics.js';
 import { queryJob } from '../job/query.js';
 import { createLogger } from '../log.js';
 import { runDemo } from './demo.js';
-import { publishFile } from './publish-file.js';
+import { publishFile, type PublishBatch } from './publish-file.js';
+import type { MessageInput } from '../core/message.js';
 
 const json = new Option('--json', 'print the result as JSON');
 const out = (value: unknown, asJson: boolean | undefined, text: () => void) => (asJson ? console.log(JSON.stringify(value, null, 2)) : text());
@@ -72,12 +73,16 @@ export async function main(argv: string[]): Promise<number> {
     .action(async (file: string, o: { topic: string; file: string; orderingKeyField?: string; attributesField?: string; json?: boolean }) => {
       const job = loadJob(file);
       const running = readLock(job.dataDir);
-      if (running) {
-        throw new OrderlyError('FAILED_PRECONDITION', `the job is running (pid ${running.pid}): publish through its Pub/Sub endpoint, or stop it and publish here`);
+      if (running && !running.endpoint) {
+        throw new OrderlyError('FAILED_PRECONDITION', `the job is running (pid ${running.pid}) without a Pub/Sub endpoint: add endpoint: to the job file, or stop it and publish here`);
       }
-      const runtime = await JobRuntime.start(job, createLogger(), { withExports: false });
+      // A running job is reached through its endpoint; otherwise the store is opened here.
+      const runtime = running ? undefined : await JobRuntime.start(job, createLogger(), { withExports: false });
+      const publish: PublishBatch = runtime
+        ? (messages) => runtime.core.publish(o.topic, messages)
+        : (messages) => publishOverRest(running!.endpoint!, job.projectId, o.topic, messages);
       try {
-        const report = await publishFile(runtime.core, { ...o, progress: !o.json && process.stderr.isTTY });
+        const report = await publishFile(publish, { ...o, progress: !o.json && process.stderr.isTTY });
         out(report, o.json, () => {
           for (const r of report.refused.slice(0, 20)) console.error(`line ${r.line}: ${r.reason}`);
           if (report.refused.length > 20) console.error(`... and ${report.refused.length - 20} more`);
@@ -85,7 +90,7 @@ export async function main(argv: string[]): Promise<number> {
         });
         if (report.refused.length) process.exitCode = 1;
       } finally {
-        await runtime.stop();
+        await runtime?.stop();
       }
     });
 
@@ -199,4 +204,18 @@ export function printAudit(r: Awaited<ReturnType<typeof auditSubscription>>): vo
   ] as const) {
     console.log(`  ${label}: ${f.count}${f.examples.length ? `  e.g. ${f.examples.slice(0, 2).join('; ')}` : ''}`);
   }
+}
+
+/** `:publish` on a running job's REST endpoint; Google's JSON errors become exceptions. */
+async function publishOverRest(endpoint: string, projectId: string, topic: string, messages: MessageInput[]): Promise<string[]> {
+  const res = await fetch(`http://${endpoint}/v1/projects/${encodeURIComponent(projectId)}/topics/${encodeURIComponent(topic)}:publish`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      messages: messages.map((m) => ({ data: Buffer.from(m.data ?? '').toString('base64'), attributes: m.attributes, orderingKey: m.orderingKey })),
+    }),
+  });
+  const body = (await res.json()) as { messageIds?: string[]; error?: { message: string } };
+  if (!res.ok) throw new Error(body.error?.message ?? `HTTP ${res.status}`);
+  return body.messageIds!;
 }

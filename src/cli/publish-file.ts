@@ -2,10 +2,11 @@ import { Presets, SingleBar } from 'cli-progress';
 import { createReadStream, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { MessageInput } from '../core/message.js';
-import type { PubSubCore } from '../core/pubsub-core.js';
+
+/** Publishes one request's messages (to a core in this process, or a running job's endpoint). */
+export type PublishBatch = (messages: MessageInput[]) => Promise<string[]>;
 
 export interface PublishFileOptions {
-  topic: string;
   /** A path, or '-' for stdin. */
   file: string;
   orderingKeyField?: string;
@@ -24,7 +25,7 @@ const BATCH = 500;
  * Publishes a JSONL file, one message per line (the line is the data). The ordering key and attributes
  * can come from fields of each line. Bad lines are refused with their line number; the rest go on.
  */
-export async function publishFile(core: PubSubCore, o: PublishFileOptions): Promise<PublishFileReport> {
+export async function publishFile(publish: PublishBatch, o: PublishFileOptions): Promise<PublishFileReport> {
   const report: PublishFileReport = { published: 0, refused: [] };
   const total = o.file === '-' ? 0 : readFileSync(o.file, 'utf8').split('\n').filter((l) => l.trim()).length;
   const bar = o.progress && total ? new SingleBar({ format: 'publish [{bar}] {value}/{total} lines', hideCursor: true, stream: process.stderr }, Presets.shades_classic) : undefined;
@@ -35,12 +36,12 @@ export async function publishFile(core: PubSubCore, o: PublishFileOptions): Prom
     const pending = batch;
     batch = [];
     try {
-      report.published += (await core.publish(o.topic, pending.map((p) => p.message))).length;
+      report.published += (await publish(pending.map((p) => p.message))).length;
     } catch {
       // One bad message fails its whole request: publish that batch line by line to find it.
       for (const p of pending) {
         try {
-          await core.publish(o.topic, [p.message]);
+          await publish([p.message]);
           report.published++;
         } catch (e) {
           report.refused.push({ line: p.line, reason: (e as Error).message });

@@ -5,6 +5,8 @@ import { OrderlyError } from '../core/errors.js';
 export interface LockInfo {
   pid: number;
   metrics?: string;
+  /** host:port of the running job's Pub/Sub endpoint, if it serves one. */
+  endpoint?: string;
 }
 
 /** One process runs a data directory: `orderly run` holds `<dataDir>/orderly.lock` while it runs. */

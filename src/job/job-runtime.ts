@@ -63,7 +63,6 @@ export class JobRuntime {
         const server = await serveMetrics(core, exports, job.metrics.host, job.metrics.port);
         metricsUrl = server.url;
         cleanups.push(() => server.close());
-        acquireLock(job.dataDir, { metrics: metricsUrl });
       }
       let endpointPort: number | undefined;
       if (options.serveMetrics && job.endpoint) {
@@ -71,6 +70,10 @@ export class JobRuntime {
         const endpoint = await startPubsubEndpoint(core, exports, job.endpoint.host, job.endpoint.port);
         endpointPort = endpoint.port;
         cleanups.push(() => endpoint.close());
+      }
+      if (metricsUrl || endpointPort !== undefined) {
+        // Tell other commands where to reach this job (status reads /status, publish the endpoint).
+        acquireLock(job.dataDir, { metrics: metricsUrl, endpoint: endpointPort === undefined ? undefined : `${job.endpoint!.host}:${endpointPort}` });
       }
       return new JobRuntime(job, core, exports, reconciled, objectStorage, cleanups, metricsUrl, endpointPort);
     } catch (e) {

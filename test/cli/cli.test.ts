@@ -65,6 +65,7 @@ describe('orderly CLI', () => {
         duckdb: { path: './data/db.duckdb', init: ['CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON, attributes JSON, ordering_key VARCHAR, sequence BIGINT)'] },
         objectStorage: { embedded: true, buckets: ['cli-exports'] },
         metrics: { port: 0 },
+        endpoint: { port: 0 },
         topics: [{ name: 'events' }],
         subscriptions: [
           { name: 'to-table', topic: 'events', enableMessageOrdering: true, bigqueryConfig: { table: 'cli-test.main.events', writeMetadata: true } },
@@ -105,6 +106,15 @@ describe('orderly CLI', () => {
       expect(metrics).toContain(`# HELP ${help}`);
     }
     expect((await orderly('status', job, '--json')).stdout).toContain('"exported": 300');
+    // While the job runs, publish goes through its Pub/Sub endpoint.
+    const more = Array.from({ length: 20 }, (_, i) => JSON.stringify({ id: 300 + i, user: `u${i % 13}` }));
+    writeFileSync(join(dir.path, 'more.jsonl'), more.join('\n') + '\n');
+    const live = await orderly('publish', job, '--topic', 'events', '--file', join(dir.path, 'more.jsonl'), '--ordering-key-field', 'user', '--json');
+    expect(JSON.parse(live.stdout)).toEqual({ published: 20, refused: [] });
+    await waitFor('the live publishes', async () => {
+      const status = (await (await fetch(`${metricsUrl}/status`)).json()) as { subscription: string; exported: number }[];
+      return status.find((s) => s.subscription.endsWith('/to-table'))?.exported === 320;
+    }, 30_000);
     child.kill('SIGTERM');
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
     expect(code).toBe(0);
@@ -112,11 +122,11 @@ describe('orderly CLI', () => {
     expect(logs).not.toContain('S3RVER'); // credentials are never logged
 
     const table = JSON.parse((await orderly('query', job, 'SELECT count(*) AS n, count(DISTINCT ordering_key) AS users FROM main.events', '--json')).stdout);
-    expect(table).toEqual([{ n: '300', users: '13' }]);
+    expect(table).toEqual([{ n: '320', users: '13' }]);
     const files = JSON.parse((await orderly('query', job, 'SELECT count(*) AS n FROM to_files', '--json')).stdout);
-    expect(files).toEqual([{ n: '300' }]);
+    expect(files).toEqual([{ n: '320' }]);
     const audit = JSON.parse((await orderly('audit', job, 'to-files', '--json')).stdout);
-    expect(audit).toMatchObject({ records: 300, keys: 13, missing: { count: 0 }, duplicates: { count: 0 }, outOfOrderInFile: { count: 0 } });
+    expect(audit).toMatchObject({ records: 320, keys: 13, missing: { count: 0 }, duplicates: { count: 0 }, outOfOrderInFile: { count: 0 } });
     const status = JSON.parse((await orderly('status', job, '--json')).stdout);
     expect(status.map((s: { backlog: number }) => s.backlog)).toEqual([0, 0]);
     dir.remove();
