@@ -39,6 +39,7 @@ describe('export subscriptions created through Google\'s client', () => {
         });
         server.on('exit', (code) => reject(new Error(`serve exited (${code})`)));
       });
+      process.env.METADATA_SERVER_DETECTION = 'none';
       const pubsub = new PubSub({ projectId: 'export-project', apiEndpoint: host, emulatorMode: true });
       const [topic] = await pubsub.createTopic('sales');
       const [toTable] = await topic.createSubscription('sales-to-table', {
