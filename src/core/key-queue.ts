@@ -59,10 +59,6 @@ export class KeyQueue {
     return this.items[this.head];
   }
 
-  peekNext(): Entry | undefined {
-    return this.items[this.next];
-  }
-
   /** Hands out the next undelivered entry, or undefined. */
   takeNext(): Entry | undefined {
     if (this.next >= this.items.length) return undefined;

@@ -2,7 +2,6 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import type { ReceivedMessage } from '../../src/core/message.js';
-import type { PubSubCore } from '../../src/core/pubsub-core.js';
 import { openCore, tempDir } from '../helpers/core.js';
 
 type Op =
@@ -79,7 +78,7 @@ describe('ordered delivery under random acks, nacks, expiries and restarts (fast
             if (o.kind === 'publish') {
               const ids = await core.publish('t-prop', o.keys.map((k, i) => ({ data: `d${i}`, orderingKey: KEYS[k] })));
               const counts = new Map<string, number>();
-              for (const [id, p] of published) counts.set(p.key, Math.max(counts.get(p.key) ?? 0, p.seq));
+              for (const p of published.values()) counts.set(p.key, Math.max(counts.get(p.key) ?? 0, p.seq));
               ids.forEach((id, i) => {
                 const key = KEYS[o.keys[i]!]!;
                 const seq = (counts.get(key) ?? 0) + 1;
