@@ -8,13 +8,13 @@ import { shortId } from '../core/names.js';
 
 const STATES = ['ACTIVE', 'RESOURCE_ERROR', 'PERMISSION_DENIED', 'NOT_FOUND', 'SCHEMA_MISMATCH', 'IN_TRANSIT_LOCATION_RESTRICTION'];
 
-/** Per subscription: what `orderly status` and the /status endpoint show. */
-export function statusOf(core: PubSubCore, exports?: ExportManager) {
+/** Per subscription, read once: the /status row and the delivery counters. */
+function snapshot(core: PubSubCore, exports?: ExportManager) {
   const now = core.clock.now();
   return core.listSubscriptions().map((s) => {
     const m = core.metrics(s.name, 5);
     const runner = exports?.runner(s.name);
-    return {
+    const status = {
       subscription: s.name,
       topic: s.topic,
       state: s.state,
@@ -26,7 +26,15 @@ export function statusOf(core: PubSubCore, exports?: ExportManager) {
       acked: m.counters.acked,
       exported: runner?.stats.written ?? 0,
     };
+    return { status, counters: m.counters, connector: runner?.connectorCounters };
   });
+}
+
+type Snapshot = ReturnType<typeof snapshot>[number];
+
+/** Per subscription: what `orderly status` and the /status endpoint show. */
+export function statusOf(core: PubSubCore, exports?: ExportManager) {
+  return snapshot(core, exports).map((s) => s.status);
 }
 
 /**
@@ -36,7 +44,9 @@ export function statusOf(core: PubSubCore, exports?: ExportManager) {
 export async function serveMetrics(core: PubSubCore, exports: ExportManager, host: string, port: number): Promise<{ url: string; close(): Promise<void> }> {
   const registry = new Registry();
   const labelNames = ['subscription'] as const;
-  const gauge = (name: string, help: string, value: (s: ReturnType<typeof statusOf>[number], m: ReturnType<PubSubCore['metrics']>) => number) =>
+  // Each scrape reads the live state once (a backlog scan per subscription); every gauge uses that.
+  let current: Snapshot[] = [];
+  const gauge = (name: string, help: string, value: (s: Snapshot) => number) =>
     new Gauge({
       name,
       help,
@@ -44,20 +54,19 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
       registers: [registry],
       collect() {
         this.reset();
-        for (const s of statusOf(core, exports)) this.set({ subscription: shortId(s.subscription) }, value(s, core.metrics(s.subscription)));
+        for (const s of current) this.set({ subscription: shortId(s.status.subscription) }, value(s));
       },
     });
-  gauge('orderly_backlog_messages', 'Unacked messages per subscription', (s) => s.backlog);
-  gauge('orderly_oldest_unacked_message_age_seconds', 'Age of the oldest unacked message', (s) => s.oldestUnackedAgeSeconds);
-  gauge('orderly_delivered_total', 'Deliveries (including redeliveries)', (_s, m) => m.counters.delivered);
-  gauge('orderly_redelivered_total', 'Redeliveries', (_s, m) => m.counters.redelivered);
-  gauge('orderly_acked_total', 'Acks', (_s, m) => m.counters.acked);
-  gauge('orderly_nacked_total', 'Nacks', (_s, m) => m.counters.nacked);
-  gauge('orderly_expired_total', 'Lease expiries', (_s, m) => m.counters.expired);
-  gauge('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (_s, m) => m.counters.deadLettered);
-  gauge('orderly_exported_total', 'Messages written by the export connector', (s) => s.exported);
-  const counter = (name: string, help: string, key: keyof ConnectorCounters) =>
-    gauge(name, help, (s) => exports.runner(s.subscription)?.connectorCounters?.[key] ?? 0);
+  gauge('orderly_backlog_messages', 'Unacked messages per subscription', (s) => s.status.backlog);
+  gauge('orderly_oldest_unacked_message_age_seconds', 'Age of the oldest unacked message', (s) => s.status.oldestUnackedAgeSeconds);
+  gauge('orderly_delivered_total', 'Deliveries (including redeliveries)', (s) => s.counters.delivered);
+  gauge('orderly_redelivered_total', 'Redeliveries', (s) => s.counters.redelivered);
+  gauge('orderly_acked_total', 'Acks', (s) => s.counters.acked);
+  gauge('orderly_nacked_total', 'Nacks', (s) => s.counters.nacked);
+  gauge('orderly_expired_total', 'Lease expiries', (s) => s.counters.expired);
+  gauge('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (s) => s.counters.deadLettered);
+  gauge('orderly_exported_total', 'Messages written by the export connector', (s) => s.status.exported);
+  const counter = (name: string, help: string, key: keyof ConnectorCounters) => gauge(name, help, (s) => s.connector?.[key] ?? 0);
   counter('orderly_rows_appended_total', 'Rows appended to DuckDB tables', 'rowsAppended');
   counter('orderly_objects_written_total', 'Objects committed to object storage', 'objectsWritten');
   counter('orderly_bytes_uploaded_total', 'Bytes uploaded to object storage', 'bytesUploaded');
@@ -79,11 +88,12 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
     registers: [registry],
     collect() {
       this.reset();
-      for (const s of statusOf(core, exports)) for (const state of STATES) this.set({ subscription: shortId(s.subscription), state }, s.state === state ? 1 : 0);
+      for (const { status: s } of current) for (const state of STATES) this.set({ subscription: shortId(s.subscription), state }, s.state === state ? 1 : 0);
     },
   });
   const server: Server = createServer((req, res) => {
     if (req.url === '/metrics') {
+      current = snapshot(core, exports);
       void registry.metrics().then((body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body));
     } else if (req.url === '/status') {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(statusOf(core, exports)));
