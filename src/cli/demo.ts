@@ -34,7 +34,8 @@ export async function runDemo(o: { dataDir?: string }): Promise<void> {
     const published = await publishFile((messages) => core.publish('order-changes', messages), { file: EVENTS, orderingKeyField: 'order_id', progress: tty });
     console.log(`published ${published.published} order changes (refused ${published.refused.length})`);
 
-    const runners = ['orders-to-duckdb', 'orders-to-parquet'].map((s) => exports.runner(s)!);
+    const subscriptions = ['orders-to-duckdb', 'orders-to-parquet'];
+    const runners = subscriptions.map((s) => exports.runner(s)!);
     const total = published.published * runners.length;
     const done = () => runners.reduce((n, r) => n + r.stats.written + r.outstanding, 0);
     const bar = tty ? new SingleBar({ format: 'export  [{bar}] {value}/{total} deliveries', hideCursor: true }, Presets.shades_classic) : undefined;
@@ -47,10 +48,9 @@ export async function runDemo(o: { dataDir?: string }): Promise<void> {
     await exports.stop(); // finalizes the open Parquet files and acks them
     bar?.update(total);
     bar?.stop();
-    for (const s of ['orders-to-duckdb', 'orders-to-parquet']) {
-      const m = core.metrics(s);
-      console.log(`${s}: state ${core.getSubscription(s).state}, exported ${runners[s === 'orders-to-duckdb' ? 0 : 1]!.stats.written}, backlog ${m.backlogMessages}`);
-    }
+    subscriptions.forEach((s, i) => {
+      console.log(`${s}: state ${core.getSubscription(s).state}, exported ${runners[i]!.stats.written}, backlog ${core.metrics(s).backlogMessages}`);
+    });
 
     console.log('\nThe DuckDB table (CDC applied per order: one row per live order):');
     console.table(await queryJob(runtime, 'SELECT status, count(*) AS orders, round(sum(amount), 2) AS amount FROM analytics.orders GROUP BY status ORDER BY orders DESC'));

@@ -3,7 +3,7 @@ import { parseObjectStorageConfig } from '../../connectors/object-storage/config
 import { auditSubscription } from '../../connectors/object-storage/audit.js';
 import { OrderlyError } from '../core/errors.js';
 import { resolve } from 'node:path';
-import { jobSchema, loadJob, JobConfigError } from '../job/job-config.js';
+import { jobSchema, loadJob, JobConfigError, type JobConfig } from '../job/job-config.js';
 import { readLock } from '../job/job-lock.js';
 import { JobRuntime } from '../job/job-runtime.js';
 import { statusOf } from '../job/metrics.js';
@@ -46,10 +46,7 @@ export async function main(argv: string[]): Promise<number> {
       const logger = createLogger();
       const runtime = await JobRuntime.start(loadJob(file), logger, { serveMetrics: true });
       logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort }, 'job running');
-      const signal = await new Promise<string>((resolve) => {
-        process.once('SIGINT', () => resolve('SIGINT'));
-        process.once('SIGTERM', () => resolve('SIGTERM'));
-      });
+      const signal = await untilStopSignal();
       logger.info({ signal }, 'stopping: finishing writes, finalizing open files');
       const timer = setTimeout(() => {
         logger.error('shutdown took over 60 s; exiting (unacked messages will be delivered again)');
@@ -105,11 +102,7 @@ export async function main(argv: string[]): Promise<number> {
       const running = readLock(job.dataDir);
       let status: ReturnType<typeof statusOf>;
       if (running?.metrics) status = (await (await fetch(`${running.metrics}/status`)).json()) as typeof status;
-      else {
-        const runtime = await JobRuntime.start(job, createLogger(), { withExports: false });
-        status = statusOf(runtime.core);
-        await runtime.stop();
-      }
+      else status = await withJob(job, async (runtime) => statusOf(runtime.core));
       out(status, o.json, () =>
         console.table(status.map((s) => ({ ...s, hotKeys: s.hotKeys.map((k) => `${k.orderingKey}:${k.backlog}`).join(' ') }))),
       );
@@ -123,8 +116,7 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly audit job.yaml orders-to-files --json')
     .action(async (file: string, name: string, o: { json?: boolean }) => {
-      const runtime = await JobRuntime.start(loadJob(file), createLogger(), { withExports: false });
-      try {
+      await withJob(loadJob(file), async (runtime) => {
         const sub = runtime.core.getSubscription(name);
         if (!sub.cloudStorageConfig) throw new OrderlyError('INVALID_ARGUMENT', `${sub.name} is not an object-storage (cloudStorageConfig) subscription`);
         const report = await auditSubscription(sub.name, parseObjectStorageConfig(sub.cloudStorageConfig), {
@@ -133,9 +125,7 @@ export async function main(argv: string[]): Promise<number> {
         });
         out(report, o.json, () => printAudit(report));
         if (report.missing.count + report.duplicates.count + report.outOfOrderInFile.count + report.objectErrors.count) process.exitCode = 1;
-      } finally {
-        await runtime.stop();
-      }
+      });
     });
 
   program
@@ -146,13 +136,8 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly query job.yaml "SELECT status, count(*) FROM analytics.orders GROUP BY ALL"')
     .action(async (file: string, sql: string, o: { json?: boolean }) => {
-      const runtime = await JobRuntime.start(loadJob(file), createLogger(), { withExports: false });
-      try {
-        const rows = await queryJob(runtime, sql);
-        out(rows, o.json, () => console.table(rows));
-      } finally {
-        await runtime.stop();
-      }
+      const rows = await withJob(loadJob(file), (runtime) => queryJob(runtime, sql));
+      out(rows, o.json, () => console.table(rows));
     });
 
   program
@@ -169,10 +154,7 @@ export async function main(argv: string[]): Promise<number> {
       const runtime = await JobRuntime.start({ ...job, endpoint }, createLogger(), { serveMetrics: true });
       const port = runtime.endpointPort!;
       console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})`);
-      await new Promise<void>((done) => {
-        process.once('SIGINT', () => done());
-        process.once('SIGTERM', () => done());
-      });
+      await untilStopSignal();
       await runtime.stop();
     });
 
@@ -218,4 +200,21 @@ async function publishOverRest(endpoint: string, projectId: string, topic: strin
   const body = (await res.json()) as { messageIds?: string[]; error?: { message: string } };
   if (!res.ok) throw new Error(body.error?.message ?? `HTTP ${res.status}`);
   return body.messageIds!;
+}
+
+/** Opens the job's data directory without starting exports, runs `fn`, and always closes it again. */
+async function withJob<T>(job: JobConfig, fn: (runtime: JobRuntime) => Promise<T>): Promise<T> {
+  const runtime = await JobRuntime.start(job, createLogger(), { withExports: false });
+  try {
+    return await fn(runtime);
+  } finally {
+    await runtime.stop();
+  }
+}
+
+function untilStopSignal(): Promise<'SIGINT' | 'SIGTERM'> {
+  return new Promise((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
 }
