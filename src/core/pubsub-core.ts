@@ -216,7 +216,8 @@ export class PubSubCore {
   }
 
   private describeSpec(rt: SubscriptionRuntime): SubscriptionSpec {
-    const topicLive = [...this.topics.values()].some((t) => t.uid === rt.topicUid);
+    // A topic deleted and created again under the same name is another topic (another uid).
+    const topicLive = this.topics.get(rt.spec.topic)?.uid === rt.topicUid;
     return { ...rt.spec, topic: topicLive ? rt.spec.topic : DELETED_TOPIC };
   }
 
