@@ -92,9 +92,10 @@ describe('Google\'s Node client (@google-cloud/pubsub@5) against orderly serve',
     await free.close();
     // seek back to just before a publish: that message comes again
     const [replay] = await topic.createSubscription('mixed-replay', { retainAckedMessages: true });
-    await new Promise((r) => setTimeout(r, 20));
-    const before = new Date();
-    await new Promise((r) => setTimeout(r, 20));
+    // Google's client sends `nanos` as milliseconds x 1000, so its seek time is in effect whole seconds:
+    // seek to the next second boundary and publish just after it.
+    const before = new Date(Math.ceil((Date.now() + 20) / 1000) * 1000);
+    await new Promise((r) => setTimeout(r, before.getTime() - Date.now() + 20));
     await topic.publishMessage({ data: Buffer.from('x') });
     const seen: string[] = [];
     replay.on('message', (m: Message) => {
