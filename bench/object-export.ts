@@ -1,7 +1,8 @@
 /**
- * Object-storage export: publish -> objects committed on S3 (s3rver on 127.0.0.1, in this process),
- * 1 KB JSON messages over 10,000 keys, Parquet (with metadata) and text. Baseline: the same rows
- * written straight to one Parquet file by DuckDB's COPY ... TO, plus one PutObject, in the same run.
+ * Object-storage export: publish -> objects committed on S3 (s3rver on 127.0.0.1 in its own process, or
+ * MinIO: see s3-endpoint.ts), 1 KB JSON messages over 10,000 keys, Parquet (with metadata) and text.
+ * Baseline: the same rows written straight to one Parquet file by DuckDB's COPY ... TO, plus one
+ * PutObject, in the same run.
  */
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { DuckDBInstance, timestampValue } from '@duckdb/node-api';
@@ -14,8 +15,8 @@ import { PubSubCore } from '../src/core/pubsub-core.js';
 import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
-import { startTestS3, type TestS3 } from '../test/helpers/s3.js';
 import { time, type BenchResult } from './report.js';
+import { startBenchS3, type BenchS3 } from './s3-endpoint.js';
 import { KEYS, MESSAGES, payload, publishAll, publishBatches } from './workload.js';
 
 
@@ -31,7 +32,7 @@ async function peakRss<T>(fn: () => Promise<T>): Promise<[T, number]> {
   }
 }
 
-async function duckdbCopyPut(s3: TestS3): Promise<number> {
+async function duckdbCopyPut(s3: BenchS3): Promise<number> {
   const dir = tempDir('orderly-bench-');
   const bucket = await s3.bucket();
   const client = createS3Client(s3Connection(s3.settings));
@@ -68,7 +69,7 @@ async function duckdbCopyPut(s3: TestS3): Promise<number> {
   }
 }
 
-async function exportObjects(s3: TestS3, cloudStorageConfig: Record<string, unknown>): Promise<number> {
+export async function exportObjects(s3: BenchS3, cloudStorageConfig: Record<string, unknown>): Promise<number> {
   registerBuiltInConnectors();
   const dir = tempDir('orderly-bench-');
   const bucket = await s3.bucket();
@@ -97,7 +98,7 @@ async function exportObjects(s3: TestS3, cloudStorageConfig: Record<string, unkn
 }
 
 export async function benchObjectExport(): Promise<BenchResult[]> {
-  const s3 = await startTestS3();
+  const s3 = await startBenchS3();
   try {
     const [baseline, baselineMb] = await peakRss(() => duckdbCopyPut(s3));
     const [parquetRate, parquetMb] = await peakRss(() => exportObjects(s3, { parquetConfig: { writeMetadata: true } }));

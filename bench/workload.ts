@@ -11,10 +11,13 @@ export function payload(i: number): string {
   return base.replace('"pad":""', `"pad":"${'x'.repeat(1024 - base.length)}"`);
 }
 
-/** 1000-message publish requests, built before any clock starts. */
+/**
+ * 1000-message publish requests, built before any clock starts. Payloads are bytes, as a publish request
+ * off the wire carries them (and as the baselines get their rows).
+ */
 export function publishBatches(): MessageInput[][] {
   return Array.from({ length: Math.ceil(MESSAGES / 1000) }, (_, b) =>
-    Array.from({ length: Math.min(1000, MESSAGES - b * 1000) }, (_, j) => ({ data: payload(b * 1000 + j), orderingKey: `key-${(b * 1000 + j) % KEYS}` })),
+    Array.from({ length: Math.min(1000, MESSAGES - b * 1000) }, (_, j) => ({ data: Buffer.from(payload(b * 1000 + j)), orderingKey: `key-${(b * 1000 + j) % KEYS}` })),
   );
 }
 

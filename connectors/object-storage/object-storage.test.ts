@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
+import { DEFAULT_BUDGET } from '../../src/connector/export-runner.js';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { tempDir } from '../../test/helpers/core.js';
 import { openExport, waitFor } from '../../test/helpers/export.js';
@@ -204,7 +205,7 @@ describe('order across files', () => {
     const config = parseObjectStorageConfig({ bucket, maxBytes: 1000, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } });
     const writer = new ObjectStorageWriter(
       config,
-      { subscription: 'projects/p/subscriptions/skew', spec: { enableMessageOrdering: true } as never, logger: createLogger(), settings: { dataDir: dir.path, objectStorage: s3.settings } },
+      { subscription: 'projects/p/subscriptions/skew', spec: { enableMessageOrdering: true } as never, logger: createLogger(), settings: { dataDir: dir.path, objectStorage: s3.settings }, budget: DEFAULT_BUDGET, notify: () => undefined },
       () => now,
     );
     await writer.open();
@@ -214,11 +215,11 @@ describe('order across files', () => {
       message: { messageId: `${key}${sequence}`, publishTime: now, data: Buffer.alloc(size, 'a'), attributes: {}, orderingKey: key, sequence },
     });
     // K:1-2 fill a file named 10:05 (maxBytes); then the clock steps back and K:3-4 go to a file named 10:00.
-    const first = await writer.write([msg('K', 1), msg('K', 2)]);
-    expect(first.written).toEqual(['K-1', 'K-2']);
+    const written = (await writer.write([msg('K', 1), msg('K', 2)])).written;
     now = new Date(Date.UTC(2026, 0, 1, 10, 0, 0));
-    await writer.write([msg('K', 3), msg('K', 4), msg('J', 1, 10)]);
-    await writer.flush('all');
+    written.push(...(await writer.write([msg('K', 3), msg('K', 4), msg('J', 1, 10)])).written);
+    written.push(...(await writer.flush('all')).written);
+    expect(written.sort()).toEqual(['J-1', 'K-1', 'K-2', 'K-3', 'K-4']);
     await writer.close();
     const names = await s3.list(bucket);
     // K:3-4 filled a file, J:1 opened another: both named 10:00, before K:1-2's file named 10:05.
@@ -235,7 +236,7 @@ describe('restart recovery', () => {
   const make = (dataDir: string, bucket: string) =>
     new ObjectStorageWriter(
       parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { writeMetadata: true } }),
-      { subscription: 'projects/p/subscriptions/rec', spec: { enableMessageOrdering: true } as never, logger: createLogger(), settings: { dataDir, objectStorage: s3.settings } },
+      { subscription: 'projects/p/subscriptions/rec', spec: { enableMessageOrdering: true } as never, logger: createLogger(), settings: { dataDir, objectStorage: s3.settings }, budget: DEFAULT_BUDGET, notify: () => undefined },
     );
   const msg = (key: string, sequence: number) => ({
     id: `${key}-${sequence}-${Math.random()}`,

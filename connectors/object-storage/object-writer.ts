@@ -12,15 +12,21 @@ import { classifyS3Error, createS3Client, s3Connection, type S3Failure } from '.
 
 /** Multipart above this size, in parts of this size: memory stays bounded whatever the file size. */
 const PART_SIZE = 8 * 1024 * 1024;
+/** Files uploading at once: one upload's round trips overlap the other's transfer. */
+const PARALLEL_UPLOADS = 2;
+/** Open files roll at this share of the runner's budget, so several files are in the pipeline. */
+const ROLL_AT_BUDGET_SHARE = 1 / 4;
 
 /**
  * The object-storage writer (Cloud Storage-subscription style). Each shard fills one rolling file at a
  * time; a key always maps to the same shard (stable hash), so its records stay in publish order inside
- * and across that shard's files. A file rolls on maxMessages or maxBytes (during `write`) or maxDuration
- * (`flush('due')`). Rolled files are uploaded (multipart when large), committed to the manifest, and
- * only then reported written, so a message is acked only once the object holding it is complete.
- * A redelivery of what a committed object already holds (a crash between commit and ack) is acked
- * without being written again, so the manifest view holds every message once.
+ * and across that shard's files. A file rolls on maxMessages or maxBytes (during `write`), maxDuration
+ * (`flush('due')`), or when the open files hold a quarter of the runner's budget (so the next files fill
+ * while these upload). Rolled files are uploaded in the background, two at a time (multipart when large),
+ * committed to the manifest, and only then reported written (from the next call, after `notify`), so a
+ * message is acked only once the object holding it is complete. A redelivery of what a committed object
+ * already holds (a crash between commit and ack) is acked without being written again, so the manifest
+ * view holds every message once.
  */
 export class ObjectStorageWriter implements Connector {
   private s3?: S3Client;
@@ -29,6 +35,17 @@ export class ObjectStorageWriter implements Connector {
   private readonly shards: (RollingFile | undefined)[];
   /** Closed files waiting for upload, oldest first. */
   private readonly sealed: RollingFile[] = [];
+  /** The background upload loop, while it runs. */
+  private uploading?: Promise<void>;
+  /** Set when the sink as a whole failed an upload; uploads wait for the next flush to retry. */
+  private blocked?: S3Failure;
+  /** An unexpected error of the upload loop, thrown from the next call. */
+  private fault?: unknown;
+  /** What finished in the background since the last call. */
+  private finished = emptyResult();
+  /** Deliveries and payload bytes in the open files. */
+  private openMessages = 0;
+  private openBytes = 0;
   private readonly spillDir: string;
   readonly manifestPath: string;
   private fileCounter = 0;
@@ -105,6 +122,7 @@ export class ObjectStorageWriter implements Connector {
   }
 
   async write(batch: ExportMessage[]): Promise<WriteResult> {
+    this.raiseFault();
     const duplicates: string[] = [];
     for (const em of batch) {
       if (this.alreadyCommitted(em)) {
@@ -118,11 +136,19 @@ export class ObjectStorageWriter implements Connector {
         file = await RollingFile.open(this.namer.name(openedAt), join(this.spillDir, `${++this.fileCounter}.part`), openedAt, this.config);
         this.shards[s] = file;
       }
+      const bytes = file.bytes;
       await file.append(this.context.subscription, em);
+      this.openMessages++;
+      this.openBytes += file.bytes - bytes;
       if (file.full(this.config)) await this.seal(s);
     }
-    // Upload what rolled; an unreachable sink only delays that (flush reports it as a state).
-    const result = await this.uploadSealed(false);
+    const { budget } = this.context;
+    if (this.openMessages >= budget.messages * ROLL_AT_BUDGET_SHARE || this.openBytes >= budget.bytes * ROLL_AT_BUDGET_SHARE) {
+      for (let s = 0; s < this.shards.length; s++) await this.seal(s);
+    }
+    // Uploads run in the background; an unreachable sink only delays them (flush reports it as a state).
+    if (!this.blocked) void this.startUploads();
+    const result = this.takeFinished();
     result.written.push(...duplicates);
     return result;
   }
@@ -131,61 +157,99 @@ export class ObjectStorageWriter implements Connector {
     const file = this.shards[shard];
     if (!file) return;
     this.shards[shard] = undefined;
+    this.openMessages -= file.records;
+    this.openBytes -= file.bytes;
     await file.close();
     this.sealed.push(file);
   }
 
   async flush(mode: 'due' | 'all'): Promise<WriteResult> {
+    this.raiseFault();
     const now = this.now().getTime();
     for (let s = 0; s < this.shards.length; s++) {
       const file = this.shards[s];
       if (file && (mode === 'all' || file.due(this.config, now))) await this.seal(s);
     }
-    return this.uploadSealed(true);
+    // A blocked sink is retried here, in the foreground, so the runner sees its state and backs off.
+    const retry = this.blocked !== undefined;
+    this.blocked = undefined;
+    const uploads = this.startUploads();
+    if (mode === 'all' || retry) await uploads;
+    this.raiseFault();
+    if (this.blocked) throw this.stateError(this.blocked);
+    return this.takeFinished();
   }
 
-  /**
-   * Uploads sealed files in order. Per file: manifest "pending", upload, manifest "committed", then its
-   * deliveries are written. A sink-wide failure stops the round (thrown as SinkStateError when `raise`);
-   * a failure of this object alone (a 4xx the sink will always give) fails its deliveries.
-   */
-  private async uploadSealed(raise: boolean): Promise<WriteResult> {
-    const result = emptyResult();
-    while (this.sealed.length) {
-      const file = this.sealed[0]!;
-      const { bucket } = this.config;
-      this.manifest!.markPending(file.object);
-      let failure: S3Failure | undefined;
-      try {
-        const size = (await stat(file.localPath)).size;
-        const upload = new Upload({
-          client: this.s3!,
-          params: { Bucket: bucket, Key: file.object, Body: createReadStream(file.localPath), ContentLength: size },
-          partSize: PART_SIZE,
-          queueSize: 2,
-        });
-        await upload.done();
-        this.commit(file.manifestEntry(bucket, this.config.format.kind, size));
-        this.counters.objectsWritten++;
-        this.counters.bytesUploaded += size;
-      } catch (e) {
-        failure = classifyS3Error(e, bucket);
-        this.counters.uploadRetries++;
-        if (failure.state) {
-          if (raise) throw this.stateError(failure);
-          return result;
-        }
-        this.manifest!.discard(file.object);
-      }
-      this.sealed.shift();
-      await file.remove();
-      if (failure) result.failed.push(...file.deliveries.map((em) => ({ id: em.id, error: failure.message, retryable: true })));
-      else result.written.push(...file.deliveries.map((em) => em.id));
-    }
+  private takeFinished(): WriteResult {
+    const result = this.finished;
+    this.finished = emptyResult();
     return result;
   }
 
+  private raiseFault(): void {
+    if (this.fault === undefined) return;
+    const fault = this.fault;
+    this.fault = undefined;
+    throw fault;
+  }
+
+  /** Runs the upload loop unless it is running; resolves when it stops (nothing left, or blocked). */
+  private startUploads(): Promise<void> {
+    this.uploading ??= this.uploadAll().finally(() => {
+      this.uploading = undefined;
+      const { written, failed } = this.finished;
+      if (written.length || failed.length) this.context.notify();
+    });
+    return this.uploading;
+  }
+
+  private async uploadAll(): Promise<void> {
+    try {
+      while (this.sealed.length && !this.blocked) await Promise.all(this.sealed.slice(0, PARALLEL_UPLOADS).map((f) => this.upload(f)));
+    } catch (e) {
+      this.fault = e;
+    }
+  }
+
+  /**
+   * Per file: manifest "pending", upload, manifest "committed", then its deliveries are written. A
+   * sink-wide failure blocks the loop (the file stays in line); a failure of this object alone (a 4xx
+   * the sink will always give) fails its deliveries.
+   */
+  private async upload(file: RollingFile): Promise<void> {
+    const { bucket } = this.config;
+    this.manifest!.markPending(file.object);
+    let failure: S3Failure | undefined;
+    try {
+      const size = (await stat(file.localPath)).size;
+      const upload = new Upload({
+        client: this.s3!,
+        params: { Bucket: bucket, Key: file.object, Body: createReadStream(file.localPath), ContentLength: size },
+        partSize: PART_SIZE,
+        queueSize: 2,
+      });
+      await upload.done();
+      this.commit(file.manifestEntry(bucket, this.config.format.kind, size));
+      this.counters.objectsWritten++;
+      this.counters.bytesUploaded += size;
+    } catch (e) {
+      failure = classifyS3Error(e, bucket);
+      this.counters.uploadRetries++;
+      if (failure.state) {
+        this.blocked = failure;
+        return;
+      }
+      this.manifest!.discard(file.object);
+    }
+    this.sealed.splice(this.sealed.indexOf(file), 1);
+    await file.remove();
+    // Into whatever result the next call takes (not one captured before the awaits above).
+    if (failure) this.finished.failed.push(...file.deliveries.map((em) => ({ id: em.id, error: failure.message, retryable: true })));
+    else this.finished.written.push(...file.deliveries.map((em) => em.id));
+  }
+
   async close(): Promise<void> {
+    await this.uploading;
     for (let s = 0; s < this.shards.length; s++) await this.shards[s]?.close();
     this.manifest?.close();
     this.manifest = undefined;

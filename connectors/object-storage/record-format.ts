@@ -1,14 +1,10 @@
 import avro from 'avsc';
 import { once } from 'node:events';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { writeFile, unlink } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { randomUUID } from 'node:crypto';
-import parquet from 'parquetjs-lite';
 import type { PubsubMessage } from '../../src/core/message.js';
 import type { OutputFormat } from './config.js';
+import { ParquetFile, readParquetRows } from './parquet-file.js';
 
 /** A record as read back from an object, for the audit and the tests. */
 export interface ExportedRecord {
@@ -45,23 +41,6 @@ const AVRO_METADATA = avro.Type.forSchema({
   ],
 });
 
-function parquetSchema(writeMetadata: boolean, compression: string): parquet.ParquetSchema {
-  const field = (type: string) => ({ type, compression });
-  return new parquet.ParquetSchema(
-    writeMetadata
-      ? {
-          subscription_name: field('UTF8'),
-          message_id: field('UTF8'),
-          publish_time: field('TIMESTAMP_MICROS'),
-          attributes: field('UTF8'),
-          data: field('BYTE_ARRAY'),
-          ordering_key: field('UTF8'),
-          sequence: field('INT64'),
-        }
-      : { data: field('BYTE_ARRAY') },
-  );
-}
-
 function metadataRecord(subscription: string, m: PubsubMessage) {
   return {
     subscription_name: subscription,
@@ -82,23 +61,17 @@ function metadataBytes(subscription: string, m: PubsubMessage): number {
 
 export async function openRecordFile(path: string, format: OutputFormat): Promise<RecordFileWriter> {
   if (format.kind === 'parquet') {
-    const writer = await parquet.ParquetWriter.openFile(parquetSchema(format.writeMetadata, format.compression), path, { rowGroupSize: 4096 });
+    const file = await ParquetFile.create(path, format.writeMetadata, format.compression);
     let bytes = 0;
     return {
       get bytes() {
         return bytes;
       },
       async append(subscription, m) {
-        if (format.writeMetadata) {
-          const r = metadataRecord(subscription, m);
-          await writer.appendRow({ ...r, attributes: JSON.stringify(r.attributes), publish_time: new Date(m.publishTime), sequence: m.sequence });
-          bytes += metadataBytes(subscription, m);
-        } else {
-          await writer.appendRow({ data: m.data });
-          bytes += m.data.byteLength;
-        }
+        file.append(subscription, m, format.writeMetadata ? JSON.stringify(metadataRecord(subscription, m).attributes) : '');
+        bytes += format.writeMetadata ? metadataBytes(subscription, m) : m.data.byteLength;
       },
-      close: () => writer.close(),
+      close: () => file.close(),
     };
   }
   const file = createWriteStream(path);
@@ -127,19 +100,32 @@ export async function openRecordFile(path: string, format: OutputFormat): Promis
   return textWriter(file);
 }
 
+/** Records are gathered into chunks of this size before they reach the file: few, large writes. */
+const CHUNK_BYTES = 1024 * 1024;
+
 function textWriter(file: WriteStream): RecordFileWriter {
   let bytes = 0;
+  let parts: Buffer[] = [];
+  let partBytes = 0;
+  const newline = Buffer.from('\n');
+  const writeChunk = async () => {
+    const accepted = file.write(Buffer.concat(parts, partBytes));
+    parts = [];
+    partBytes = 0;
+    if (!accepted) await once(file, 'drain');
+  };
   return {
     get bytes() {
       return bytes;
     },
     async append(_subscription, m) {
       bytes += m.data.byteLength + 1;
-      const dataAccepted = file.write(m.data);
-      const newlineAccepted = file.write('\n');
-      if (!dataAccepted || !newlineAccepted) await once(file, 'drain');
+      parts.push(m.data, newline);
+      partBytes += m.data.byteLength + 1;
+      if (partBytes >= CHUNK_BYTES) await writeChunk();
     },
     async close() {
+      if (partBytes) await writeChunk();
       file.end();
       await once(file, 'finish');
     },
@@ -161,23 +147,11 @@ export async function readRecords(body: Buffer, format: OutputFormat): Promise<E
     await once(decoder, 'end');
     return records;
   }
-  // parquetjs-lite reads from a file; a temp file keeps memory bounded by one object.
-  const path = join(tmpdir(), `orderly-read-${randomUUID()}.parquet`);
-  await writeFile(path, body);
-  try {
-    const reader = await parquet.ParquetReader.openFile(path);
-    const cursor = reader.getCursor();
-    const records: ExportedRecord[] = [];
-    for (let r = await cursor.next(); r; r = await cursor.next()) {
-      const rec = toRecord(r);
-      if (typeof r.attributes === 'string') rec.attributes = JSON.parse(r.attributes);
-      records.push(rec);
-    }
-    await reader.close();
-    return records;
-  } finally {
-    await unlink(path).catch(() => undefined);
-  }
+  return (await readParquetRows(body)).map((r) => {
+    const rec = toRecord(r);
+    if (typeof r.attributes === 'string') rec.attributes = JSON.parse(r.attributes);
+    return rec;
+  });
 }
 
 function toRecord(r: Record<string, unknown>): ExportedRecord {

@@ -55,8 +55,10 @@ export class SinkStateError extends Error {
  *   subscriptions). Resolve once the `written` deliveries are durable. Within a key, never write a
  *   message after one that failed: report the rest as `deferred`. Throw `SinkStateError` for a sink-wide
  *   problem (the whole batch is retried later); any other throw fails the whole batch as retryable.
- * - `flush(mode)`: for connectors that buffer. `'due'` (called about once a second): finalize what a time
- *   limit says is due. `'all'` (shutdown): finalize everything. Reports buffered deliveries the same way.
+ * - `flush(mode)`: for connectors that buffer. `'due'` (called about once a second, and after `notify`):
+ *   finalize what a time limit says is due and report what finished meanwhile, without waiting for
+ *   work in progress. `'all'` (shutdown, or the runner's budget is full): finalize everything and
+ *   resolve once all of it is reported. Both report buffered deliveries the same way as `write`.
  * - `close()`: release resources; called after a final `flush('all')`.
  *
  * An ack is sent only for deliveries reported `written`, so a connector that crashes before reporting
@@ -87,6 +89,17 @@ export interface ConnectorContext {
   logger: Logger;
   /** Job-level settings a connector may need (DuckDB file, S3 connection, data directory). */
   settings: ConnectorSettings;
+  /**
+   * The most deliveries (and payload bytes) the runner holds unsettled. Once it holds that much it calls
+   * `flush('all')` and waits for it, so a buffering connector should finalize well before (the object
+   * writer rolls its files at half) to keep data moving while earlier files upload.
+   */
+  budget: { messages: number; bytes: number };
+  /**
+   * For connectors that finish work in the background (uploads): call when buffered deliveries became
+   * written or failed between calls. The runner then calls `flush('due')` soon to collect them.
+   */
+  notify(): void;
 }
 
 export interface ConnectorSettings {

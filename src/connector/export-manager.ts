@@ -2,7 +2,7 @@ import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
 import { Backoff } from './backoff.js';
 import type { ConnectorSettings } from './connector.js';
-import { ExportRunner, type ExportRunnerOptions } from './export-runner.js';
+import { DEFAULT_BUDGET, ExportRunner, type ExportRunnerOptions } from './export-runner.js';
 import { exportSection, getConnector } from './registry.js';
 
 export interface ExportManagerOptions {
@@ -10,7 +10,7 @@ export interface ExportManagerOptions {
   settings: ConnectorSettings;
   logger: Logger;
   /** Passed to every runner (batch sizes, flush interval); mostly for tests and benchmarks. */
-  runner?: Partial<Pick<ExportRunnerOptions, 'maxBatchMessages' | 'maxOutstandingMessages' | 'flushIntervalMs'>> & {
+  runner?: Partial<Pick<ExportRunnerOptions, 'maxBatchMessages' | 'maxOutstandingMessages' | 'maxOutstandingBytes' | 'flushIntervalMs'>> & {
     backoff?: () => Backoff;
   };
 }
@@ -44,9 +44,21 @@ export class ExportManager {
       this.runners.delete(name);
     }
     for (const { sub, factory, config } of fresh) {
-      const connector = factory.create(config, { subscription: sub.name, spec: sub, logger: logger.child({ subscription: sub.name }), settings });
       const { backoff, ...runnerOptions } = this.options.runner ?? {};
-      const runner = new ExportRunner({ core, subscription: sub.name, connector, logger, ...runnerOptions, backoff: backoff?.() });
+      const budget = {
+        messages: runnerOptions.maxOutstandingMessages ?? DEFAULT_BUDGET.messages,
+        bytes: runnerOptions.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes,
+      };
+      let runner: ExportRunner | undefined;
+      const connector = factory.create(config, {
+        subscription: sub.name,
+        spec: sub,
+        logger: logger.child({ subscription: sub.name }),
+        settings,
+        budget,
+        notify: () => runner?.requestFlush(),
+      });
+      runner = new ExportRunner({ core, subscription: sub.name, connector, logger, ...runnerOptions, backoff: backoff?.() });
       this.runners.set(sub.name, runner);
       runner.start();
     }

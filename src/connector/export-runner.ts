@@ -1,4 +1,4 @@
-import type { ReceivedMessage } from '../core/message.js';
+import { messageSize, type ReceivedMessage } from '../core/message.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Consumer, SubscriptionState } from '../core/subscription-runtime.js';
 import type { Logger } from '../log.js';
@@ -17,6 +17,8 @@ export interface ExportRunnerOptions {
    * holds this many is asked to finalize them (`flush('all')`), so this also caps a rolling file.
    */
   maxOutstandingMessages?: number;
+  /** Most payload bytes held at once (default 256 MiB), the same way. */
+  maxOutstandingBytes?: number;
   /** How often `flush('due')` runs, in ms (default 1000). */
   flushIntervalMs?: number;
   /** Backoff for reopening a sink in an error state (default 1 s doubling to 60 s). */
@@ -32,6 +34,9 @@ export interface ExportStats {
 
 type Op = { kind: 'write' } | { kind: 'flush'; mode: 'due' | 'all' };
 
+/** The runner's default budget of unsettled deliveries (ConnectorContext.budget). */
+export const DEFAULT_BUDGET = { messages: 20_000, bytes: 256 * 1024 * 1024 };
+
 /**
  * Drives one connector from one subscription: takes ordered batches from the core (a key has one batch
  * out at a time), hands them to the connector one call at a time, keeps the leases of everything the
@@ -43,9 +48,11 @@ export class ExportRunner {
   private readonly pending: ReceivedMessage[] = [];
   /** Delivered and not yet settled: pending, being written, or buffered by the connector. */
   private readonly held = new Map<string, ReceivedMessage>();
+  private heldBytes = 0;
   private readonly consumer: Consumer;
   private readonly maxBatch: number;
   private readonly maxOutstanding: number;
+  private readonly maxOutstandingBytes: number;
   private readonly backoff: Backoff;
   private readonly timers: { cancel(): void }[] = [];
   private wake?: () => void;
@@ -60,17 +67,19 @@ export class ExportRunner {
 
   constructor(private readonly options: ExportRunnerOptions) {
     this.maxBatch = options.maxBatchMessages ?? 5000;
-    this.maxOutstanding = options.maxOutstandingMessages ?? 20_000;
+    this.maxOutstanding = options.maxOutstandingMessages ?? DEFAULT_BUDGET.messages;
+    this.maxOutstandingBytes = options.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes;
     this.backoff = options.backoff ?? new Backoff();
     this.consumer = {
       id: `export-${options.subscription}`,
       affinity: `export-${options.subscription}`,
       maxPerKey: this.maxBatch,
       pipelined: true,
-      room: () => ({ messages: this.stopping ? 0 : this.maxOutstanding - this.held.size, bytes: Number.MAX_SAFE_INTEGER }),
+      room: () => ({ messages: this.stopping ? 0 : this.maxOutstanding - this.held.size, bytes: this.maxOutstandingBytes - this.heldBytes }),
       deliver: (batch) => {
         for (const m of batch) {
           this.held.set(m.ackId, m);
+          this.heldBytes += messageSize(m.message);
           this.pending.push(m);
         }
         this.wake?.();
@@ -119,10 +128,25 @@ export class ExportRunner {
     }
   }
 
+  /** A connector finished buffered work in the background: collect it soon. */
+  requestFlush(): void {
+    this.flushDue = true;
+    this.wake?.();
+  }
+
+  /** Forgets a settled delivery; false if it was not held (already settled). */
+  private release(id: string): boolean {
+    const m = this.held.get(id);
+    if (!m) return false;
+    this.held.delete(id);
+    this.heldBytes -= messageSize(m.message);
+    return true;
+  }
+
   private nextOp(): Op | undefined {
     if (this.pending.length) return { kind: 'write' };
     // Full of buffered messages: the connector must finalize what it holds, or nothing moves again.
-    if (this.held.size >= this.maxOutstanding) return { kind: 'flush', mode: 'all' };
+    if (this.held.size >= this.maxOutstanding || this.heldBytes >= this.maxOutstandingBytes) return { kind: 'flush', mode: 'all' };
     if (this.flushDue) {
       this.flushDue = false;
       return { kind: 'flush', mode: 'due' };
@@ -142,7 +166,7 @@ export class ExportRunner {
     const batch: ReceivedMessage[] = [];
     for (const m of this.pending.splice(0, this.maxBatch)) {
       if (runtime.isLive(m.ackId)) batch.push(m);
-      else this.held.delete(m.ackId);
+      else this.release(m.ackId);
     }
     if (!batch.length) return;
     this.stats.batches++;
@@ -198,16 +222,16 @@ export class ExportRunner {
 
   private apply(result: WriteResult): void {
     const { core, subscription } = this.options;
-    const acks = result.written.filter((id) => this.held.delete(id));
+    const acks = result.written.filter((id) => this.release(id));
     this.stats.written += acks.length;
-    for (const id of result.deferred) this.held.delete(id);
+    for (const id of result.deferred) this.release(id);
     const permanent = result.failed.filter((f) => !f.retryable);
     if (permanent.length) {
       this.logThrottled('warn', { count: permanent.length, example: permanent[0]!.error }, 'messages cannot be written; nacked (dead-lettered after maxDeliveryAttempts)');
     }
     const nacks: Promise<void>[] = [];
     for (const f of result.failed) {
-      if (!this.held.delete(f.id)) continue;
+      if (!this.release(f.id)) continue;
       this.stats.failed++;
       nacks.push(core.modifyAckDeadline(subscription, [f.id], 0, f.error));
     }

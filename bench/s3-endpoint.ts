@@ -1,0 +1,61 @@
+import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { createS3Client, s3Connection } from '../connectors/object-storage/s3-client.js';
+import { tempDir } from '../test/helpers/core.js';
+
+export interface BenchS3 {
+  settings: Record<string, unknown>;
+  bucket(): Promise<string>;
+  close(): Promise<void>;
+}
+
+/**
+ * The benchmarks' S3: real MinIO/S3 when S3_ENDPOINT (and keys) are set, else s3rver in its own process
+ * on 127.0.0.1, as a MinIO server would be, so its work does not run on the exporter's thread.
+ */
+export async function startBenchS3(): Promise<BenchS3> {
+  const external = process.env.S3_ENDPOINT;
+  const dir = tempDir('orderly-bench-s3-');
+  let stop = async () => dir.remove();
+  let endpoint = external;
+  if (!endpoint) {
+    const child = spawn(
+      process.execPath,
+      ['--input-type=module', '-e', `
+        import S3rver from 's3rver';
+        const server = new S3rver({ port: 0, address: '127.0.0.1', directory: process.argv[1], silent: true });
+        const { port } = await server.run();
+        console.log(port);`, dir.path],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    const [line] = (await once(child.stdout!, 'data')) as [Buffer];
+    endpoint = `http://127.0.0.1:${Number(line.toString())}`;
+    stop = async () => {
+      child.kill();
+      await once(child, 'exit');
+      dir.remove();
+    };
+  }
+  const settings = {
+    endpoint,
+    region: 'us-east-1',
+    accessKeyId: external ? process.env.S3_ACCESS_KEY_ID : 'S3RVER',
+    secretAccessKey: external ? process.env.S3_SECRET_ACCESS_KEY : 'S3RVER',
+    forcePathStyle: true,
+  };
+  const client = createS3Client(s3Connection(settings));
+  return {
+    settings,
+    async bucket() {
+      const name = `orderly-bench-${randomUUID().slice(0, 8)}`;
+      await client.send(new CreateBucketCommand({ Bucket: name }));
+      return name;
+    },
+    async close() {
+      client.destroy();
+      await stop();
+    },
+  };
+}

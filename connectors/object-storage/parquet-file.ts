@@ -1,0 +1,81 @@
+import { DuckDBInstance, timestampTZValue, type DuckDBAppender, type DuckDBConnection } from '@duckdb/node-api';
+import { parquetReadObjects } from 'hyparquet';
+import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
+import type { PubsubMessage } from '../../src/core/message.js';
+import { quoteString } from '../../src/duckdb/sql.js';
+
+export type ParquetCompression = 'UNCOMPRESSED' | 'GZIP' | 'SNAPPY';
+
+const METADATA_COLUMNS = `subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMPTZ, attributes VARCHAR,
+  data BLOB, ordering_key VARCHAR, sequence BIGINT`;
+
+let scratch: Promise<DuckDBInstance> | undefined;
+let tables = 0;
+
+function scratchDb(): Promise<DuckDBInstance> {
+  const spill = join(tmpdir(), `orderly-parquet-${process.pid}`);
+  mkdirSync(spill, { recursive: true });
+  scratch ??= DuckDBInstance.create(':memory:', { memory_limit: '512MB', temp_directory: spill, preserve_insertion_order: 'true' });
+  return scratch;
+}
+
+/**
+ * A Parquet file written by DuckDB: its rows are appended to a scratch table of an in-memory DuckDB
+ * (spilling to a temp directory past its memory limit, so a 10 GiB file does not sit in memory) and
+ * written by `COPY ... TO` when the file closes. DuckDB encodes and compresses on its own threads, much
+ * faster than parquetjs-lite did on the exporter's thread (docs/benchmarks.md).
+ */
+export class ParquetFile {
+  private constructor(
+    private readonly connection: DuckDBConnection,
+    private readonly table: string,
+    private readonly appender: DuckDBAppender,
+    private readonly path: string,
+    private readonly writeMetadata: boolean,
+    private readonly compression: ParquetCompression,
+  ) {}
+
+  static async create(path: string, writeMetadata: boolean, compression: ParquetCompression): Promise<ParquetFile> {
+    const connection = await (await scratchDb()).connect();
+    const table = `file_${++tables}`;
+    await connection.run(`CREATE TABLE ${table}(${writeMetadata ? METADATA_COLUMNS : 'data BLOB'})`);
+    return new ParquetFile(connection, table, await connection.createAppender(table), path, writeMetadata, compression);
+  }
+
+  /** `attributes`: the message's attributes as JSON (metadata form only). */
+  append(subscription: string, m: PubsubMessage, attributes: string): void {
+    const a = this.appender;
+    if (this.writeMetadata) {
+      a.appendVarchar(subscription);
+      a.appendVarchar(m.messageId);
+      a.appendTimestampTZ(timestampTZValue(BigInt(m.publishTime.getTime()) * 1000n));
+      a.appendVarchar(attributes);
+      a.appendBlob(m.data);
+      a.appendVarchar(m.orderingKey);
+      a.appendBigInt(BigInt(m.sequence));
+    } else {
+      a.appendBlob(m.data);
+    }
+    a.endRow();
+  }
+
+  /** Writes the Parquet file (rows in append order) and frees the scratch table. */
+  async close(): Promise<void> {
+    try {
+      this.appender.closeSync();
+      await this.connection.run(`COPY ${this.table} TO ${quoteString(this.path)} (FORMAT parquet, COMPRESSION ${this.compression})`);
+    } finally {
+      await this.connection.run(`DROP TABLE IF EXISTS ${this.table}`);
+      this.connection.closeSync();
+    }
+  }
+}
+
+/** Reads a Parquet object with hyparquet, an implementation independent of the DuckDB that wrote it. */
+export async function readParquetRows(body: Buffer): Promise<Record<string, unknown>[]> {
+  const file = body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength) as ArrayBuffer;
+  return (await parquetReadObjects({ file, utf8: false, compressors: { GZIP: (input: Uint8Array) => gunzipSync(input) } })) as Record<string, unknown>[];
+}
