@@ -24,6 +24,7 @@ async function rawSqlite(): Promise<number> {
     const db = new Database(join(dir.path, 'raw.sqlite'));
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
+    db.pragma('wal_autocheckpoint = 0'); // as the store, whose checkpoints run on a worker thread
     db.exec('CREATE TABLE messages(seq INTEGER PRIMARY KEY, ordering_key TEXT, key_seq INTEGER, publish_time INTEGER, data BLOB)');
     const insert = db.prepare('INSERT INTO messages VALUES (?, ?, ?, ?, ?)');
     const all = rows();

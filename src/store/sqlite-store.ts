@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { GroupCommit } from './group-commit.js';
+import { WalCheckpointer } from './wal-checkpointer.js';
 import {
   StoreCorruptError,
   type BacklogRow,
@@ -41,6 +42,7 @@ export class SqliteStore implements Store {
   readonly location: string;
   private readonly db: Database.Database;
   private readonly commits: GroupCommit;
+  private readonly checkpointer: WalCheckpointer;
   private readonly stmt;
 
   private constructor(file: string, options: SqliteStoreOptions) {
@@ -50,6 +52,10 @@ export class SqliteStore implements Store {
     this.db.pragma(`synchronous = ${options.durability === 'process' ? 'NORMAL' : 'FULL'}`);
     this.checkIdentity();
     this.migrate();
+    this.db.pragma('wal_autocheckpoint = 0');
+    // After a checkpoint lets the WAL restart, a WAL left larger than this is truncated back.
+    this.db.pragma('journal_size_limit = 67108864');
+    this.checkpointer = new WalCheckpointer(file);
     const db = this.db;
     this.stmt = {
       insertMessage: db.prepare(
@@ -267,6 +273,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     this.commits.flush();
+    await this.checkpointer.stop();
     this.db.close();
   }
 }
