@@ -1,6 +1,5 @@
 import { DuckDBInstance, timestampTZValue, type DuckDBAppender, type DuckDBConnection } from '@duckdb/node-api';
 import { parquetReadObjects } from 'hyparquet';
-import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -16,8 +15,8 @@ let scratch: Promise<DuckDBInstance> | undefined;
 let tables = 0;
 
 function scratchDb(): Promise<DuckDBInstance> {
+  // DuckDB creates the directory only if it ever spills.
   const spill = join(tmpdir(), `orderly-parquet-${process.pid}`);
-  mkdirSync(spill, { recursive: true });
   scratch ??= DuckDBInstance.create(':memory:', { memory_limit: '512MB', temp_directory: spill, preserve_insertion_order: 'true' });
   return scratch;
 }
