@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
-import { report, time, type BenchResult } from './report.js';
+import { time, warm, type BenchResult } from './report.js';
 import { ackAll } from './workload.js';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 50_000);
@@ -67,12 +67,12 @@ async function publishAll(core: PubSubCore): Promise<void> {
 }
 
 export async function benchCore(): Promise<BenchResult[]> {
-  const baseline = await rawSqlite();
-  const publish = await withCore(async (core) => {
+  const baseline = await warm(rawSqlite);
+  const publish = await warm(() => withCore(async (core) => {
     await core.createSubscription('bench-sub', { topic: 'bench', enableMessageOrdering: true });
     return MESSAGES / (await time(() => publishAll(core)));
-  });
-  const endToEnd = await withCore(async (core) => {
+  }));
+  const endToEnd = await warm(() => withCore(async (core) => {
     await core.createSubscription('bench-sub', { topic: 'bench', enableMessageOrdering: true });
     const { finished, subscriber } = ackAll(core, 'bench-sub', MESSAGES, { flowControl: { maxMessages: 5000 } });
     const seconds = await time(async () => {
@@ -81,12 +81,10 @@ export async function benchCore(): Promise<BenchResult[]> {
     });
     await subscriber.close();
     return MESSAGES / seconds;
-  });
+  }));
   return [
     { name: 'raw SQLite insert (baseline)', perSecond: baseline, baseline },
     { name: 'core publish (ordered sub, 10k keys)', perSecond: publish, baseline },
     { name: 'core publish -> callback -> ack', perSecond: endToEnd, baseline },
   ];
 }
-
-if (import.meta.url === `file://${process.argv[1]}`) report('core', await benchCore());

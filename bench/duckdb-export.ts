@@ -11,7 +11,7 @@ import { closeDuckDb, connectDuckDb } from '../src/duckdb/database.js';
 import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
-import { time, type BenchResult } from './report.js';
+import { time, warm, type BenchResult } from './report.js';
 import { KEYS, MESSAGES, payload, publishAll, publishBatches } from './workload.js';
 
 const TABLE = `CREATE TABLE events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON,
@@ -78,8 +78,8 @@ async function endToEnd(): Promise<number> {
 }
 
 export async function benchDuckDbExport(): Promise<BenchResult[]> {
-  const baseline = await rawAppender();
-  const exported = await endToEnd();
+  const baseline = await warm(rawAppender);
+  const exported = await warm(endToEnd);
   return [
     { name: 'raw DuckDB appender (baseline)', perSecond: baseline, baseline },
     { name: 'publish -> DuckDB rows committed (exactly-once)', perSecond: exported, baseline },

@@ -15,7 +15,7 @@ import { PubSubCore } from '../src/core/pubsub-core.js';
 import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
-import { time, type BenchResult } from './report.js';
+import { time, warm, type BenchResult } from './report.js';
 import { startBenchS3, type BenchS3 } from './s3-endpoint.js';
 import { KEYS, MESSAGES, payload, publishAll, publishBatches } from './workload.js';
 
@@ -69,7 +69,7 @@ async function duckdbCopyPut(s3: BenchS3): Promise<number> {
   }
 }
 
-export async function exportObjects(s3: BenchS3, cloudStorageConfig: Record<string, unknown>): Promise<number> {
+async function exportObjects(s3: BenchS3, cloudStorageConfig: Record<string, unknown>): Promise<number> {
   registerBuiltInConnectors();
   const dir = tempDir('orderly-bench-');
   const bucket = await s3.bucket();
@@ -100,9 +100,9 @@ export async function exportObjects(s3: BenchS3, cloudStorageConfig: Record<stri
 export async function benchObjectExport(): Promise<BenchResult[]> {
   const s3 = await startBenchS3();
   try {
-    const [baseline, baselineMb] = await peakRss(() => duckdbCopyPut(s3));
-    const [parquetRate, parquetMb] = await peakRss(() => exportObjects(s3, { parquetConfig: { writeMetadata: true } }));
-    const [textRate, textMb] = await peakRss(() => exportObjects(s3, { textConfig: {} }));
+    const [baseline, baselineMb] = await warm(() => peakRss(() => duckdbCopyPut(s3)));
+    const [parquetRate, parquetMb] = await warm(() => peakRss(() => exportObjects(s3, { parquetConfig: { writeMetadata: true } })));
+    const [textRate, textMb] = await warm(() => peakRss(() => exportObjects(s3, { textConfig: {} })));
     return [
       { name: 'DuckDB COPY TO parquet + PutObject (baseline)', perSecond: baseline, baseline, extra: `peak RSS ${baselineMb} MiB` },
       { name: 'publish -> Parquet objects committed', perSecond: parquetRate, baseline, extra: `peak RSS ${parquetMb} MiB` },

@@ -12,6 +12,15 @@ export async function time(fn: () => Promise<void>): Promise<number> {
   return Number(process.hrtime.bigint() - start) / 1e9;
 }
 
+/**
+ * Runs a measurement twice and keeps the second: the first compiles the JavaScript paths (V8's JIT), which
+ * a long-running exporter pays once, while the native baselines need no warm-up.
+ */
+export async function warm<T>(measure: () => Promise<T>): Promise<T> {
+  await measure();
+  return measure();
+}
+
 export function report(title: string, results: BenchResult[]): void {
   console.log(`\n## ${title}`);
   console.log('| benchmark | msgs/s | ratio vs baseline | notes |');
