@@ -391,6 +391,11 @@ export class PubSubCore {
     return this.runtime(subRef).metrics(topN);
   }
 
+  /** Resolves once every store write issued so far (publishes, acks, failure counts) has committed. */
+  flushed(): Promise<void> {
+    return this.store.flush();
+  }
+
   tick(): void {
     for (const rt of this.subs.values()) rt.tick();
   }

@@ -1,8 +1,7 @@
 import Database from 'better-sqlite3';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { GroupCommit } from './group-commit.js';
-import { WalCheckpointer } from './wal-checkpointer.js';
+import { StoreWriter } from './store-writer.js';
 import {
   StoreCorruptError,
   type BacklogRow,
@@ -41,30 +40,23 @@ interface MessageRow {
 export class SqliteStore implements Store {
   readonly location: string;
   private readonly db: Database.Database;
-  private readonly commits: GroupCommit;
-  private readonly checkpointer: WalCheckpointer;
+  private readonly writer: StoreWriter;
   private readonly stmt;
 
   private constructor(file: string, options: SqliteStoreOptions) {
     this.location = file;
     this.db = new Database(file);
+    const synchronous = options.durability === 'process' ? 'NORMAL' : 'FULL';
     this.db.pragma('journal_mode = WAL');
-    this.db.pragma(`synchronous = ${options.durability === 'process' ? 'NORMAL' : 'FULL'}`);
+    this.db.pragma(`synchronous = ${synchronous}`);
     this.checkIdentity();
     this.migrate();
-    this.db.pragma('wal_autocheckpoint = 0');
-    // After a checkpoint lets the WAL restart, a WAL left larger than this is truncated back.
-    this.db.pragma('journal_size_limit = 67108864');
-    this.checkpointer = new WalCheckpointer(file);
+    // The writer thread writes concurrently; a rare write here (DDL, seek, compaction) waits its turn.
+    this.db.pragma('busy_timeout = 10000');
+    this.db.pragma('wal_autocheckpoint = 0'); // the writer thread checkpoints
+    this.writer = new StoreWriter(file, synchronous);
     const db = this.db;
     this.stmt = {
-      insertMessage: db.prepare(
-        'INSERT INTO messages(seq, topic_uid, ordering_key, key_seq, publish_time, data, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      ),
-      insertAck: db.prepare('INSERT OR IGNORE INTO acks(sub, seq) VALUES (?, ?)'),
-      upsertFailures: db.prepare(
-        'INSERT INTO failures(sub, seq, n) VALUES (?, ?, ?) ON CONFLICT(sub, seq) DO UPDATE SET n = excluded.n',
-      ),
       backlog: db.prepare(
         `SELECT m.*, (a.seq IS NOT NULL) AS acked, f.n AS failures
            FROM messages m
@@ -74,7 +66,6 @@ export class SqliteStore implements Store {
           ORDER BY m.seq`,
       ),
     };
-    this.commits = new GroupCommit((ops) => this.db.transaction(() => ops.forEach((op) => op()))());
   }
 
   /** Opens (creating if needed) `<dataDir>/orderly.sqlite`. A corrupt or foreign file is an error, never reset. */
@@ -194,6 +185,7 @@ export class SqliteStore implements Store {
   }
 
   async deleteSubscription(name: string): Promise<void> {
+    await this.writer.drain(); // its queued acks must not land after the delete
     this.db.transaction(() => {
       this.db.prepare('DELETE FROM subscriptions WHERE name = ?').run(name);
       this.db.prepare('DELETE FROM acks WHERE sub = ?').run(name);
@@ -202,32 +194,30 @@ export class SqliteStore implements Store {
   }
 
   append(messages: StoredMessage[]): Promise<void> {
-    return this.commits.submit(() => {
-      for (const m of messages) {
-        const attrs = Object.keys(m.attributes).length ? JSON.stringify(m.attributes) : null;
-        this.stmt.insertMessage.run(m.seq, m.topicUid, m.orderingKey, m.keySeq, m.publishTime, m.data, attrs);
-      }
-    });
+    return this.writer.submit({ kind: 'append', messages });
   }
 
   ack(subscription: string, seqs: number[]): Promise<void> {
-    return this.commits.submit(() => {
-      for (const seq of seqs) this.stmt.insertAck.run(subscription, seq);
-    });
+    return this.writer.submit({ kind: 'ack', subscription, seqs });
   }
 
   setFailures(subscription: string, seq: number, failures: number): Promise<void> {
-    return this.commits.submit(() => void this.stmt.upsertFailures.run(subscription, seq, failures));
+    return this.writer.submit({ kind: 'failures', subscription, seq, failures });
+  }
+
+  flush(): Promise<void> {
+    return this.writer.drain();
   }
 
   async backlog(sub: SubscriptionRecord, publishedSince: number): Promise<BacklogRow[]> {
+    await this.writer.drain();
     const rows = this.stmt.backlog.all({ sub: sub.name, topic: sub.topicUid, low: sub.lowSeq, since: publishedSince }) as MessageRow[];
     return rows.map((r) => ({ message: toMessage(r), acked: r.acked === 1, failures: r.failures ?? 0 }));
   }
 
   async seek(sub: SubscriptionRecord, time: number): Promise<number> {
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
-    this.commits.flush();
+    await this.writer.drain();
     return this.db.transaction(() => {
       const low = this.db
         .prepare('SELECT coalesce(max(seq), 0) FROM messages WHERE topic_uid = ? AND publish_time < ?')
@@ -241,7 +231,7 @@ export class SqliteStore implements Store {
   }
 
   async compact(plan: CompactionPlan): Promise<{ deletedMessages: number }> {
-    this.commits.flush();
+    await this.writer.drain();
     return this.db.transaction(() => {
       let deleted = 0;
       // The seq counter must not go backwards once the newest message is compacted away.
@@ -272,8 +262,7 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
-    this.commits.flush();
-    await this.checkpointer.stop();
+    await this.writer.close();
     this.db.close();
   }
 }

@@ -63,6 +63,8 @@ export interface Store {
   append(messages: StoredMessage[]): Promise<void>;
   ack(subscription: string, seqs: number[]): Promise<void>;
   setFailures(subscription: string, seq: number, failures: number): Promise<void>;
+  /** Resolves once every write issued so far has committed (or failed). */
+  flush(): Promise<void>;
 
   /** Messages of the subscription's topic after its lowSeq, oldest first, with ack state. */
   backlog(sub: SubscriptionRecord, publishedSince: number): Promise<BacklogRow[]>;

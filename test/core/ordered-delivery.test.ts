@@ -133,15 +133,15 @@ describe('pipelined consumers (export runners)', () => {
     const rt = core.runtime('piped');
     rt.addConsumer({ id: 'runner', affinity: 'runner', maxPerKey: 100, pipelined: true, room: () => ({ messages: 100, bytes: 1e9 }), deliver: (b) => got.push(...b) });
     await publishKeyed([['k', '1'], ['k', '2']]);
-    await settle();
+    await settle(core);
     await publishKeyed([['k', '3']]);
-    await settle();
+    await settle(core);
     expect(texts(got)).toEqual(['1', '2', '3']); // 3 arrived while 1 and 2 were still out
     expect(await pullAll('piped')).toHaveLength(0); // nobody else gets key k meanwhile
     await core.acknowledge('piped', [got[0]!.ackId]);
     await core.modifyAckDeadline('piped', [got[1]!.ackId], 0);
     expect(rt.isLive(got[2]!.ackId)).toBe(false);
-    await settle();
+    await settle(core);
     expect(texts(got.slice(3))).toEqual(['2', '3']);
   });
 });
@@ -189,7 +189,7 @@ describe('delivery attempts, retry backoff and dead letters', () => {
       await core.modifyAckDeadline('dl-sub', [batch[0]!.ackId], 0);
     }
     expect(attempts).toEqual([1, 2, 3, 4, 5]);
-    await settle();
+    await settle(core);
     const after = await pullAll('dl-sub');
     expect(texts(after)).toEqual(['next']);
     expect(after[0]!.deliveryAttempt).toBe(1);
@@ -211,7 +211,7 @@ describe('delivery attempts, retry backoff and dead letters', () => {
       const [m] = await pullAll('dl-sub');
       await core.modifyAckDeadline('dl-sub', [m!.ackId], 0, 'column "x" does not exist');
     }
-    await settle();
+    await settle(core);
     const [dead] = await pullAll('dead-sub');
     expect(dead!.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage).toBe('column "x" does not exist');
   });
@@ -321,12 +321,12 @@ describe('filters, seek, retention, flow control', () => {
       { data: '1', orderingKey: 'b' },
       { data: '1', orderingKey: 'c' },
     ]);
-    await settle();
+    await settle(core);
     expect(sub.outstanding).toBe(2); // flow control: a's batch of two fills the subscriber
     expect(log).toEqual(['start a1']);
     while (log.filter((l) => l.startsWith('end')).length < 4) {
       release.shift()?.();
-      await settle();
+      await settle(core);
     }
     expect(log.indexOf('end a1')).toBeLessThan(log.indexOf('start a2'));
     expect(maxRunning).toBeLessThanOrEqual(2);
@@ -341,13 +341,13 @@ describe('filters, seek, retention, flow control', () => {
       const set = seen.get(m.message.orderingKey) ?? new Set();
       set.add(who);
       seen.set(m.message.orderingKey, set);
-      await settle();
+      await settle(core);
     };
     const s1 = core.subscribe('aff', handler('s1'), { flowControl: { maxMessages: 50 } });
     const s2 = core.subscribe('aff', handler('s2'), { flowControl: { maxMessages: 50 } });
     // all messages published in one go: each key's batch goes to one subscriber only
     await core.publish('orders', Array.from({ length: 200 }, (_, i) => ({ data: String(i), orderingKey: `k${i % 20}` })));
-    for (let i = 0; i < 50 && core.metrics('aff').backlogMessages > 0; i++) await settle();
+    for (let i = 0; i < 50 && core.metrics('aff').backlogMessages > 0; i++) await settle(core);
     expect(core.metrics('aff').backlogMessages).toBe(0);
     expect(new Set([...seen.values()].flatMap((s) => [...s]))).toEqual(new Set(['s1', 's2']));
     await s1.close();

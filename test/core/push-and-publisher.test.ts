@@ -88,7 +88,7 @@ describe('publisher-side ordering', () => {
     await core.createSubscription('seq-check', { topic: 'events', enableMessageOrdering: true });
     const publisher = new Publisher(core, 'events');
     await Promise.all(Array.from({ length: 50 }, (_, i) => publisher.publish({ data: String(i), orderingKey: 'k' })));
-    await settle();
+    await settle(core);
     const got = await core.pull('seq-check', { maxMessages: 100 });
     expect(got.map((m) => Number(m.message.data.toString()))).toEqual(Array.from({ length: 50 }, (_, i) => i));
     expect(got.map((m) => m.message.sequence)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));

@@ -16,7 +16,13 @@ export async function openCore(dir: string, clock = new ManualClock()): Promise<
   return { core, clock };
 }
 
-/** Lets queued microtasks and the group commit (setImmediate) run. */
-export function settle(): Promise<void> {
-  return new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+/**
+ * Lets queued work finish: store writes commit (on the writer thread), then what their commits set off
+ * (a dead-letter publish, then its ack) runs; three rounds cover the longest such chain.
+ */
+export async function settle(core: PubSubCore): Promise<void> {
+  for (let i = 0; i < 3; i++) {
+    await core.flushed();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
 }

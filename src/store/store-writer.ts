@@ -1,0 +1,115 @@
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+import type { StoredMessage } from './store.js';
+
+/** The writes that happen per message; everything else is rare and runs on the store's own connection. */
+export type StoreWrite =
+  | { kind: 'append'; messages: StoredMessage[] }
+  | { kind: 'ack'; subscription: string; seqs: number[] }
+  | { kind: 'failures'; subscription: string; seq: number; failures: number };
+
+interface Waiter {
+  resolve: () => void;
+  reject: (e: Error) => void;
+}
+
+/** The writer thread (writer-thread.cjs), shared by every store of the process. */
+class WriterThread {
+  private readonly worker: Worker;
+  private readonly waiting = new Map<number, Waiter>();
+  private nextId = 0;
+  private failure?: Error;
+
+  constructor() {
+    const sqlite = createRequire(import.meta.url).resolve('better-sqlite3');
+    this.worker = new Worker(new URL('./writer-thread.cjs', import.meta.url), { workerData: { sqlite } });
+    this.worker.on('message', ({ id, error }: { id: number; error?: string }) => {
+      const waiter = this.waiting.get(id);
+      this.waiting.delete(id);
+      if (this.waiting.size === 0) this.worker.unref();
+      if (error === undefined) waiter?.resolve();
+      else waiter?.reject(new Error(error));
+    });
+    const stop = (e: Error) => {
+      this.failure = e;
+      if (thread === this) thread = undefined;
+      for (const w of this.waiting.values()) w.reject(e);
+      this.waiting.clear();
+    };
+    this.worker.on('error', (e) => stop(new Error(`the store's writer thread failed: ${e.message}`)));
+    this.worker.on('exit', (code) => stop(new Error(`the store's writer thread exited (code ${code})`)));
+    this.worker.unref();
+  }
+
+  /** Resolves once the thread has carried the request out; requests are carried out in order. */
+  request(message: Record<string, unknown>): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    const id = ++this.nextId;
+    return new Promise((resolve, reject) => {
+      // While anything is in flight the thread keeps the process alive, so no commit is cut short.
+      if (this.waiting.size === 0) this.worker.ref();
+      this.waiting.set(id, { resolve, reject });
+      this.worker.postMessage({ ...message, id });
+    });
+  }
+}
+
+let thread: WriterThread | undefined;
+let stores = 0;
+
+/**
+ * A store's per-message writes, carried out on the writer thread: the writes issued during one turn of
+ * the event loop go over as one message and commit in one transaction there; each caller's promise
+ * settles when that transaction has committed (or failed). Durability is unchanged — a promise resolves
+ * only after the commit — while the inserts, the commit's sync and the WAL checkpoints leave the event
+ * loop (they were most of a publish's cost: docs/benchmarks.md).
+ */
+export class StoreWriter {
+  private readonly thread: WriterThread;
+  private readonly store = ++stores;
+  private pending: { write: StoreWrite; waiter: Waiter }[] = [];
+  private scheduled = false;
+  /** The thread's connection; if it could not open, every write fails with the reason. */
+  private readonly opened: Promise<void>;
+  private last: Promise<void>;
+
+  constructor(file: string, synchronous: 'FULL' | 'NORMAL') {
+    this.thread = thread ??= new WriterThread();
+    this.opened = this.thread.request({ op: 'open', store: this.store, file, synchronous });
+    this.last = this.opened.catch(() => undefined);
+  }
+
+  submit(write: StoreWrite): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.pending.push({ write, waiter: { resolve, reject } });
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => this.send());
+      }
+    });
+  }
+
+  private send(): void {
+    this.scheduled = false;
+    const batch = this.pending;
+    if (batch.length === 0) return;
+    this.pending = [];
+    const committed = this.opened.then(() => this.thread.request({ op: 'write', store: this.store, writes: batch.map((b) => b.write) }));
+    committed.then(
+      () => batch.forEach((b) => b.waiter.resolve()),
+      (e: Error) => batch.forEach((b) => b.waiter.reject(e)),
+    );
+    this.last = committed.catch(() => undefined);
+  }
+
+  /** Sends what is queued and resolves once everything submitted so far has committed or failed. */
+  drain(): Promise<void> {
+    this.send();
+    return this.last;
+  }
+
+  async close(): Promise<void> {
+    await this.drain();
+    await this.thread.request({ op: 'close', store: this.store }).catch(() => undefined);
+  }
+}
