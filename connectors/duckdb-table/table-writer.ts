@@ -2,6 +2,7 @@ import {
   DuckDBBlobValue,
   DuckDBTimestampValue,
   DuckDBTypeId,
+  VARCHAR,
   type DuckDBAppender,
   type DuckDBConnection,
   type DuckDBType,
@@ -20,6 +21,10 @@ const PROGRESS = '_orderly_export_progress';
 const PROGRESS_COMPACT_RATIO = 8;
 const WRITTEN_IDS = '_orderly_export_ids';
 const CDC_VERSIONS = '_orderly_cdc_versions';
+/** A connection-local scratch table: CDC changes are staged here and applied in one statement. */
+const STAGE = '_orderly_stage';
+
+type Change = Exclude<Row, { kind: 'append' }>;
 
 interface Pending {
   em: ExportMessage;
@@ -198,16 +203,28 @@ export class DuckDbTableWriter implements Connector {
     const versions = new Map<string, string>();
     try {
       appender = await connection.createAppender(this.config.tableName, this.config.schema);
+      // Appends and runs of changes keep their order; a run of changes is applied set-wise.
+      let changes: Change[] = [];
       for (const { row } of pending) {
-        if (row.kind === 'append') this.appendRow(appender, row.cells);
-        else {
-          appender.flushSync();
-          await this.applyChange(row, versions);
+        if (row.kind !== 'append') {
+          changes.push(row);
+          continue;
         }
+        if (changes.length) {
+          await this.applyChanges(changes, versions);
+          changes = [];
+        }
+        this.appendRow(appender, row.cells);
       }
       appender.flushSync();
       appender.closeSync();
       appender = undefined;
+      if (changes.length) await this.applyChanges(changes, versions);
+      if (versions.size) {
+        const rows = [...versions].map(([pk, seq]) => [this.tableKey, pk, seq]);
+        const columns = ['table_name', 'pk', 'change_sequence'].map((name) => ({ name, type: VARCHAR }));
+        await this.staged(CDC_VERSIONS, columns, rows, (cols) => `INSERT OR REPLACE INTO ${CDC_VERSIONS} (${cols}) SELECT ${cols} FROM ${STAGE}`);
+      }
       const compact = this.progressRows + progress.size > PROGRESS_COMPACT_RATIO * Math.max(1000, this.lastSequence.size);
       if (compact) await connection.run(`DELETE FROM ${PROGRESS} WHERE subscription = $1`, [this.context.subscription]);
       const marks = compact ? new Map([...this.lastSequence, ...progress]) : progress;
@@ -253,31 +270,77 @@ export class DuckDbTableWriter implements Connector {
     appender.endRow();
   }
 
-  /** CDC: UPSERT/DELETE against the primary key, skipping changes older than the row's last one. */
-  private async applyChange(row: Exclude<Row, { kind: 'append' }>, versions: Map<string, string>): Promise<void> {
-    const connection = this.connection!;
+  /**
+   * CDC: UPSERT/DELETE against the primary key, skipping changes older than the row's last one. A run of
+   * changes is applied in one statement per kind (DuckDB spends milliseconds per statement) with the
+   * effect of applying them one by one: per key, a DELETE anywhere in the run deletes the row first, and
+   * the UPSERTs after the last DELETE merge into one (an UPSERT sets the columns its message has; DuckDB's
+   * INSERT OR REPLACE leaves the others as they are, or at their default for a new row). The versions of
+   * every change applied go to `versions`.
+   */
+  private async applyChanges(changes: Change[], versions: Map<string, string>): Promise<void> {
     const mapper = this.mapper!;
-    if (row.changeSequence !== undefined) {
-      // Versions of this transaction first, then the committed ones.
-      const last = versions.get(row.pk) ?? this.cdcVersions!.get(row.pk);
-      if (last !== undefined && compareChangeSequence(row.changeSequence, last) <= 0) return;
-      await connection.run(`INSERT OR REPLACE INTO ${CDC_VERSIONS} VALUES ($1, $2, $3)`, [this.tableKey, row.pk, row.changeSequence]);
-      versions.set(row.pk, row.changeSequence);
+    const perKey = new Map<string, { deleteKey?: DuckDBValue[]; cells?: Cell[] }>();
+    for (const change of changes) {
+      if (change.changeSequence !== undefined) {
+        // Versions of this transaction first, then the committed ones.
+        const applied = versions.get(change.pk) ?? this.cdcVersions!.get(change.pk);
+        if (applied !== undefined && compareChangeSequence(change.changeSequence, applied) <= 0) continue;
+        versions.set(change.pk, change.changeSequence);
+      }
+      const state = perKey.get(change.pk) ?? {};
+      perKey.set(change.pk, state);
+      if (change.kind === 'delete') {
+        state.deleteKey = change.keyCells;
+        state.cells = undefined;
+      } else {
+        state.cells = state.cells ? change.cells.map((cell, i) => (cell === DEFAULT ? state.cells![i]! : cell)) : change.cells;
+      }
     }
-    if (row.kind === 'delete') {
-      const where = mapper.primaryKey.map((k, i) => `${quoteIdent(k)} = $${i + 1}`).join(' AND ');
-      const types = mapper.primaryKey.map((k) => mapper.columns.find((c) => c.name === k)!.type);
-      await connection.run(`DELETE FROM ${this.target} WHERE ${where}`, row.keyCells, types);
-      return;
+    const target = this.target;
+    const deletes = [...perKey.values()].flatMap((s) => (s.deleteKey ? [s.deleteKey] : []));
+    if (deletes.length) {
+      const keys = mapper.primaryKey.map((k) => mapper.columns.find((c) => c.name === k)!);
+      const on = keys.map((k) => `${target}.${quoteIdent(k.name)} = ${STAGE}.${quoteIdent(k.name)}`).join(' AND ');
+      await this.staged(target, keys, deletes, () => `DELETE FROM ${target} USING ${STAGE} WHERE ${on}`);
     }
-    const used = mapper.columns.map((c, i) => ({ c, v: row.cells[i]! })).filter((x) => x.v !== DEFAULT);
-    const names = used.map((x) => quoteIdent(x.c.name)).join(', ');
-    const params = used.map((_, i) => `$${i + 1}`).join(', ');
-    await connection.run(
-      `INSERT OR REPLACE INTO ${this.target} (${names}) VALUES (${params})`,
-      used.map((x) => x.v as DuckDBValue),
-      used.map((x) => x.c.type),
-    );
+    // One statement per set of columns present.
+    const upserts = new Map<string, { columns: Column[]; rows: DuckDBValue[][] }>();
+    for (const { cells } of perKey.values()) {
+      if (!cells) continue;
+      const used = mapper.columns.flatMap((column, i) => (cells[i] === DEFAULT ? [] : [{ column, value: cells[i] as DuckDBValue }]));
+      const set = used.map((u) => u.column.name).join('\u0000');
+      const group = upserts.get(set) ?? { columns: used.map((u) => u.column), rows: [] };
+      group.rows.push(used.map((u) => u.value));
+      upserts.set(set, group);
+    }
+    for (const { columns, rows } of upserts.values()) {
+      await this.staged(target, columns, rows, (cols) => `INSERT OR REPLACE INTO ${target} (${cols}) SELECT ${cols} FROM ${STAGE}`);
+    }
+  }
+
+  /** Appends `rows` to a scratch table shaped like `columns` of `table`, runs `sql(columnList)`, drops it. */
+  private async staged(
+    table: string,
+    columns: { name: string; type: DuckDBType }[],
+    rows: Cell[][],
+    sql: (columnList: string) => string,
+  ): Promise<void> {
+    const connection = this.connection!;
+    const list = columns.map((c) => quoteIdent(c.name)).join(', ');
+    await connection.run(`CREATE OR REPLACE TEMP TABLE ${STAGE} AS SELECT ${list} FROM ${table} LIMIT 0`);
+    try {
+      const appender = await connection.createAppender(STAGE, 'main', 'temp');
+      for (const row of rows) {
+        row.forEach((cell, i) => appendCell(appender, cell, columns[i]!.type));
+        appender.endRow();
+      }
+      appender.closeSync();
+      await connection.run(sql(list));
+    } finally {
+      // After a failed statement the transaction is aborted and this fails too; the rollback drops it.
+      await connection.run(`DROP TABLE IF EXISTS temp.main.${STAGE}`).catch(() => undefined);
+    }
   }
 
   private async alreadyWrittenIds(ids: string[]): Promise<Set<string>> {
