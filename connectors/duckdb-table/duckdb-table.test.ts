@@ -2,7 +2,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { tempDir } from '../../test/helpers/core.js';
 import { openExport, waitFor } from '../../test/helpers/export.js';
+import { createLogger } from '../../src/log.js';
 import { parseDuckDbTableConfig } from './config.js';
+import { DuckDbTableWriter } from './table-writer.js';
 
 let dir: ReturnType<typeof tempDir>;
 let env: Awaited<ReturnType<typeof openExport>>;
@@ -202,6 +204,30 @@ describe('CDC (_CHANGE_TYPE, _CHANGE_SEQUENCE_NUMBER)', () => {
       { id: 'c3', name: 'Cy again', tier: null },
       { id: 'c4', name: 'Dee', tier: 4 },
     ]);
+  });
+});
+
+describe('written ids of unkeyed messages', () => {
+  it('are kept while a redelivery is possible and forgotten after messageRetentionDuration', async () => {
+    await sql('CREATE TABLE loose(data VARCHAR)');
+    let now = Date.now();
+    const writer = new DuckDbTableWriter(
+      parseDuckDbTableConfig({ table: 'p.main.loose' }),
+      { subscription: 'projects/p/subscriptions/loose', spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } as never, logger: createLogger(), settings: { dataDir: dir.path }, budget: { messages: 1, bytes: 1 }, notify: () => undefined },
+      env.duckdbPath,
+      () => now,
+    );
+    await writer.open();
+    const message = (id: string, publishTime: Date) => ({ id, deliveryAttempt: 0, message: { messageId: id, publishTime, data: Buffer.from(id), attributes: {}, orderingKey: '', sequence: 0 } });
+    const old = new Date(now);
+    expect((await writer.write([message('1', old), message('2', old)])).written).toEqual(['1', '2']);
+    // A redelivery within retention is recognised and not written again.
+    expect((await writer.write([message('2', old)])).written).toEqual(['2']);
+    expect(await sql('SELECT count(*)::INT AS n FROM loose')).toEqual([{ n: 2 }]);
+    now += 11 * 60_000; // past the 10-minute retention of messages 1 and 2
+    await writer.write([message('3', new Date(now))]);
+    expect(await sql(`SELECT message_id FROM _orderly_export_ids ORDER BY message_id`)).toEqual([{ message_id: '3' }]);
+    await writer.close();
   });
 });
 

@@ -2,6 +2,7 @@ import {
   DuckDBBlobValue,
   DuckDBTimestampValue,
   DuckDBTypeId,
+  timestampValue,
   VARCHAR,
   type DuckDBAppender,
   type DuckDBConnection,
@@ -51,6 +52,7 @@ export class DuckDbTableWriter implements Connector {
     private readonly config: DuckDbTableConfig,
     private readonly context: ConnectorContext,
     private readonly databasePath: string,
+    private readonly now: () => number = Date.now,
   ) {
     this.target = `${quoteIdent(config.schema)}.${quoteIdent(config.tableName)}`;
     this.tableKey = `${config.schema}.${config.tableName}`;
@@ -64,6 +66,7 @@ export class DuckDbTableWriter implements Connector {
       await connection.run(`
         CREATE TABLE IF NOT EXISTS ${PROGRESS}(subscription VARCHAR, ordering_key VARCHAR, last_sequence BIGINT);
         CREATE TABLE IF NOT EXISTS ${WRITTEN_IDS}(subscription VARCHAR, message_id VARCHAR, PRIMARY KEY(subscription, message_id));
+        ALTER TABLE ${WRITTEN_IDS} ADD COLUMN IF NOT EXISTS publish_time TIMESTAMP;
         CREATE TABLE IF NOT EXISTS ${CDC_VERSIONS}(table_name VARCHAR, pk VARCHAR, change_sequence VARCHAR, PRIMARY KEY(table_name, pk));
       `);
       const progress = await connection.runAndReadAll(
@@ -192,10 +195,10 @@ export class DuckDbTableWriter implements Connector {
   private async commit(pending: Pending[]): Promise<void> {
     const connection = this.connection!;
     const progress = new Map<string, number>();
-    const ids: string[] = [];
+    const ids: { id: string; publishTime: Date }[] = [];
     for (const { em } of pending) {
       if (this.bySequence(em)) progress.set(em.message.orderingKey, Math.max(progress.get(em.message.orderingKey) ?? 0, em.message.sequence));
-      else ids.push(em.message.messageId);
+      else ids.push({ id: em.message.messageId, publishTime: em.message.publishTime });
     }
     await connection.run('BEGIN TRANSACTION');
     let appender: DuckDBAppender | undefined;
@@ -241,12 +244,14 @@ export class DuckDbTableWriter implements Connector {
       progressRows = compact ? marks.size : this.progressRows + marks.size;
       if (ids.length) {
         const written = await connection.createAppender(WRITTEN_IDS);
-        for (const id of ids) {
+        for (const { id, publishTime } of ids) {
           written.appendVarchar(this.context.subscription);
           written.appendVarchar(id);
+          written.appendTimestamp(timestampValue(BigInt(publishTime.getTime()) * 1000n));
           written.endRow();
         }
         written.closeSync();
+        await this.forgetExpiredIds();
       }
       await connection.run('COMMIT');
     } catch (e) {
@@ -342,6 +347,20 @@ export class DuckDbTableWriter implements Connector {
       await connection.run(`DROP TABLE IF EXISTS temp.main.${STAGE}`).catch(() => undefined);
     }
   }
+
+  /**
+   * A message past the subscription's messageRetentionDuration can never be delivered again (not even by
+   * a seek), so its id need not be remembered: at most once a minute, those ids go.
+   */
+  private async forgetExpiredIds(): Promise<void> {
+    const now = this.now();
+    if (now - this.idsPrunedAt < 60_000) return;
+    this.idsPrunedAt = now;
+    const cutoff = timestampValue(BigInt(now - this.context.spec.messageRetentionDuration * 1000) * 1000n);
+    await this.connection!.run(`DELETE FROM ${WRITTEN_IDS} WHERE subscription = $1 AND publish_time < $2`, [this.context.subscription, cutoff]);
+  }
+
+  private idsPrunedAt = 0;
 
   private async alreadyWrittenIds(ids: string[]): Promise<Set<string>> {
     if (!ids.length) return new Set();
