@@ -266,6 +266,28 @@ describe('restart recovery', () => {
     dir.remove();
   });
 
+  it('unkeyed ids are remembered for redeliveries, and forgotten once past messageRetentionDuration', async () => {
+    const dir = tempDir();
+    const bucket = await s3.bucket();
+    let now = new Date();
+    const writer = new ObjectStorageWriter(
+      parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', textConfig: {} }),
+      { subscription: 'projects/p/subscriptions/loose', spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } as never, logger: createLogger(), settings: { dataDir: dir.path, objectStorage: s3.settings }, budget: DEFAULT_BUDGET, notify: () => undefined },
+      () => now,
+    );
+    const unkeyed = (id: string) => ({ id: `${id}-${Math.random()}`, deliveryAttempt: 0, message: { messageId: id, publishTime: now, data: Buffer.from(id), attributes: {}, orderingKey: '', sequence: 0 } });
+    await writer.open();
+    await writer.write([unkeyed('m1')]);
+    await writer.flush('all');
+    const again = unkeyed('m1');
+    expect((await writer.write([again])).written).toEqual([again.id]); // recognised: acked, not written
+    now = new Date(now.getTime() + 11 * 60_000); // m1 is now past the 10-minute retention
+    const late = unkeyed('m1');
+    expect((await writer.write([late])).written).toEqual([]); // not recognised any more: buffered anew
+    await writer.close();
+    dir.remove();
+  });
+
   it('an upload that never committed (a crash mid-upload) is removed at the next start', async () => {
     const dir = tempDir();
     const bucket = await s3.bucket();

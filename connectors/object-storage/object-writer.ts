@@ -51,7 +51,9 @@ export class ObjectStorageWriter implements Connector {
   private fileCounter = 0;
   readonly counters = emptyCounters();
   private readonly committedSeq = new Map<string, number>();
-  private readonly committedIds = new Set<string>();
+  /** Unkeyed message id -> when its object committed. */
+  private readonly committedIds = new Map<string, number>();
+  private idsPrunedAt = 0;
 
   constructor(
     private readonly config: ObjectStorageConfig,
@@ -111,7 +113,26 @@ export class ObjectStorageWriter implements Connector {
   /** Committed objects' per-key last sequences and unkeyed ids: what a redelivery may bring again. */
   private remember(entry: ManifestObject): void {
     for (const [key, range] of Object.entries(entry.keys)) this.committedSeq.set(key, Math.max(this.committedSeq.get(key) ?? 0, range.last));
-    for (const id of entry.unkeyed) this.committedIds.add(id);
+    const committedAt = Date.parse(entry.committedAt);
+    if (committedAt < this.expiredBefore()) return;
+    for (const id of entry.unkeyed) this.committedIds.set(id, committedAt);
+  }
+
+  /**
+   * Messages of objects committed before this were published before it too: past the subscription's
+   * messageRetentionDuration, so never delivered again, and their ids need not be remembered.
+   */
+  private expiredBefore(): number {
+    return this.now().getTime() - this.context.spec.messageRetentionDuration * 1000;
+  }
+
+  /** At most once a minute, forgets the ids no redelivery can bring again. */
+  private forgetExpiredIds(): void {
+    const now = this.now().getTime();
+    if (now - this.idsPrunedAt < 60_000) return;
+    this.idsPrunedAt = now;
+    const before = this.expiredBefore();
+    for (const [id, committedAt] of this.committedIds) if (committedAt < before) this.committedIds.delete(id);
   }
 
   private alreadyCommitted(em: ExportMessage): boolean {
@@ -123,6 +144,7 @@ export class ObjectStorageWriter implements Connector {
 
   async write(batch: ExportMessage[]): Promise<WriteResult> {
     this.raiseFault();
+    this.forgetExpiredIds();
     const duplicates: string[] = [];
     for (const em of batch) {
       if (this.alreadyCommitted(em)) {
