@@ -2,7 +2,12 @@ import type { StoredMessage } from '../store/store.js';
 import type { Lease } from './lease-manager.js';
 
 export interface Entry {
+  /** Without its payload when `spilled` (the store has it). */
   message: StoredMessage;
+  /** Left out of memory to stay within the subscription's payload budget; read back when delivered. */
+  spilled: boolean;
+  /** Pub/Sub's size of the message (payload included): flow control and backlog bytes. */
+  size: number;
   acked: boolean;
   /** Nacks + expiries so far; drives deliveryAttempt, backoff and dead-lettering. */
   failures: number;
@@ -88,9 +93,9 @@ export class KeyQueue {
     if (at >= 0 && this.next <= at) this.next = at + 1;
   }
 
-  /** Drops the acked entries at the head; the key's cursor moves forward. */
-  trimAcked(): void {
-    while (this.head < this.next && this.items[this.head]!.acked) this.head++;
+  /** Drops the acked entries at the head (each passed to `dropped`); the key's cursor moves forward. */
+  trimAcked(dropped: (entry: Entry) => void): void {
+    while (this.head < this.next && this.items[this.head]!.acked) dropped(this.items[this.head++]!);
     if (this.head > 1024 && this.head * 2 > this.items.length) {
       this.items = this.items.slice(this.head);
       this.next -= this.head;

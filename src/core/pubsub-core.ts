@@ -36,6 +36,12 @@ export interface CoreOptions {
   compactEveryMs?: number;
   /** Called when a background durable write fails (the affected messages will be delivered again). */
   onStoreError?: (error: unknown) => void;
+  /**
+   * Payload bytes each subscription keeps in memory (default 256 MiB). A larger backlog keeps only its
+   * metadata in memory and reads payloads back from the store as they are delivered, so a sink that is
+   * down for hours does not exhaust memory, before or after a restart.
+   */
+  residentBytesPerSubscription?: number;
 }
 
 export interface PullOptions {
@@ -68,6 +74,7 @@ export class PubSubCore {
   private allocation: Promise<unknown> = Promise.resolve();
   private readonly timers: { cancel(): void }[] = [];
   private readonly onStoreError: (e: unknown) => void;
+  private readonly residentBytesPerSubscription: number;
   private closed = false;
 
   private constructor(options: CoreOptions) {
@@ -75,6 +82,7 @@ export class PubSubCore {
     this.clock = options.clock ?? systemClock;
     this.projectId = options.projectId ?? 'orderly';
     this.onStoreError = options.onStoreError ?? ((e) => console.error('orderly: durable write failed:', e));
+    this.residentBytesPerSubscription = options.residentBytesPerSubscription ?? 256 * 1024 * 1024;
   }
 
   /** Loads topics, subscriptions and every subscription's unacked backlog from the store. */
@@ -106,6 +114,7 @@ export class PubSubCore {
       store: this.store,
       deadLetter: (rt, entry) => this.deadLetter(rt, entry),
       onStoreError: this.onStoreError,
+      residentBytes: this.residentBytesPerSubscription,
     });
     const since = this.clock.now() - spec.messageRetentionDuration * 1000;
     const resumed = new Set<string>();
@@ -114,7 +123,7 @@ export class PubSubCore {
       const ordered = spec.enableMessageOrdering && key !== '';
       if (row.acked && (!ordered || !resumed.has(key))) continue;
       if (ordered) resumed.add(key);
-      runtime.enqueue(row.message, row.failures);
+      runtime.enqueue(row.message, row.failures, row.dataBytes);
     }
     this.subs.set(rec.name, runtime);
     this.syncPush(rec.name);
@@ -316,7 +325,8 @@ export class PubSubCore {
     const dltName = source.spec.deadLetterPolicy?.deadLetterTopic;
     const dlt = dltName ? this.topics.get(dltName) : undefined;
     if (!dlt) return false;
-    const m = entry.message;
+    const m = source.withPayload(entry);
+    if (!m) return false;
     const attributes: Record<string, string> = {
       ...m.attributes,
       CloudPubSubDeadLetterSourceDeliveryCount: String(entry.failures),

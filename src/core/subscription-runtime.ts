@@ -8,6 +8,8 @@ import { messageSize, type PubsubMessage, type ReceivedMessage } from './message
 import { retryDelayMs } from './retry-backoff.js';
 import type { SubscriptionSpec } from './subscription-config.js';
 
+const NO_DATA = Buffer.alloc(0);
+
 /** Pub/Sub's subscription states, including the export-specific ones. */
 export type SubscriptionState =
   | 'ACTIVE'
@@ -48,6 +50,8 @@ export interface RuntimeHooks {
   deadLetter(runtime: SubscriptionRuntime, entry: Entry): Promise<void> | false;
   /** A durable write failed; the message stays in memory and will be delivered again. */
   onStoreError(error: unknown): void;
+  /** Payload bytes the subscription keeps in memory; beyond, payloads stay in the store until delivered. */
+  residentBytes: number;
 }
 
 export interface DeliveryCounters {
@@ -62,6 +66,8 @@ export interface DeliveryCounters {
 export interface SubscriptionMetrics {
   backlogMessages: number;
   backlogBytes: number;
+  /** Payload bytes held in memory (at most CoreOptions.residentBytesPerSubscription); the rest is read back from the store. */
+  residentBytes: number;
   outstandingMessages: number;
   oldestUnackedPublishTime: number | undefined;
   /** Keys with the most unacked messages, largest first: the hot keys. */
@@ -86,6 +92,11 @@ export class SubscriptionRuntime {
   private readonly consumers = new Map<string, Consumer>();
   private dispatchScheduled = false;
   private closed = false;
+  /** Payload bytes of the entries held with their payload. */
+  private resident = 0;
+  private readonly dropped = (entry: Entry) => {
+    if (!entry.spilled) this.resident -= entry.message.data.byteLength;
+  };
 
   constructor(
     readonly name: string,
@@ -97,12 +108,25 @@ export class SubscriptionRuntime {
     this.leases = new LeaseManager(`${shortHash(name)}${hooks.clock.now().toString(36)}`);
   }
 
-  /** Adds a message (a new publish, or a backlog row at start). Non-matching messages are acked at once. */
-  enqueue(message: StoredMessage, failures = 0): void {
+  /**
+   * Adds a message (a new publish, or a backlog row at start, whose payload is left out and `dataBytes`
+   * long). Non-matching messages are acked at once. Within the payload budget the entry holds the payload;
+   * beyond it, only the rest, and the payload is read back from the store when the entry is delivered.
+   */
+  enqueue(message: StoredMessage, failures = 0, dataBytes = message.data.byteLength): void {
     if (!this.filter(message.attributes)) {
       this.persistAcks([message.seq]);
       return;
     }
+    const size = messageSize(message) - message.data.byteLength + dataBytes;
+    let spilled = this.resident + dataBytes > this.hooks.residentBytes;
+    if (!spilled && message.data.byteLength !== dataBytes) {
+      const data = this.hooks.store.readData(message.seq);
+      if (data) message = { ...message, data };
+      else spilled = true;
+    }
+    if (spilled) message = message.data.byteLength ? { ...message, data: NO_DATA } : message;
+    else this.resident += dataBytes;
     let queue: KeyQueue;
     if (this.spec.enableMessageOrdering && message.orderingKey !== '') {
       queue = this.keyed.get(message.orderingKey) ?? new KeyQueue(message.orderingKey, true);
@@ -111,7 +135,7 @@ export class SubscriptionRuntime {
       queue = new KeyQueue(message.orderingKey, false);
       this.loose.add(queue);
     }
-    queue.push({ message, acked: false, failures, deliveries: 0 });
+    queue.push({ message, spilled, size, acked: false, failures, deliveries: 0 });
     this.refresh(queue);
     this.scheduleDispatch();
   }
@@ -192,8 +216,9 @@ export class SubscriptionRuntime {
     while (taken < limit && room.messages > 0 && room.bytes > 0) {
       const entry = queue.takeNext();
       if (!entry) break;
-      if (entry.message.publishTime < retentionStart) {
-        // Past messageRetentionDuration: Pub/Sub drops it from the backlog.
+      const message = entry.message.publishTime < retentionStart ? undefined : this.withPayload(entry);
+      if (!message) {
+        // Past messageRetentionDuration (or compacted away for that reason): Pub/Sub drops it from the backlog.
         entry.acked = true;
         expired.push(entry.message.seq);
         continue;
@@ -201,17 +226,24 @@ export class SubscriptionRuntime {
       const lease = this.leases.grant(queue, entry, deadline, consumer.id);
       if (entry.deliveries++ > 0) this.counters.redelivered++;
       this.counters.delivered++;
-      batch.push({ ackId: lease.ackId, message: toPubsubMessage(entry.message), deliveryAttempt: this.deliveryAttempt(entry) });
+      batch.push({ ackId: lease.ackId, message: toPubsubMessage(message), deliveryAttempt: this.deliveryAttempt(entry) });
       taken++;
       room.messages--;
-      room.bytes -= messageSize(entry.message);
+      room.bytes -= entry.size;
     }
     queue.affinity = consumer.affinity;
     if (expired.length) {
-      queue.trimAcked();
+      queue.trimAcked(this.dropped);
       this.persistAcks(expired);
     }
     this.refresh(queue);
+  }
+
+  /** The entry's message with its payload, read back from the store if it was spilled; undefined if gone. */
+  withPayload(entry: Entry): StoredMessage | undefined {
+    if (!entry.spilled) return entry.message;
+    const data = this.hooks.store.readData(entry.message.seq);
+    return data && { ...entry.message, data };
   }
 
   private deliveryAttempt(entry: Entry): number {
@@ -226,7 +258,7 @@ export class SubscriptionRuntime {
       if (!lease) continue;
       lease.entry.acked = true;
       this.leases.end(lease);
-      lease.queue.trimAcked();
+      lease.queue.trimAcked(this.dropped);
       this.refresh(lease.queue);
       seqs.push(lease.entry.message.seq);
       this.counters.acked++;
@@ -283,7 +315,7 @@ export class SubscriptionRuntime {
       this.counters.deadLettered++;
       entry.acked = true;
       queue.skip(entry);
-      queue.trimAcked();
+      queue.trimAcked(this.dropped);
       // Acked only once the copy is durable in the dead-letter topic: a crash in between redelivers it.
       forwarded.then(() => this.persistAcks([entry.message.seq]), this.hooks.onStoreError);
     } else {
@@ -347,7 +379,7 @@ export class SubscriptionRuntime {
       for (const e of q.entries()) {
         if (e.acked) continue;
         n++;
-        backlogBytes += messageSize(e.message);
+        backlogBytes += e.size;
         if (oldest === undefined || e.message.publishTime < oldest) oldest = e.message.publishTime;
       }
       backlogMessages += n;
@@ -357,6 +389,7 @@ export class SubscriptionRuntime {
     return {
       backlogMessages,
       backlogBytes,
+      residentBytes: this.resident,
       outstandingMessages: this.leases.size,
       oldestUnackedPublishTime: oldest,
       topKeys: perKey.slice(0, topN),
@@ -367,6 +400,7 @@ export class SubscriptionRuntime {
   /** Forgets everything in memory (delete, seek, shutdown); leases become stale. */
   close(): void {
     this.closed = true;
+    this.resident = 0;
     this.leases.endAll();
     this.keyed.clear();
     this.loose.clear();

@@ -24,17 +24,19 @@ export interface SqliteStoreOptions {
   durability?: 'fsync' | 'process';
 }
 
-interface MessageRow {
+interface BacklogQueryRow {
   seq: number;
   topic_uid: number;
   ordering_key: string;
   key_seq: number;
   publish_time: number;
-  data: Buffer;
   attributes: string | null;
-  acked?: number;
-  failures?: number | null;
+  data_bytes: number;
+  acked: number;
+  failures: number | null;
 }
+
+const NO_DATA = Buffer.alloc(0);
 
 /** Embedded default store: one SQLite file in WAL mode under the data directory. */
 export class SqliteStore implements Store {
@@ -57,8 +59,10 @@ export class SqliteStore implements Store {
     this.writer = new StoreWriter(file, synchronous);
     const db = this.db;
     this.stmt = {
+      readData: db.prepare('SELECT data FROM messages WHERE seq = ?').pluck(),
       backlog: db.prepare(
-        `SELECT m.*, (a.seq IS NOT NULL) AS acked, f.n AS failures
+        `SELECT m.seq, m.topic_uid, m.ordering_key, m.key_seq, m.publish_time, m.attributes, length(m.data) AS data_bytes,
+                (a.seq IS NOT NULL) AS acked, f.n AS failures
            FROM messages m
            LEFT JOIN acks a ON a.sub = @sub AND a.seq = m.seq
            LEFT JOIN failures f ON f.sub = @sub AND f.seq = m.seq
@@ -209,10 +213,14 @@ export class SqliteStore implements Store {
     return this.writer.drain();
   }
 
+  readData(seq: number): Buffer | undefined {
+    return this.stmt.readData.get(seq) as Buffer | undefined;
+  }
+
   async backlog(sub: SubscriptionRecord, publishedSince: number): Promise<BacklogRow[]> {
     await this.writer.drain();
-    const rows = this.stmt.backlog.all({ sub: sub.name, topic: sub.topicUid, low: sub.lowSeq, since: publishedSince }) as MessageRow[];
-    return rows.map((r) => ({ message: toMessage(r), acked: r.acked === 1, failures: r.failures ?? 0 }));
+    const rows = this.stmt.backlog.all({ sub: sub.name, topic: sub.topicUid, low: sub.lowSeq, since: publishedSince }) as BacklogQueryRow[];
+    return rows.map((r) => ({ message: toMessage(r), dataBytes: r.data_bytes, acked: r.acked === 1, failures: r.failures ?? 0 }));
   }
 
   async seek(sub: SubscriptionRecord, time: number): Promise<number> {
@@ -267,14 +275,14 @@ export class SqliteStore implements Store {
   }
 }
 
-function toMessage(r: MessageRow): StoredMessage {
+function toMessage(r: BacklogQueryRow): StoredMessage {
   return {
     seq: r.seq,
     topicUid: r.topic_uid,
     orderingKey: r.ordering_key,
     keySeq: r.key_seq,
     publishTime: r.publish_time,
-    data: r.data,
+    data: NO_DATA,
     attributes: r.attributes ? JSON.parse(r.attributes) : {},
   };
 }

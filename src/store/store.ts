@@ -37,7 +37,10 @@ export interface SubscriptionRecord {
 }
 
 export interface BacklogRow {
+  /** Without its payload (`data` is empty): the core reads back what fits its memory budget (readData). */
   message: StoredMessage;
+  /** The payload's size. */
+  dataBytes: number;
   acked: boolean;
   /** Failed deliveries (nacks + expiries) so far. */
   failures: number;
@@ -66,7 +69,12 @@ export interface Store {
   /** Resolves once every write issued so far has committed (or failed). */
   flush(): Promise<void>;
 
-  /** Messages of the subscription's topic after its lowSeq, oldest first, with ack state. */
+  /**
+   * A message's payload, read synchronously: the core keeps a bounded amount of payload in memory and
+   * reads the rest back while dispatching, which is synchronous. Undefined if the message is gone.
+   */
+  readData(seq: number): Buffer | undefined;
+  /** Messages of the subscription's topic after its lowSeq, oldest first, with ack state (payloads left out). */
   backlog(sub: SubscriptionRecord, publishedSince: number): Promise<BacklogRow[]>;
   /**
    * Marks messages published before `time` acked and the later ones unacked. Returns the new lowSeq.
