@@ -42,16 +42,40 @@ class WriterThread {
   }
 
   /** Resolves once the thread has carried the request out; requests are carried out in order. */
-  request(message: Record<string, unknown>): Promise<void> {
+  request(message: Record<string, unknown>, transfer: ArrayBuffer[] = []): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
     const id = ++this.nextId;
     return new Promise((resolve, reject) => {
       // While anything is in flight the thread keeps the process alive, so no commit is cut short.
       if (this.waiting.size === 0) this.worker.ref();
       this.waiting.set(id, { resolve, reject });
-      this.worker.postMessage({ ...message, id });
+      this.worker.postMessage({ ...message, id }, transfer);
     });
   }
+}
+
+/**
+ * Moves the messages' payloads into one buffer that is transferred, not copied, to the thread: cloning
+ * each payload would copy its whole backing buffer (often Node's shared 8 KiB pool slab).
+ */
+function pack(writes: StoreWrite[]): { writes: unknown[]; payloads: ArrayBuffer } {
+  let total = 0;
+  for (const w of writes) if (w.kind === 'append') for (const m of w.messages) total += m.data.byteLength;
+  const payloads = new ArrayBuffer(total);
+  const bytes = new Uint8Array(payloads);
+  let offset = 0;
+  const packed = writes.map((w) => {
+    if (w.kind !== 'append') return w;
+    return {
+      kind: 'append',
+      messages: w.messages.map(({ data, ...m }) => {
+        bytes.set(data, offset);
+        offset += data.byteLength;
+        return { ...m, dataBytes: data.byteLength };
+      }),
+    };
+  });
+  return { writes: packed, payloads };
 }
 
 let thread: WriterThread | undefined;
@@ -94,7 +118,8 @@ export class StoreWriter {
     const batch = this.pending;
     if (batch.length === 0) return;
     this.pending = [];
-    const committed = this.opened.then(() => this.thread.request({ op: 'write', store: this.store, writes: batch.map((b) => b.write) }));
+    const { writes, payloads } = pack(batch.map((b) => b.write));
+    const committed = this.opened.then(() => this.thread.request({ op: 'write', store: this.store, writes, payloads }, [payloads]));
     committed.then(
       () => batch.forEach((b) => b.waiter.resolve()),
       (e: Error) => batch.forEach((b) => b.waiter.reject(e)),

@@ -24,12 +24,16 @@ function open({ store, file, synchronous }) {
   );
   const insertAck = db.prepare('INSERT OR IGNORE INTO acks(sub, seq) VALUES (?, ?)');
   const upsertFailures = db.prepare('INSERT INTO failures(sub, seq, n) VALUES (?, ?, ?) ON CONFLICT(sub, seq) DO UPDATE SET n = excluded.n');
-  const apply = db.transaction((writes) => {
+  // Payloads arrive back to back in one transferred buffer, in message order (store-writer.ts `pack`).
+  const apply = db.transaction((writes, payloads) => {
+    let offset = 0;
     for (const w of writes) {
       if (w.kind === 'append') {
         for (const m of w.messages) {
           const attrs = Object.keys(m.attributes).length ? JSON.stringify(m.attributes) : null;
-          insertMessage.run(m.seq, m.topicUid, m.orderingKey, m.keySeq, m.publishTime, m.data, attrs);
+          const data = Buffer.from(payloads, offset, m.dataBytes);
+          offset += m.dataBytes;
+          insertMessage.run(m.seq, m.topicUid, m.orderingKey, m.keySeq, m.publishTime, data, attrs);
         }
       } else if (w.kind === 'ack') {
         for (const seq of w.seqs) insertAck.run(w.subscription, seq);
@@ -48,7 +52,7 @@ parentPort.on('message', (msg) => {
     else if (msg.op === 'write') {
       const store = stores.get(msg.store);
       if (!store) throw new Error('the store is closed');
-      store.apply(msg.writes);
+      store.apply(msg.writes, msg.payloads);
     }
     else if (msg.op === 'close') {
       stores.get(msg.store)?.db.close();
