@@ -1,6 +1,6 @@
 import { S3Client } from '@aws-sdk/client-s3';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
-import type { SubscriptionState } from '../../src/core/subscription-runtime.js';
+import type { SubscriptionState } from '../../src/core/consumer.js';
 
 /** Where and how to reach S3/MinIO: from the job file, else the standard environment variables. */
 export interface S3Connection {

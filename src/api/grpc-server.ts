@@ -1,13 +1,12 @@
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { ExportManager } from '../connector/export-manager.js';
 import { OrderlyError, type StatusCode } from '../core/errors.js';
 import type { MessageInput, ReceivedMessage } from '../core/message.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
-import type { Consumer } from '../core/subscription-runtime.js';
+import type { SubscriptionHandle } from '../core/consumer.js';
 import { receivedToProto, subscriptionFromProto, subscriptionToProto, timestampMs, topicToProto, type ProtoDuration } from './proto-mapping.js';
 
 const GRPC_CODES: Record<StatusCode, grpc.status> = {
@@ -146,41 +145,33 @@ function unimplemented(what: string): grpc.handleUnaryCall<any, any> {
 }
 
 function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<any, any>): void {
-  let consumer: Consumer | undefined;
-  let subscription: string | undefined;
+  let handle: SubscriptionHandle | undefined;
   const close = () => {
-    if (consumer && subscription && core.hasSubscription(subscription)) core.runtime(subscription).removeConsumer(consumer.id);
-    consumer = undefined;
+    handle?.detach();
+    handle = undefined;
   };
   call.on('data', (req: any) => {
     try {
-      if (!consumer) {
-        subscription = core.getSubscription(req.subscription).name;
-        const runtime = core.runtime(subscription);
-        const id = `stream-${randomUUID()}`;
+      if (!handle) {
+        const subscription = core.getSubscription(req.subscription);
         const maxMessages = Number(req.maxOutstandingMessages) || 1000;
-        const ordered = runtime.spec.enableMessageOrdering;
-        consumer = {
-          id,
-          affinity: id,
-          maxPerKey: Number.MAX_SAFE_INTEGER,
+        const maxBytes = Number(req.maxOutstandingBytes) || Number.MAX_SAFE_INTEGER;
+        const properties = { messageOrderingEnabled: subscription.enableMessageOrdering, exactlyOnceDeliveryEnabled: subscription.enableExactlyOnceDelivery };
+        const opened: SubscriptionHandle = core.attach(subscription.name, {
           ackDeadlineSeconds: req.streamAckDeadlineSeconds || undefined,
-          room: () => ({ messages: maxMessages - core.runtime(subscription!).leases.countFor(id), bytes: Number(req.maxOutstandingBytes) || Number.MAX_SAFE_INTEGER }),
-          deliver: (batch: ReceivedMessage[]) => {
-            call.write({
-              receivedMessages: batch.map(receivedToProto),
-              subscriptionProperties: { messageOrderingEnabled: ordered, exactlyOnceDeliveryEnabled: runtime.spec.enableExactlyOnceDelivery },
-            });
-          },
-        };
-        runtime.addConsumer(consumer);
+          room: () => ({ messages: maxMessages - opened.outstanding(), bytes: maxBytes }),
+          deliver: (batch: ReceivedMessage[]) => call.write({ receivedMessages: batch.map(receivedToProto), subscriptionProperties: properties }),
+          detached: () => call.destroy(Object.assign(new Error(`Subscription not found: ${subscription.name}`), { code: grpc.status.NOT_FOUND })),
+        });
+        handle = opened;
       }
-      if (req.ackIds?.length) void core.acknowledge(subscription!, req.ackIds);
+      const stream = handle;
+      if (req.ackIds?.length) void stream.acknowledge(req.ackIds);
       (req.modifyDeadlineAckIds as string[] | undefined)?.forEach((ackId, i) => {
-        void core.modifyAckDeadline(subscription!, [ackId], req.modifyDeadlineSeconds[i] ?? 0);
+        stream.modifyAckDeadline([ackId], req.modifyDeadlineSeconds[i] ?? 0);
       });
       // Acks and modacks change what the stream may receive next.
-      if (subscription && core.hasSubscription(subscription)) core.runtime(subscription).scheduleDispatch();
+      stream.kick();
     } catch (e) {
       call.destroy(Object.assign(new Error((e as Error).message), toStatus(e)));
       close();

@@ -1,6 +1,6 @@
 import type { PubsubMessage } from '../core/message.js';
 import type { SubscriptionSpec } from '../core/subscription-config.js';
-import type { SubscriptionState } from '../core/subscription-runtime.js';
+import type { SubscriptionState } from '../core/consumer.js';
 import type { Logger } from '../log.js';
 
 /** One delivery handed to a connector. `id` names this delivery (not the message) in results. */

@@ -1,6 +1,6 @@
 import { messageSize, type ReceivedMessage } from '../core/message.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
-import type { Consumer, SubscriptionState } from '../core/subscription-runtime.js';
+import type { ConsumerSpec, SubscriptionHandle, SubscriptionState } from '../core/consumer.js';
 import type { Logger } from '../log.js';
 import { Backoff } from './backoff.js';
 import { SinkStateError, type Connector, type ConnectorCounters, type WriteResult } from './connector.js';
@@ -49,7 +49,8 @@ export class ExportRunner {
   /** Delivered and not yet settled: pending, being written, or buffered by the connector. */
   private readonly held = new Map<string, ReceivedMessage>();
   private heldBytes = 0;
-  private readonly consumer: Consumer;
+  private readonly consumer: ConsumerSpec;
+  private handle?: SubscriptionHandle;
   private readonly maxBatch: number;
   private readonly maxOutstanding: number;
   private readonly maxOutstandingBytes: number;
@@ -71,10 +72,11 @@ export class ExportRunner {
     this.maxOutstandingBytes = options.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes;
     this.backoff = options.backoff ?? new Backoff();
     this.consumer = {
-      id: `export-${options.subscription}`,
       affinity: `export-${options.subscription}`,
       maxPerKey: this.maxBatch,
       pipelined: true,
+      // What the connector holds (an open file, a pending upload) stays leased until it is settled.
+      keepAliveSeconds: Number.POSITIVE_INFINITY,
       room: () => ({ messages: this.stopping ? 0 : this.maxOutstanding - this.held.size, bytes: this.maxOutstandingBytes - this.heldBytes }),
       deliver: (batch) => {
         for (const m of batch) {
@@ -93,9 +95,7 @@ export class ExportRunner {
 
   /** Opens the connector (retrying while the sink is in an error state) and starts exporting. */
   start(): void {
-    const { core, subscription } = this.options;
-    const ackDeadline = core.getSubscription(subscription).ackDeadlineSeconds;
-    this.timers.push(core.clock.setInterval(() => this.keepLeases(), (ackDeadline * 1000) / 2));
+    const { core } = this.options;
     this.timers.push(
       core.clock.setInterval(() => {
         this.flushDue = true;
@@ -113,7 +113,7 @@ export class ExportRunner {
       return true;
     });
     if (!opened) return;
-    this.core.runtime(this.options.subscription).addConsumer(this.consumer);
+    this.handle = this.core.attach(this.options.subscription, this.consumer);
     this.markReady();
     // On stop, what was already delivered is still written (drain); nothing new arrives.
     while (!this.stopping || this.pending.length) {
@@ -162,10 +162,10 @@ export class ExportRunner {
       return;
     }
     // An earlier failure of a key revokes its later deliveries (they come again, in order): drop those.
-    const runtime = this.core.runtime(this.options.subscription);
+    const handle = this.handle!;
     const batch: ReceivedMessage[] = [];
     for (const m of this.pending.splice(0, this.maxBatch)) {
-      if (runtime.isLive(m.ackId)) batch.push(m);
+      if (handle.isLive(m.ackId)) batch.push(m);
       else this.release(m.ackId);
     }
     if (!batch.length) return;
@@ -221,7 +221,7 @@ export class ExportRunner {
   }
 
   private apply(result: WriteResult): void {
-    const { core, subscription } = this.options;
+    const handle = this.handle;
     const acks = result.written.filter((id) => this.release(id));
     this.stats.written += acks.length;
     for (const id of result.deferred) this.release(id);
@@ -229,16 +229,14 @@ export class ExportRunner {
     if (permanent.length) {
       this.logThrottled('warn', { count: permanent.length, example: permanent[0]!.error }, 'messages cannot be written; nacked (dead-lettered after maxDeliveryAttempts)');
     }
-    const nacks: Promise<void>[] = [];
-    for (const f of result.failed) {
-      if (!this.release(f.id)) continue;
-      this.stats.failed++;
-      nacks.push(core.modifyAckDeadline(subscription, [f.id], 0, f.error));
-    }
-    if (!core.hasSubscription(subscription)) return;
+    const failed = result.failed.filter((f) => this.release(f.id));
+    this.stats.failed += failed.length;
+    if (!handle?.attached) return;
+    for (const f of failed) handle.modifyAckDeadline([f.id], 0, f.error);
+    if (!acks.length) return;
     // Not awaited: the next write need not wait for the ack's own commit. An ack lost to a crash only
     // means a redelivery, which connectors recognise (or the at-least-once contract allows).
-    void Promise.all([core.acknowledge(subscription, acks), ...nacks]).catch((e: unknown) =>
+    handle.acknowledge(acks).catch((e: unknown) =>
       this.logThrottled('error', { error: (e as Error).message }, 'recording acks failed; the messages will be delivered again'),
     );
   }
@@ -249,13 +247,6 @@ export class ExportRunner {
     if (now - (this.lastLogged.get(message) ?? 0) < 10_000) return;
     this.lastLogged.set(message, now);
     this.options.logger[level]({ subscription: this.options.subscription, ...fields }, message);
-  }
-
-  private keepLeases(): void {
-    const { core, subscription } = this.options;
-    if (!this.held.size || !core.hasSubscription(subscription)) return;
-    const deadline = core.getSubscription(subscription).ackDeadlineSeconds;
-    void core.modifyAckDeadline(subscription, [...this.held.keys()], deadline).catch(() => undefined);
   }
 
   /** The connector's own totals (rows appended, objects written, ...), when it keeps them. */
@@ -278,8 +269,7 @@ export class ExportRunner {
     this.wake?.();
     this.wakeOnStop?.();
     await this.loop;
-    const { core, subscription, connector } = this.options;
-    if (core.hasSubscription(subscription)) core.runtime(subscription).removeConsumer(this.consumer.id);
+    const { subscription, connector } = this.options;
     if (this.stats.state === 'ACTIVE') {
       try {
         this.apply(await connector.flush('all'));
@@ -287,6 +277,8 @@ export class ExportRunner {
         this.options.logger.error({ subscription, error: (e as Error).message }, 'final flush failed; unacked messages will be delivered again');
       }
     }
+    // Detached only now: until the final flush is acked, the core keeps what the connector holds leased.
+    this.handle?.detach();
     for (const t of this.timers) t.cancel();
     await connector.close();
   }

@@ -6,6 +6,8 @@ export interface Lease {
   entry: Entry;
   deadline: number;
   consumer: string;
+  /** When it was granted: keep-alive (ConsumerSpec.keepAliveSeconds) counts from here. */
+  grantedAt: number;
 }
 
 /**
@@ -25,8 +27,8 @@ export class LeaseManager {
     return this.leases.size;
   }
 
-  grant(queue: KeyQueue, entry: Entry, deadline: number, consumer: string): Lease {
-    const lease: Lease = { ackId: `${this.prefix}-${entry.message.seq}-${++this.counter}`, queue, entry, deadline, consumer };
+  grant(queue: KeyQueue, entry: Entry, now: number, deadline: number, consumer: string): Lease {
+    const lease: Lease = { ackId: `${this.prefix}-${entry.message.seq}-${++this.counter}`, queue, entry, deadline, consumer, grantedAt: now };
     this.leases.set(lease.ackId, lease);
     entry.lease = lease;
     queue.outstanding++;

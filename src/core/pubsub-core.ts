@@ -1,19 +1,27 @@
 import type { Store, StoredMessage, SubscriptionRecord, TopicRecord } from '../store/store.js';
 import { systemClock, type Clock } from './clock.js';
-import { AlreadyExistsError, FailedPreconditionError, InvalidArgumentError, NotFoundError } from './errors.js';
+import { compactionPlan } from './compaction-plan.js';
+import type { ConsumerSpec, SubscriptionHandle, SubscriptionState } from './consumer.js';
+import { deadLetterAttributes } from './dead-letter.js';
+import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from './errors.js';
 import type { Entry } from './key-queue.js';
 import { validateBatch, type ValidMessage } from './limits.js';
+import { DEFAULT_MEMORY, PayloadBudget, type MemoryOptions } from './memory-budget.js';
 import type { MessageInput, ReceivedMessage } from './message.js';
-import { projectOf, resourceName, shortId } from './names.js';
+import { projectOf, resourceName } from './names.js';
+import { pullOnce } from './pull-consumer.js';
+import { PushDelivery } from './push-delivery.js';
+import { SequenceAllocator } from './sequence-allocator.js';
+import { Subscriber, type MessageHandler, type SubscribeOptions } from './subscriber.js';
 import {
   checkImmutable,
   normalizeSubscription,
   type SubscriptionInput,
   type SubscriptionSpec,
 } from './subscription-config.js';
-import { SubscriptionRuntime, type Consumer, type SubscriptionMetrics, type SubscriptionState } from './subscription-runtime.js';
-import { PushDelivery } from './push-delivery.js';
-import { Subscriber, type MessageHandler, type SubscribeOptions } from './subscriber.js';
+import { SubscriptionEvents, type SubscriptionListener } from './subscription-events.js';
+import type { SubscriptionMetrics } from './subscription-metrics.js';
+import { SubscriptionRuntime } from './subscription-runtime.js';
 
 export interface Topic {
   name: string;
@@ -37,11 +45,10 @@ export interface CoreOptions {
   /** Called when a background durable write fails (the affected messages will be delivered again). */
   onStoreError?: (error: unknown) => void;
   /**
-   * Payload bytes each subscription keeps in memory (default 256 MiB). A larger backlog keeps only its
-   * metadata in memory and reads payloads back from the store as they are delivered, so a sink that is
-   * down for hours does not exhaust memory, before or after a restart.
+   * What the core keeps in memory (see MemoryOptions); the rest of every backlog stays in the store and is
+   * read as it is needed, so memory is bounded by these settings, not by the backlog.
    */
-  residentBytesPerSubscription?: number;
+  memory?: MemoryOptions;
 }
 
 export interface PullOptions {
@@ -50,12 +57,16 @@ export interface PullOptions {
   waitMs?: number;
 }
 
+/** Checks a subscription's settings beyond the core's own (an export section); throws InvalidArgumentError. */
+export type SubscriptionValidator = (name: string, spec: SubscriptionSpec) => void;
+
 const DELETED_TOPIC = '_deleted-topic_';
 
 /**
  * The ordered subscription core: topics, subscriptions, publish and delivery with Pub/Sub's semantics
  * (per-key order, one outstanding batch per key, redelivery of a key's later messages, dead letters,
- * backoff, retention, seek), durable through a `Store`.
+ * backoff, retention, seek), durable through a `Store`. Consumers (subscribers, push, streams, export
+ * runners) attach to a subscription through `attach` and act on it through the handle they get.
  */
 export class PubSubCore {
   readonly projectId: string;
@@ -63,18 +74,19 @@ export class PubSubCore {
   private readonly store: Store;
   private readonly topics = new Map<string, TopicRecord>();
   private readonly subs = new Map<string, SubscriptionRuntime>();
-  private readonly keySeqs = new Map<string, number>();
   private readonly pushers = new Map<string, PushDelivery>();
+  private readonly events: SubscriptionEvents;
+  private readonly validators = new Set<SubscriptionValidator>();
   /** Messages published per topic name since start (for metrics). */
   readonly published = new Map<string, number>();
-  private lastSeq = 0;
-  private lastPublishTime = 0;
+  private sequences!: SequenceAllocator;
   /** Highest seq handed to the subscriptions; compaction must not pass it. */
   private fannedOutSeq = 0;
-  private allocation: Promise<unknown> = Promise.resolve();
   private readonly timers: { cancel(): void }[] = [];
   private readonly onStoreError: (e: unknown) => void;
-  private readonly residentBytesPerSubscription: number;
+  private readonly payloads: PayloadBudget;
+  private readonly window: { messages: number; perKey: number };
+  private compacting?: Promise<unknown>;
   private closed = false;
 
   private constructor(options: CoreOptions) {
@@ -82,62 +94,63 @@ export class PubSubCore {
     this.clock = options.clock ?? systemClock;
     this.projectId = options.projectId ?? 'orderly';
     this.onStoreError = options.onStoreError ?? ((e) => console.error('orderly: durable write failed:', e));
-    this.residentBytesPerSubscription = options.residentBytesPerSubscription ?? 256 * 1024 * 1024;
+    this.events = new SubscriptionEvents((e) => console.error('orderly: a subscription listener failed:', e));
+    const memory = { ...DEFAULT_MEMORY, ...options.memory };
+    this.payloads = new PayloadBudget(memory.payloadBytes);
+    this.window = { messages: memory.messagesPerSubscription, perKey: Math.min(memory.messagesPerKey, memory.messagesPerSubscription) };
   }
 
-  /** Loads topics, subscriptions and every subscription's unacked backlog from the store. */
+  /** Loads topics and subscriptions; backlogs are read lazily, a window at a time. */
   static async open(options: CoreOptions): Promise<PubSubCore> {
     const core = new PubSubCore(options);
     await core.load();
     core.timers.push(core.clock.setInterval(() => core.tick(), options.tickMs ?? 100));
-    core.timers.push(
-      core.clock.setInterval(() => void core.compact().catch(core.onStoreError), options.compactEveryMs ?? 60_000),
-    );
+    core.timers.push(core.clock.setInterval(() => core.compactInBackground(), options.compactEveryMs ?? 60_000));
     return core;
   }
 
   private async load(): Promise<void> {
-    this.lastSeq = this.fannedOutSeq = await this.store.lastSeq();
+    const lastSeq = await this.store.lastSeq();
+    this.fannedOutSeq = lastSeq;
+    this.sequences = new SequenceAllocator(this.store, this.clock, lastSeq);
     for (const t of await this.store.listTopics()) this.topics.set(t.name, t);
-    for (const rec of await this.store.listSubscriptions()) await this.startRuntime(rec);
+    for (const rec of await this.store.listSubscriptions()) this.startRuntime(rec);
   }
 
   /**
-   * Rebuilds a subscription's delivery state. For an ordering key, delivery resumes at its first unacked
-   * message and every later one is delivered again, acked or not: the redelivery rule, applied to the
-   * deliveries a restart interrupted.
+   * A subscription's delivery state, reading its backlog from `rec.lowSeq` on. For an ordering key,
+   * delivery resumes at its first unacked message and every later one is delivered again, acked or not:
+   * the redelivery rule, applied to the deliveries a restart interrupted (see BacklogReader).
    */
-  private async startRuntime(rec: SubscriptionRecord): Promise<SubscriptionRuntime> {
-    const spec = rec.spec as SubscriptionSpec;
-    const runtime = new SubscriptionRuntime(rec.name, spec, rec.topicUid, {
-      clock: this.clock,
-      store: this.store,
-      deadLetter: (rt, entry) => this.deadLetter(rt, entry),
-      onStoreError: this.onStoreError,
-      residentBytes: this.residentBytesPerSubscription,
-    });
-    const since = this.clock.now() - spec.messageRetentionDuration * 1000;
-    const resumed = new Set<string>();
-    for (const row of await this.store.backlog(rec, since)) {
-      const key = row.message.orderingKey;
-      const ordered = spec.enableMessageOrdering && key !== '';
-      if (row.acked && (!ordered || !resumed.has(key))) continue;
-      if (ordered) resumed.add(key);
-      runtime.enqueue(row.message, row.failures, row.dataBytes);
-    }
+  private startRuntime(rec: SubscriptionRecord): SubscriptionRuntime {
+    const runtime = new SubscriptionRuntime(
+      rec.name,
+      rec.spec as SubscriptionSpec,
+      rec.topicUid,
+      {
+        clock: this.clock,
+        store: this.store,
+        deadLetter: (rt, entry) => this.deadLetter(rt, entry),
+        onStoreError: this.onStoreError,
+        payloads: this.payloads,
+        window: this.window,
+      },
+      rec.lowSeq,
+      this.sequences.last,
+    );
     this.subs.set(rec.name, runtime);
-    this.syncPush(rec.name);
+    this.syncPush(runtime);
     return runtime;
   }
 
   /** Starts or stops the push worker to match the subscription's pushConfig. */
-  private syncPush(name: string): void {
-    const wantsPush = this.subs.get(name)?.spec.pushConfig !== undefined;
-    const pusher = this.pushers.get(name);
-    if (wantsPush && !pusher) this.pushers.set(name, new PushDelivery(this, name));
+  private syncPush(runtime: SubscriptionRuntime): void {
+    const wantsPush = this.subs.get(runtime.name) === runtime && runtime.spec.pushConfig !== undefined;
+    const pusher = this.pushers.get(runtime.name);
+    if (wantsPush && !pusher) this.pushers.set(runtime.name, new PushDelivery((spec) => runtime.attach(spec)));
     if (!wantsPush && pusher) {
       pusher.stop();
-      this.pushers.delete(name);
+      this.pushers.delete(runtime.name);
     }
   }
 
@@ -200,6 +213,17 @@ export class PubSubCore {
 
   // ---- subscriptions ----
 
+  /** Registers a check run on every created or updated subscription (export sections: the export manager). */
+  addSubscriptionValidator(validator: SubscriptionValidator): () => void {
+    this.validators.add(validator);
+    return () => this.validators.delete(validator);
+  }
+
+  /** Told of every subscription created, updated or deleted, once the change is durable. */
+  onSubscriptionChange(listener: SubscriptionListener): () => void {
+    return this.events.on(listener);
+  }
+
   async createSubscription(ref: string, input: SubscriptionInput): Promise<Subscription> {
     const name = this.subscriptionName(ref, 'name');
     const spec = normalizeSubscription(input, (t, field) => this.topicName(t, field));
@@ -207,10 +231,12 @@ export class PubSubCore {
     const topic = this.topics.get(spec.topic);
     if (!topic) throw new NotFoundError('Topic', spec.topic);
     this.checkDeadLetterTopic(spec);
+    for (const validate of this.validators) validate(name, spec);
     // Delivery starts with messages published after creation: everything up to now is below the watermark.
     const rec: SubscriptionRecord = { name, topicUid: topic.uid, spec, lowSeq: this.fannedOutSeq };
     await this.store.createSubscription(rec);
-    await this.startRuntime(rec);
+    this.startRuntime(rec);
+    this.events.emit({ type: 'created', subscription: name });
     return this.getSubscription(name);
   }
 
@@ -249,9 +275,11 @@ export class PubSubCore {
     const next = normalizeSubscription(merged, (t, field) => this.topicName(t, field));
     checkImmutable(rt.spec, next);
     this.checkDeadLetterTopic(next);
+    for (const validate of this.validators) validate(rt.name, next);
     await this.store.updateSubscriptionSpec(rt.name, next);
     rt.spec = next;
-    this.syncPush(rt.name);
+    this.syncPush(rt);
+    this.events.emit({ type: 'updated', subscription: rt.name });
     return this.getSubscription(rt.name);
   }
 
@@ -259,8 +287,9 @@ export class PubSubCore {
     const rt = this.runtime(ref);
     rt.close();
     this.subs.delete(rt.name);
-    this.syncPush(rt.name);
+    this.syncPush(rt);
     await this.store.deleteSubscription(rt.name);
+    this.events.emit({ type: 'deleted', subscription: rt.name });
   }
 
   /** For export connectors: reflect the sink's health in the subscription's `state`. */
@@ -268,7 +297,7 @@ export class PubSubCore {
     this.runtime(ref).state = state;
   }
 
-  runtime(ref: string): SubscriptionRuntime {
+  private runtime(ref: string): SubscriptionRuntime {
     const name = this.subscriptionName(ref);
     const rt = this.subs.get(name);
     if (!rt) throw new NotFoundError('Subscription', name);
@@ -289,34 +318,20 @@ export class PubSubCore {
 
   private async append(topic: TopicRecord, messages: ValidMessage[]): Promise<string[]> {
     if (this.closed) throw new FailedPreconditionError('the Orderly core is closed');
-    // Sequence numbers are handed out strictly in call order, so key order = publish order.
-    const allocated = this.allocation.then(() => this.allocate(topic, messages));
-    this.allocation = allocated.catch(() => undefined);
-    const stored = await allocated;
+    // Sequences are handed out synchronously, in call order, so key order = publish order; appends
+    // commit in that order too (the store's writer keeps submission order).
+    const stored = this.sequences.allocate(topic.uid, messages);
     await this.store.append(stored);
+    this.sequences.committed(stored[stored.length - 1]!.seq);
     this.published.set(topic.name, (this.published.get(topic.name) ?? 0) + stored.length);
     this.fanOut(topic.uid, stored);
     return stored.map((m) => String(m.seq));
   }
 
-  private async allocate(topic: TopicRecord, messages: ValidMessage[]): Promise<StoredMessage[]> {
-    for (const m of messages) {
-      const k = `${topic.uid}\u0000${m.orderingKey}`;
-      if (!this.keySeqs.has(k)) this.keySeqs.set(k, await this.store.lastKeySeq(topic.uid, m.orderingKey));
-    }
-    const publishTime = (this.lastPublishTime = Math.max(this.lastPublishTime, this.clock.now()));
-    return messages.map((m) => {
-      const k = `${topic.uid}\u0000${m.orderingKey}`;
-      const keySeq = this.keySeqs.get(k)! + 1;
-      this.keySeqs.set(k, keySeq);
-      return { seq: ++this.lastSeq, topicUid: topic.uid, orderingKey: m.orderingKey, keySeq, publishTime, ...pick(m) };
-    });
-  }
-
   private fanOut(topicUid: number, messages: StoredMessage[]): void {
     for (const rt of this.subs.values()) {
       if (rt.topicUid !== topicUid) continue;
-      for (const m of messages) rt.enqueue(m);
+      for (const m of messages) rt.offer(m);
     }
     this.fannedOutSeq = Math.max(this.fannedOutSeq, messages[messages.length - 1]!.seq);
   }
@@ -327,44 +342,24 @@ export class PubSubCore {
     if (!dlt) return false;
     const m = source.withPayload(entry);
     if (!m) return false;
-    const attributes: Record<string, string> = {
-      ...m.attributes,
-      CloudPubSubDeadLetterSourceDeliveryCount: String(entry.failures),
-      CloudPubSubDeadLetterSourceSubscription: shortId(source.name),
-      CloudPubSubDeadLetterSourceSubscriptionProject: projectOf(source.name),
-      CloudPubSubDeadLetterSourceTopicPublishTime: new Date(m.publishTime).toISOString(),
-    };
-    if (entry.lastError !== undefined) attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage = entry.lastError.slice(0, 1024);
+    const attributes = deadLetterAttributes(source.name, m, entry.failures, entry.lastError);
     // Forwarded as is: Pub/Sub does not apply publish limits to dead-lettering.
     return this.append(dlt, [{ data: m.data, attributes, orderingKey: m.orderingKey }]).then(() => undefined);
   }
 
   // ---- delivery ----
 
+  /**
+   * Attaches a consumer to a subscription: it receives deliveries as they become ready (within its room)
+   * and settles them through the returned handle. See `ConsumerSpec` and `SubscriptionHandle`.
+   */
+  attach(subRef: string, consumer: ConsumerSpec): SubscriptionHandle {
+    return this.runtime(subRef).attach(consumer);
+  }
+
   /** Pull: up to maxMessages ready messages; a key's messages come in order and only one batch per key is out. */
   async pull(subRef: string, options: PullOptions = {}): Promise<ReceivedMessage[]> {
-    const rt = this.runtime(subRef);
-    const max = options.maxMessages ?? 100;
-    if (!Number.isInteger(max) || max < 1) throw new InvalidArgumentError('maxMessages', `must be a positive integer, got ${max}`);
-    return new Promise((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
-      const consumer: Consumer = {
-        id: `pull-${Math.random().toString(36).slice(2)}`,
-        affinity: 'pull',
-        maxPerKey: Number.MAX_SAFE_INTEGER,
-        room: () => ({ messages: max, bytes: Number.MAX_SAFE_INTEGER }),
-        deliver: (batch) => finish(batch),
-      };
-      const finish = (batch: ReceivedMessage[]) => {
-        rt.removeConsumer(consumer.id);
-        if (timer) clearTimeout(timer);
-        resolve(batch);
-      };
-      rt.addConsumer(consumer);
-      rt.dispatch();
-      if (!options.waitMs) finish([]);
-      else if (rt.hasConsumer(consumer.id)) timer = setTimeout(() => finish([]), options.waitMs);
-    });
+    return pullOnce(this.runtime(subRef), options.maxMessages ?? 100, options.waitMs ?? 0);
   }
 
   async acknowledge(subRef: string, ackIds: string[]): Promise<void> {
@@ -378,7 +373,8 @@ export class PubSubCore {
 
   /** Streaming/callback delivery; see `Subscriber`. */
   subscribe(subRef: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscriber {
-    return new Subscriber(this, this.runtime(subRef), handler, options);
+    const runtime = this.runtime(subRef);
+    return new Subscriber((spec) => runtime.attach(spec), handler, options);
   }
 
   /** Messages published before `time` become acked, later ones unacked (if still retained). */
@@ -386,19 +382,19 @@ export class PubSubCore {
     const rt = this.runtime(subRef);
     const at = typeof time === 'number' ? time : time.getTime();
     const rec: SubscriptionRecord = { name: rt.name, topicUid: rt.topicUid, spec: rt.spec, lowSeq: 0 };
-    // End the outstanding deliveries first: an ack arriving during the seek must find its lease gone,
-    // or it would be recorded after the seek and swallow the replay.
-    const consumers = rt.detachConsumers();
-    const state = rt.state;
-    rt.close();
-    rec.lowSeq = await this.store.seek(rec, at);
-    const fresh = await this.startRuntime(rec);
-    fresh.state = state;
-    for (const c of consumers) fresh.addConsumer(c);
+    // The store waits for queued acks to land first; deliveries still out are forgotten by reset, so an
+    // ack arriving during the seek finds its lease gone instead of undoing the replay.
+    const lowSeq = await this.store.seek(rec, at);
+    rt.reset(lowSeq, this.sequences.last);
   }
 
   metrics(subRef: string, topN?: number): SubscriptionMetrics {
     return this.runtime(subRef).metrics(topN);
+  }
+
+  /** Payload bytes held in memory by every subscription together, and the limit (CoreOptions.memory). */
+  memoryUse(): { payloadBytes: number; payloadLimit: number } {
+    return { payloadBytes: this.payloads.inUse, payloadLimit: this.payloads.limit };
   }
 
   /** Resolves once every store write issued so far (publishes, acks, failure counts) has committed. */
@@ -412,24 +408,22 @@ export class PubSubCore {
 
   /** Drops what no subscription can be given again (acked by all, or past retention). */
   async compact(): Promise<{ deletedMessages: number }> {
-    const now = this.clock.now();
-    const watermarks = new Map<string, number>();
-    const deleteUpTo = new Map<number, number>();
-    const deletePublishedBefore = new Map<number, number>();
-    const retainAcked = new Set<number>();
-    const retention = new Map<number, number>();
-    for (const rt of this.subs.values()) {
-      const low = rt.lowestHeldSeq();
-      const mark = low === undefined ? this.fannedOutSeq : low - 1;
-      watermarks.set(rt.name, mark);
-      deleteUpTo.set(rt.topicUid, Math.min(deleteUpTo.get(rt.topicUid) ?? Infinity, mark));
-      if (rt.spec.retainAckedMessages) retainAcked.add(rt.topicUid);
-      retention.set(rt.topicUid, Math.max(retention.get(rt.topicUid) ?? 0, rt.spec.messageRetentionDuration));
-    }
-    for (const t of this.topics.values()) if (!deleteUpTo.has(t.uid)) deleteUpTo.set(t.uid, this.fannedOutSeq);
-    for (const uid of retainAcked) deleteUpTo.delete(uid);
-    for (const [uid, seconds] of retention) deletePublishedBefore.set(uid, now - seconds * 1000);
-    return this.store.compact({ watermarks, deleteUpTo, deletePublishedBefore });
+    const views = [...this.subs.values()].map((rt) => ({
+      name: rt.name,
+      topicUid: rt.topicUid,
+      retainAckedMessages: rt.spec.retainAckedMessages,
+      messageRetentionDuration: rt.spec.messageRetentionDuration,
+      lowestHeldSeq: () => rt.lowestHeldSeq(),
+    }));
+    const plan = compactionPlan(views, [...this.topics.values()].map((t) => t.uid), this.fannedOutSeq, this.clock.now());
+    return this.store.compact(plan);
+  }
+
+  private compactInBackground(): void {
+    if (this.compacting || this.closed) return;
+    this.compacting = this.compact()
+      .catch(this.onStoreError)
+      .finally(() => (this.compacting = undefined));
   }
 
   /** Stops timers and closes the store; everything acknowledged so far is durable. */
@@ -438,12 +432,8 @@ export class PubSubCore {
     this.closed = true;
     for (const t of this.timers) t.cancel();
     for (const p of this.pushers.values()) p.stop();
-    await this.allocation;
+    await this.compacting;
     for (const rt of this.subs.values()) rt.close();
     await this.store.close();
   }
-}
-
-function pick(m: ValidMessage): { data: Buffer; attributes: Record<string, string> } {
-  return { data: m.data, attributes: m.attributes };
 }

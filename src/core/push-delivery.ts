@@ -1,6 +1,5 @@
+import type { ConsumerSpec, SubscriptionHandle } from './consumer.js';
 import type { ReceivedMessage } from './message.js';
-import type { PubSubCore } from './pubsub-core.js';
-import type { Consumer } from './subscription-runtime.js';
 
 const MAX_CONCURRENT_REQUESTS = 100;
 
@@ -30,33 +29,30 @@ export function pushEnvelope(subscription: string, m: ReceivedMessage): unknown 
 export class PushDelivery {
   private inflight = 0;
   private stopped = false;
-  private readonly consumer: Consumer;
+  private readonly handle: SubscriptionHandle;
 
-  constructor(
-    private readonly core: PubSubCore,
-    private readonly subscription: string,
-  ) {
-    this.consumer = {
-      id: `push-${subscription}`,
+  constructor(attach: (consumer: ConsumerSpec) => SubscriptionHandle) {
+    this.handle = attach({
       affinity: 'push',
       maxPerKey: 1,
       room: () => ({ messages: this.stopped ? 0 : MAX_CONCURRENT_REQUESTS - this.inflight, bytes: Number.MAX_SAFE_INTEGER }),
-      deliver: (batch) => batch.forEach((m) => void this.send(m)),
-    };
-    core.runtime(subscription).addConsumer(this.consumer);
+      deliver: (batch) => {
+        for (const m of batch) void this.send(m);
+      },
+    });
   }
 
+  /** Never rejects: every outcome becomes an ack or a nack. */
   private async send(m: ReceivedMessage): Promise<void> {
     this.inflight++;
-    const rt = this.core.runtime(this.subscription);
-    const { pushEndpoint, attributes } = rt.spec.pushConfig!;
+    const { spec, subscription } = this.handle;
     let failure: string | undefined = 'no answer';
     try {
-      const res = await fetch(pushEndpoint, {
+      const res = await fetch(spec.pushConfig!.pushEndpoint, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', ...pushHeaders(attributes) },
-        body: JSON.stringify(pushEnvelope(this.subscription, m)),
-        signal: AbortSignal.timeout(rt.spec.ackDeadlineSeconds * 1000),
+        headers: { 'content-type': 'application/json', ...pushHeaders(spec.pushConfig!.attributes) },
+        body: JSON.stringify(pushEnvelope(subscription, m)),
+        signal: AbortSignal.timeout(spec.ackDeadlineSeconds * 1000),
       });
       failure = res.status >= 200 && res.status < 300 ? undefined : `push endpoint answered HTTP ${res.status}`;
       await res.body?.cancel();
@@ -65,14 +61,19 @@ export class PushDelivery {
     } finally {
       this.inflight--;
     }
-    if (!this.core.hasSubscription(this.subscription)) return;
-    if (failure === undefined) await this.core.acknowledge(this.subscription, [m.ackId]);
-    else await this.core.modifyAckDeadline(this.subscription, [m.ackId], 0, failure);
+    if (!this.handle.attached) return;
+    try {
+      if (failure === undefined) await this.handle.acknowledge([m.ackId]);
+      else this.handle.modifyAckDeadline([m.ackId], 0, failure);
+    } catch {
+      // The subscription went away meanwhile, or the ack could not be recorded: it is delivered again.
+    }
+    this.handle.kick();
   }
 
   stop(): void {
     this.stopped = true;
-    if (this.core.hasSubscription(this.subscription)) this.core.runtime(this.subscription).removeConsumer(this.consumer.id);
+    this.handle.detach();
   }
 }
 

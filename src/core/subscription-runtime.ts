@@ -1,44 +1,18 @@
-import type { Store, StoredMessage } from '../store/store.js';
+import type { BacklogRow, Store, StoredMessage } from '../store/store.js';
+import { BacklogReader, type BacklogSink } from './backlog-reader.js';
 import type { Clock } from './clock.js';
-import { InvalidArgumentError } from './errors.js';
+import type { ConsumerRoom, ConsumerSpec, SubscriptionHandle, SubscriptionState } from './consumer.js';
+import { InvalidArgumentError, NotFoundError } from './errors.js';
 import { parseFilter, type Filter } from './filter.js';
 import { KeyQueue, type Entry } from './key-queue.js';
 import { LeaseManager, type Lease } from './lease-manager.js';
+import type { PayloadBudget } from './memory-budget.js';
 import { messageSize, type PubsubMessage, type ReceivedMessage } from './message.js';
 import { retryDelayMs } from './retry-backoff.js';
 import type { SubscriptionSpec } from './subscription-config.js';
+import { emptyCounters, type DeliveryCounters, type SubscriptionMetrics } from './subscription-metrics.js';
 
 const NO_DATA = Buffer.alloc(0);
-
-/** Pub/Sub's subscription states, including the export-specific ones. */
-export type SubscriptionState =
-  | 'ACTIVE'
-  | 'RESOURCE_ERROR'
-  | 'PERMISSION_DENIED'
-  | 'NOT_FOUND'
-  | 'SCHEMA_MISMATCH'
-  | 'IN_TRANSIT_LOCATION_RESTRICTION';
-
-/**
- * Something that takes deliveries as they become available: a streaming subscriber, a push worker, a
- * waiting pull, an export runner. Consumers sharing an `affinity` name are one client for key affinity.
- */
-export interface Consumer {
-  readonly id: string;
-  readonly affinity: string;
-  /** How many messages of one key one delivery may carry (push: 1). */
-  readonly maxPerKey: number;
-  /** Lease length for what this consumer receives; the subscription's ackDeadlineSeconds if unset. */
-  readonly ackDeadlineSeconds?: number;
-  /**
-   * The consumer handles what it receives strictly in delivery order (an export runner), so a key's
-   * next messages may go to it while earlier ones are still outstanding there. Deliveries that a
-   * failure revoked (see `isLive`) must be dropped, not handled.
-   */
-  readonly pipelined?: boolean;
-  room(): { messages: number; bytes: number };
-  deliver(batch: ReceivedMessage[]): void;
-}
 
 export interface RuntimeHooks {
   clock: Clock;
@@ -50,52 +24,51 @@ export interface RuntimeHooks {
   deadLetter(runtime: SubscriptionRuntime, entry: Entry): Promise<void> | false;
   /** A durable write failed; the message stays in memory and will be delivered again. */
   onStoreError(error: unknown): void;
-  /** Payload bytes the subscription keeps in memory; beyond, payloads stay in the store until delivered. */
-  residentBytes: number;
+  /** Payload bytes shared by every subscription of the core. */
+  payloads: PayloadBudget;
+  /** Messages this subscription keeps in memory, and of those at most `perKey` of one ordering key. */
+  window: { messages: number; perKey: number };
 }
 
-export interface DeliveryCounters {
-  delivered: number;
-  redelivered: number;
-  acked: number;
-  nacked: number;
-  expired: number;
-  deadLettered: number;
-}
-
-export interface SubscriptionMetrics {
-  backlogMessages: number;
-  backlogBytes: number;
-  /** Payload bytes held in memory (at most CoreOptions.residentBytesPerSubscription); the rest is read back from the store. */
-  residentBytes: number;
-  outstandingMessages: number;
-  oldestUnackedPublishTime: number | undefined;
-  /** Keys with the most unacked messages, largest first: the hot keys. */
-  topKeys: { orderingKey: string; backlog: number }[];
-  counters: DeliveryCounters;
+interface Attached {
+  id: string;
+  affinity: string;
+  spec: ConsumerSpec;
 }
 
 /**
- * Delivery state of one subscription, in memory: a queue per ordering key, the leases out, and the
- * consumers to hand messages to. The store holds the durable half (messages, acks, failure counts);
- * `PubSubCore.open` rebuilds this from it after a restart.
+ * Delivery state of one subscription, in memory: a queue per ordering key holding a window of the
+ * backlog (the rest is read from the store by a `BacklogReader`), the leases out, and the consumers
+ * attached to it. The store holds the durable half (messages, acks, failure counts).
  */
-export class SubscriptionRuntime {
+export class SubscriptionRuntime implements BacklogSink {
   state: SubscriptionState = 'ACTIVE';
   readonly leases: LeaseManager;
-  readonly counters: DeliveryCounters = { delivered: 0, redelivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0 };
+  readonly counters: DeliveryCounters = emptyCounters();
   private filter: Filter;
   private readonly keyed = new Map<string, KeyQueue>();
   private readonly loose = new Set<KeyQueue>();
   private readonly ready = new Set<KeyQueue>();
   private readonly delayed = new Set<KeyQueue>();
-  private readonly consumers = new Map<string, Consumer>();
+  private readonly consumers = new Map<string, Attached>();
+  private readonly reader: BacklogReader;
   private dispatchScheduled = false;
+  private fillScheduled = false;
+  private loaded = false;
+  /** Overflowing keys that drained enough to read more of theirs back. */
+  private readonly refillKeys = new Set<string>();
   private closed = false;
+  private nextConsumer = 0;
+  /** Entries in memory (waiting, outstanding, or acked behind an earlier outstanding one). */
+  private held = 0;
   /** Payload bytes of the entries held with their payload. */
   private resident = 0;
   private readonly dropped = (entry: Entry) => {
-    if (!entry.spilled) this.resident -= entry.message.data.byteLength;
+    this.held--;
+    if (!entry.spilled) {
+      this.resident -= entry.message.data.byteLength;
+      this.hooks.payloads.give(entry.message.data.byteLength);
+    }
   };
 
   constructor(
@@ -103,32 +76,61 @@ export class SubscriptionRuntime {
     public spec: SubscriptionSpec,
     readonly topicUid: number,
     private readonly hooks: RuntimeHooks,
+    lowSeq: number,
+    lastSeq: number,
   ) {
     this.filter = parseFilter(spec.filter);
     this.leases = new LeaseManager(`${shortHash(name)}${hooks.clock.now().toString(36)}`);
+    this.reader = new BacklogReader(hooks.store, { name, topicUid }, this, hooks.window.perKey, lowSeq, lastSeq);
+    this.scheduleFill();
+  }
+
+  get ordered(): boolean {
+    return this.spec.enableMessageOrdering;
+  }
+
+  // ---- the backlog window (BacklogSink) ----
+
+  room(): number {
+    return this.hooks.window.messages - this.held;
+  }
+
+  keyLoad(orderingKey: string): number {
+    return this.keyed.get(orderingKey)?.size ?? 0;
+  }
+
+  payloadRoom(): number {
+    return this.hooks.payloads.room;
+  }
+
+  /** A message read from the store; an acked one comes back as a redelivery of its key. */
+  admit(row: BacklogRow): void {
+    this.enqueue(row.message, row.failures, row.dataBytes);
+  }
+
+  /** A message just published to the subscription's topic, durable in the store. */
+  offer(message: StoredMessage): void {
+    if (this.closed) return;
+    this.reader.offer({ message, dataBytes: message.data.byteLength, acked: false, failures: 0 });
   }
 
   /**
-   * Adds a message (a new publish, or a backlog row at start, whose payload is left out and `dataBytes`
-   * long). Non-matching messages are acked at once. Within the payload budget the entry holds the payload;
-   * beyond it, only the rest, and the payload is read back from the store when the entry is delivered.
+   * Adds a message to its key's queue (non-matching messages are acked at once). Within the payload budget
+   * the entry keeps its payload (if the message has it); beyond it, the payload is read back from the store
+   * when the entry is delivered.
    */
-  enqueue(message: StoredMessage, failures = 0, dataBytes = message.data.byteLength): void {
+  private enqueue(message: StoredMessage, failures: number, dataBytes: number): void {
     if (!this.filter(message.attributes)) {
       this.persistAcks([message.seq]);
       return;
     }
     const size = messageSize(message) - message.data.byteLength + dataBytes;
-    let spilled = this.resident + dataBytes > this.hooks.residentBytes;
-    if (!spilled && message.data.byteLength !== dataBytes) {
-      const data = this.hooks.store.readData(message.seq);
-      if (data) message = { ...message, data };
-      else spilled = true;
-    }
+    const hasData = message.data.byteLength === dataBytes;
+    const spilled = !hasData || !this.hooks.payloads.take(dataBytes);
     if (spilled) message = message.data.byteLength ? { ...message, data: NO_DATA } : message;
     else this.resident += dataBytes;
     let queue: KeyQueue;
-    if (this.spec.enableMessageOrdering && message.orderingKey !== '') {
+    if (this.ordered && message.orderingKey !== '') {
       queue = this.keyed.get(message.orderingKey) ?? new KeyQueue(message.orderingKey, true);
       this.keyed.set(message.orderingKey, queue);
     } else {
@@ -136,40 +138,85 @@ export class SubscriptionRuntime {
       this.loose.add(queue);
     }
     queue.push({ message, spilled, size, acked: false, failures, deliveries: 0 });
+    this.held++;
     this.refresh(queue);
     this.scheduleDispatch();
   }
 
-  addConsumer(consumer: Consumer): void {
-    this.consumers.set(consumer.id, consumer);
+  /** Reads more of the backlog from the store soon, when the window has room for it. */
+  private scheduleFill(): void {
+    if (this.fillScheduled || this.closed) return;
+    this.fillScheduled = true;
+    setImmediate(() => {
+      this.fillScheduled = false;
+      this.load();
+    });
+  }
+
+  private load(): void {
+    if (this.closed) return;
+    this.loaded = true;
+    // Overflowing keys first: their messages are older than any still unread.
+    for (const key of this.refillKeys) if (this.reader.refillKey(key)) this.refillKeys.delete(key);
+    const more = this.reader.fill();
+    if (more) this.scheduleFill();
     this.scheduleDispatch();
   }
 
-  removeConsumer(id: string): void {
-    this.consumers.delete(id);
+  /** After an ack: read more once half the window (or half a key's share) is free. */
+  private afterTrim(queue: KeyQueue): void {
+    if (queue.ordered && this.reader.overflows(queue.key) && this.keyLoad(queue.key) <= this.hooks.window.perKey / 2) this.refillKeys.add(queue.key);
+    if (this.refillKeys.size || (this.reader.isBehind && this.held <= this.hooks.window.messages / 2)) this.scheduleFill();
   }
 
-  hasConsumer(id: string): boolean {
-    return this.consumers.has(id);
-  }
+  // ---- consumers ----
 
-  /** Hands the consumers over (seek rebuilds the runtime under them). */
-  detachConsumers(): Consumer[] {
-    const all = [...this.consumers.values()];
-    this.consumers.clear();
-    return all;
+  /** The port consumers use; see `SubscriptionHandle`. */
+  attach(spec: ConsumerSpec): SubscriptionHandle {
+    const id = `c${++this.nextConsumer}`;
+    const consumer: Attached = { id, affinity: spec.affinity ?? id, spec };
+    this.consumers.set(id, consumer);
+    if (!this.loaded) this.load();
+    this.scheduleDispatch();
+    const runtime = this;
+    const live = () => {
+      if (runtime.closed) throw new NotFoundError('Subscription', runtime.name);
+    };
+    return {
+      subscription: this.name,
+      get spec() {
+        return runtime.spec;
+      },
+      get attached() {
+        return !runtime.closed;
+      },
+      kick: () => this.scheduleDispatch(),
+      isLive: (ackId) => this.isLive(ackId),
+      outstanding: () => this.leases.countFor(id),
+      acknowledge: async (ackIds) => {
+        live();
+        await this.acknowledge(ackIds);
+      },
+      modifyAckDeadline: (ackIds, seconds, error) => {
+        live();
+        this.modifyAckDeadline(ackIds, seconds, error);
+      },
+      detach: () => {
+        this.consumers.delete(id);
+      },
+    };
   }
 
   /** Hands out what is ready to the consumers with room. Synchronous; safe to call at any time. */
   dispatch(): void {
     this.dispatchScheduled = false;
     if (this.closed || this.consumers.size === 0 || this.ready.size === 0) return;
-    const rooms = new Map<Consumer, { messages: number; bytes: number }>();
+    const rooms = new Map<Attached, ConsumerRoom>();
     for (const c of this.consumers.values()) {
-      const room = c.room();
+      const room = c.spec.room();
       if (room.messages > 0 && room.bytes > 0) rooms.set(c, { ...room });
     }
-    const batches = new Map<Consumer, ReceivedMessage[]>();
+    const batches = new Map<Attached, ReceivedMessage[]>();
     for (const queue of this.ready) {
       if (rooms.size === 0) break;
       const consumer = this.pick(queue, rooms);
@@ -180,21 +227,26 @@ export class SubscriptionRuntime {
       this.take(queue, consumer, room, batch);
       if (room.messages <= 0 || room.bytes <= 0) rooms.delete(consumer);
     }
-    for (const [consumer, batch] of batches) if (batch.length > 0) consumer.deliver(batch);
+    for (const [consumer, batch] of batches) if (batch.length > 0) consumer.spec.deliver(batch);
   }
 
+  /**
+   * Dispatch runs as its own macrotask: a consumer that settles synchronously would otherwise keep the
+   * delivery loop on microtasks and starve timers and the store's commits (acks would not be durable
+   * until the whole backlog had been handled).
+   */
   scheduleDispatch(): void {
-    if (this.dispatchScheduled || this.consumers.size === 0) return;
+    if (this.dispatchScheduled || this.consumers.size === 0 || this.closed) return;
     this.dispatchScheduled = true;
-    queueMicrotask(() => this.dispatch());
+    setImmediate(() => this.dispatch());
   }
 
   /**
    * A key with outstanding messages keeps its consumer (and reaches here only for a pipelined one);
    * otherwise it goes to its last consumer if that has room, else where there is most room.
    */
-  private pick(queue: KeyQueue, rooms: Map<Consumer, { messages: number; bytes: number }>): Consumer | undefined {
-    let best: Consumer | undefined;
+  private pick(queue: KeyQueue, rooms: Map<Attached, ConsumerRoom>): Attached | undefined {
+    let best: Attached | undefined;
     let bestRoom = -1;
     for (const [c, room] of rooms) {
       if (queue.affinity !== undefined && c.affinity === queue.affinity) return c;
@@ -206,11 +258,11 @@ export class SubscriptionRuntime {
     return queue.outstanding > 0 ? undefined : best;
   }
 
-  private take(queue: KeyQueue, consumer: Consumer, room: { messages: number; bytes: number }, batch: ReceivedMessage[]): void {
+  private take(queue: KeyQueue, consumer: Attached, room: ConsumerRoom, batch: ReceivedMessage[]): void {
     const now = this.hooks.clock.now();
     const retentionStart = now - this.spec.messageRetentionDuration * 1000;
-    const deadline = now + (consumer.ackDeadlineSeconds ?? this.spec.ackDeadlineSeconds) * 1000;
-    const limit = queue.ordered ? consumer.maxPerKey : 1;
+    const deadline = now + (consumer.spec.ackDeadlineSeconds ?? this.spec.ackDeadlineSeconds) * 1000;
+    const limit = queue.ordered ? (consumer.spec.maxPerKey ?? Number.MAX_SAFE_INTEGER) : 1;
     const expired: number[] = [];
     let taken = 0;
     while (taken < limit && room.messages > 0 && room.bytes > 0) {
@@ -223,7 +275,7 @@ export class SubscriptionRuntime {
         expired.push(entry.message.seq);
         continue;
       }
-      const lease = this.leases.grant(queue, entry, deadline, consumer.id);
+      const lease = this.leases.grant(queue, entry, now, deadline, consumer.id);
       if (entry.deliveries++ > 0) this.counters.redelivered++;
       this.counters.delivered++;
       batch.push({ ackId: lease.ackId, message: toPubsubMessage(message), deliveryAttempt: this.deliveryAttempt(entry) });
@@ -235,6 +287,7 @@ export class SubscriptionRuntime {
     if (expired.length) {
       queue.trimAcked(this.dropped);
       this.persistAcks(expired);
+      this.afterTrim(queue);
     }
     this.refresh(queue);
   }
@@ -250,6 +303,8 @@ export class SubscriptionRuntime {
     return this.spec.deadLetterPolicy ? entry.failures + 1 : 0;
   }
 
+  // ---- settling ----
+
   /** Acks; stale or unknown ack ids are ignored. Resolves once the acks are durable. */
   async acknowledge(ackIds: string[]): Promise<void> {
     const seqs: number[] = [];
@@ -260,6 +315,7 @@ export class SubscriptionRuntime {
       this.leases.end(lease);
       lease.queue.trimAcked(this.dropped);
       this.refresh(lease.queue);
+      this.afterTrim(lease.queue);
       seqs.push(lease.entry.message.seq);
       this.counters.acked++;
     }
@@ -286,11 +342,18 @@ export class SubscriptionRuntime {
     return this.leases.get(ackId) !== undefined;
   }
 
-  /** Expires leases past their deadline and releases keys whose backoff has passed. */
+  /**
+   * Expires leases past their deadline — or extends them, for consumers that asked the core to keep their
+   * leases alive (within their keepAliveSeconds) — and releases keys whose backoff has passed.
+   */
   tick(): void {
     const now = this.hooks.clock.now();
     for (const lease of this.leases.due(now)) {
-      if (this.leases.get(lease.ackId) === lease && lease.deadline <= now) this.fail(lease, 'expired');
+      if (this.leases.get(lease.ackId) !== lease || lease.deadline > now) continue;
+      const keepAlive = this.consumers.get(lease.consumer)?.spec;
+      if (keepAlive?.keepAliveSeconds !== undefined && now - lease.grantedAt < keepAlive.keepAliveSeconds * 1000) {
+        this.leases.extend(lease, now + (keepAlive.ackDeadlineSeconds ?? this.spec.ackDeadlineSeconds) * 1000);
+      } else this.fail(lease, 'expired');
     }
     for (const queue of this.delayed) if (queue.notBefore <= now) this.refresh(queue);
     this.scheduleDispatch();
@@ -316,6 +379,7 @@ export class SubscriptionRuntime {
       entry.acked = true;
       queue.skip(entry);
       queue.trimAcked(this.dropped);
+      this.afterTrim(queue);
       // Acked only once the copy is durable in the dead-letter topic: a crash in between redelivers it.
       forwarded.then(() => this.persistAcks([entry.message.seq]), this.hooks.onStoreError);
     } else {
@@ -346,7 +410,7 @@ export class SubscriptionRuntime {
 
   private pipelinedAffinity(affinity: string | undefined): boolean {
     if (affinity === undefined) return false;
-    for (const c of this.consumers.values()) if (c.affinity === affinity && c.pipelined) return true;
+    for (const c of this.consumers.values()) if (c.affinity === affinity && c.spec.pipelined) return true;
     return false;
   }
 
@@ -359,9 +423,9 @@ export class SubscriptionRuntime {
     yield* this.loose;
   }
 
-  /** Lowest seq still held in memory (acked-in-window included), for compaction. */
+  /** Lowest seq the subscription may still deliver (in memory, or still to be read), for compaction. */
   lowestHeldSeq(): number | undefined {
-    let low: number | undefined;
+    let low = this.reader.lowestUnread();
     for (const q of this.queues()) {
       const seq = q.first()?.message.seq;
       if (seq !== undefined && (low === undefined || seq < low)) low = seq;
@@ -373,7 +437,7 @@ export class SubscriptionRuntime {
     let backlogMessages = 0;
     let backlogBytes = 0;
     let oldest: number | undefined;
-    const perKey: { orderingKey: string; backlog: number }[] = [];
+    const perKey = new Map<string, number>();
     for (const q of this.queues()) {
       let n = 0;
       for (const e of q.entries()) {
@@ -383,30 +447,59 @@ export class SubscriptionRuntime {
         if (oldest === undefined || e.message.publishTime < oldest) oldest = e.message.publishTime;
       }
       backlogMessages += n;
-      if (q.ordered && n > 0) perKey.push({ orderingKey: q.key, backlog: n });
+      if (q.ordered && n > 0) perKey.set(q.key, n);
     }
-    perKey.sort((a, b) => b.backlog - a.backlog || (a.orderingKey < b.orderingKey ? -1 : 1));
+    for (const [key, waiting] of this.reader.waitingPerKey()) perKey.set(key, (perKey.get(key) ?? 0) + waiting);
+    const waiting = this.reader.waiting;
+    if (waiting > 0) {
+      // Not in memory: their sizes are estimated from the ones that are.
+      backlogBytes += backlogMessages ? Math.round((backlogBytes / backlogMessages) * waiting) : 0;
+      backlogMessages += waiting;
+      if (oldest === undefined) oldest = this.reader.oldestUnreadPublishTime();
+    }
+    const topKeys = [...perKey]
+      .map(([orderingKey, backlog]) => ({ orderingKey, backlog }))
+      .sort((a, b) => b.backlog - a.backlog || (a.orderingKey < b.orderingKey ? -1 : 1))
+      .slice(0, topN);
     return {
       backlogMessages,
       backlogBytes,
       residentBytes: this.resident,
+      heldMessages: this.held,
       outstandingMessages: this.leases.size,
       oldestUnackedPublishTime: oldest,
-      topKeys: perKey.slice(0, topN),
+      topKeys,
       counters: { ...this.counters },
     };
   }
 
-  /** Forgets everything in memory (delete, seek, shutdown); leases become stale. */
-  close(): void {
-    this.closed = true;
-    this.resident = 0;
+  /** Forgets what is in memory and reads the backlog again from `lowSeq` (seek); consumers stay attached. */
+  reset(lowSeq: number, lastSeq: number): void {
+    this.forget();
+    this.reader.reset(lowSeq, lastSeq);
+    this.load();
+  }
+
+  private forget(): void {
     this.leases.endAll();
+    this.hooks.payloads.give(this.resident);
+    this.resident = 0;
+    this.held = 0;
     this.keyed.clear();
     this.loose.clear();
     this.ready.clear();
     this.delayed.clear();
+    this.refillKeys.clear();
+  }
+
+  /** The subscription is gone (deleted, or the core closes): consumers are told, leases become stale. */
+  close(): void {
+    if (this.closed) return;
+    this.forget();
+    this.closed = true;
+    const consumers = [...this.consumers.values()];
     this.consumers.clear();
+    for (const c of consumers) c.spec.detached?.();
   }
 }
 

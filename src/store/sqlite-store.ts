@@ -5,6 +5,7 @@ import { StoreWriter } from './store-writer.js';
 import {
   StoreCorruptError,
   type BacklogRow,
+  type BacklogSource,
   type CompactionPlan,
   type Store,
   type StoredMessage,
@@ -58,17 +59,28 @@ export class SqliteStore implements Store {
     this.db.pragma('wal_autocheckpoint = 0'); // the writer thread checkpoints
     this.writer = new StoreWriter(file, synchronous);
     const db = this.db;
-    this.stmt = {
-      readData: db.prepare('SELECT data FROM messages WHERE seq = ?').pluck(),
-      backlog: db.prepare(
-        `SELECT m.seq, m.topic_uid, m.ordering_key, m.key_seq, m.publish_time, m.attributes, length(m.data) AS data_bytes,
+    const backlogColumns = `m.seq, m.topic_uid, m.ordering_key, m.key_seq, m.publish_time, m.attributes, length(m.data) AS data_bytes,
                 (a.seq IS NOT NULL) AS acked, f.n AS failures
            FROM messages m
            LEFT JOIN acks a ON a.sub = @sub AND a.seq = m.seq
-           LEFT JOIN failures f ON f.sub = @sub AND f.seq = m.seq
-          WHERE m.topic_uid = @topic AND m.seq > @low AND m.publish_time >= @since
-          ORDER BY m.seq`,
+           LEFT JOIN failures f ON f.sub = @sub AND f.seq = m.seq`;
+    this.stmt = {
+      readData: db.prepare('SELECT data FROM messages WHERE seq = ?').pluck(),
+      scan: db.prepare(`SELECT ${backlogColumns} WHERE m.topic_uid = @topic AND m.seq > @after ORDER BY m.seq LIMIT @limit`),
+      scanKey: db.prepare(
+        `SELECT ${backlogColumns}
+          WHERE m.topic_uid = @topic AND m.ordering_key = @key AND m.key_seq >= @from AND m.seq <= @max
+          ORDER BY m.key_seq LIMIT @limit`,
       ),
+      countUnacked: db
+        .prepare('SELECT count(*) FROM messages m WHERE m.topic_uid = @topic AND m.seq > @after AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)')
+        .pluck(),
+      firstPublishTimeAfter: db.prepare('SELECT publish_time FROM messages WHERE topic_uid = ? AND seq > ? ORDER BY seq LIMIT 1').pluck(),
+      lastKeySeq: db.prepare(
+        `SELECT max(last) FROM (
+           SELECT max(key_seq) AS last FROM messages WHERE topic_uid = @topic AND ordering_key = @key
+           UNION ALL SELECT last FROM key_seqs WHERE topic_uid = @topic AND ordering_key = @key)`,
+      ).pluck(),
     };
   }
 
@@ -106,6 +118,7 @@ export class SqliteStore implements Store {
         seq INTEGER PRIMARY KEY, topic_uid INTEGER NOT NULL, ordering_key TEXT NOT NULL, key_seq INTEGER NOT NULL,
         publish_time INTEGER NOT NULL, data BLOB NOT NULL, attributes TEXT);
       CREATE INDEX IF NOT EXISTS messages_by_topic ON messages(topic_uid, seq);
+      CREATE INDEX IF NOT EXISTS messages_by_key ON messages(topic_uid, ordering_key, key_seq);
       CREATE TABLE IF NOT EXISTS key_seqs(topic_uid INTEGER, ordering_key TEXT, last INTEGER NOT NULL, PRIMARY KEY(topic_uid, ordering_key)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS acks(sub TEXT, seq INTEGER, PRIMARY KEY(sub, seq)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS failures(sub TEXT, seq INTEGER, n INTEGER NOT NULL, PRIMARY KEY(sub, seq)) WITHOUT ROWID;
@@ -128,27 +141,12 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * A key's last sequence lives in its newest message; key_seqs keeps it only for keys whose messages
-   * compaction deleted. Read once, so publishing writes no per-key row.
+   * A key's last sequence lives in its newest message (found through the key index); key_seqs keeps it only
+   * for keys whose messages compaction deleted. So publishing writes no per-key row.
    */
-  async lastKeySeq(topicUid: number, orderingKey: string): Promise<number> {
-    if (!this.keySeqs) {
-      this.keySeqs = new Map();
-      const rows = this.db
-        .prepare(
-          `SELECT topic_uid, ordering_key, max(last) AS last FROM (
-             SELECT topic_uid, ordering_key, last FROM key_seqs
-             UNION ALL SELECT topic_uid, ordering_key, max(key_seq) FROM messages GROUP BY topic_uid, ordering_key)
-           GROUP BY topic_uid, ordering_key`,
-        )
-        .raw()
-        .all() as [number, string, number][];
-      for (const [uid, key, last] of rows) this.keySeqs.set(`${uid}\u0000${key}`, last);
-    }
-    return this.keySeqs.get(`${topicUid}\u0000${orderingKey}`) ?? 0;
+  lastKeySeq(topicUid: number, orderingKey: string): number {
+    return (this.stmt.lastKeySeq.get({ topic: topicUid, key: orderingKey }) as number | null) ?? 0;
   }
-
-  private keySeqs?: Map<string, number>;
 
   async listTopics(): Promise<TopicRecord[]> {
     const rows = this.db.prepare('SELECT uid, name, labels FROM topics ORDER BY name').all() as { uid: number; name: string; labels: string }[];
@@ -217,10 +215,38 @@ export class SqliteStore implements Store {
     return this.stmt.readData.get(seq) as Buffer | undefined;
   }
 
-  async backlog(sub: SubscriptionRecord, publishedSince: number): Promise<BacklogRow[]> {
-    await this.writer.drain();
-    const rows = this.stmt.backlog.all({ sub: sub.name, topic: sub.topicUid, low: sub.lowSeq, since: publishedSince }) as BacklogQueryRow[];
-    return rows.map((r) => ({ message: toMessage(r), dataBytes: r.data_bytes, acked: r.acked === 1, failures: r.failures ?? 0 }));
+  scan(source: BacklogSource, afterSeq: number, limit: number, dataBytes: number): BacklogRow[] {
+    const rows = this.stmt.scan.all({ sub: source.name, topic: source.topicUid, after: afterSeq, limit }) as BacklogQueryRow[];
+    return this.toBacklog(rows, dataBytes);
+  }
+
+  scanKey(source: BacklogSource, orderingKey: string, fromKeySeq: number, maxSeq: number, limit: number, dataBytes: number): BacklogRow[] {
+    const rows = this.stmt.scanKey.all({ sub: source.name, topic: source.topicUid, key: orderingKey, from: fromKeySeq, max: maxSeq, limit }) as BacklogQueryRow[];
+    return this.toBacklog(rows, dataBytes);
+  }
+
+  /** Payloads are read one by one, and only within the budget: a row may hold 10 MB. */
+  private toBacklog(rows: BacklogQueryRow[], dataBytes: number): BacklogRow[] {
+    let room = dataBytes;
+    return rows.map((r) => {
+      const message = toMessage(r);
+      if (r.data_bytes <= room) {
+        const data = this.readData(r.seq);
+        if (data) {
+          message.data = data;
+          room -= r.data_bytes;
+        }
+      } else room = 0; // keep the payloads that are read a prefix, as the caller's budget accounting assumes
+      return { message, dataBytes: r.data_bytes, acked: r.acked === 1, failures: r.failures ?? 0 };
+    });
+  }
+
+  countUnacked(source: BacklogSource, afterSeq: number): number {
+    return this.stmt.countUnacked.get({ sub: source.name, topic: source.topicUid, after: afterSeq }) as number;
+  }
+
+  firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined {
+    return (this.stmt.firstPublishTimeAfter.get(topicUid, afterSeq) as number | undefined) ?? undefined;
   }
 
   async seek(sub: SubscriptionRecord, time: number): Promise<number> {

@@ -37,7 +37,7 @@ export interface SubscriptionRecord {
 }
 
 export interface BacklogRow {
-  /** Without its payload (`data` is empty): the core reads back what fits its memory budget (readData). */
+  /** `data` holds the payload when `dataBytes` is its length (read within the caller's budget), else it is empty. */
   message: StoredMessage;
   /** The payload's size. */
   dataBytes: number;
@@ -46,12 +46,19 @@ export interface BacklogRow {
   failures: number;
 }
 
+/** Which subscription's view of a topic a backlog read is for (its acks and failure counts). */
+export interface BacklogSource {
+  name: string;
+  topicUid: number;
+}
+
 export interface Store {
   /** Where the data lives, for messages a user can act on. */
   readonly location: string;
 
   lastSeq(): Promise<number>;
-  lastKeySeq(topicUid: number, orderingKey: string): Promise<number>;
+  /** The last per-key sequence of committed messages (or of compacted ones) of (topic, key); 0 if none. */
+  lastKeySeq(topicUid: number, orderingKey: string): number;
 
   listTopics(): Promise<TopicRecord[]>;
   createTopic(name: string, labels: Record<string, string>): Promise<TopicRecord>;
@@ -74,8 +81,18 @@ export interface Store {
    * reads the rest back while dispatching, which is synchronous. Undefined if the message is gone.
    */
   readData(seq: number): Buffer | undefined;
-  /** Messages of the subscription's topic after its lowSeq, oldest first, with ack state (payloads left out). */
-  backlog(sub: SubscriptionRecord, publishedSince: number): Promise<BacklogRow[]>;
+  /**
+   * The next messages of the source's topic after `afterSeq`, oldest first, at most `limit`, with the
+   * subscription's ack state; payloads are included in order until they would exceed `dataBytes` in total.
+   * Synchronous and bounded by `limit`: the core reads its backlog lazily, a window at a time.
+   */
+  scan(source: BacklogSource, afterSeq: number, limit: number, dataBytes: number): BacklogRow[];
+  /** Like `scan`, for one ordering key: its messages from `fromKeySeq` on with seq <= `maxSeq`. */
+  scanKey(source: BacklogSource, orderingKey: string, fromKeySeq: number, maxSeq: number, limit: number, dataBytes: number): BacklogRow[];
+  /** How many messages of the source's topic after `afterSeq` the subscription has not acked. */
+  countUnacked(source: BacklogSource, afterSeq: number): number;
+  /** Publish time of the topic's first message after `afterSeq`, if any. */
+  firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined;
   /**
    * Marks messages published before `time` acked and the later ones unacked. Returns the new lowSeq.
    */

@@ -105,10 +105,11 @@ describe('ordered pull', () => {
     await publishKeyed([['k', '1']]);
     const [m] = await pullAll('ordered');
     await core.modifyAckDeadline('ordered', [m!.ackId], 60);
+    const probe = core.attach('ordered', { room: () => ({ messages: 0, bytes: 0 }), deliver: () => undefined });
     clock.advance(30_000);
-    expect(core.runtime('ordered').isLive(m!.ackId)).toBe(true);
+    expect(probe.isLive(m!.ackId)).toBe(true);
     clock.advance(31_000);
-    expect(core.runtime('ordered').isLive(m!.ackId)).toBe(false);
+    expect(probe.isLive(m!.ackId)).toBe(false);
     await expect(core.modifyAckDeadline('ordered', [m!.ackId], 601)).rejects.toThrow('between 0 and 600, got 601');
   });
 
@@ -130,8 +131,7 @@ describe('pipelined consumers (export runners)', () => {
   it('get a key\'s next messages while earlier ones are out; a nack revokes the later ones, which come again in order', async () => {
     await core.createSubscription('piped', { topic: 'orders', enableMessageOrdering: true });
     const got: ReceivedMessage[] = [];
-    const rt = core.runtime('piped');
-    rt.addConsumer({ id: 'runner', affinity: 'runner', maxPerKey: 100, pipelined: true, room: () => ({ messages: 100, bytes: 1e9 }), deliver: (b) => got.push(...b) });
+    const rt = core.attach('piped', { maxPerKey: 100, pipelined: true, room: () => ({ messages: 100, bytes: 1e9 }), deliver: (b) => got.push(...b) });
     await publishKeyed([['k', '1'], ['k', '2']]);
     await settle(core);
     await publishKeyed([['k', '3']]);

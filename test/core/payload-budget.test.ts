@@ -14,7 +14,7 @@ let clock: ManualClock;
 let core: PubSubCore;
 
 const open = () =>
-  PubSubCore.open({ store: SqliteStore.open(dir.path, { durability: 'process' }), clock, projectId: 'p', residentBytesPerSubscription: BUDGET });
+  PubSubCore.open({ store: SqliteStore.open(dir.path, { durability: 'process' }), clock, projectId: 'p', memory: { payloadBytes: BUDGET } });
 
 async function pullAll(sub: string): Promise<ReceivedMessage[]> {
   const all: ReceivedMessage[] = [];

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ManualClock } from '../../src/core/clock.js';
+import type { MemoryOptions } from '../../src/core/memory-budget.js';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 
@@ -11,8 +12,8 @@ export function tempDir(prefix = 'orderly-test-'): { path: string; remove(): voi
 }
 
 /** A core on a real SQLite store in `dir`, driven by a manual clock. */
-export async function openCore(dir: string, clock = new ManualClock()): Promise<{ core: PubSubCore; clock: ManualClock }> {
-  const core = await PubSubCore.open({ store: SqliteStore.open(dir, { durability: 'process' }), clock, projectId: 'p' });
+export async function openCore(dir: string, clock = new ManualClock(), memory?: MemoryOptions): Promise<{ core: PubSubCore; clock: ManualClock }> {
+  const core = await PubSubCore.open({ store: SqliteStore.open(dir, { durability: 'process' }), clock, projectId: 'p', memory });
   return { core, clock };
 }
 

@@ -1,0 +1,191 @@
+import type { BacklogRow, BacklogSource, Store } from '../store/store.js';
+
+/** What the reader needs of the subscription it fills. */
+export interface BacklogSink {
+  readonly ordered: boolean;
+  /** Messages the subscription may still take into memory now. */
+  room(): number;
+  /** Messages of this ordering key in memory now. */
+  keyLoad(orderingKey: string): number;
+  /** Takes a message into memory (`row.acked` rows come as redeliveries of the key). */
+  admit(row: BacklogRow): void;
+  /** Payload bytes that may still be read into memory. */
+  payloadRoom(): number;
+}
+
+interface Overflow {
+  /** The key's first message still in the store (by its per-key sequence, and its seq for compaction). */
+  fromKeySeq: number;
+  fromSeq: number;
+  /** How many of its messages wait in the store. */
+  waiting: number;
+}
+
+const READ_CHUNK = 1000;
+
+/**
+ * Reads one subscription's backlog from the store lazily, so memory holds a window of it, never all of
+ * it. Messages are read in publish order from a cursor; while the subscription is caught up (`behind`
+ * false) new publishes go straight into memory instead. A key over its share of the window
+ * (`messagesPerKey`) overflows: its later messages are left in the store and read back per key once it
+ * drains, so one blocked key cannot stop the others.
+ *
+ * After a restart or seek the rows carry the stored ack state: an acked row is skipped, unless an earlier
+ * message of its key is unacked — then it is delivered again, Pub/Sub's ordered redelivery rule applied to
+ * the deliveries the restart interrupted (`resumed`).
+ */
+export class BacklogReader {
+  /** Every message of the topic with seq <= cursor has been looked at (taken, skipped, or left to its key's overflow). */
+  private cursor: number;
+  private behind = true;
+  /** Unacked messages after the cursor (acked ones a restart delivers again count once read). */
+  private unread: number;
+  private readonly overflow = new Map<string, Overflow>();
+  private readonly resumed = new Set<string>();
+  /** Rows up to here were published before this start (or seek); only they can be acked before being read. */
+  private restartSeq: number;
+
+  constructor(
+    private readonly store: Store,
+    private readonly source: BacklogSource,
+    private readonly sink: BacklogSink,
+    private readonly perKey: number,
+    lowSeq: number,
+    lastSeq: number,
+  ) {
+    this.cursor = lowSeq;
+    this.restartSeq = lastSeq;
+    this.unread = store.countUnacked(source, lowSeq);
+  }
+
+  /** Back to `lowSeq` after a seek: everything after it is read again from the store. */
+  reset(lowSeq: number, lastSeq: number): void {
+    this.cursor = lowSeq;
+    this.restartSeq = lastSeq;
+    this.behind = true;
+    this.overflow.clear();
+    this.resumed.clear();
+    this.unread = this.store.countUnacked(this.source, lowSeq);
+  }
+
+  get isBehind(): boolean {
+    return this.behind;
+  }
+
+  /**
+   * A message just published (and durable). It goes into memory only if the subscription is caught up
+   * and has room; otherwise it stays in the store and is read in its turn. True if it was taken.
+   */
+  offer(row: BacklogRow): boolean {
+    const { seq, orderingKey } = row.message;
+    if (seq <= this.cursor) return false; // already read from the store
+    if (this.behind) {
+      this.unread++;
+      return false;
+    }
+    if (this.sink.room() <= 0) {
+      this.behind = true;
+      this.unread++;
+      return false;
+    }
+    this.cursor = seq;
+    this.consider(row, orderingKey);
+    return true;
+  }
+
+  /**
+   * Reads from the store until the window is full, the backlog is exhausted, or `maxMs` passed (rows
+   * skipped as acked cost time too, so a long read yields to the event loop). True if there is more to read.
+   */
+  fill(maxMs = 20): boolean {
+    const until = performance.now() + maxMs;
+    while (this.behind) {
+      const room = this.sink.room();
+      if (room <= 0) return false;
+      if (performance.now() > until) return true;
+      const limit = Math.min(room, READ_CHUNK);
+      const rows = this.store.scan(this.source, this.cursor, limit, this.sink.payloadRoom());
+      for (const row of rows) {
+        this.cursor = row.message.seq;
+        if (!row.acked && this.unread > 0) this.unread--;
+        this.consider(row, row.message.orderingKey);
+      }
+      if (rows.length < limit) {
+        this.behind = false;
+        this.unread = 0;
+      }
+      if (this.cursor >= this.restartSeq) this.resumed.clear();
+    }
+    return false;
+  }
+
+  /** The key has messages left in the store because it was over its share of the window. */
+  overflows(orderingKey: string): boolean {
+    return this.overflow.has(orderingKey);
+  }
+
+  /** Reads an overflowing key's next messages back into memory; false if the window has no room for them now. */
+  refillKey(orderingKey: string): boolean {
+    const over = this.overflow.get(orderingKey);
+    if (!over) return true;
+    const limit = Math.min(this.perKey - this.sink.keyLoad(orderingKey), this.sink.room());
+    if (limit <= 0) return false;
+    const rows = this.store.scanKey(this.source, orderingKey, over.fromKeySeq, this.cursor, limit, this.sink.payloadRoom());
+    // Every row here is after one the key still owes, so acked ones are delivered again too.
+    for (const row of rows) this.sink.admit(row);
+    const last = rows[rows.length - 1];
+    if (rows.length < limit || !last) this.overflow.delete(orderingKey);
+    else {
+      over.fromKeySeq = last.message.keySeq + 1;
+      over.fromSeq = last.message.seq + 1;
+      over.waiting = Math.max(0, over.waiting - rows.length);
+    }
+    return true;
+  }
+
+  private consider(row: BacklogRow, key: string): void {
+    const keyed = this.sink.ordered && key !== '';
+    if (keyed) {
+      const over = this.overflow.get(key);
+      if (over) {
+        over.waiting++;
+        return;
+      }
+    }
+    if (row.acked) {
+      if (!keyed || !this.resumed.has(key)) return;
+    } else if (keyed && row.message.seq <= this.restartSeq) {
+      this.resumed.add(key);
+    }
+    if (keyed && this.sink.keyLoad(key) >= this.perKey) {
+      this.overflow.set(key, { fromKeySeq: row.message.keySeq, fromSeq: row.message.seq, waiting: 1 });
+      return;
+    }
+    this.sink.admit(row);
+  }
+
+  /** Messages not in memory: unread ones and overflowing keys' (for the backlog metric). */
+  get waiting(): number {
+    let n = this.unread;
+    for (const o of this.overflow.values()) n += o.waiting;
+    return n;
+  }
+
+  /** Per overflowing key, how many of its messages wait in the store (hot-key metric). */
+  *waitingPerKey(): IterableIterator<[string, number]> {
+    for (const [key, o] of this.overflow) yield [key, o.waiting];
+  }
+
+  /** The lowest seq still in the store that this subscription has not taken into memory, if any. */
+  lowestUnread(): number | undefined {
+    let low = this.behind ? this.cursor + 1 : undefined;
+    for (const o of this.overflow.values()) if (low === undefined || o.fromSeq < low) low = o.fromSeq;
+    return low;
+  }
+
+  /** Publish time of the oldest message not in memory (when memory holds nothing older). */
+  oldestUnreadPublishTime(): number | undefined {
+    const low = this.lowestUnread();
+    return low === undefined ? undefined : this.store.firstPublishTimeAfter(this.source.topicUid, low - 1);
+  }
+}

@@ -1,0 +1,37 @@
+import type { CompactionPlan } from '../store/store.js';
+
+/** What compaction needs to know of a subscription. */
+export interface CompactionView {
+  name: string;
+  topicUid: number;
+  retainAckedMessages: boolean;
+  /** Seconds. */
+  messageRetentionDuration: number;
+  /** Lowest seq the subscription may still deliver; undefined if it holds nothing. */
+  lowestHeldSeq(): number | undefined;
+}
+
+/**
+ * Which messages no subscription can be given again: below every subscription's lowest held message
+ * (unless one of them retains acked messages for seek), or past the longest retention of the topic's
+ * subscriptions. `fannedOutSeq` bounds it: messages not yet handed to the subscriptions are never dropped.
+ */
+export function compactionPlan(subscriptions: Iterable<CompactionView>, topicUids: Iterable<number>, fannedOutSeq: number, now: number): CompactionPlan {
+  const watermarks = new Map<string, number>();
+  const deleteUpTo = new Map<number, number>();
+  const deletePublishedBefore = new Map<number, number>();
+  const retainAcked = new Set<number>();
+  const retention = new Map<number, number>();
+  for (const s of subscriptions) {
+    const low = s.lowestHeldSeq();
+    const mark = low === undefined ? fannedOutSeq : low - 1;
+    watermarks.set(s.name, mark);
+    deleteUpTo.set(s.topicUid, Math.min(deleteUpTo.get(s.topicUid) ?? Infinity, mark));
+    if (s.retainAckedMessages) retainAcked.add(s.topicUid);
+    retention.set(s.topicUid, Math.max(retention.get(s.topicUid) ?? 0, s.messageRetentionDuration));
+  }
+  for (const uid of topicUids) if (!deleteUpTo.has(uid)) deleteUpTo.set(uid, fannedOutSeq);
+  for (const uid of retainAcked) deleteUpTo.delete(uid);
+  for (const [uid, seconds] of retention) deletePublishedBefore.set(uid, now - seconds * 1000);
+  return { watermarks, deleteUpTo, deletePublishedBefore };
+}

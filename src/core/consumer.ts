@@ -1,0 +1,71 @@
+import type { ReceivedMessage } from './message.js';
+import type { SubscriptionSpec } from './subscription-config.js';
+
+/** Pub/Sub's subscription states, including the export-specific ones. */
+export type SubscriptionState =
+  | 'ACTIVE'
+  | 'RESOURCE_ERROR'
+  | 'PERMISSION_DENIED'
+  | 'NOT_FOUND'
+  | 'SCHEMA_MISMATCH'
+  | 'IN_TRANSIT_LOCATION_RESTRICTION';
+
+/** How much more a consumer takes now; delivery stops when either reaches 0. */
+export interface ConsumerRoom {
+  messages: number;
+  bytes: number;
+}
+
+/**
+ * Something that takes deliveries as they become available: a callback subscriber, a push worker, a
+ * waiting pull, a StreamingPull stream, an export runner. It attaches to a subscription with
+ * `PubSubCore.attach` and gets a `SubscriptionHandle` back.
+ */
+export interface ConsumerSpec {
+  /** Consumers sharing an affinity name count as one client for key affinity (default: each its own). */
+  readonly affinity?: string;
+  /** How many messages of one key one delivery may carry (push: 1; default: no limit). */
+  readonly maxPerKey?: number;
+  /** Lease length for what this consumer receives; the subscription's ackDeadlineSeconds if unset. */
+  readonly ackDeadlineSeconds?: number;
+  /**
+   * The consumer handles what it receives strictly in delivery order (an export runner), so a key's
+   * next messages may go to it while earlier ones are still outstanding there. Deliveries that a
+   * failure revoked (see `SubscriptionHandle.isLive`) must be dropped, not handled.
+   */
+  readonly pipelined?: boolean;
+  /**
+   * The core keeps the leases of this consumer's unsettled deliveries alive for up to this many seconds
+   * after each delivery (a handler still running, a record waiting in an open file); past it they expire
+   * as usual. Unset: leases run for the ack deadline only, unless the consumer extends them.
+   */
+  readonly keepAliveSeconds?: number;
+  /** Called (synchronously, from dispatch) before every delivery. */
+  room(): ConsumerRoom;
+  deliver(batch: ReceivedMessage[]): void;
+  /** The subscription was deleted: nothing more arrives and the ack ids handed out are stale. */
+  detached?(): void;
+}
+
+/**
+ * A consumer's port to one subscription. Everything a consumer does to the subscription goes through
+ * it; it stays valid across a seek and becomes inert once the subscription is deleted (`attached` false).
+ */
+export interface SubscriptionHandle {
+  readonly subscription: string;
+  /** The subscription's current settings. */
+  readonly spec: Readonly<SubscriptionSpec>;
+  readonly attached: boolean;
+  /** The consumer has room again (a handler finished): deliver what is ready, soon. */
+  kick(): void;
+  /** False once the delivery's lease ended (settled, expired, or revoked by an earlier message's failure). */
+  isLive(ackId: string): boolean;
+  /** Deliveries out to this consumer and not yet settled. */
+  outstanding(): number;
+  /** Resolves once the acks are durable. Stale or unknown ack ids are ignored, as Pub/Sub does. */
+  acknowledge(ackIds: string[]): Promise<void>;
+  /** 0 seconds nacks (`error` says why, for the dead-letter topic); otherwise the lease runs that long from now. */
+  modifyAckDeadline(ackIds: string[], seconds: number, error?: string): void;
+  /** Stops deliveries to this consumer; what it holds stays leased until settled or expired. */
+  detach(): void;
+}

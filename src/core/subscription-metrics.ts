@@ -1,0 +1,26 @@
+export interface DeliveryCounters {
+  delivered: number;
+  redelivered: number;
+  acked: number;
+  nacked: number;
+  expired: number;
+  deadLettered: number;
+}
+
+export const emptyCounters = (): DeliveryCounters => ({ delivered: 0, redelivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0 });
+
+export interface SubscriptionMetrics {
+  /** Unacked messages: those in memory, and those still in the store (read lazily). */
+  backlogMessages: number;
+  /** Their bytes; for messages not in memory, estimated from the average of those that are. */
+  backlogBytes: number;
+  /** Payload bytes this subscription holds in memory (all subscriptions share CoreOptions.memory.payloadBytes). */
+  residentBytes: number;
+  /** Messages in memory (at most CoreOptions.memory.messagesPerSubscription). */
+  heldMessages: number;
+  outstandingMessages: number;
+  oldestUnackedPublishTime: number | undefined;
+  /** Keys with the most unacked messages, largest first: the hot keys. */
+  topKeys: { orderingKey: string; backlog: number }[];
+  counters: DeliveryCounters;
+}
