@@ -381,6 +381,8 @@ export class PubSubCore {
   async seek(subRef: string, time: Date | number): Promise<void> {
     const rt = this.runtime(subRef);
     const at = typeof time === 'number' ? time : time.getTime();
+    // A compaction in flight would raise the watermark the seek lowers.
+    await this.compacting?.catch(() => undefined);
     const rec: SubscriptionRecord = { name: rt.name, topicUid: rt.topicUid, spec: rt.spec, lowSeq: 0 };
     // The store waits for queued acks to land first; deliveries still out are forgotten by reset, so an
     // ack arriving during the seek finds its lease gone instead of undoing the replay.
@@ -406,8 +408,20 @@ export class PubSubCore {
     for (const rt of this.subs.values()) rt.tick();
   }
 
-  /** Drops what no subscription can be given again (acked by all, or past retention). */
-  async compact(): Promise<{ deletedMessages: number }> {
+  /**
+   * Drops what no subscription can be given again (acked by all, or past retention), on the store's writer
+   * thread. One compaction at a time; a call while one runs waits for it and then runs its own.
+   */
+  compact(): Promise<{ deletedMessages: number }> {
+    const run = (this.compacting ?? Promise.resolve()).catch(() => undefined).then(() => this.compactNow());
+    const tracked = run.finally(() => {
+      if (this.compacting === tracked) this.compacting = undefined;
+    });
+    this.compacting = tracked;
+    return run;
+  }
+
+  private compactNow(): Promise<{ deletedMessages: number }> {
     const views = [...this.subs.values()].map((rt) => ({
       name: rt.name,
       topicUid: rt.topicUid,
@@ -421,9 +435,7 @@ export class PubSubCore {
 
   private compactInBackground(): void {
     if (this.compacting || this.closed) return;
-    this.compacting = this.compact()
-      .catch(this.onStoreError)
-      .finally(() => (this.compacting = undefined));
+    this.compact().catch(this.onStoreError);
   }
 
   /** Stops timers and closes the store; everything acknowledged so far is durable. */
@@ -432,7 +444,7 @@ export class PubSubCore {
     this.closed = true;
     for (const t of this.timers) t.cancel();
     for (const p of this.pushers.values()) p.stop();
-    await this.compacting;
+    await this.compacting?.catch(() => undefined);
     for (const rt of this.subs.values()) rt.close();
     await this.store.close();
   }

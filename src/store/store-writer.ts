@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import type { StoredMessage } from './store.js';
+import type { CompactionPlan, StoredMessage } from './store.js';
 
 /** The writes that happen per message; everything else is rare and runs on the store's own connection. */
 export type StoreWrite =
@@ -9,7 +9,7 @@ export type StoreWrite =
   | { kind: 'failures'; subscription: string; seq: number; failures: number };
 
 interface Waiter {
-  resolve: () => void;
+  resolve: (result?: any) => void;
   reject: (e: Error) => void;
 }
 
@@ -23,11 +23,11 @@ class WriterThread {
   constructor() {
     const sqlite = createRequire(import.meta.url).resolve('better-sqlite3');
     this.worker = new Worker(new URL('./writer-thread.cjs', import.meta.url), { workerData: { sqlite } });
-    this.worker.on('message', ({ id, error }: { id: number; error?: string }) => {
+    this.worker.on('message', ({ id, error, result }: { id: number; error?: string; result?: unknown }) => {
       const waiter = this.waiting.get(id);
       this.waiting.delete(id);
       if (this.waiting.size === 0) this.worker.unref();
-      if (error === undefined) waiter?.resolve();
+      if (error === undefined) waiter?.resolve(result);
       else waiter?.reject(new Error(error));
     });
     const stop = (e: Error) => {
@@ -41,11 +41,14 @@ class WriterThread {
     this.worker.unref();
   }
 
-  /** Resolves once the thread has carried the request out; requests are carried out in order. */
-  request(message: Record<string, unknown>, transfer: ArrayBuffer[] = []): Promise<void> {
+  /**
+   * Resolves once the thread has carried the request out (with what it answered); writes are carried out
+   * in order, a compaction in the background between them.
+   */
+  request<T = void>(message: Record<string, unknown>, transfer: ArrayBuffer[] = []): Promise<T> {
     if (this.failure) return Promise.reject(this.failure);
     const id = ++this.nextId;
-    return new Promise((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       // While anything is in flight the thread keeps the process alive, so no commit is cut short.
       if (this.waiting.size === 0) this.worker.ref();
       this.waiting.set(id, { resolve, reject });
@@ -131,6 +134,17 @@ export class StoreWriter {
   drain(): Promise<void> {
     this.send();
     return this.last;
+  }
+
+  /** Deletes what the plan says, on the thread, in chunks; see SqliteStore.compact. */
+  async compact(plan: CompactionPlan): Promise<{ deletedMessages: number }> {
+    await this.opened;
+    const deletedMessages = await this.thread.request<number>({
+      op: 'compact',
+      store: this.store,
+      plan: { watermarks: [...plan.watermarks], deleteUpTo: [...plan.deleteUpTo], deletePublishedBefore: [...plan.deletePublishedBefore] },
+    });
+    return { deletedMessages };
   }
 
   async close(): Promise<void> {

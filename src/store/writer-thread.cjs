@@ -45,8 +45,85 @@ function open({ store, file, synchronous }) {
   stores.set(store, { db, apply });
 }
 
+/** Rows deleted per transaction: small enough that group commits of publishes and acks slot in between. */
+const CHUNK = 2000;
+/** Pages given back per incremental-vacuum step. */
+const VACUUM_PAGES = 512;
+const yieldToMessages = () => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * Carries out a compaction plan (store.ts CompactionPlan) in chunks, yielding between them so writes
+ * queued meanwhile are applied (and acknowledged) without waiting for the whole compaction. Keys whose
+ * messages are deleted keep their last sequence in key_seqs. Then freed pages go back to the file system.
+ */
+async function compact(store, plan) {
+  const live = () => stores.get(store);
+  const run = (fn) => {
+    const s = live();
+    if (!s) throw new Error('the store is closed');
+    return s.db.transaction(fn)();
+  };
+  run(() => {
+    const db = live().db;
+    // The seq counter must not go backwards once the newest message is compacted away.
+    const last = db.prepare('SELECT coalesce(max(seq), 0) FROM messages').pluck().get();
+    const saved = Number(db.prepare("SELECT v FROM meta WHERE k = 'last_seq'").pluck().get() ?? 0);
+    if (last > saved) db.prepare("INSERT INTO meta(k, v) VALUES ('last_seq', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v").run(String(last));
+    for (const [name, low] of plan.watermarks) db.prepare('UPDATE subscriptions SET low_seq = max(low_seq, ?) WHERE name = ?').run(low, name);
+  });
+  for (const [name, low] of plan.watermarks) {
+    for (const table of ['acks', 'failures']) {
+      const sql = `DELETE FROM ${table} WHERE sub = ? AND seq IN (SELECT seq FROM ${table} WHERE sub = ? AND seq <= ? LIMIT ${CHUNK})`;
+      while (run(() => live().db.prepare(sql).run(name, name, low).changes) > 0) {
+        await yieldToMessages();
+      }
+    }
+  }
+  let deleted = 0;
+  const deleteChunk = (where, params) =>
+    run(() => {
+      const db = live().db;
+      const seqs = db.prepare(`SELECT seq FROM messages WHERE ${where} ORDER BY seq LIMIT ${CHUNK}`).pluck().all(...params);
+      if (!seqs.length) return 0;
+      const from = seqs[0];
+      const to = seqs[seqs.length - 1];
+      const range = `(${where}) AND seq BETWEEN ? AND ?`;
+      db.prepare(
+        `INSERT INTO key_seqs(topic_uid, ordering_key, last)
+           SELECT topic_uid, ordering_key, max(key_seq) FROM messages WHERE ${range} GROUP BY topic_uid, ordering_key
+         ON CONFLICT(topic_uid, ordering_key) DO UPDATE SET last = max(last, excluded.last)`,
+      ).run(...params, from, to);
+      return db.prepare(`DELETE FROM messages WHERE ${range}`).run(...params, from, to).changes;
+    });
+  for (const [uid, upTo] of plan.deleteUpTo) {
+    for (let n; (n = deleteChunk('topic_uid = ? AND seq <= ?', [uid, upTo])) > 0; ) {
+      deleted += n;
+      await yieldToMessages();
+    }
+  }
+  for (const [uid, before] of plan.deletePublishedBefore) {
+    for (let n; (n = deleteChunk('topic_uid = ? AND publish_time < ?', [uid, before])) > 0; ) {
+      deleted += n;
+      await yieldToMessages();
+    }
+  }
+  // Stores created before incremental vacuum (auto_vacuum NONE) have no free-page map to give back.
+  while (live() && live().db.pragma('auto_vacuum', { simple: true }) === 2 && live().db.pragma('freelist_count', { simple: true }) > 0) {
+    live().db.pragma(`incremental_vacuum(${VACUUM_PAGES})`);
+    await yieldToMessages();
+  }
+  return deleted;
+}
+
 parentPort.on('message', (msg) => {
   const reply = { id: msg.id };
+  if (msg.op === 'compact') {
+    compact(msg.store, msg.plan).then(
+      (result) => parentPort.postMessage({ ...reply, result }),
+      (e) => parentPort.postMessage({ ...reply, error: e instanceof Error ? e.message : String(e) }),
+    );
+    return;
+  }
   try {
     if (msg.op === 'open') open(msg);
     else if (msg.op === 'write') {

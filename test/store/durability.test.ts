@@ -106,7 +106,8 @@ describe('a bad store file is an error naming the file, never a reset', () => {
     await core.close();
     const file = join(dir.path, 'orderly.sqlite');
     const bytes = readFileSync(file);
-    bytes.fill(0xff, 4096 * 3, 4096 * 3 + 2000);
+    const pageSize = bytes.readUInt16BE(16) === 1 ? 65536 : bytes.readUInt16BE(16); // SQLite's file header
+    bytes.fill(0xff, pageSize * 3, pageSize * 3 + 2000);
     writeFileSync(file, bytes);
     await expect(async () => PubSubCore.open({ store: SqliteStore.open(dir.path) })).rejects.toThrow(/orderly\.sqlite cannot be read/);
   });
