@@ -17,33 +17,62 @@ export interface ExportManagerOptions {
 
 /**
  * Keeps one export runner per export subscription (bigqueryConfig, cloudStorageConfig, exportConfig) of
- * the core: `sync()` starts runners for new ones and stops those whose subscription went away.
+ * the core. After `start()` it follows the core: an export section is validated by its connector when a
+ * subscription is created or updated (a bad one is refused there), and a created, changed or deleted
+ * export subscription starts, restarts or stops its runner — whichever API made the change.
  */
 export class ExportManager {
   private readonly runners = new Map<string, ExportRunner>();
+  /** Each runner's export section as it was started, to see when an update changed it. */
+  private readonly sections = new Map<string, string>();
+  private following: (() => void)[] = [];
+  private syncing: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: ExportManagerOptions) {}
 
-  /** Validates every new export subscription's config first, so a bad one starts nothing. */
+  /** Starts the runners of the current export subscriptions and follows the core's changes from now on. */
+  async start(): Promise<void> {
+    const { core } = this.options;
+    this.following = [
+      core.addSubscriptionValidator((_name, spec) => {
+        const section = exportSection(spec);
+        if (section) getConnector(section.connector).parseConfig(section.config);
+      }),
+      core.onSubscriptionChange(() => {
+        this.syncing = this.syncing.then(
+          () => this.sync(),
+          () => this.sync(),
+        );
+        this.syncing.catch((e: unknown) => this.options.logger.error({ error: (e as Error).message }, 'starting or stopping an export failed'));
+      }),
+    ];
+    await this.sync();
+  }
+
+  /**
+   * Brings the runners in line with the core's export subscriptions. Validates every new export
+   * subscription's config first, so a bad one starts nothing.
+   */
   async sync(): Promise<void> {
     const { core, settings, logger } = this.options;
     const exports = core.listSubscriptions().flatMap((sub) => {
       const section = exportSection(sub);
-      return section ? [{ sub, section }] : [];
+      return section ? [{ sub, section, text: JSON.stringify(section) }] : [];
     });
-    const fresh = exports
-      .filter(({ sub }) => !this.runners.has(sub.name))
-      .map(({ sub, section }) => {
-        const factory = getConnector(section.connector);
-        return { sub, factory, config: factory.parseConfig(section.config) };
-      });
-    const names = new Set(exports.map(({ sub }) => sub.name));
+    const current = new Map(exports.map((e) => [e.sub.name, e.text]));
     for (const [name, runner] of this.runners) {
-      if (names.has(name)) continue;
+      if (current.get(name) === this.sections.get(name)) continue; // unchanged
       await runner.stop();
       this.runners.delete(name);
+      this.sections.delete(name);
     }
-    for (const { sub, factory, config } of fresh) {
+    const fresh = exports
+      .filter(({ sub }) => !this.runners.has(sub.name))
+      .map(({ sub, section, text }) => {
+        const factory = getConnector(section.connector);
+        return { sub, factory, text, config: factory.parseConfig(section.config) };
+      });
+    for (const { sub, factory, config, text } of fresh) {
       const { backoff, ...runnerOptions } = this.options.runner ?? {};
       const budget = {
         messages: runnerOptions.maxOutstandingMessages ?? DEFAULT_BUDGET.messages,
@@ -60,6 +89,7 @@ export class ExportManager {
       });
       runner = new ExportRunner({ core, subscription: sub.name, connector, logger, ...runnerOptions, backoff: backoff?.() });
       this.runners.set(sub.name, runner);
+      this.sections.set(sub.name, text);
       runner.start();
     }
   }
@@ -70,6 +100,9 @@ export class ExportManager {
 
   /** Stops every runner: in-flight writes finish, buffered data is finalized and acked. */
   async stop(): Promise<void> {
+    for (const unfollow of this.following) unfollow();
+    this.following = [];
+    await this.syncing.catch(() => undefined);
     await Promise.all([...this.runners.values()].map((r) => r.stop()));
     this.runners.clear();
   }

@@ -57,7 +57,7 @@ export class JobRuntime {
       const reconciled = await reconcile(core, job);
       const exports = new ExportManager({ core, settings: { dataDir: job.dataDir, duckdbPath: job.duckdb?.path, objectStorage }, logger });
       cleanups.push(() => exports.stop());
-      if (options.withExports !== false) await exports.sync();
+      if (options.withExports !== false) await exports.start();
       let metricsUrl: string | undefined;
       if (options.serveMetrics && job.metrics) {
         const server = await serveMetrics(core, exports, job.metrics.host, job.metrics.port);

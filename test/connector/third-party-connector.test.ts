@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import '../../fixtures/connectors/jsonl-file.js';
@@ -33,11 +33,32 @@ describe('a third-party connector', () => {
     }
   });
 
-  it('a bad connector config is refused before anything starts', async () => {
-    await env.core.createSubscription('bad-conn', { topic: 'events', exportConfig: { connector: 'jsonl-file' } });
-    await expect(env.exports.sync()).rejects.toThrow('exportConfig.path: is required');
-    await env.core.deleteSubscription('bad-conn');
-    await env.core.createSubscription('no-conn', { topic: 'events', exportConfig: { connector: 'nope' } });
-    await expect(env.exports.sync()).rejects.toThrow('exportConfig.connector: no connector named "nope" (registered: ');
+  it('a bad connector config is refused when the subscription is created or updated, whatever API makes the change', async () => {
+    await expect(env.core.createSubscription('bad-conn', { topic: 'events', exportConfig: { connector: 'jsonl-file' } })).rejects.toThrow(
+      'exportConfig.path: is required',
+    );
+    await expect(env.core.createSubscription('no-conn', { topic: 'events', exportConfig: { connector: 'nope' } })).rejects.toThrow(
+      'exportConfig.connector: no connector named "nope" (registered: ',
+    );
+    expect(env.core.hasSubscription('bad-conn') || env.core.hasSubscription('no-conn')).toBe(false);
+    await env.core.createSubscription('plain', { topic: 'events' });
+    await expect(env.core.updateSubscription('plain', { exportConfig: { connector: 'jsonl-file' } })).rejects.toThrow('exportConfig.path: is required');
+  });
+
+  it('follows the core: created, changed and deleted export subscriptions start, restart and stop their runners', async () => {
+    const first = join(dir.path, 'first.jsonl');
+    const second = join(dir.path, 'second.jsonl');
+    await env.core.createSubscription('follow', { topic: 'events', exportConfig: { connector: 'jsonl-file', path: first } });
+    await waitFor('runner', () => env.exports.runner('follow') !== undefined);
+    await env.core.publish('events', [{ data: 'one' }]);
+    await waitFor('first file', () => env.core.metrics('follow').backlogMessages === 0 && existsSync(first));
+    const before = env.exports.runner('follow');
+    await env.core.updateSubscription('follow', { exportConfig: { connector: 'jsonl-file', path: second } });
+    await waitFor('restarted runner', () => ![before, undefined].includes(env.exports.runner('follow')));
+    await env.core.publish('events', [{ data: 'two' }]);
+    await waitFor('second file', () => env.core.metrics('follow').backlogMessages === 0 && existsSync(second));
+    expect(readFileSync(second, 'utf8')).toContain('two');
+    await env.core.deleteSubscription('follow');
+    await waitFor('stopped runner', () => env.exports.runner('follow') === undefined);
   });
 });

@@ -18,7 +18,7 @@ describe('DuckDB export crash safety', () => {
   it('after SIGKILLs at random points the table holds every message exactly once, per key in order', async () => {
     const dir = tempDir('orderly-duck-crash-');
     try {
-      const setup = await openExport(dir.path);
+      const setup = await openExport(dir.path, {}, { start: false });
       await setup.core.createTopic('crash-topic');
       await setup.core.createSubscription('crash-sub', {
         topic: 'crash-topic',

@@ -6,7 +6,6 @@ import { openExport } from '../helpers/export.js';
 
 const dir = process.argv[2]!;
 const env = await openExport(dir);
-await env.exports.sync();
 process.stdout.write('STARTED\n');
 const timer = setInterval(() => {
   if (env.core.metrics('crash-sub').backlogMessages > 0) return;

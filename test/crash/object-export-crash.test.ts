@@ -24,7 +24,7 @@ describe('object-storage export crash safety', () => {
     try {
       const bucket = await s3.bucket();
       const cloudStorageConfig = { bucket, maxMessages: 1000, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } };
-      const setup = await openExport(dir.path, { objectStorage: s3.settings });
+      const setup = await openExport(dir.path, { objectStorage: s3.settings }, { start: false });
       await setup.core.createTopic('crash-topic');
       await setup.core.createSubscription('crash-sub', { topic: 'crash-topic', enableMessageOrdering: true, cloudStorageConfig });
       for (let i = 0; i < MESSAGES; i += 1000) {

@@ -7,7 +7,6 @@ import { openExport } from '../helpers/export.js';
 
 const [dir, mode] = process.argv.slice(2) as [string, 'run' | 'drain'];
 const env = await openExport(dir, { objectStorage: JSON.parse(process.env.ORDERLY_TEST_S3!) });
-await env.exports.sync();
 process.stdout.write('STARTED\n');
 // The core's timers do not hold the process open; in "run" mode it lives until it is killed.
 if (mode === 'run') setInterval(() => undefined, 60_000);

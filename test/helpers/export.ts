@@ -9,8 +9,11 @@ import { SqliteStore } from '../../src/store/sqlite-store.js';
 
 registerBuiltInConnectors();
 
-/** A core on real time (export runners use timers) with an export manager over `dir`. */
-export async function openExport(dir: string, settings: Record<string, unknown> = {}) {
+/**
+ * A core on real time (export runners use timers) with an export manager over `dir`, started unless
+ * `start` is false (a setup that only publishes a backlog for a later run to export).
+ */
+export async function openExport(dir: string, settings: Record<string, unknown> = {}, { start = true } = {}) {
   const core = await PubSubCore.open({ store: SqliteStore.open(join(dir, 'store'), { durability: 'process' }), projectId: 'p', tickMs: 20 });
   const duckdbPath = join(dir, 'export.duckdb');
   const exports = new ExportManager({
@@ -19,6 +22,7 @@ export async function openExport(dir: string, settings: Record<string, unknown> 
     logger: createLogger(),
     runner: { flushIntervalMs: 100, backoff: () => new Backoff(20, 200) },
   });
+  if (start) await exports.start();
   return {
     core,
     exports,
