@@ -64,7 +64,7 @@ export function mapKeyType(field: protobuf.Field): string {
  * `hasPresence` says false for a proto3 message field, which is wrong for our purposes.)
  */
 export function hasPresence(field: protobuf.Field): boolean {
-  return !field.repeated && !field.map && (field.hasPresence || messageTypeOf(field) !== undefined);
+  return !field.repeated && !field.map && (Boolean(field.hasPresence) || messageTypeOf(field) !== undefined);
 }
 
 /** A real oneof (not the synthetic one protobufjs makes for a proto3 `optional` field). */
