@@ -1,5 +1,5 @@
 import avro from 'avsc';
-import type { AvroType } from './avro-types.js';
+import { underlying, type AvroType } from './avro-types.js';
 import { describeJson, isJsonObject, type JsonValue } from './json-text.js';
 import { at, SchemaViolationError } from './schema-violation.js';
 
@@ -48,16 +48,13 @@ function record(): AvroRecord {
   return Object.create(null) as AvroRecord;
 }
 
+/** The type's name for decoding: a logical type decodes as its underlying type. */
 function kind(type: AvroType): string {
-  return type.typeName.startsWith('logical:') ? kind((type as avro.types.LogicalType).underlyingType) : type.typeName;
-}
-
-function base(type: AvroType): AvroType {
-  return type instanceof avro.types.LogicalType ? base(type.underlyingType) : type;
+  return underlying(type).typeName;
 }
 
 function typeLabel(type: AvroType): string {
-  const b = base(type);
+  const b = underlying(type);
   return b.name ?? (kind(b) === 'abstract:long' ? 'long' : kind(b).replace('union:wrapped', 'union'));
 }
 
@@ -69,7 +66,7 @@ class BinaryReader {
 
   read(type: AvroType, path: string, depth: number): AvroValue {
     if (depth > MAX_DEPTH) throw new SchemaViolationError(path, `nested deeper than ${MAX_DEPTH} levels`);
-    const t = base(type);
+    const t = underlying(type);
     switch (kind(t)) {
       case 'null':
         return null;
@@ -196,7 +193,7 @@ class BinaryReader {
 
 /** The fewest bytes one value of `type` takes in the binary encoding. */
 function minSize(type: AvroType, visiting = new Set<AvroType>()): number {
-  const t = base(type);
+  const t = underlying(type);
   switch (kind(t)) {
     case 'null':
       return 0;
@@ -226,7 +223,7 @@ const SPECIAL_FLOATS: Record<string, number> = { NaN: NaN, Infinity: Infinity, '
 
 function fromJson(type: AvroType, json: JsonValue, path: string, depth: number): AvroValue {
   if (depth > MAX_DEPTH) throw new SchemaViolationError(path, `nested deeper than ${MAX_DEPTH} levels`);
-  const t = base(type);
+  const t = underlying(type);
   const fail = (expected: string): never => {
     throw new SchemaViolationError(path, `expected ${expected} for Avro ${typeLabel(t)}, got ${describeJson(json)}`);
   };

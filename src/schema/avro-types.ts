@@ -57,7 +57,7 @@ const UNDERLYING: Record<AvroLogical['name'], string> = {
 type SchemaObject = Record<string, unknown>;
 
 /** The logical type `schema` validly declares, if any (the Avro 1.11 rules for each). */
-export function declaredLogical(schema: unknown): AvroLogical | undefined {
+function declaredLogical(schema: unknown): AvroLogical | undefined {
   if (!schema || typeof schema !== 'object' || Array.isArray(schema)) return undefined;
   const s = schema as SchemaObject;
   const name = s.logicalType;

@@ -103,7 +103,7 @@ export function validateAgainstRevisions(
 }
 
 /** The live revisions in `range`, newest first. */
-export function revisionsInRange(revisions: readonly RevisionDefinition[], range: RevisionRange): Array<RevisionDefinition & { definition: string }> {
+function revisionsInRange(revisions: readonly RevisionDefinition[], range: RevisionRange): Array<RevisionDefinition & { definition: string }> {
   const position = (id: string | undefined, fallback: number, which: string) => {
     if (!id) return fallback;
     const i = revisions.findIndex((r) => r.revisionId === id);

@@ -30,7 +30,7 @@ export function decodeProtoJson(type: protobuf.Type, json: JsonValue): ProtoMess
 }
 
 /** A field's proto3 JSON name (protoc's rule: drop each `_`, upper-case the letter after it). */
-export function jsonName(field: protobuf.Field): string {
+function jsonName(field: protobuf.Field): string {
   const custom = field.options?.json_name;
   if (typeof custom === 'string') return custom;
   return field.name.replace(/_+(.?)/g, (_m, c: string) => c.toUpperCase());

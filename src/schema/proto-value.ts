@@ -23,7 +23,7 @@ export function emptyMessage(): ProtoMessage {
 /** Java's default recursion limit for parsing, which Pub/Sub's validation inherits. */
 export const MAX_PROTO_DEPTH = 100;
 
-export const INT64_TYPES = new Set(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
+const INT64_TYPES = new Set(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
 const VARINT_TYPES = new Set(['int32', 'int64', 'uint32', 'uint64', 'sint32', 'sint64', 'bool']);
 const FIXED64_TYPES = new Set(['fixed64', 'sfixed64', 'double']);
 const FIXED32_TYPES = new Set(['fixed32', 'sfixed32', 'float']);

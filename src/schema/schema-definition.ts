@@ -17,7 +17,6 @@ import { JsonTextError, parseJsonText, type JsonValue } from './json-text.js';
  * the parser knows it, the line and column.
  */
 export type SchemaType = 'AVRO' | 'PROTOCOL_BUFFER';
-export const SCHEMA_TYPES: readonly SchemaType[] = ['AVRO', 'PROTOCOL_BUFFER'];
 
 /** Pub/Sub's limit on `Schema.definition` ("300 KB"; counted in bytes of UTF-8, decimal kilobytes). */
 export const MAX_DEFINITION_BYTES = 300_000;

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { OrderlyError, type StatusCode } from '../../src/core/errors.js';
 import { DELETED_SCHEMA } from '../../src/schema/schema-name.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../src/schema/paging.js';
 import { MAX_REVISIONS, SchemaRegistry, type SchemaChange, type SchemaRecord } from '../../src/schema/schema-registry.js';
 
 const AVRO_V1 = JSON.stringify({ type: 'record', name: 'Event', fields: [{ name: 'user', type: 'string' }] });
@@ -90,6 +91,16 @@ describe('SchemaRegistry: create, get, list, delete', () => {
     );
     await rejection(() => registry.list({ parent: 'projects/p', pageSize: -1 }), 'INVALID_ARGUMENT');
     await rejection(() => registry.list({ parent: 'projects/p', view: 'ALL' }), 'INVALID_ARGUMENT');
+  });
+
+  it('pages by 100 when no page size is given, and by at most 1000', async () => {
+    const { registry, create } = setup();
+    for (let i = 0; i < MAX_PAGE_SIZE + 1; i++) await create(`s${String(i).padStart(4, '0')}`);
+    expect(registry.list({ parent: 'projects/p' }).schemas).toHaveLength(DEFAULT_PAGE_SIZE);
+    expect(registry.list({ parent: 'projects/p', pageSize: 0 }).schemas).toHaveLength(DEFAULT_PAGE_SIZE);
+    const capped = registry.list({ parent: 'projects/p', pageSize: 5000 });
+    expect(capped.schemas).toHaveLength(MAX_PAGE_SIZE);
+    expect(registry.list({ parent: 'projects/p', pageSize: 5000, pageToken: capped.nextPageToken }).schemas.map((s) => s.name)).toEqual(['projects/p/schemas/s1000']);
   });
 
   it('deletes a schema: it is gone, its name can be reused, and topics must then show _deleted-schema_', async () => {
