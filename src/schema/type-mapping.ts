@@ -120,7 +120,8 @@ function struct(path: string, entries: FieldColumn[]): Mapped {
     sql: `STRUCT(${entries.map((e) => `${quoteIdent(e.name)} ${e.mapped.sql}`).join(', ')})`,
     convert: (v, p) => {
       const value = v as Record<string, unknown>;
-      const out: Record<string, DuckDBValue> = {};
+      // No prototype: a field named "__proto__" stays a field.
+      const out = Object.create(null) as Record<string, DuckDBValue>;
       for (const e of entries) {
         const x = value[e.name];
         out[e.name] = x === undefined || x === null ? null : e.mapped.convert(x, `${p}.${e.name}`);
