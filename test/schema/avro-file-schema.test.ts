@@ -1,0 +1,164 @@
+import avsc from 'avsc';
+import { once } from 'node:events';
+import { Readable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { avroFileLayout, type AvroFileLayout, type MessageMetadata } from '../../src/schema/avro-file-schema.js';
+import { decodeMessage } from '../../src/schema/message-validation.js';
+import { compileSchema } from '../../src/schema/schema-definition.js';
+
+/** Writes an Avro object container file the way an export would (avsc's block encoder, with the layout's type). */
+async function writeFile(layout: AvroFileLayout, records: unknown[]): Promise<Buffer> {
+  const encoder = new avsc.streams.BlockEncoder(layout.type, { codec: 'deflate' });
+  const chunks: Buffer[] = [];
+  encoder.on('data', (c: Buffer) => chunks.push(c));
+  const done = once(encoder, 'end');
+  for (const r of records) encoder.write(r);
+  encoder.end();
+  await done;
+  return Buffer.concat(chunks);
+}
+
+/** Reads a file back with plain avsc: with `readerSchema` given, or with the schema in the file's header. */
+async function readFile(file: Buffer, readerSchema?: unknown): Promise<{ header: unknown; records: unknown[] }> {
+  const decoder = new avsc.streams.BlockDecoder(readerSchema ? { readerSchema: readerSchema as avsc.Schema } : {});
+  let header: unknown;
+  decoder.on('metadata', (type: avsc.Type) => (header = type.schema()));
+  const records: unknown[] = [];
+  decoder.on('data', (r: unknown) => records.push(JSON.parse(JSON.stringify(r))));
+  Readable.from([file]).pipe(decoder);
+  await once(decoder, 'end');
+  return { header, records };
+}
+
+const TOPIC_SCHEMA = {
+  type: 'record',
+  name: 'Order',
+  namespace: 'shop',
+  fields: [
+    { name: 'id', type: 'string' },
+    { name: 'qty', type: 'long' },
+    { name: 'note', type: ['null', 'string'], default: null },
+    { name: 'tags', type: { type: 'array', items: 'string' } },
+  ],
+};
+
+const meta = (n: number, orderingKey = ''): MessageMetadata => ({
+  subscriptionName: 'projects/p/subscriptions/to-gcs',
+  messageId: String(n),
+  publishTimeMicros: 1_700_000_000_000_000n + BigInt(n),
+  attributes: { source: 'test' },
+  orderingKey,
+  sequence: BigInt(n),
+});
+
+describe('Avro files written with the topic schema (avroConfig.useTopicSchema)', () => {
+  const schema = compileSchema('AVRO', JSON.stringify(TOPIC_SCHEMA));
+  const messages = ['{"id": "a", "qty": 1, "note": {"string": "x"}, "tags": ["t"]}', '{"id": "b", "qty": 2, "note": null, "tags": []}'].map((m) =>
+    decodeMessage(schema, 'JSON', Buffer.from(m)),
+  );
+
+  it('without metadata: the file schema is the topic schema, and avsc reads the records back with it', async () => {
+    const layout = avroFileLayout(schema, false);
+    expect(layout.schema).toEqual({ ...TOPIC_SCHEMA, name: 'shop.Order', namespace: undefined, fields: TOPIC_SCHEMA.fields.map((f) => ({ ...f })) });
+    const file = await writeFile(layout, messages.map((m) => layout.record(m)));
+    const plainTopicType = avsc.Type.forSchema(TOPIC_SCHEMA as avsc.Schema, { wrapUnions: true });
+    const { records } = await readFile(file, plainTopicType);
+    expect(records).toEqual([
+      { id: 'a', qty: 1, note: { string: 'x' }, tags: ['t'] },
+      { id: 'b', qty: 2, note: null, tags: [] },
+    ]);
+  });
+
+  it('with metadata: the topic fields, then Pub/Sub’s metadata fields (the ordering key among the attributes) and Orderly’s', async () => {
+    const layout = avroFileLayout(schema, true);
+    const names = (layout.schema as { fields: Array<{ name: string }> }).fields.map((f) => f.name);
+    expect(names).toEqual(['id', 'qty', 'note', 'tags', 'subscription_name', 'message_id', 'publish_time', 'attributes', 'ordering_key', 'sequence']);
+    const file = await writeFile(layout, [layout.record(messages[0]!, meta(1, 'k1')), layout.record(messages[1]!, meta(2))]);
+    const { header, records } = await readFile(file);
+    expect((header as { name: string }).name).toBe('shop.Order');
+    expect(records[0]).toEqual({
+      id: 'a',
+      qty: 1,
+      note: 'x',
+      tags: ['t'],
+      subscription_name: 'projects/p/subscriptions/to-gcs',
+      message_id: '1',
+      publish_time: 1_700_000_000_000_001,
+      attributes: { source: 'test', orderingKey: 'k1' },
+      ordering_key: 'k1',
+      sequence: 1,
+    });
+    // Readers that know only the topic schema still read the topic's fields (Avro schema resolution).
+    const { records: asTopic } = await readFile(file, avsc.Type.forSchema(TOPIC_SCHEMA as avsc.Schema));
+    expect(asTopic[1]).toEqual({ id: 'b', qty: 2, note: null, tags: [] });
+    expect(() => layout.record(messages[0]!)).toThrow('pass the message metadata');
+  });
+
+  it('refuses metadata on a topic schema that is not a record, or has a field named like a metadata field', () => {
+    expect(() => avroFileLayout(compileSchema('AVRO', '"string"'), true)).toThrow('needs a topic schema that is a record');
+    expect(avroFileLayout(compileSchema('AVRO', '"string"'), false).schema).toBe('string');
+    const clash = compileSchema('AVRO', JSON.stringify({ type: 'record', name: 'R', fields: [{ name: 'message_id', type: 'string' }] }));
+    expect(() => avroFileLayout(clash, true)).toThrow("the topic schema's field message_id has the name of a metadata field that avroConfig.writeMetadata adds");
+  });
+
+  it('refuses a long default that a JSON file header cannot hold exactly', () => {
+    const big = compileSchema('AVRO', '{"type": "record", "name": "R", "fields": [{"name": "n", "type": "long", "default": 9007199254740993}]}');
+    expect(() => avroFileLayout(big, false)).toThrow('a long default beyond 2^53');
+  });
+});
+
+describe('Avro files for a Protocol Buffer topic schema', () => {
+  const schema = compileSchema(
+    'PROTOCOL_BUFFER',
+    `syntax = "proto3";
+    package shop;
+    message Order {
+      string id = 1; uint64 big = 2; uint32 u = 3; optional int32 maybe = 4; Status status = 5;
+      enum Status { NEW = 0; PAID = 1; }
+      message Line { string sku = 1; Line parent = 2; }
+      repeated Line lines = 6; map<string, int64> totals = 7; map<int32, string> names = 8; bytes raw = 9; float f = 10;
+    }`,
+  );
+  const message = decodeMessage(
+    schema,
+    'JSON',
+    Buffer.from(
+      JSON.stringify({
+        id: 'o1', big: '18446744073709551615', u: 4294967295, maybe: 3, status: 'PAID',
+        lines: [{ sku: 'a', parent: { sku: 'root' } }], totals: { eur: '12' }, names: { '7': 'seven' }, raw: 'AQI=', f: 0.5,
+      }),
+    ),
+  );
+
+  it('describes the message as an Avro record that avsc writes and reads back from the file header alone', async () => {
+    const layout = avroFileLayout(schema, false);
+    expect(layout.schema).toMatchObject({ type: 'record', name: 'shop.Order' });
+    const fields = Object.fromEntries((layout.schema as { fields: Array<{ name: string; type: unknown }> }).fields.map((f) => [f.name, f.type]));
+    expect(fields).toMatchObject({
+      id: 'string',
+      big: { type: 'bytes', logicalType: 'decimal', precision: 20, scale: 0 },
+      u: 'long',
+      maybe: ['null', 'int'],
+      status: 'int',
+      totals: { type: 'map', values: 'long' },
+      names: { type: 'array', items: { type: 'record', name: 'shop.Order.NamesEntry' } },
+      raw: 'bytes',
+      f: 'float',
+    });
+    const file = await writeFile(layout, [layout.record(message)]);
+    const { records } = await readFile(file);
+    expect(records[0]).toEqual({
+      id: 'o1',
+      // decimal(20, 0) bytes of 2^64 - 1, as JSON.stringify renders a Buffer
+      big: { type: 'Buffer', data: [0, 255, 255, 255, 255, 255, 255, 255, 255] },
+      u: 4294967295,
+      maybe: 3,
+      status: 1,
+      lines: [{ sku: 'a', parent: { sku: 'root', parent: null } }],
+      totals: { eur: 12 },
+      names: [{ key: 7, value: 'seven' }],
+      raw: { type: 'Buffer', data: [1, 2] },
+      f: 0.5,
+    });
+  });
+});

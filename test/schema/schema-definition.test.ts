@@ -1,0 +1,146 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidArgumentError } from '../../src/core/errors.js';
+import { compileSchema, MAX_DEFINITION_BYTES } from '../../src/schema/schema-definition.js';
+
+const avro = (schema: unknown) => compileSchema('AVRO', typeof schema === 'string' ? schema : JSON.stringify(schema));
+const proto = (definition: string) => compileSchema('PROTOCOL_BUFFER', definition);
+
+function refusal(fn: () => unknown): InvalidArgumentError {
+  try {
+    fn();
+  } catch (e) {
+    expect(e).toBeInstanceOf(InvalidArgumentError);
+    return e as InvalidArgumentError;
+  }
+  throw new Error('expected the definition to be refused');
+}
+
+describe('schema definitions: Avro', () => {
+  it('accepts Pub/Sub documentation examples and every Avro type', () => {
+    const inventory = avro({
+      type: 'record',
+      name: 'Avro',
+      fields: [
+        { name: 'ProductName', type: 'string', default: '' },
+        { name: 'SKU', type: 'int', default: 0 },
+        { name: 'InStock', type: 'boolean', default: false },
+      ],
+    });
+    expect(inventory.type).toBe('AVRO');
+    const all = avro({
+      type: 'record',
+      name: 'All',
+      namespace: 'my.ns',
+      fields: [
+        { name: 'n', type: 'null' },
+        { name: 'l', type: 'long', default: 1 },
+        { name: 'f', type: 'float' },
+        { name: 'd', type: 'double' },
+        { name: 'b', type: 'bytes' },
+        { name: 'e', type: { type: 'enum', name: 'E', symbols: ['A', 'B'] } },
+        { name: 'a', type: { type: 'array', items: 'E' } },
+        { name: 'm', type: { type: 'map', values: 'long' } },
+        { name: 'x', type: { type: 'fixed', name: 'X', size: 4 } },
+        { name: 'u', type: ['null', 'string'], default: null },
+        { name: 'ts', type: { type: 'long', logicalType: 'timestamp-micros' } },
+      ],
+    });
+    expect(all.type === 'AVRO' && all.avro.name).toBe('my.ns.All');
+  });
+
+  it('keeps a long default beyond 2^53 exact', () => {
+    const s = avro('{"type": "record", "name": "R", "fields": [{"name": "l", "type": "long", "default": 9007199254740993}]}');
+    expect(s.type === 'AVRO' && (s.avro as unknown as { fields: Array<{ defaultValue(): unknown }> }).fields[0]!.defaultValue()).toBe(9007199254740993n);
+  });
+
+  it('refuses text that is not JSON, naming line and column', () => {
+    const e = refusal(() => avro('{\n  "type": "record",\n  "name": "R"\n  "fields": []\n}'));
+    expect(e.field).toBe('schema.definition');
+    expect(e.message).toBe(`schema.definition: not valid JSON (an Avro schema is JSON): expected '}', got "\\"fields\\": []" at line 4, column 3`);
+  });
+
+  it('refuses invalid Avro schemas with what is wrong', () => {
+    expect(refusal(() => avro({ type: 'record', name: 'R', fields: [{ name: 'a', type: 'strin' }] })).message).toBe(
+      'schema.definition: not a valid Avro schema: undefined type name: strin',
+    );
+    expect(refusal(() => avro({ type: 'record', fields: [] })).message).toContain('missing name property');
+    expect(refusal(() => avro({ type: 'record', name: 'R', fields: [{ name: 'a', type: 'int', default: 'x' }] })).message).toContain('invalid "int": "x"');
+    expect(refusal(() => avro({ type: 'enum', name: 'E', symbols: ['A', 'A'] })).message).toContain('duplicate');
+    expect(refusal(() => avro({ type: 'record', name: 'R', fields: [{ name: '1a', type: 'int' }] })).message).toContain('invalid');
+    expect(refusal(() => avro({ type: 'fixed', name: 'F' })).message).toContain('size');
+  });
+
+  it('falls back to the underlying type for an invalid logical type, as the Avro specification says', () => {
+    const s = avro({ type: 'record', name: 'R', fields: [{ name: 'd', type: { type: 'string', logicalType: 'date' } }] });
+    expect(s.type === 'AVRO' && s.avro.isValid({ d: 'not a date' })).toBe(true);
+  });
+});
+
+describe('schema definitions: Protocol Buffers', () => {
+  it('accepts proto2, proto3 (with optional, maps, oneofs, nested types) and editions', () => {
+    expect(proto('syntax = "proto3"; message ProtocolBuffer { string product_name = 1; int32 SKU = 2; bool in_stock = 3; }').type).toBe('PROTOCOL_BUFFER');
+    const nested = proto(`syntax = "proto3";
+      package shop.v1;
+      option java_package = "com.shop";
+      message Order {
+        optional string note = 1;
+        map<string, int64> tags = 2;
+        oneof payment { string card = 3; int32 cash = 4; }
+        Line line = 5;
+        message Line { string sku = 1; Kind kind = 2; }
+        enum Kind { KIND_UNSPECIFIED = 0; BOOK = 1; }
+      }`);
+    expect(nested.type === 'PROTOCOL_BUFFER' && nested.message.fullName).toBe('.shop.v1.Order');
+    expect(proto('syntax = "proto2"; message M { required int32 a = 1; optional group G = 2 { optional int32 b = 3; } }').type).toBe('PROTOCOL_BUFFER');
+    expect(proto('edition = "2023"; message UserEvent { string user_id = 1; int64 occurred_at_unix = 3; }').type).toBe('PROTOCOL_BUFFER');
+  });
+
+  it('refuses imports (a Pub/Sub schema is one file)', () => {
+    const e = refusal(() => proto('syntax = "proto3"; import "google/protobuf/timestamp.proto"; message M { google.protobuf.Timestamp t = 1; }'));
+    expect(e.message).toBe(
+      'schema.definition: imports are not allowed in a Pub/Sub schema (found import "google/protobuf/timestamp.proto"); define every type in the one definition',
+    );
+  });
+
+  it('refuses anything but exactly one top-level message', () => {
+    expect(refusal(() => proto('syntax = "proto3"; message A { string a = 1; } message B { string b = 1; }')).message).toBe(
+      'schema.definition: a Pub/Sub schema must define exactly one top-level type, a message; found 2 (A, B)',
+    );
+    expect(refusal(() => proto('syntax = "proto3"; message A { E e = 1; } enum E { Z = 0; }')).message).toContain('found 2 (A, E)');
+    expect(refusal(() => proto('syntax = "proto3"; enum E { Z = 0; }')).message).toContain('found 1 (E)');
+    expect(refusal(() => proto('syntax = "proto3";')).message).toContain('found 0 (none)');
+  });
+
+  it('refuses syntax errors, naming the line', () => {
+    expect(refusal(() => proto('syntax = "proto3";\nmessage M {\n  string a = 1\n}')).message).toBe(
+      "schema.definition: not a valid Protocol Buffer definition: illegal token '}', ';' expected (line 4)",
+    );
+    expect(refusal(() => proto('message M { string a = 1; }')).message).toContain("illegal token 'string' (line 1)");
+  });
+
+  it('refuses references to undefined types, duplicate field numbers, and an open enum not starting at zero', () => {
+    expect(refusal(() => proto('syntax = "proto3"; message M { Foo f = 1; }')).message).toContain("no such Type or Enum 'Foo'");
+    expect(refusal(() => proto('syntax = "proto3"; message M { string a = 1; string b = 1; }')).message).toContain('duplicate id 1');
+    expect(refusal(() => proto('syntax = "proto3"; message M { enum E { A = 1; } E e = 1; }')).message).toBe(
+      'schema.definition: the first value of enum M.E must be zero (it is 1)',
+    );
+    // proto2 enums are closed and may start anywhere.
+    expect(proto('syntax = "proto2"; message M { enum E { A = 1; } optional E e = 1; }').type).toBe('PROTOCOL_BUFFER');
+  });
+});
+
+describe('schema definitions: type and size', () => {
+  it('refuses an unknown or missing type, and an empty definition', () => {
+    expect(refusal(() => compileSchema('TYPE_UNSPECIFIED', '{}')).message).toBe('schema.type: must be AVRO or PROTOCOL_BUFFER, got "TYPE_UNSPECIFIED"');
+    expect(refusal(() => compileSchema(undefined, '{}')).field).toBe('schema.type');
+    expect(refusal(() => compileSchema('AVRO', '  ')).message).toBe('schema.definition: a schema definition is required');
+    expect(compileSchema(2, '"string"').type).toBe('AVRO');
+  });
+
+  it('accepts a definition of 300 KB and refuses one byte more', () => {
+    const fields = (pad: number) => JSON.stringify({ type: 'record', name: 'R', doc: 'x'.repeat(pad), fields: [] });
+    const base = Buffer.byteLength(fields(0));
+    expect(avro(fields(MAX_DEFINITION_BYTES - base)).type).toBe('AVRO');
+    expect(refusal(() => avro(fields(MAX_DEFINITION_BYTES - base + 1))).message).toBe('schema.definition: must be at most 300000 bytes, got 300001');
+  });
+});
