@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Store, StoredMessage, SubscriptionRecord, TopicRecord } from '../store/store.js';
 import { systemClock, type Clock } from './clock.js';
 import { AlreadyExistsError, FailedPreconditionError, InvalidArgumentError, NotFoundError } from './errors.js';
@@ -24,6 +25,9 @@ export interface Subscription extends SubscriptionSpec {
   name: string;
   state: SubscriptionState;
 }
+
+/** Who a subscription is beyond its name: what export sinks key their progress by (see SubscriptionRecord). */
+export type SubscriptionIdentity = Pick<SubscriptionRecord, 'uid' | 'adoptsNameKeyedProgress'>;
 
 export interface CoreOptions {
   store: Store;
@@ -63,6 +67,7 @@ export class PubSubCore {
   private readonly store: Store;
   private readonly topics = new Map<string, TopicRecord>();
   private readonly subs = new Map<string, SubscriptionRuntime>();
+  private readonly identities = new Map<string, SubscriptionIdentity>();
   private readonly keySeqs = new Map<string, number>();
   private readonly pushers = new Map<string, PushDelivery>();
   /** Messages published per topic name since start (for metrics). */
@@ -126,6 +131,7 @@ export class PubSubCore {
       runtime.enqueue(row.message, row.failures, row.dataBytes);
     }
     this.subs.set(rec.name, runtime);
+    this.identities.set(rec.name, { uid: rec.uid, adoptsNameKeyedProgress: rec.adoptsNameKeyedProgress });
     this.syncPush(rec.name);
     return runtime;
   }
@@ -208,7 +214,7 @@ export class PubSubCore {
     if (!topic) throw new NotFoundError('Topic', spec.topic);
     this.checkDeadLetterTopic(spec);
     // Delivery starts with messages published after creation: everything up to now is below the watermark.
-    const rec: SubscriptionRecord = { name, topicUid: topic.uid, spec, lowSeq: this.fannedOutSeq };
+    const rec: SubscriptionRecord = { name, uid: randomUUID(), adoptsNameKeyedProgress: false, topicUid: topic.uid, spec, lowSeq: this.fannedOutSeq };
     await this.store.createSubscription(rec);
     await this.startRuntime(rec);
     return this.getSubscription(name);
@@ -234,11 +240,21 @@ export class PubSubCore {
     return this.subs.has(this.subscriptionName(ref));
   }
 
+  /** The subscription's identity; a subscription created again under the same name has another uid. */
+  identity(ref: string): SubscriptionIdentity {
+    const name = this.subscriptionName(ref);
+    const identity = this.identities.get(name);
+    if (!identity) throw new NotFoundError('Subscription', name);
+    return identity;
+  }
+
   listSubscriptions(project = this.projectId): Subscription[] {
-    return [...this.subs.values()]
-      .filter((s) => projectOf(s.name) === project)
-      .sort((a, b) => (a.name < b.name ? -1 : 1))
-      .map((s) => this.getSubscription(s.name));
+    return this.allSubscriptions().filter((s) => projectOf(s.name) === project);
+  }
+
+  /** Every project's subscriptions, by name (exports and status cover them all). */
+  allSubscriptions(): Subscription[] {
+    return [...this.subs.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((s) => this.getSubscription(s.name));
   }
 
   /** Changes the mutable fields given in `patch`; ordering, filter and topic are fixed at creation. */
@@ -259,6 +275,7 @@ export class PubSubCore {
     const rt = this.runtime(ref);
     rt.close();
     this.subs.delete(rt.name);
+    this.identities.delete(rt.name);
     this.syncPush(rt.name);
     await this.store.deleteSubscription(rt.name);
   }
@@ -385,7 +402,7 @@ export class PubSubCore {
   async seek(subRef: string, time: Date | number): Promise<void> {
     const rt = this.runtime(subRef);
     const at = typeof time === 'number' ? time : time.getTime();
-    const rec: SubscriptionRecord = { name: rt.name, topicUid: rt.topicUid, spec: rt.spec, lowSeq: 0 };
+    const rec: SubscriptionRecord = { name: rt.name, ...this.identity(rt.name), topicUid: rt.topicUid, spec: rt.spec, lowSeq: 0 };
     // End the outstanding deliveries first: an ack arriving during the seek must find its lease gone,
     // or it would be recorded after the seek and swallow the replay.
     const consumers = rt.detachConsumers();
