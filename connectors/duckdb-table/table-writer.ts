@@ -129,20 +129,18 @@ export class DuckDbTableWriter implements Connector {
     const { subscription, identity } = this.context;
     await connection.run('BEGIN TRANSACTION');
     try {
+      const params = [identity.uid, subscription];
       if (legacy.has(NAME_KEYED_PROGRESS)) {
         await connection.run(
-          `INSERT INTO ${PROGRESS} SELECT $1, subscription, ordering_key, last_sequence FROM ${NAME_KEYED_PROGRESS} WHERE subscription = $2;
-           DELETE FROM ${NAME_KEYED_PROGRESS} WHERE subscription = $2`,
-          [identity.uid, subscription],
+          `INSERT INTO ${PROGRESS} SELECT $1, subscription, ordering_key, last_sequence FROM ${NAME_KEYED_PROGRESS} WHERE subscription = $2`,
+          params,
         );
+        await connection.run(`DELETE FROM ${NAME_KEYED_PROGRESS} WHERE subscription = $1`, [subscription]);
       }
       if (legacy.has(NAME_KEYED_IDS)) {
-        await connection.run(
-          `ALTER TABLE ${NAME_KEYED_IDS} ADD COLUMN IF NOT EXISTS publish_time TIMESTAMP;
-           INSERT INTO ${WRITTEN_IDS} SELECT $1, subscription, message_id, publish_time FROM ${NAME_KEYED_IDS} WHERE subscription = $2;
-           DELETE FROM ${NAME_KEYED_IDS} WHERE subscription = $2`,
-          [identity.uid, subscription],
-        );
+        await connection.run(`ALTER TABLE ${NAME_KEYED_IDS} ADD COLUMN IF NOT EXISTS publish_time TIMESTAMP`);
+        await connection.run(`INSERT INTO ${WRITTEN_IDS} SELECT $1, subscription, message_id, publish_time FROM ${NAME_KEYED_IDS} WHERE subscription = $2`, params);
+        await connection.run(`DELETE FROM ${NAME_KEYED_IDS} WHERE subscription = $1`, [subscription]);
       }
       await connection.run('COMMIT');
     } catch (e) {
