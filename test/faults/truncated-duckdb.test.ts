@@ -26,12 +26,12 @@ const batch = (round: string, n = 50) => Array.from({ length: n }, (_, i) => ({ 
 const backlog = () => env.core.metrics('sub').backlogMessages;
 const state = () => env.core.getSubscription('sub').state;
 
-async function start(): Promise<void> {
+async function start(subscription: Record<string, unknown> = {}): Promise<void> {
   env = await openExport(dir.path);
   if (!env.core.hasTopic('orders')) {
     await queryDuckDb(env.duckdbPath, 'CREATE TABLE orders(data VARCHAR)');
     await env.core.createTopic('orders');
-    await env.core.createSubscription('sub', { topic: 'orders', enableMessageOrdering: true, bigqueryConfig: { table: 'p.main.orders' } });
+    await env.core.createSubscription('sub', { topic: 'orders', enableMessageOrdering: true, bigqueryConfig: { table: 'p.main.orders' }, ...subscription });
   }
   await env.exports.sync();
 }
@@ -112,6 +112,28 @@ describe('a truncated DuckDB export file', () => {
     restore(backup, env.duckdbPath);
     await waitFor('ACTIVE again', () => state() === 'ACTIVE' && backlog() === 0);
     await expectRows(['a', 'b']);
+  });
+
+  it('rows acked after the backup come back from a seek made before the restore (retained messages)', async () => {
+    await start({ retainAckedMessages: true });
+    await env.core.publish('orders', batch('a'));
+    await waitFor('a exported', () => backlog() === 0);
+    await queryDuckDb(env.duckdbPath, 'CHECKPOINT');
+    const backup = `${dir.path}/backup.duckdb`;
+    copyFileSync(env.duckdbPath, backup);
+    await new Promise((r) => setTimeout(r, 20));
+    const afterBackup = Date.now();
+    await new Promise((r) => setTimeout(r, 20));
+    await env.core.publish('orders', batch('b'));
+    await waitFor('b exported (into the file that is about to be lost)', () => backlog() === 0);
+    truncateSync(env.duckdbPath, 0);
+    await env.core.publish('orders', batch('c'));
+    await expectVisibleError(50);
+
+    await env.core.seek('sub', afterBackup);
+    restore(backup, env.duckdbPath);
+    await waitFor('ACTIVE again', () => state() === 'ACTIVE' && backlog() === 0);
+    await expectRows(['a', 'b', 'c']);
   });
 
   it('deleted while running: moved aside on purpose, the export goes on into a new file once its table exists', async () => {
