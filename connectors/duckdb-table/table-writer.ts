@@ -6,12 +6,13 @@ import {
   VARCHAR,
   type DuckDBAppender,
   type DuckDBConnection,
+  type DuckDBInstance,
   type DuckDBType,
   type DuckDBValue,
 } from '@duckdb/node-api';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { SinkStateError, emptyCounters, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
-import { closeDuckDb, connectDuckDb } from '../../src/duckdb/database.js';
+import { discardDuckDb, openDuckDb } from '../../src/duckdb/database.js';
 import { quoteIdent, quoteString } from '../../src/duckdb/sql.js';
 import type { DuckDbTableConfig } from './config.js';
 import { ConversionError } from './json-to-column.js';
@@ -70,8 +71,9 @@ export class DuckDbTableWriter implements Connector {
   /** The table's last applied _CHANGE_SEQUENCE_NUMBER per primary key (CDC), loaded once. */
   private cdcVersions?: Map<string, string>;
   private readonly target: string;
-  /** The database file (device and inode) the writer opened. */
+  /** The database file (device and inode) the writer opened, and the instance it opened it through. */
   private file?: { dev: number; ino: number };
+  private instance?: DuckDBInstance;
 
   constructor(
     private readonly config: DuckDbTableConfig,
@@ -87,7 +89,8 @@ export class DuckDbTableWriter implements Connector {
 
   async open(): Promise<void> {
     if (!this.connection) {
-      const connection = await connectDuckDb(this.databasePath);
+      this.instance = await openDuckDb(this.databasePath);
+      const connection = await this.instance.connect();
       try {
         this.file = undefined;
         await this.checkFile();
@@ -170,7 +173,7 @@ export class DuckDbTableWriter implements Connector {
     this.connection?.closeSync();
     this.connection = undefined;
     this.mapper = undefined;
-    await closeDuckDb(this.databasePath);
+    if (this.instance) await discardDuckDb(this.databasePath, this.instance);
     throw new DuckDbFileError(this.databasePath, problem);
   }
 

@@ -27,7 +27,10 @@ export class ExportManager {
 
   constructor(private readonly options: ExportManagerOptions) {}
 
-  /** Validates every new export subscription's config first, so a bad one starts nothing. */
+  /**
+   * Validates every new export subscription's config (and makes its first connector) first, so a bad one
+   * starts nothing.
+   */
   sync(): Promise<void> {
     const next = this.syncing.then(() => this.syncNow());
     this.syncing = next.catch(() => undefined);
@@ -36,6 +39,11 @@ export class ExportManager {
 
   private async syncNow(): Promise<void> {
     const { core, settings, logger } = this.options;
+    const { backoff, ...runnerOptions } = this.options.runner ?? {};
+    const budget = {
+      messages: runnerOptions.maxOutstandingMessages ?? DEFAULT_BUDGET.messages,
+      bytes: runnerOptions.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes,
+    };
     const exports = core.allSubscriptions().flatMap((sub) => {
       const section = exportSection(sub);
       return section ? [{ sub, section, identity: core.identity(sub.name) }] : [];
@@ -44,7 +52,26 @@ export class ExportManager {
       .filter(({ sub, identity }) => this.runners.get(sub.name)?.uid !== identity.uid)
       .map(({ sub, section, identity }) => {
         const factory = getConnector(section.connector);
-        return { sub, identity, factory, config: factory.parseConfig(section.config) };
+        const config = factory.parseConfig(section.config);
+        const start: { runner?: ExportRunner } = {};
+        const context = {
+          subscription: sub.name,
+          identity,
+          spec: sub,
+          logger: logger.child({ subscription: sub.name }),
+          settings,
+          budget,
+          notify: () => start.runner?.requestFlush(),
+        };
+        // The first connector is made now (a setting it refuses fails this sync); later ones replace a
+        // connector that failed.
+        let first: Connector | undefined = factory.create(config, context);
+        const createConnector = () => {
+          const connector = first ?? factory.create(config, context);
+          first = undefined;
+          return connector;
+        };
+        return { sub, identity, start, createConnector };
       });
     const wanted = new Map(exports.map(({ sub, identity }) => [sub.name, identity.uid]));
     for (const [name, { uid, runner }] of this.runners) {
@@ -52,31 +79,9 @@ export class ExportManager {
       await runner.stop();
       this.runners.delete(name);
     }
-    for (const { sub, identity, factory, config } of fresh) {
-      const { backoff, ...runnerOptions } = this.options.runner ?? {};
-      const budget = {
-        messages: runnerOptions.maxOutstandingMessages ?? DEFAULT_BUDGET.messages,
-        bytes: runnerOptions.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes,
-      };
-      let runner: ExportRunner | undefined;
-      const context = {
-        subscription: sub.name,
-        identity,
-        spec: sub,
-        logger: logger.child({ subscription: sub.name }),
-        settings,
-        budget,
-        notify: () => runner?.requestFlush(),
-      };
-      // The first connector is made here, so a setting it refuses fails this sync; later ones replace a
-      // connector that failed.
-      let first: Connector | undefined = factory.create(config, context);
-      const createConnector = () => {
-        const connector = first ?? factory.create(config, context);
-        first = undefined;
-        return connector;
-      };
-      runner = new ExportRunner({ core, subscription: sub.name, uid: identity.uid, createConnector, logger, ...runnerOptions, backoff: backoff?.() });
+    for (const { sub, identity, start, createConnector } of fresh) {
+      const runner = new ExportRunner({ core, subscription: sub.name, uid: identity.uid, createConnector, logger, ...runnerOptions, backoff: backoff?.() });
+      start.runner = runner;
       this.runners.set(sub.name, { uid: identity.uid, runner });
       runner.start();
     }

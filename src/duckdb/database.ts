@@ -36,6 +36,19 @@ export async function closeDuckDb(path: string): Promise<void> {
   (await instance).closeSync();
 }
 
+/**
+ * Closes `instance` and forgets it, if it is still this process's instance for `path`, so the next open
+ * reads the file afresh (after the file was deleted or replaced under it). Another instance opened since
+ * is left alone: closing that one would let two instances meet on one file.
+ */
+export async function discardDuckDb(path: string, instance: DuckDBInstance): Promise<void> {
+  const file = resolve(path);
+  const cached = instances.get(file);
+  if (!cached || (await cached.catch(() => undefined)) !== instance) return;
+  instances.delete(file);
+  instance.closeSync();
+}
+
 export async function connectDuckDb(path: string): Promise<DuckDBConnection> {
   return (await openDuckDb(path)).connect();
 }

@@ -151,4 +151,26 @@ describe('a truncated DuckDB export file', () => {
     await waitFor('ACTIVE again', () => state() === 'ACTIVE' && backlog() === 0);
     await expectRows(['b']);
   });
+
+  it('two subscriptions sharing the file both find the new one (each closes only the database it used)', async () => {
+    await start();
+    await queryDuckDb(env.duckdbPath, 'CREATE TABLE others(data VARCHAR)');
+    await env.core.createTopic('others');
+    await env.core.createSubscription('other-sub', { topic: 'others', enableMessageOrdering: true, bigqueryConfig: { table: 'p.main.others' } });
+    await env.exports.sync();
+    await env.core.publish('orders', batch('a'));
+    await env.core.publish('others', batch('x'));
+    await waitFor('first exports', () => backlog() === 0 && env.core.metrics('other-sub').backlogMessages === 0);
+    rmSync(env.duckdbPath);
+    rmSync(`${env.duckdbPath}.wal`, { force: true });
+
+    await env.core.publish('orders', batch('b'));
+    await env.core.publish('others', batch('y'));
+    await waitFor('both NOT_FOUND', () => state() === 'NOT_FOUND' && env.core.getSubscription('other-sub').state === 'NOT_FOUND');
+    await queryDuckDb(env.duckdbPath, 'CREATE TABLE orders(data VARCHAR); CREATE TABLE others(data VARCHAR)');
+    await waitFor('both exported', () => backlog() === 0 && env.core.metrics('other-sub').backlogMessages === 0);
+    await expectRows(['b']);
+    const others = (await queryDuckDb(env.duckdbPath, 'SELECT data FROM others ORDER BY rowid')).map((r) => String(r.data));
+    expect(others.sort()).toEqual(batch('y').map((m) => m.data).sort());
+  });
 });
