@@ -146,5 +146,7 @@ describe('pathSegment', () => {
       '%2E%2E',
       expect.stringMatching(/^~[0-9a-f]{32}$/),
     ]);
+    // A lone surrogate has the UTF-8 bytes of U+FFFD: told apart by the hash.
+    expect(new Set(['\uFFFD', '\uD800', '\uDC00'].map(pathSegment)).size).toBe(3);
   });
 });
