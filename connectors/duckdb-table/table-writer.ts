@@ -12,7 +12,7 @@ import {
 } from '@duckdb/node-api';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { SinkStateError, emptyCounters, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
-import { discardDuckDb, openDuckDb } from '../../src/duckdb/database.js';
+import { discardDuckDb, duckDbFile, openDuckDb } from '../../src/duckdb/database.js';
 import { quoteIdent, quoteString } from '../../src/duckdb/sql.js';
 import type { DuckDbTableConfig } from './config.js';
 import { ConversionError } from './json-to-column.js';
@@ -71,9 +71,9 @@ export class DuckDbTableWriter implements Connector {
   /** The table's last applied _CHANGE_SEQUENCE_NUMBER per primary key (CDC), loaded once. */
   private cdcVersions?: Map<string, string>;
   private readonly target: string;
-  /** The database file (device and inode) the writer opened, and the instance it opened it through. */
-  private file?: { dev: number; ino: number };
+  /** The database instance the writer connected through, and the file (device, inode) it opened. */
   private instance?: DuckDBInstance;
+  private file?: { dev: number; ino: number };
 
   constructor(
     private readonly config: DuckDbTableConfig,
@@ -90,9 +90,9 @@ export class DuckDbTableWriter implements Connector {
   async open(): Promise<void> {
     if (!this.connection) {
       this.instance = await openDuckDb(this.databasePath);
+      this.file = duckDbFile(this.instance);
       const connection = await this.instance.connect();
       try {
-        this.file = undefined;
         await this.checkFile();
         await connection.run(`
           CREATE TABLE IF NOT EXISTS ${PROGRESS}(subscription_uid VARCHAR, subscription VARCHAR, ordering_key VARCHAR, last_sequence BIGINT);
@@ -157,19 +157,13 @@ export class DuckDbTableWriter implements Connector {
   }
 
   /**
-   * Checks that the database file is still the one opened (first call: records it) and starts with a
-   * DuckDB header. On a problem the database is closed in this process, so the next open reads the file
+   * Checks that the database path still names the file the instance opened, and that it starts with a
+   * DuckDB header. On a problem the instance is closed in this process, so the next open reads the file
    * afresh, and DuckDbFileError is thrown.
    */
   private async checkFile(): Promise<void> {
     const problem = fileProblem(this.databasePath, this.file);
-    if (problem === undefined) {
-      if (!this.file) {
-        const { dev, ino } = statSync(this.databasePath);
-        this.file = { dev, ino };
-      }
-      return;
-    }
+    if (problem === undefined) return;
     this.connection?.closeSync();
     this.connection = undefined;
     this.mapper = undefined;
@@ -484,7 +478,7 @@ export class DuckDbTableWriter implements Connector {
 /** A DuckDB file begins with a 8-byte checksum, then this. */
 const DUCKDB_MAGIC = Buffer.from('DUCK');
 
-/** What is wrong with the database file, if anything; `opened` is the file as first seen. */
+/** What is wrong with the database file, if anything; `opened` is the file the instance opened. */
 function fileProblem(path: string, opened: { dev: number; ino: number } | undefined): string | undefined {
   let stat;
   try {

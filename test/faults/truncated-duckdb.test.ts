@@ -136,6 +136,23 @@ describe('a truncated DuckDB export file', () => {
     await expectRows(['a', 'b', 'c']);
   });
 
+  it('replaced while running (a backup renamed into place): the writer notices and goes on in the new file', async () => {
+    await start();
+    await env.core.publish('orders', batch('a'));
+    await waitFor('a exported', () => backlog() === 0);
+    await queryDuckDb(env.duckdbPath, 'CHECKPOINT');
+    const backup = `${dir.path}/backup.duckdb`;
+    copyFileSync(env.duckdbPath, backup);
+    await env.core.publish('orders', batch('b'));
+    await waitFor('b exported (into the file about to be replaced)', () => backlog() === 0);
+    restore(backup, env.duckdbPath);
+
+    await env.core.publish('orders', batch('c'));
+    await waitFor('c exported', () => backlog() === 0);
+    expect(statusOf(env.core, env.exports)[0]!.lastExportError?.message).toContain(`${env.duckdbPath} was replaced by another file`);
+    await expectRows(['a', 'c']); // b went with the replaced file (a seek before the restore brings it back)
+  });
+
   it('deleted while running: moved aside on purpose, the export goes on into a new file once its table exists', async () => {
     await start();
     await env.core.publish('orders', batch('a'));
