@@ -213,7 +213,7 @@ describe('written ids of unkeyed messages', () => {
     let now = Date.now();
     const writer = new DuckDbTableWriter(
       parseDuckDbTableConfig({ table: 'p.main.loose' }),
-      { subscription: 'projects/p/subscriptions/loose', spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } as never, logger: createLogger(), settings: { dataDir: dir.path }, budget: { messages: 1, bytes: 1 }, notify: () => undefined },
+      { subscription: 'projects/p/subscriptions/loose', identity: { uid: 'loose-uid', adoptsNameKeyedProgress: false }, spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } as never, logger: createLogger(), settings: { dataDir: dir.path }, budget: { messages: 1, bytes: 1 }, notify: () => undefined },
       env.duckdbPath,
       () => now,
     );
@@ -226,7 +226,7 @@ describe('written ids of unkeyed messages', () => {
     expect(await sql('SELECT count(*)::INT AS n FROM loose')).toEqual([{ n: 2 }]);
     now += 11 * 60_000; // past the 10-minute retention of messages 1 and 2
     await writer.write([message('3', new Date(now))]);
-    expect(await sql(`SELECT message_id FROM _orderly_export_ids ORDER BY message_id`)).toEqual([{ message_id: '3' }]);
+    expect(await sql(`SELECT message_id FROM _orderly_export_written_ids ORDER BY message_id`)).toEqual([{ message_id: '3' }]);
     await writer.close();
   });
 });

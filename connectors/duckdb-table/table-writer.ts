@@ -6,21 +6,29 @@ import {
   VARCHAR,
   type DuckDBAppender,
   type DuckDBConnection,
+  type DuckDBInstance,
   type DuckDBType,
   type DuckDBValue,
 } from '@duckdb/node-api';
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { SinkStateError, emptyCounters, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
-import { connectDuckDb } from '../../src/duckdb/database.js';
+import { discardDuckDb, duckDbFile, openDuckDb } from '../../src/duckdb/database.js';
 import { quoteIdent, quoteString } from '../../src/duckdb/sql.js';
 import type { DuckDbTableConfig } from './config.js';
 import { ConversionError } from './json-to-column.js';
 import { compareChangeSequence, DEFAULT, RowMapper, SchemaMismatch, type Cell, type Column, type Row } from './row-mapper.js';
 
-/** Append-only: one row per key per committed batch; the latest per key wins (indexed upserts are slow). */
-const PROGRESS = '_orderly_export_progress';
+/**
+ * Append-only: one row per key per committed batch; the latest per key wins (indexed upserts are slow).
+ * Keyed by the subscription's uid (the name is there for people reading it).
+ */
+const PROGRESS = '_orderly_export_key_progress';
 /** Rewrite the progress log when it holds this many rows per distinct key. */
 const PROGRESS_COMPACT_RATIO = 8;
-const WRITTEN_IDS = '_orderly_export_ids';
+const WRITTEN_IDS = '_orderly_export_written_ids';
+/** Before subscriptions had uids, progress was kept under their names here; adopted once, then dropped. */
+const NAME_KEYED_PROGRESS = '_orderly_export_progress';
+const NAME_KEYED_IDS = '_orderly_export_ids';
 const CDC_VERSIONS = '_orderly_cdc_versions';
 /** A connection-local scratch table: CDC changes are staged here and applied in one statement. */
 const STAGE = '_orderly_stage';
@@ -33,10 +41,26 @@ interface Pending {
 }
 
 /**
+ * The database file is not the one the writer opened any more (deleted, replaced, truncated, header
+ * overwritten). DuckDB does not notice while it runs, so rows committed now would be acked into a file
+ * that is gone: the writer stops reporting anything written until the file is whole again.
+ */
+export class DuckDbFileError extends Error {
+  constructor(file: string, problem: string) {
+    super(
+      `DuckDB database ${file} ${problem}; nothing more is acked until it is whole again. Restore it from a backup (or move it ` +
+        'aside to start a new file), see docs/connectors.md "When the DuckDB file is damaged"',
+    );
+    this.name = 'DuckDbFileError';
+  }
+}
+
+/**
  * The DuckDB table writer (BigQuery-subscription style). Appends rows with the DuckDB appender in
- * per-key order. Effectively once: the last written sequence per (subscription, ordering key) — and the
- * message ids of unkeyed or unordered messages — are stored in the same transaction as the rows, so a
- * redelivery after a crash is recognised and skipped instead of written twice.
+ * per-key order. Effectively once: the last written sequence per (subscription uid, ordering key) — and
+ * the message ids of unkeyed or unordered messages — are stored in the same transaction as the rows, so a
+ * redelivery after a crash is recognised and skipped instead of written twice. Keyed by the uid, a
+ * subscription created again under the same name starts with nothing written.
  */
 export class DuckDbTableWriter implements Connector {
   private connection?: DuckDBConnection;
@@ -47,6 +71,9 @@ export class DuckDbTableWriter implements Connector {
   /** The table's last applied _CHANGE_SEQUENCE_NUMBER per primary key (CDC), loaded once. */
   private cdcVersions?: Map<string, string>;
   private readonly target: string;
+  /** The database instance the writer connected through, and the file (device, inode) it opened. */
+  private instance?: DuckDBInstance;
+  private file?: { dev: number; ino: number };
 
   constructor(
     private readonly config: DuckDbTableConfig,
@@ -62,24 +89,86 @@ export class DuckDbTableWriter implements Connector {
 
   async open(): Promise<void> {
     if (!this.connection) {
-      const connection = await connectDuckDb(this.databasePath);
-      await connection.run(`
-        CREATE TABLE IF NOT EXISTS ${PROGRESS}(subscription VARCHAR, ordering_key VARCHAR, last_sequence BIGINT);
-        CREATE TABLE IF NOT EXISTS ${WRITTEN_IDS}(subscription VARCHAR, message_id VARCHAR, PRIMARY KEY(subscription, message_id));
-        ALTER TABLE ${WRITTEN_IDS} ADD COLUMN IF NOT EXISTS publish_time TIMESTAMP;
-        CREATE TABLE IF NOT EXISTS ${CDC_VERSIONS}(table_name VARCHAR, pk VARCHAR, change_sequence VARCHAR, PRIMARY KEY(table_name, pk));
-      `);
-      const progress = await connection.runAndReadAll(
-        `SELECT ordering_key, max(last_sequence), count(*) FROM ${PROGRESS} WHERE subscription = $1 GROUP BY ordering_key`,
-        [this.context.subscription],
-      );
-      for (const [key, seq, rows] of progress.getRows()) {
-        this.lastSequence.set(String(key), Number(seq));
-        this.progressRows += Number(rows);
+      this.instance = await openDuckDb(this.databasePath);
+      this.file = duckDbFile(this.instance);
+      const connection = await this.instance.connect();
+      try {
+        await this.checkFile();
+        await connection.run(`
+          CREATE TABLE IF NOT EXISTS ${PROGRESS}(subscription_uid VARCHAR, subscription VARCHAR, ordering_key VARCHAR, last_sequence BIGINT);
+          CREATE TABLE IF NOT EXISTS ${WRITTEN_IDS}(
+            subscription_uid VARCHAR, subscription VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, PRIMARY KEY(subscription_uid, message_id));
+          CREATE TABLE IF NOT EXISTS ${CDC_VERSIONS}(table_name VARCHAR, pk VARCHAR, change_sequence VARCHAR, PRIMARY KEY(table_name, pk));
+        `);
+        if (this.context.identity.adoptsNameKeyedProgress) await this.adoptNameKeyedProgress(connection);
+        const progress = await connection.runAndReadAll(
+          `SELECT ordering_key, max(last_sequence), count(*) FROM ${PROGRESS} WHERE subscription_uid = $1 GROUP BY ordering_key`,
+          [this.context.identity.uid],
+        );
+        for (const [key, seq, rows] of progress.getRows()) {
+          this.lastSequence.set(String(key), Number(seq));
+          this.progressRows += Number(rows);
+        }
+      } catch (e) {
+        connection.closeSync();
+        throw e;
       }
       this.connection = connection;
     }
     await this.loadTable();
+  }
+
+  /**
+   * Progress kept under this subscription's name (before subscriptions had uids) is its own: moved under
+   * its uid in one transaction, so it is adopted exactly once. A legacy table left empty is dropped.
+   */
+  private async adoptNameKeyedProgress(connection: DuckDBConnection): Promise<void> {
+    const present = await connection.runAndReadAll(
+      'SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() AND table_schema = current_schema() AND table_name IN ($1, $2)',
+      [NAME_KEYED_PROGRESS, NAME_KEYED_IDS],
+    );
+    const legacy = new Set(present.getRows().map(([name]) => String(name)));
+    if (!legacy.size) return;
+    const { subscription, identity } = this.context;
+    await connection.run('BEGIN TRANSACTION');
+    try {
+      const params = [identity.uid, subscription];
+      if (legacy.has(NAME_KEYED_PROGRESS)) {
+        await connection.run(
+          `INSERT INTO ${PROGRESS} SELECT $1, subscription, ordering_key, last_sequence FROM ${NAME_KEYED_PROGRESS} WHERE subscription = $2`,
+          params,
+        );
+        await connection.run(`DELETE FROM ${NAME_KEYED_PROGRESS} WHERE subscription = $1`, [subscription]);
+      }
+      if (legacy.has(NAME_KEYED_IDS)) {
+        await connection.run(`ALTER TABLE ${NAME_KEYED_IDS} ADD COLUMN IF NOT EXISTS publish_time TIMESTAMP`);
+        await connection.run(`INSERT INTO ${WRITTEN_IDS} SELECT $1, subscription, message_id, publish_time FROM ${NAME_KEYED_IDS} WHERE subscription = $2`, params);
+        await connection.run(`DELETE FROM ${NAME_KEYED_IDS} WHERE subscription = $1`, [subscription]);
+      }
+      await connection.run('COMMIT');
+    } catch (e) {
+      await connection.run('ROLLBACK').catch(() => undefined);
+      throw e;
+    }
+    for (const table of legacy) {
+      const left = await connection.runAndReadAll(`SELECT count(*) FROM ${table}`);
+      if (Number(left.getRows()[0]![0]) === 0) await connection.run(`DROP TABLE ${table}`);
+    }
+  }
+
+  /**
+   * Checks that the database path still names the file the instance opened, and that it starts with a
+   * DuckDB header. On a problem the instance is closed in this process, so the next open reads the file
+   * afresh, and DuckDbFileError is thrown.
+   */
+  private async checkFile(): Promise<void> {
+    const problem = fileProblem(this.databasePath, this.file);
+    if (problem === undefined) return;
+    this.connection?.closeSync();
+    this.connection = undefined;
+    this.mapper = undefined;
+    if (this.instance) await discardDuckDb(this.databasePath, this.instance);
+    throw new DuckDbFileError(this.databasePath, problem);
   }
 
   /** Reads the target table's columns and primary key; the sink is unusable without a fitting table. */
@@ -146,6 +235,8 @@ export class DuckDbTableWriter implements Connector {
         }
       }
     }
+    // Found already written means found in the file: not in one that was deleted or truncated since.
+    await this.checkFile();
     if (!pending.length) return result;
     try {
       await this.commit(pending);
@@ -157,6 +248,7 @@ export class DuckDbTableWriter implements Connector {
       // the bad message fails and its key stops there.
       await this.commitOneByOne(pending, blocked, result);
     }
+    await this.checkFile();
     return result;
   }
 
@@ -229,12 +321,14 @@ export class DuckDbTableWriter implements Connector {
         await this.staged(CDC_VERSIONS, columns, rows, (cols) => `INSERT OR REPLACE INTO ${CDC_VERSIONS} (${cols}) SELECT ${cols} FROM ${STAGE}`);
       }
       const compact = this.progressRows + progress.size > PROGRESS_COMPACT_RATIO * Math.max(1000, this.lastSequence.size);
-      if (compact) await connection.run(`DELETE FROM ${PROGRESS} WHERE subscription = $1`, [this.context.subscription]);
+      const { subscription, identity } = this.context;
+      if (compact) await connection.run(`DELETE FROM ${PROGRESS} WHERE subscription_uid = $1`, [identity.uid]);
       const marks = compact ? new Map([...this.lastSequence, ...progress]) : progress;
       if (marks.size) {
         const log = await connection.createAppender(PROGRESS);
         for (const [key, seq] of marks) {
-          log.appendVarchar(this.context.subscription);
+          log.appendVarchar(identity.uid);
+          log.appendVarchar(subscription);
           log.appendVarchar(key);
           log.appendBigInt(BigInt(seq));
           log.endRow();
@@ -245,7 +339,8 @@ export class DuckDbTableWriter implements Connector {
       if (ids.length) {
         const written = await connection.createAppender(WRITTEN_IDS);
         for (const { id, publishTime } of ids) {
-          written.appendVarchar(this.context.subscription);
+          written.appendVarchar(identity.uid);
+          written.appendVarchar(subscription);
           written.appendVarchar(id);
           written.appendTimestamp(timestampValue(BigInt(publishTime.getTime()) * 1000n));
           written.endRow();
@@ -357,7 +452,7 @@ export class DuckDbTableWriter implements Connector {
     if (now - this.idsPrunedAt < 60_000) return;
     this.idsPrunedAt = now;
     const cutoff = timestampValue(BigInt(now - this.context.spec.messageRetentionDuration * 1000) * 1000n);
-    await this.connection!.run(`DELETE FROM ${WRITTEN_IDS} WHERE subscription = $1 AND publish_time < $2`, [this.context.subscription, cutoff]);
+    await this.connection!.run(`DELETE FROM ${WRITTEN_IDS} WHERE subscription_uid = $1 AND publish_time < $2`, [this.context.identity.uid, cutoff]);
   }
 
   private idsPrunedAt = 0;
@@ -365,7 +460,7 @@ export class DuckDbTableWriter implements Connector {
   private async alreadyWrittenIds(ids: string[]): Promise<Set<string>> {
     if (!ids.length) return new Set();
     const result = await this.connection!.runAndReadAll(
-      `SELECT message_id FROM ${WRITTEN_IDS} WHERE subscription = ${quoteString(this.context.subscription)} AND message_id IN (${ids.map(quoteString).join(', ')})`,
+      `SELECT message_id FROM ${WRITTEN_IDS} WHERE subscription_uid = ${quoteString(this.context.identity.uid)} AND message_id IN (${ids.map(quoteString).join(', ')})`,
     );
     return new Set(result.getRows().map((r) => String(r[0])));
   }
@@ -378,6 +473,28 @@ export class DuckDbTableWriter implements Connector {
     this.connection?.closeSync();
     this.connection = undefined;
   }
+}
+
+/** A DuckDB file begins with a 8-byte checksum, then this. */
+const DUCKDB_MAGIC = Buffer.from('DUCK');
+
+/** What is wrong with the database file, if anything; `opened` is the file the instance opened. */
+function fileProblem(path: string, opened: { dev: number; ino: number } | undefined): string | undefined {
+  let stat;
+  try {
+    stat = statSync(path);
+  } catch {
+    return 'was deleted';
+  }
+  if (opened && (stat.dev !== opened.dev || stat.ino !== opened.ino)) return 'was replaced by another file';
+  const header = Buffer.alloc(12);
+  const fd = openSync(path, 'r');
+  try {
+    readSync(fd, header, 0, header.length, 0);
+  } finally {
+    closeSync(fd);
+  }
+  return header.subarray(8, 12).equals(DUCKDB_MAGIC) ? undefined : 'has no DuckDB header (truncated or overwritten)';
 }
 
 /** Errors about a row's values (not the database or the table as a whole). */

@@ -21,8 +21,9 @@ export interface AuditReport {
   /** Keys whose records inside one object are not in increasing sequence order. */
   outOfOrderInFile: AuditFinding;
   /**
-   * Keys for which an object whose name carries a strictly earlier datetime holds a later sequence than
-   * an object named later. Objects named in the same second are not ordered by their names.
+   * Keys for which an object named earlier holds a later sequence than an object named later. Names order
+   * by their datetime, then (within one second) by the file counter; objects named within one second
+   * before counters existed are not ordered by their names.
    */
   skewedKeys: AuditFinding;
   /** Manifest objects missing from the bucket, or holding a different record count. */
@@ -59,7 +60,7 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
   /** key -> per object (in creation order): the sequences it holds, in file order */
   const perKey = new Map<string, KeyFile[]>();
   const unkeyed = new Map<string, number>();
-  const entries = manifest.committed().sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt));
+  const entries = manifest.committed().sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt) || (a.counter ?? 0) - (b.counter ?? 0));
   for (const entry of entries) {
     report.objects++;
     let body: Buffer;
@@ -76,7 +77,7 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
     const named = Math.floor(Date.parse(entry.createdAt) / 1000);
     const add = (key: string, seqs: number[]) => {
       const list = perKey.get(key) ?? [];
-      list.push({ object: entry.object, named, seqs });
+      list.push({ object: entry.object, named, counter: entry.counter, seqs });
       perKey.set(key, list);
     };
     if (recordLevel) {
@@ -102,14 +103,17 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
   return report;
 }
 
-/** The audit of one object-storage subscription, from the job's data directory and S3 settings. */
+/**
+ * The audit of one object-storage subscription (its name and uid: `core.identity(name).uid`), from the
+ * job's data directory and S3 settings. Reads the manifest without changing it.
+ */
 export async function auditSubscription(
-  subscription: string,
+  subscription: { name: string; uid: string },
   config: ObjectStorageConfig,
   settings: { dataDir: string; objectStorage?: Record<string, unknown> },
 ): Promise<AuditReport> {
   const s3 = createS3Client(s3Connection(settings.objectStorage));
-  const manifest = new Manifest(manifestPath(settings.dataDir, subscription));
+  const manifest = Manifest.readOnly(manifestPath(settings.dataDir, subscription));
   try {
     return await auditObjects(s3, manifest, config.format);
   } finally {
@@ -127,7 +131,15 @@ interface KeyFile {
   object: string;
   /** The second the object's name carries (names have one-second resolution). */
   named: number;
+  /** The file counter in its name, which orders the names of one second. */
+  counter?: number;
   seqs: number[];
+}
+
+/** Whether `a`'s name sorts before `b`'s by what names promise: the datetime, then the counter. */
+function namedBefore(a: KeyFile, b: KeyFile): boolean {
+  if (a.named !== b.named) return a.named < b.named;
+  return a.counter !== undefined && b.counter !== undefined && a.counter < b.counter;
 }
 
 function checkKey(report: AuditReport, key: string, files: KeyFile[]): void {
@@ -144,10 +156,10 @@ function checkKey(report: AuditReport, key: string, files: KeyFile[]): void {
   for (const [s, n] of seen) if (n > 1) note(report.duplicates, `${key}: sequence ${s} held ${n} times`);
   const all = [...seen.keys()].sort((a, b) => a - b);
   for (let s = all[0]!; s <= all[all.length - 1]!; s++) if (!seen.has(s)) note(report.missing, `${key}: sequence ${s}`);
-  // Skew: an object holds a sequence below one held by an object whose name carries an earlier second.
+  // Skew: an object holds a sequence below one held by an object named before it.
   for (const later of files) {
     const low = Math.min(...later.seqs);
-    const earlier = files.find((f) => f.named < later.named && Math.max(...f.seqs) > low);
+    const earlier = files.find((f) => namedBefore(f, later) && Math.max(...f.seqs) > low);
     if (earlier) {
       note(report.skewedKeys, `${key}: ${later.object} holds sequence ${low}, but the earlier-named ${earlier.object} holds ${Math.max(...earlier.seqs)}`);
       return;

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, constants, existsSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 /** One committed object: what it holds, per ordering key. */
@@ -8,6 +8,8 @@ export interface ManifestObject {
   format: string;
   /** When the file was opened (the time in its name). */
   createdAt: string;
+  /** The writer's file counter in the object's name (objects named before counters have none). */
+  counter?: number;
   committedAt: string;
   records: number;
   bytes: number;
@@ -17,64 +19,122 @@ export interface ManifestObject {
   unkeyed: string[];
 }
 
-type Line = { type: 'pending'; object: string } | { type: 'discarded'; object: string } | ({ type: 'committed' } & ManifestObject);
+type Line =
+  | { type: 'pending'; object: string; counter?: number }
+  | { type: 'discarded'; object: string }
+  | ({ type: 'committed' } & ManifestObject);
+
+/** A manifest line that is not a complete entry, before the last line: damage, never repaired silently. */
+export class ManifestCorruptError extends Error {
+  constructor(
+    readonly path: string,
+    readonly line: number,
+  ) {
+    super(
+      `manifest ${path} is corrupt at line ${line} (not a complete entry); it was not modified. ` +
+        'Repair or remove that line by hand (or restore the file), then the export resumes by itself.',
+    );
+    this.name = 'ManifestCorruptError';
+  }
+}
+
+/** Every entry begins with this; inside an entry it can only appear escaped, so it marks where one starts. */
+const ENTRY_START = '{"type":"';
 
 /**
  * The durable list of objects an object-storage subscription has committed, one JSON line per event,
- * each fsynced before the call returns. "pending" is written before an upload starts and "committed"
- * after it completed and before any of its messages is acked, so after a crash an object that was
- * uploaded but never committed is known (and removed), never silently counted.
+ * appended as a write-ahead log is: each line written whole and fsynced before the call returns, and an
+ * append that fails is cut back off. "pending" is written before an upload starts and "committed" after
+ * it completed and before any of its messages is acked, so after a crash an object that was uploaded but
+ * never committed is known (and removed), never silently counted.
+ *
+ * A crash mid-append leaves a torn last line: opened for writing, the manifest cuts the file back to its
+ * last complete line (an event whose append never returned did not happen). Anything wrong before the
+ * last line is corruption: ManifestCorruptError names the file and line, and nothing is changed.
  */
 export class Manifest {
-  private readonly fd: number;
+  private readonly fd?: number;
+  /** Bytes of complete lines: where the next line goes. */
+  private size = 0;
+  /** Set when a failed append could not be cut back off; every later append refuses. */
+  private broken?: Error;
   private readonly objects = new Map<string, ManifestObject>();
   private readonly pending = new Set<string>();
+  private highestCounter = 0;
+  /** Bytes of a torn last line cut off when the manifest was opened (0 if none). */
+  readonly repairedBytes: number = 0;
 
-  constructor(readonly path: string) {
+  /** Opens for writing (creating the file). `readOnly`: a snapshot for readers, which never changes the file. */
+  constructor(
+    readonly path: string,
+    options: { readOnly?: boolean } = {},
+  ) {
+    const text = existsSync(path) ? readFileSync(path) : Buffer.alloc(0);
+    const lastNewline = text.lastIndexOf(0x0a);
+    const complete = lastNewline + 1;
+    text
+      .subarray(0, complete)
+      .toString('utf8')
+      .split('\n')
+      .forEach((line, i) => line && this.replay(parseLine(line, path, i + 1)));
+    this.size = complete;
+    if (options.readOnly) return;
     mkdirSync(dirname(path), { recursive: true });
-    if (existsSync(path)) {
-      const lines = readFileSync(path, 'utf8').split('\n');
-      lines.forEach((text, i) => {
-        if (!text) return;
-        let line: Line;
-        try {
-          line = JSON.parse(text);
-        } catch {
-          // A torn last line is what a crash mid-append leaves; anything earlier is corruption.
-          if (i === lines.length - 1 || (i === lines.length - 2 && lines[lines.length - 1] === '')) return;
-          throw new Error(`manifest ${path} is corrupt at line ${i + 1}; it was not modified`);
-        }
-        if (line.type === 'pending') this.pending.add(line.object);
-        else {
-          this.pending.delete(line.object);
-          if (line.type === 'committed') {
-            const { type: _type, ...entry } = line;
-            this.objects.set(line.object, entry);
-          }
-        }
-      });
+    this.fd = openSync(path, constants.O_RDWR | constants.O_CREAT);
+    if (text.length > complete) {
+      ftruncateSync(this.fd, complete);
+      fsyncSync(this.fd);
+      this.repairedBytes = text.length - complete;
     }
-    this.fd = openSync(path, 'a');
+  }
+
+  static readOnly(path: string): Manifest {
+    return new Manifest(path, { readOnly: true });
+  }
+
+  private replay(line: Line): void {
+    if ('counter' in line && line.counter !== undefined) this.highestCounter = Math.max(this.highestCounter, line.counter);
+    if (line.type === 'pending') {
+      this.pending.add(line.object);
+      return;
+    }
+    this.pending.delete(line.object);
+    if (line.type === 'committed') {
+      const { type: _type, ...entry } = line;
+      this.objects.set(line.object, entry);
+    }
   }
 
   private append(line: Line): void {
-    writeSync(this.fd, JSON.stringify(line) + '\n');
-    fsyncSync(this.fd);
+    if (this.fd === undefined) throw new Error(`manifest ${this.path} was opened read-only`);
+    if (this.broken) throw this.broken;
+    const data = Buffer.from(JSON.stringify(line) + '\n');
+    try {
+      let written = 0;
+      while (written < data.length) written += writeSync(this.fd, data, written, data.length - written, this.size + written);
+      fsyncSync(this.fd);
+    } catch (e) {
+      try {
+        ftruncateSync(this.fd, this.size);
+        fsyncSync(this.fd);
+      } catch (cut) {
+        this.broken = new Error(`manifest ${this.path}: an append failed (${(e as Error).message}) and could not be cut back off (${(cut as Error).message})`);
+      }
+      throw e;
+    }
+    this.size += data.length;
+    this.replay(line);
   }
 
-  markPending(object: string): void {
-    this.pending.add(object);
-    this.append({ type: 'pending', object });
+  markPending(object: string, counter?: number): void {
+    this.append({ type: 'pending', object, counter });
   }
 
   commit(entry: ManifestObject): void {
-    this.pending.delete(entry.object);
-    this.objects.set(entry.object, entry);
     this.append({ type: 'committed', ...entry });
   }
 
   discard(object: string): void {
-    this.pending.delete(object);
     this.append({ type: 'discarded', object });
   }
 
@@ -88,7 +148,30 @@ export class Manifest {
     return [...this.objects.values()].sort((a, b) => (a.object < b.object ? -1 : a.object > b.object ? 1 : 0));
   }
 
-  close(): void {
-    closeSync(this.fd);
+  /** The highest file counter any object of this manifest was named with (0 if none). */
+  lastCounter(): number {
+    return this.highestCounter;
   }
+
+  close(): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+  }
+}
+
+/**
+ * One complete line. Versions before the torn-tail repair appended after a torn line, leaving a fragment
+ * followed by a whole entry on one line: that entry is read (the fragment is an append that never
+ * returned). Anything else that does not parse is corruption.
+ */
+function parseLine(text: string, path: string, line: number): Line {
+  for (const start of [0, text.lastIndexOf(ENTRY_START)]) {
+    if (start < 0) continue;
+    try {
+      const parsed = JSON.parse(text.slice(start)) as Line;
+      if (parsed && typeof parsed.object === 'string' && ['pending', 'committed', 'discarded'].includes(parsed.type)) return parsed;
+    } catch {
+      // tried below, or reported
+    }
+  }
+  throw new ManifestCorruptError(path, line);
 }

@@ -1,6 +1,6 @@
 import { UTCDate } from '@date-fns/utc';
 import { format } from 'date-fns';
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { InvalidArgumentError } from '../../src/core/errors.js';
 
 /** Pub/Sub's default: `2023-09-25T04:10:00+00:00`. */
@@ -23,7 +23,24 @@ const REQUIRED = [['YYYY', 'YY'], ['MM'], ['DD'], ['hh'], ['mm'], ['ss']];
 
 export interface ObjectNamer {
   /** `<prefix><UTC datetime>_<unique id><suffix>`; a format ending in a separator replaces the `_`. */
-  name(at: Date): string;
+  name(at: Date, uniqueId: string): string;
+}
+
+/** Digits of the file counter: a fixed width, so that names of one datetime sort by it. */
+const COUNTER_DIGITS = 16;
+
+/**
+ * The unique part of an object name: the subscription's file counter, zero-padded (files opened in the
+ * same second sort in the order they opened, which per key is sequence order), then the writer's tag
+ * (random per writer, so two processes writing under one prefix never make the same name).
+ */
+export function uniqueId(counter: number, writerTag: string): string {
+  return `${String(counter).padStart(COUNTER_DIGITS, '0')}-${writerTag}`;
+}
+
+/** 12 hex digits, new for every writer. */
+export function newWriterTag(): string {
+  return randomBytes(6).toString('hex');
 }
 
 /**
@@ -62,7 +79,7 @@ export function parseDatetimeFormat(field: string, spec: string): { pattern: str
 export function objectNamer(prefix: string, suffix: string, datetimeFormat: string): ObjectNamer {
   const { pattern, trailingSeparator } = parseDatetimeFormat('cloudStorageConfig.filenameDatetimeFormat', datetimeFormat);
   return {
-    name: (at) => `${prefix}${format(new UTCDate(at), pattern)}${trailingSeparator ?? '_'}${randomUUID()}${suffix}`,
+    name: (at, unique) => `${prefix}${format(new UTCDate(at), pattern)}${trailingSeparator ?? '_'}${unique}${suffix}`,
   };
 }
 

@@ -11,7 +11,7 @@ import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
 import { auditObjects, auditSubscription } from './audit.js';
 import { parseObjectStorageConfig } from './config.js';
 import { Manifest } from './manifest.js';
-import { objectNamer } from './object-naming.js';
+import { newWriterTag, objectNamer, uniqueId } from './object-naming.js';
 import { ObjectStorageWriter } from './object-writer.js';
 import { readRecords } from './record-format.js';
 
@@ -21,17 +21,18 @@ beforeAll(async () => {
 });
 afterAll(async () => s3.close());
 
-const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+/** The unique part of a name: the file counter (16 digits) and the writer's tag. */
+const UNIQUE = '\\d{16}-[0-9a-f]{12}';
 const at = new Date(Date.UTC(2023, 8, 25, 4, 10, 0));
 
 describe('object names (filenameDatetimeFormat)', () => {
   it.each([
-    ['', '', undefined, `^2023-09-25T04:10:00\\+00:00_${UUID}$`],
-    ['prod_', '_archive', 'YYYY-MM-DD/hh_mm_ssZ', `^prod_2023-09-25/04_10_00Z_${UUID}_archive$`],
-    ['raw/', '.txt', 'YYMMDDhhmmss/', `^raw/230925041000/${UUID}\\.txt$`],
-    ['p-', '', 'YYYY_MM_DDThh:mm:ss-', `^p-2023_09_25T04:10:00-${UUID}$`],
+    ['', '', undefined, `^2023-09-25T04:10:00\\+00:00_${UNIQUE}$`],
+    ['prod_', '_archive', 'YYYY-MM-DD/hh_mm_ssZ', `^prod_2023-09-25/04_10_00Z_${UNIQUE}_archive$`],
+    ['raw/', '.txt', 'YYMMDDhhmmss/', `^raw/230925041000/${UNIQUE}\\.txt$`],
+    ['p-', '', 'YYYY_MM_DDThh:mm:ss-', `^p-2023_09_25T04:10:00-${UNIQUE}$`],
   ])('prefix %j suffix %j format %j', (prefix, suffix, format, pattern) => {
-    const name = objectNamer(prefix, suffix, format ?? 'YYYY-MM-DDThh:mm:ss+00:00').name(at);
+    const name = objectNamer(prefix, suffix, format ?? 'YYYY-MM-DDThh:mm:ss+00:00').name(at, uniqueId(7, newWriterTag()));
     expect(name).toMatch(new RegExp(pattern));
   });
 
@@ -95,7 +96,7 @@ describe('export to S3 (real HTTP server)', () => {
     await finish(30);
     const names = await s3.list(bucket);
     expect(names).toHaveLength(1);
-    expect(names[0]).toMatch(new RegExp(`^orders/\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}Z_${UUID}\\.txt$`));
+    expect(names[0]).toMatch(new RegExp(`^orders/\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}Z_${UNIQUE}\\.txt$`));
     const lines = (await s3.get(bucket, names[0]!)).toString().trim().split('\n');
     for (const k of ['k0', 'k1', 'k2']) expect(lines.filter((l) => l.startsWith(`${k}-`))).toEqual(Array.from({ length: 10 }, (_, i) => `${k}-${i}`));
     expect(env.core.metrics('to-s3').backlogMessages).toBe(0);
@@ -188,7 +189,8 @@ describe('export to S3 (real HTTP server)', () => {
     }
     await waitFor('ACTIVE', () => env.core.getSubscription('to-s3').state === 'ACTIVE', 30_000);
     await finish(2000);
-    const report = await auditSubscription('projects/p/subscriptions/to-s3', parseObjectStorageConfig({ bucket, avroConfig: { writeMetadata: true } }), {
+    const subscription = { name: 'projects/p/subscriptions/to-s3', uid: env.core.identity('to-s3').uid };
+    const report = await auditSubscription(subscription, parseObjectStorageConfig({ bucket, avroConfig: { writeMetadata: true } }), {
       dataDir: dir.path,
       objectStorage: s3.settings,
     });
@@ -205,7 +207,7 @@ describe('order across files', () => {
     const config = parseObjectStorageConfig({ bucket, maxBytes: 1000, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } });
     const writer = new ObjectStorageWriter(
       config,
-      { subscription: 'projects/p/subscriptions/skew', spec: { enableMessageOrdering: true } as never, logger: createLogger(), settings: { dataDir: dir.path, objectStorage: s3.settings }, budget: DEFAULT_BUDGET, notify: () => undefined },
+      { subscription: 'projects/p/subscriptions/skew', identity: { uid: 'skew-uid', adoptsNameKeyedProgress: false }, spec: { enableMessageOrdering: true } as never, logger: createLogger(), settings: { dataDir: dir.path, objectStorage: s3.settings }, budget: DEFAULT_BUDGET, notify: () => undefined },
       () => now,
     );
     await writer.open();
@@ -224,7 +226,7 @@ describe('order across files', () => {
     const names = await s3.list(bucket);
     // K:3-4 filled a file, J:1 opened another: both named 10:00, before K:1-2's file named 10:05.
     expect(names.map((n) => n.slice(0, 19))).toEqual(['2026-01-01T10:00:00', '2026-01-01T10:00:00', '2026-01-01T10:05:00']);
-    const report = await auditObjects(new S3Client({ ...s3.settings, credentials: s3.settings }), new Manifest(writer.manifestPath), config.format);
+    const report = await auditObjects(new S3Client({ ...s3.settings, credentials: s3.settings }), Manifest.readOnly(writer.manifestPath), config.format);
     expect(report).toMatchObject({ objects: 3, records: 5, keys: 2, missing: { count: 0 }, duplicates: { count: 0 }, outOfOrderInFile: { count: 0 } });
     expect(report.skewedKeys.count).toBe(1);
     expect(report.skewedKeys.examples[0]).toMatch(/^K: .*10:05:00.* holds sequence 1, but the earlier-named .*10:00:00.* holds 4$/);
@@ -236,7 +238,7 @@ describe('restart recovery', () => {
   const make = (dataDir: string, bucket: string) =>
     new ObjectStorageWriter(
       parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { writeMetadata: true } }),
-      { subscription: 'projects/p/subscriptions/rec', spec: { enableMessageOrdering: true } as never, logger: createLogger(), settings: { dataDir, objectStorage: s3.settings }, budget: DEFAULT_BUDGET, notify: () => undefined },
+      { subscription: 'projects/p/subscriptions/rec', identity: { uid: 'rec-uid', adoptsNameKeyedProgress: false }, spec: { enableMessageOrdering: true } as never, logger: createLogger(), settings: { dataDir, objectStorage: s3.settings }, budget: DEFAULT_BUDGET, notify: () => undefined },
     );
   const msg = (key: string, sequence: number) => ({
     id: `${key}-${sequence}-${Math.random()}`,
@@ -272,7 +274,7 @@ describe('restart recovery', () => {
     let now = new Date();
     const writer = new ObjectStorageWriter(
       parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', textConfig: {} }),
-      { subscription: 'projects/p/subscriptions/loose', spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } as never, logger: createLogger(), settings: { dataDir: dir.path, objectStorage: s3.settings }, budget: DEFAULT_BUDGET, notify: () => undefined },
+      { subscription: 'projects/p/subscriptions/loose', identity: { uid: 'loose-uid', adoptsNameKeyedProgress: false }, spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } as never, logger: createLogger(), settings: { dataDir: dir.path, objectStorage: s3.settings }, budget: DEFAULT_BUDGET, notify: () => undefined },
       () => now,
     );
     const unkeyed = (id: string) => ({ id: `${id}-${Math.random()}`, deliveryAttempt: 0, message: { messageId: id, publishTime: now, data: Buffer.from(id), attributes: {}, orderingKey: '', sequence: 0 } });
@@ -303,7 +305,7 @@ describe('restart recovery', () => {
     await restarted.open();
     await restarted.close();
     expect(await s3.list(bucket)).toEqual(['not-ours.txt']);
-    expect(new Manifest(writer.manifestPath).unfinished()).toEqual([]);
+    expect(Manifest.readOnly(writer.manifestPath).unfinished()).toEqual([]);
     dir.remove();
   });
 });

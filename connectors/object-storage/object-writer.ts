@@ -1,12 +1,15 @@
 import { DeleteObjectCommand, HeadBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
-import { createReadStream } from 'node:fs';
+import { createReadStream, existsSync, mkdirSync, rmdirSync, rmSync } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { SinkStateError, emptyCounters, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import { subscriptionDir } from '../../src/connector/sink-paths.js';
+import { durableRename } from '../../src/store/durable-file.js';
+import { CommittedRanges } from './committed-ranges.js';
 import type { ObjectStorageConfig } from './config.js';
 import { Manifest, type ManifestObject } from './manifest.js';
-import { objectNamer, type ObjectNamer } from './object-naming.js';
+import { newWriterTag, objectNamer, uniqueId, type ObjectNamer } from './object-naming.js';
 import { RollingFile } from './rolling-file.js';
 import { classifyS3Error, createS3Client, s3Connection, type S3Failure } from './s3-client.js';
 
@@ -26,7 +29,8 @@ const ROLL_AT_BUDGET_SHARE = 1 / 4;
  * committed to the manifest, and only then reported written (from the next call, after `notify`), so a
  * message is acked only once the object holding it is complete. A redelivery of what a committed object
  * already holds (a crash between commit and ack) is acked without being written again, so the manifest
- * view holds every message once.
+ * view holds every message once. The manifest and spill files live under the subscription's uid, so a
+ * subscription created again under the same name starts with an empty manifest.
  */
 export class ObjectStorageWriter implements Connector {
   private s3?: S3Client;
@@ -48,9 +52,13 @@ export class ObjectStorageWriter implements Connector {
   private openBytes = 0;
   private readonly spillDir: string;
   readonly manifestPath: string;
-  private fileCounter = 0;
+  /** Names the spill files of this writer. */
+  private spillCounter = 0;
+  /** The next object name's counter: above every name the manifest has seen (see uniqueId). */
+  private nameCounter = 1;
+  private readonly writerTag = newWriterTag();
   readonly counters = emptyCounters();
-  private readonly committedSeq = new Map<string, number>();
+  private readonly committedRanges = new CommittedRanges();
   /** Unkeyed message id -> when its object committed. */
   private readonly committedIds = new Map<string, number>();
   private idsPrunedAt = 0;
@@ -62,9 +70,9 @@ export class ObjectStorageWriter implements Connector {
   ) {
     this.namer = objectNamer(config.filenamePrefix, config.filenameSuffix, config.filenameDatetimeFormat);
     this.shards = new Array(config.shards).fill(undefined);
-    const dir = exportDir(context.settings.dataDir, context.subscription);
-    this.spillDir = join(dir, 'spill');
-    this.manifestPath = manifestPath(context.settings.dataDir, context.subscription);
+    const subscription = { name: context.subscription, uid: context.identity.uid };
+    this.spillDir = join(exportDir(context.settings.dataDir, subscription), 'spill');
+    this.manifestPath = manifestPath(context.settings.dataDir, subscription);
   }
 
   async open(): Promise<void> {
@@ -78,8 +86,14 @@ export class ObjectStorageWriter implements Connector {
       // Spill files of a previous run hold messages that were never acked: they come again.
       await rm(this.spillDir, { recursive: true, force: true });
       await mkdir(this.spillDir, { recursive: true });
-      this.manifest = new Manifest(this.manifestPath);
-      for (const entry of this.manifest.committed()) this.remember(entry);
+      if (this.context.identity.adoptsNameKeyedProgress) this.adoptNameKeyedManifest();
+      const manifest = new Manifest(this.manifestPath);
+      if (manifest.repairedBytes) {
+        this.context.logger.warn({ manifest: this.manifestPath, bytes: manifest.repairedBytes }, 'cut a torn last line (a crash mid-append) off the manifest');
+      }
+      for (const entry of manifest.committed()) this.remember(entry);
+      this.nameCounter = manifest.lastCounter() + 1;
+      this.manifest = manifest;
     }
     // Uploaded (or half-uploaded) but never committed: its messages were not acked and will be written
     // again, so the object goes rather than stand as a duplicate outside the manifest.
@@ -91,6 +105,25 @@ export class ObjectStorageWriter implements Connector {
       }
       this.manifest.discard(object);
       this.context.logger.info({ object }, 'removed an object uploaded before a crash but never committed');
+    }
+  }
+
+  /**
+   * A subscription older than uids kept its manifest in a folder named after it (with every character
+   * outside [A-Za-z0-9._-] folded to `_`): it moves under the uid, once, unless this one already has one.
+   */
+  private adoptNameKeyedManifest(): void {
+    const legacyDir = join(this.context.settings.dataDir, 'object-storage', this.context.subscription.replace(/[^A-Za-z0-9._-]+/g, '_'));
+    const legacy = join(legacyDir, 'manifest.jsonl');
+    if (existsSync(this.manifestPath) || !existsSync(legacy)) return;
+    mkdirSync(dirname(this.manifestPath), { recursive: true });
+    durableRename(legacy, this.manifestPath);
+    this.context.logger.info({ from: legacy, to: this.manifestPath }, 'adopted the manifest this subscription kept before it had a uid');
+    rmSync(join(legacyDir, 'spill'), { recursive: true, force: true });
+    try {
+      rmdirSync(legacyDir);
+    } catch {
+      // not empty (another subscription's files, or the user's): left as it is
     }
   }
 
@@ -110,9 +143,9 @@ export class ObjectStorageWriter implements Connector {
     this.remember(entry);
   }
 
-  /** Committed objects' per-key last sequences and unkeyed ids: what a redelivery may bring again. */
+  /** Committed objects' per-key ranges and unkeyed ids: what a redelivery may bring again. */
   private remember(entry: ManifestObject): void {
-    for (const [key, range] of Object.entries(entry.keys)) this.committedSeq.set(key, Math.max(this.committedSeq.get(key) ?? 0, range.last));
+    for (const [key, range] of Object.entries(entry.keys)) this.committedRanges.add(key, range.first, range.last);
     const committedAt = Date.parse(entry.committedAt);
     if (committedAt < this.expiredBefore()) return;
     for (const id of entry.unkeyed) this.committedIds.set(id, committedAt);
@@ -138,8 +171,9 @@ export class ObjectStorageWriter implements Connector {
   private alreadyCommitted(em: ExportMessage): boolean {
     const { orderingKey, sequence, messageId } = em.message;
     if (orderingKey === '') return this.committedIds.has(messageId);
-    // Per-key sequences only say "already written" when the key arrives in order (ordered subscriptions).
-    return this.context.spec.enableMessageOrdering && sequence <= (this.committedSeq.get(orderingKey) ?? 0);
+    // Per-key ranges only say "already written" when the key arrives in order (ordered subscriptions): a
+    // file then holds every message of the key between its first and last.
+    return this.context.spec.enableMessageOrdering && this.committedRanges.has(orderingKey, sequence);
   }
 
   async write(batch: ExportMessage[]): Promise<WriteResult> {
@@ -155,7 +189,9 @@ export class ObjectStorageWriter implements Connector {
       let file = this.shards[s];
       if (!file) {
         const openedAt = this.now();
-        file = await RollingFile.open(this.namer.name(openedAt), join(this.spillDir, `${++this.fileCounter}.part`), openedAt, this.config);
+        const counter = this.nameCounter++;
+        const object = this.namer.name(openedAt, uniqueId(counter, this.writerTag));
+        file = await RollingFile.open(object, counter, join(this.spillDir, `${++this.spillCounter}.part`), openedAt, this.config);
         this.shards[s] = file;
       }
       const bytes = file.bytes;
@@ -240,7 +276,7 @@ export class ObjectStorageWriter implements Connector {
    */
   private async upload(file: RollingFile): Promise<void> {
     const { bucket } = this.config;
-    this.manifest!.markPending(file.object);
+    this.manifest!.markPending(file.object, file.counter);
     let failure: S3Failure | undefined;
     try {
       const size = (await stat(file.localPath)).size;
@@ -272,7 +308,13 @@ export class ObjectStorageWriter implements Connector {
 
   async close(): Promise<void> {
     await this.uploading;
-    for (let s = 0; s < this.shards.length; s++) await this.shards[s]?.close();
+    // Never uploaded, so never acked: their messages come again, and the files are of no use.
+    for (const file of [...this.shards, ...this.sealed]) {
+      await file?.close();
+      await file?.remove();
+    }
+    this.shards.fill(undefined);
+    this.sealed.length = 0;
     this.manifest?.close();
     this.manifest = undefined;
     this.s3?.destroy();
@@ -280,11 +322,12 @@ export class ObjectStorageWriter implements Connector {
   }
 }
 
-function exportDir(dataDir: string, subscription: string): string {
-  return join(dataDir, 'object-storage', subscription.replace(/[^A-Za-z0-9._-]+/g, '_'));
+/** A subscription's folder: `<dataDir>/object-storage/<project>/<subscription id>/<uid>` (see subscriptionDir). */
+function exportDir(dataDir: string, subscription: { name: string; uid: string }): string {
+  return subscriptionDir(join(dataDir, 'object-storage'), subscription);
 }
 
 /** Where a subscription's manifest lives under the job's data directory. */
-export function manifestPath(dataDir: string, subscription: string): string {
+export function manifestPath(dataDir: string, subscription: { name: string; uid: string }): string {
   return join(exportDir(dataDir, subscription), 'manifest.jsonl');
 }

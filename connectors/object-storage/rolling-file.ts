@@ -17,13 +17,15 @@ export class RollingFile {
 
   private constructor(
     readonly object: string,
+    /** The counter in the object's name. */
+    readonly counter: number,
     readonly localPath: string,
     readonly openedAt: Date,
     private readonly writer: RecordFileWriter,
   ) {}
 
-  static async open(object: string, localPath: string, openedAt: Date, config: ObjectStorageConfig): Promise<RollingFile> {
-    return new RollingFile(object, localPath, openedAt, await openRecordFile(localPath, config.format));
+  static async open(object: string, counter: number, localPath: string, openedAt: Date, config: ObjectStorageConfig): Promise<RollingFile> {
+    return new RollingFile(object, counter, localPath, openedAt, await openRecordFile(localPath, config.format));
   }
 
   async append(subscription: string, em: ExportMessage): Promise<void> {
@@ -70,6 +72,7 @@ export class RollingFile {
       bucket,
       format,
       createdAt: this.openedAt.toISOString(),
+      counter: this.counter,
       committedAt: new Date().toISOString(),
       records: this.records,
       bytes,

@@ -67,7 +67,7 @@ export async function runDemo(o: { dataDir?: string }): Promise<void> {
     );
     const sub = core.getSubscription('orders-to-parquet');
     console.log('Order audit of the Parquet files:');
-    printAudit(await auditSubscription(sub.name, parseObjectStorageConfig(sub.cloudStorageConfig), { dataDir, objectStorage: runtime.objectStorage }));
+    printAudit(await auditSubscription({ name: sub.name, uid: core.identity(sub.name).uid }, parseObjectStorageConfig(sub.cloudStorageConfig), { dataDir, objectStorage: runtime.objectStorage }));
   } finally {
     await runtime.stop();
     if (!o.dataDir) rmSync(dataDir, { recursive: true, force: true });

@@ -119,7 +119,7 @@ export async function main(argv: string[]): Promise<number> {
       await withJob(loadJob(file), async (runtime) => {
         const sub = runtime.core.getSubscription(name);
         if (!sub.cloudStorageConfig) throw new OrderlyError('INVALID_ARGUMENT', `${sub.name} is not an object-storage (cloudStorageConfig) subscription`);
-        const report = await auditSubscription(sub.name, parseObjectStorageConfig(sub.cloudStorageConfig), {
+        const report = await auditSubscription({ name: sub.name, uid: runtime.core.identity(sub.name).uid }, parseObjectStorageConfig(sub.cloudStorageConfig), {
           dataDir: runtime.job.dataDir,
           objectStorage: runtime.objectStorage,
         });

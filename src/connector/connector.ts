@@ -1,4 +1,5 @@
 import type { PubsubMessage } from '../core/message.js';
+import type { SubscriptionIdentity } from '../core/pubsub-core.js';
 import type { SubscriptionSpec } from '../core/subscription-config.js';
 import type { SubscriptionState } from '../core/consumer.js';
 import type { Logger } from '../log.js';
@@ -54,15 +55,23 @@ export class SinkStateError extends Error {
  * - `write(batch)`: the batch holds each ordering key's messages in publish order (on ordered
  *   subscriptions). Resolve once the `written` deliveries are durable. Within a key, never write a
  *   message after one that failed: report the rest as `deferred`. Throw `SinkStateError` for a sink-wide
- *   problem (the whole batch is retried later); any other throw fails the whole batch as retryable.
+ *   problem (the same batch is retried later on this connector).
  * - `flush(mode)`: for connectors that buffer. `'due'` (called about once a second, and after `notify`):
  *   finalize what a time limit says is due and report what finished meanwhile, without waiting for
  *   work in progress. `'all'` (shutdown, or the runner's budget is full): finalize everything and
  *   resolve once all of it is reported. Both report buffered deliveries the same way as `write`.
- * - `close()`: release resources; called after a final `flush('all')`.
+ * - `close()`: release resources; called after a final `flush('all')`, after a failed `open()`, and after
+ *   an unexpected error.
+ *
+ * Any other throw, from any call, is an unexpected failure of the sink: the runner puts the subscription
+ * in RESOURCE_ERROR with the error as its reason, closes this connector, backs off, and opens a new one
+ * (from the factory) to which it hands everything not yet reported, in order. Nothing is nacked for it,
+ * so nothing is dead-lettered because the sink broke; a message that is itself at fault goes in `failed`.
  *
  * An ack is sent only for deliveries reported `written`, so a connector that crashes before reporting
- * loses nothing: the messages come again. Connectors that can, skip what a redelivery brings twice.
+ * loses nothing: the messages come again. Connectors that can, skip what a redelivery brings twice — by
+ * what they remember under `ConnectorContext.identity.uid`, never under the subscription's name alone,
+ * and never reporting `written` for a message they did not find at the sink.
  */
 export interface Connector {
   /** Optional running totals for metrics (rows appended, objects written, bytes uploaded, upload retries). */
@@ -85,6 +94,14 @@ export const emptyCounters = (): ConnectorCounters => ({ rowsAppended: 0, object
 /** What a connector is given besides its own config section. */
 export interface ConnectorContext {
   subscription: string;
+  /**
+   * Key sink progress (last sequences, written ids, manifests) by `identity.uid`: a subscription deleted
+   * and created again under the same name, or in a new store, starts its per-key sequences and message
+   * ids afresh, and progress kept under the name would take its new messages for ones already written.
+   * `adoptsNameKeyedProgress`: the subscription predates uids, so progress a sink kept under its name is
+   * its own; adopt it under the uid once.
+   */
+  identity: SubscriptionIdentity;
   spec: SubscriptionSpec;
   logger: Logger;
   /** Job-level settings a connector may need (DuckDB file, S3 connection, data directory). */

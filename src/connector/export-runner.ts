@@ -3,12 +3,15 @@ import type { PubSubCore } from '../core/pubsub-core.js';
 import type { ConsumerSpec, SubscriptionHandle, SubscriptionState } from '../core/consumer.js';
 import type { Logger } from '../log.js';
 import { Backoff } from './backoff.js';
-import { SinkStateError, type Connector, type ConnectorCounters, type WriteResult } from './connector.js';
+import { emptyCounters, SinkStateError, type Connector, type ConnectorCounters, type WriteResult } from './connector.js';
 
 export interface ExportRunnerOptions {
   core: PubSubCore;
   subscription: string;
-  connector: Connector;
+  /** The subscription's uid: the runner serves that subscription, never a later one of the same name. */
+  uid: string;
+  /** Makes a connector: the first one, and a new one after an unexpected failure of the one before. */
+  createConnector: () => Connector;
   logger: Logger;
   /** Most messages handed to one `write` (default 5000: fewer, larger sink transactions). */
   maxBatchMessages?: number;
@@ -21,7 +24,7 @@ export interface ExportRunnerOptions {
   maxOutstandingBytes?: number;
   /** How often `flush('due')` runs, in ms (default 1000). */
   flushIntervalMs?: number;
-  /** Backoff for reopening a sink in an error state (default 1 s doubling to 60 s). */
+  /** Backoff for retrying a sink in an error state (default 1 s doubling to 60 s). */
   backoff?: Backoff;
 }
 
@@ -30,6 +33,12 @@ export interface ExportStats {
   failed: number;
   batches: number;
   state: SubscriptionState;
+  /** While the state is not ACTIVE: why (the sink's error). */
+  stateReason?: string;
+  /** Unexpected failures of the sink so far (each closes the connector; a new one is opened). */
+  errors: number;
+  /** The sink's last failure, kept after it recovered. */
+  lastError?: { message: string; at: string };
 }
 
 type Op = { kind: 'write' } | { kind: 'flush'; mode: 'due' | 'all' };
@@ -41,21 +50,31 @@ export const DEFAULT_BUDGET = { messages: 20_000, bytes: 256 * 1024 * 1024 };
  * Drives one connector from one subscription: takes ordered batches from the core (a key has one batch
  * out at a time), hands them to the connector one call at a time, keeps the leases of everything the
  * connector holds alive, acks only what it reports written, nacks what failed (so the subscription's
- * retryPolicy and deadLetterPolicy apply), and turns sink-wide errors into the subscription's state.
+ * retryPolicy and deadLetterPolicy apply), and turns sink failures into the subscription's state: a
+ * SinkStateError's state, or RESOURCE_ERROR for anything unexpected — then the connector is closed and,
+ * after a backoff, a new one is opened and given everything unsettled again. It never stops by itself.
  */
 export class ExportRunner {
-  readonly stats: ExportStats = { written: 0, failed: 0, batches: 0, state: 'ACTIVE' };
+  readonly stats: ExportStats = { written: 0, failed: 0, batches: 0, state: 'ACTIVE', errors: 0 };
   private readonly pending: ReceivedMessage[] = [];
   /** Delivered and not yet settled: pending, being written, or buffered by the connector. */
   private readonly held = new Map<string, ReceivedMessage>();
   private heldBytes = 0;
   private readonly consumer: ConsumerSpec;
+  /** The port to the subscription, once attached; inert once the subscription is deleted. */
   private handle?: SubscriptionHandle;
   private readonly maxBatch: number;
   private readonly maxOutstanding: number;
   private readonly maxOutstandingBytes: number;
   private readonly backoff: Backoff;
   private readonly timers: { cancel(): void }[] = [];
+  /** The open connector (after a stop, the last one); undefined while none is open. */
+  private connector?: Connector;
+  /** Totals of the connectors closed after failures, so the counters keep counting up. */
+  private retired?: ConnectorCounters;
+  /** An unexpected failure happened, and no write or flush has succeeded since. */
+  private faulted = false;
+  private attached = false;
   private wake?: () => void;
   private wakeOnStop?: () => void;
   private readonly lastLogged = new Map<string, number>();
@@ -89,13 +108,20 @@ export class ExportRunner {
     };
   }
 
-  private get core(): PubSubCore {
-    return this.options.core;
+  /** The subscription's handle while it is the one this runner serves (not deleted, not created again). */
+  private live(): SubscriptionHandle | undefined {
+    return this.handle?.attached ? this.handle : undefined;
   }
 
-  /** Opens the connector (retrying while the sink is in an error state) and starts exporting. */
+  /** Attaches to the subscription if it is still the one this runner was made for. */
+  private attach(): void {
+    const { core, subscription, uid } = this.options;
+    if (core.hasSubscription(subscription) && core.identity(subscription).uid === uid) this.handle = core.attach(subscription, this.consumer);
+  }
+
+  /** Opens a connector (retrying while the sink fails) and starts exporting. */
   start(): void {
-    const { core } = this.options;
+    const { core, subscription } = this.options;
     this.timers.push(
       core.clock.setInterval(() => {
         this.flushDue = true;
@@ -103,19 +129,53 @@ export class ExportRunner {
       }, this.options.flushIntervalMs ?? 1000),
     );
     this.loop = this.run().catch((e: unknown) => {
-      this.options.logger.error({ subscription: this.options.subscription, error: (e as Error).stack ?? String(e) }, 'export runner stopped by an unexpected error');
+      // A defect of the runner itself: shown in the subscription's state, not only in a log line.
+      this.setState('RESOURCE_ERROR', `the export runner stopped: ${errorText(e)}`);
+      this.options.logger.error({ subscription, error: (e as Error).stack ?? String(e) }, 'export runner stopped by an unexpected error');
     });
   }
 
   private async run(): Promise<void> {
-    const opened = await this.untilUsable(async () => {
-      await this.options.connector.open();
-      return true;
-    });
-    if (!opened) return;
-    this.handle = this.core.attach(this.options.subscription, this.consumer);
-    this.markReady();
-    // On stop, what was already delivered is still written (drain); nothing new arrives.
+    while (!this.stopping) {
+      const connector = await this.open();
+      if (!connector) return;
+      if (!this.attached) {
+        this.attached = true;
+        this.attach();
+        this.markReady();
+      }
+      try {
+        await this.pump(connector);
+        return;
+      } catch (e) {
+        await this.fail(connector, e);
+        if (!(await this.pause())) return;
+      }
+    }
+  }
+
+  /** A new, open connector; while opening fails, the failure is the state and it is retried with backoff. */
+  private async open(): Promise<Connector | undefined> {
+    for (;;) {
+      let connector: Connector | undefined;
+      try {
+        connector = this.options.createConnector();
+        await connector.open();
+        this.connector = connector;
+        // After an unexpected failure, ACTIVE waits for a write or flush that works.
+        if (!this.faulted) this.usable();
+        return connector;
+      } catch (e) {
+        this.unusable(e);
+        if (!(e instanceof SinkStateError)) this.logThrottled('error', { error: errorText(e) }, 'export sink cannot be opened; retrying with backoff');
+        if (connector) await this.retire(connector);
+        if (!(await this.pause())) return undefined;
+      }
+    }
+  }
+
+  /** Writes and flushes until stopped (then drains what was delivered). Throws an unexpected sink failure. */
+  private async pump(connector: Connector): Promise<void> {
     while (!this.stopping || this.pending.length) {
       const op = this.nextOp();
       if (!op) {
@@ -124,8 +184,45 @@ export class ExportRunner {
         this.wake = undefined;
         continue;
       }
-      await this.perform(op);
+      await this.perform(connector, op);
     }
+  }
+
+  /**
+   * After an unexpected failure: the connector goes, and the next one gets everything still held, in
+   * delivery order (so each key in order) — what the old one buffered or was writing. What it had made
+   * durable already, the next one finds at the sink and reports written without writing it again.
+   */
+  private async fail(connector: Connector, e: unknown): Promise<void> {
+    this.unusable(e);
+    this.logThrottled('error', { error: (e as Error).stack ?? String(e) }, 'export sink failed; subscription RESOURCE_ERROR, reopening it with backoff (backlog kept, nothing nacked)');
+    this.connector = undefined;
+    await this.retire(connector);
+    this.pending.length = 0;
+    this.pending.push(...this.held.values());
+  }
+
+  private async retire(connector: Connector): Promise<void> {
+    if (connector.counters) this.retired = addCounters(this.retired ?? emptyCounters(), connector.counters);
+    try {
+      await connector.close();
+    } catch (e) {
+      this.logThrottled('warn', { error: errorText(e) }, 'closing a failed export connector failed');
+    }
+  }
+
+  /** Waits out the backoff; false if stopped meanwhile. */
+  private async pause(): Promise<boolean> {
+    if (this.stopping) return false;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, this.backoff.next());
+      this.wakeOnStop = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.wakeOnStop = undefined;
+    return !this.stopping;
   }
 
   /** A connector finished buffered work in the background: collect it soon. */
@@ -154,74 +251,76 @@ export class ExportRunner {
     return undefined;
   }
 
-  private async perform(op: Op): Promise<void> {
-    const connector = this.options.connector;
+  private async perform(connector: Connector, op: Op): Promise<void> {
     if (op.kind === 'flush') {
       const result = await this.untilUsable(() => connector.flush(op.mode));
       if (result) this.apply(result);
       return;
     }
     // An earlier failure of a key revokes its later deliveries (they come again, in order): drop those.
-    const handle = this.handle!;
+    const handle = this.live();
     const batch: ReceivedMessage[] = [];
     for (const m of this.pending.splice(0, this.maxBatch)) {
-      if (handle.isLive(m.ackId)) batch.push(m);
+      if (handle?.isLive(m.ackId)) batch.push(m);
       else this.release(m.ackId);
     }
     if (!batch.length) return;
     this.stats.batches++;
-    let result: WriteResult | undefined;
-    try {
-      result = await this.untilUsable(() =>
-        connector.write(batch.map((m) => ({ id: m.ackId, message: m.message, deliveryAttempt: m.deliveryAttempt }))),
-      );
-    } catch (e) {
-      const error = e instanceof Error ? e.message : String(e);
-      this.logThrottled('error', { error }, 'export write failed; batch nacked and retried with backoff');
-      result = { written: [], failed: batch.map((m) => ({ id: m.ackId, error, retryable: true })), deferred: [] };
-    }
+    const result = await this.untilUsable(() =>
+      connector.write(batch.map((m) => ({ id: m.ackId, message: m.message, deliveryAttempt: m.deliveryAttempt }))),
+    );
     if (result) this.apply(result);
   }
 
   /**
-   * Runs a connector call, retrying with backoff while it throws SinkStateError (the subscription shows
-   * that state meanwhile). Undefined if stopped first. Other errors propagate.
+   * Runs a connector call, retrying it with backoff while it throws SinkStateError (the subscription shows
+   * that state meanwhile). Undefined if stopped first. Any other error propagates.
    */
   private async untilUsable<T>(call: () => Promise<T>): Promise<T | undefined> {
     for (;;) {
       try {
         const result = await call();
-        this.setState('ACTIVE');
-        this.backoff.reset();
+        this.usable();
         return result;
       } catch (e) {
         if (!(e instanceof SinkStateError)) throw e;
-        this.setState(e.state, e.message);
-        if (this.stopping) return undefined;
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, this.backoff.next());
-          this.wakeOnStop = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        this.wakeOnStop = undefined;
-        if (this.stopping) return undefined;
+        this.unusable(e);
+        if (!(await this.pause())) return undefined;
       }
     }
   }
 
+  private usable(): void {
+    this.faulted = false;
+    this.backoff.reset();
+    this.setState('ACTIVE');
+  }
+
+  /** The sink failed: a SinkStateError's state, or RESOURCE_ERROR with the error as the reason. */
+  private unusable(e: unknown): void {
+    const message = errorText(e);
+    this.stats.lastError = { message, at: new Date().toISOString() };
+    if (e instanceof SinkStateError) {
+      this.setState(e.state, message);
+      return;
+    }
+    this.faulted = true;
+    this.stats.errors++;
+    this.setState('RESOURCE_ERROR', message);
+  }
+
   private setState(state: SubscriptionState, reason?: string): void {
-    if (state === this.stats.state) return;
+    const changed = state !== this.stats.state;
     this.stats.state = state;
-    const { subscription, logger, core } = this.options;
-    if (core.hasSubscription(subscription)) core.setSubscriptionState(subscription, state);
+    this.stats.stateReason = state === 'ACTIVE' ? undefined : reason;
+    if (!changed) return;
+    const { core, subscription, logger } = this.options;
+    if (this.live()) core.setSubscriptionState(subscription, state);
     if (state === 'ACTIVE') logger.info({ subscription, state }, 'export sink usable again; subscription ACTIVE');
     else logger.warn({ subscription, state, reason }, `export sink unusable; subscription ${state}, backlog kept, retrying with backoff`);
   }
 
   private apply(result: WriteResult): void {
-    const handle = this.handle;
     const acks = result.written.filter((id) => this.release(id));
     this.stats.written += acks.length;
     for (const id of result.deferred) this.release(id);
@@ -229,15 +328,17 @@ export class ExportRunner {
     if (permanent.length) {
       this.logThrottled('warn', { count: permanent.length, example: permanent[0]!.error }, 'messages cannot be written; nacked (dead-lettered after maxDeliveryAttempts)');
     }
-    const failed = result.failed.filter((f) => this.release(f.id));
-    this.stats.failed += failed.length;
-    if (!handle?.attached) return;
-    for (const f of failed) handle.modifyAckDeadline([f.id], 0, f.error);
-    if (!acks.length) return;
+    const handle = this.live();
+    for (const f of result.failed) {
+      if (!this.release(f.id)) continue;
+      this.stats.failed++;
+      handle?.modifyAckDeadline([f.id], 0, f.error);
+    }
+    if (!handle || !acks.length) return;
     // Not awaited: the next write need not wait for the ack's own commit. An ack lost to a crash only
     // means a redelivery, which connectors recognise (or the at-least-once contract allows).
     handle.acknowledge(acks).catch((e: unknown) =>
-      this.logThrottled('error', { error: (e as Error).message }, 'recording acks failed; the messages will be delivered again'),
+      this.logThrottled('error', { error: errorText(e) }, 'recording acks failed; the messages will be delivered again'),
     );
   }
 
@@ -249,9 +350,11 @@ export class ExportRunner {
     this.options.logger[level]({ subscription: this.options.subscription, ...fields }, message);
   }
 
-  /** The connector's own totals (rows appended, objects written, ...), when it keeps them. */
+  /** The connectors' own totals (rows appended, objects written, ...), when they keep them. */
   get connectorCounters(): Readonly<ConnectorCounters> | undefined {
-    return this.options.connector.counters;
+    const current = this.connector?.counters;
+    if (!this.retired) return current;
+    return current ? addCounters({ ...this.retired }, current) : this.retired;
   }
 
   /** Messages delivered to the runner and not yet acked or nacked. */
@@ -269,17 +372,30 @@ export class ExportRunner {
     this.wake?.();
     this.wakeOnStop?.();
     await this.loop;
-    const { subscription, connector } = this.options;
-    if (this.stats.state === 'ACTIVE') {
+    const connector = this.connector;
+    if (connector && this.stats.state === 'ACTIVE') {
       try {
         this.apply(await connector.flush('all'));
       } catch (e) {
-        this.options.logger.error({ subscription, error: (e as Error).message }, 'final flush failed; unacked messages will be delivered again');
+        this.options.logger.error({ subscription: this.options.subscription, error: errorText(e) }, 'final flush failed; unacked messages will be delivered again');
       }
     }
     // Detached only now: until the final flush is acked, the core keeps what the connector holds leased.
     this.handle?.detach();
     for (const t of this.timers) t.cancel();
-    await connector.close();
+    try {
+      await connector?.close();
+    } catch (e) {
+      this.options.logger.error({ subscription: this.options.subscription, error: errorText(e) }, 'closing the export connector failed');
+    }
   }
+}
+
+function errorText(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+function addCounters(into: ConnectorCounters, more: Readonly<ConnectorCounters>): ConnectorCounters {
+  for (const k of Object.keys(into) as (keyof ConnectorCounters)[]) into[k] += more[k];
+  return into;
 }

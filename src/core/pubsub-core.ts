@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Store, StoredMessage, SubscriptionRecord, TopicRecord } from '../store/store.js';
 import { systemClock, type Clock } from './clock.js';
 import { compactionPlan } from './compaction-plan.js';
@@ -32,6 +33,9 @@ export interface Subscription extends SubscriptionSpec {
   name: string;
   state: SubscriptionState;
 }
+
+/** Who a subscription is beyond its name: what export sinks key their progress by (see SubscriptionRecord). */
+export type SubscriptionIdentity = Pick<SubscriptionRecord, 'uid' | 'adoptsNameKeyedProgress'>;
 
 export interface CoreOptions {
   store: Store;
@@ -74,6 +78,7 @@ export class PubSubCore {
   private readonly store: Store;
   private readonly topics = new Map<string, TopicRecord>();
   private readonly subs = new Map<string, SubscriptionRuntime>();
+  private readonly identities = new Map<string, SubscriptionIdentity>();
   private readonly pushers = new Map<string, PushDelivery>();
   private readonly events: SubscriptionEvents;
   private readonly validators = new Set<SubscriptionValidator>();
@@ -139,6 +144,7 @@ export class PubSubCore {
       this.sequences.last,
     );
     this.subs.set(rec.name, runtime);
+    this.identities.set(rec.name, { uid: rec.uid, adoptsNameKeyedProgress: rec.adoptsNameKeyedProgress });
     this.syncPush(runtime);
     return runtime;
   }
@@ -233,7 +239,7 @@ export class PubSubCore {
     this.checkDeadLetterTopic(spec);
     for (const validate of this.validators) validate(name, spec);
     // Delivery starts with messages published after creation: everything up to now is below the watermark.
-    const rec: SubscriptionRecord = { name, topicUid: topic.uid, spec, lowSeq: this.fannedOutSeq };
+    const rec: SubscriptionRecord = { name, uid: randomUUID(), adoptsNameKeyedProgress: false, topicUid: topic.uid, spec, lowSeq: this.fannedOutSeq };
     await this.store.createSubscription(rec);
     this.startRuntime(rec);
     this.events.emit({ type: 'created', subscription: name });
@@ -260,11 +266,21 @@ export class PubSubCore {
     return this.subs.has(this.subscriptionName(ref));
   }
 
+  /** The subscription's identity; a subscription created again under the same name has another uid. */
+  identity(ref: string): SubscriptionIdentity {
+    const name = this.subscriptionName(ref);
+    const identity = this.identities.get(name);
+    if (!identity) throw new NotFoundError('Subscription', name);
+    return identity;
+  }
+
   listSubscriptions(project = this.projectId): Subscription[] {
-    return [...this.subs.values()]
-      .filter((s) => projectOf(s.name) === project)
-      .sort((a, b) => (a.name < b.name ? -1 : 1))
-      .map((s) => this.getSubscription(s.name));
+    return this.allSubscriptions().filter((s) => projectOf(s.name) === project);
+  }
+
+  /** Every project's subscriptions, by name (exports and status cover them all). */
+  allSubscriptions(): Subscription[] {
+    return [...this.subs.values()].sort((a, b) => (a.name < b.name ? -1 : 1)).map((s) => this.getSubscription(s.name));
   }
 
   /** Changes the mutable fields given in `patch`; ordering, filter and topic are fixed at creation. */
@@ -287,6 +303,7 @@ export class PubSubCore {
     const rt = this.runtime(ref);
     rt.close();
     this.subs.delete(rt.name);
+    this.identities.delete(rt.name);
     this.syncPush(rt);
     await this.store.deleteSubscription(rt.name);
     this.events.emit({ type: 'deleted', subscription: rt.name });
@@ -383,7 +400,7 @@ export class PubSubCore {
     const at = typeof time === 'number' ? time : time.getTime();
     // A compaction in flight would raise the watermark the seek lowers.
     await this.compacting?.catch(() => undefined);
-    const rec: SubscriptionRecord = { name: rt.name, topicUid: rt.topicUid, spec: rt.spec, lowSeq: 0 };
+    const rec: SubscriptionRecord = { name: rt.name, ...this.identity(rt.name), topicUid: rt.topicUid, spec: rt.spec, lowSeq: 0 };
     // The store waits for queued acks to land first; deliveries still out are forgotten by reset, so an
     // ack arriving during the seek finds its lease gone instead of undoing the replay.
     const lowSeq = await this.store.seek(rec, at);

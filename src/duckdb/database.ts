@@ -1,5 +1,5 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 
 /**
@@ -8,6 +8,8 @@ import { dirname, resolve } from 'node:path';
  * while the export writes (MVCC: a query sees committed rows).
  */
 const instances = new Map<string, Promise<DuckDBInstance>>();
+/** The file (device, inode) each instance opened: the path may come to name another file later. */
+const openedFiles = new WeakMap<DuckDBInstance, { dev: number; ino: number }>();
 
 export function openDuckDb(path: string): Promise<DuckDBInstance> {
   const file = resolve(path);
@@ -18,10 +20,17 @@ export function openDuckDb(path: string): Promise<DuckDBInstance> {
     mkdirSync(dirname(file), { recursive: true });
     // A 64 MB WAL before each automatic checkpoint (DuckDB's default is 16 MB): at the default, checkpoints
     // took ~40% of the export's commit time (bench/duckdb-export.ts).
-    instance = DuckDBInstance.create(file, { checkpoint_threshold: '64MB' }).catch((e: unknown) => {
-      instances.delete(file);
-      throw new Error(`cannot open DuckDB database ${file}: ${(e as Error).message}`);
-    });
+    instance = DuckDBInstance.create(file, { checkpoint_threshold: '64MB' }).then(
+      (created) => {
+        const { dev, ino } = statSync(file);
+        openedFiles.set(created, { dev, ino });
+        return created;
+      },
+      (e: unknown) => {
+        instances.delete(file);
+        throw new Error(`cannot open DuckDB database ${file}: ${(e as Error).message}`);
+      },
+    );
     instances.set(file, instance);
   }
   return instance;
@@ -34,6 +43,24 @@ export async function closeDuckDb(path: string): Promise<void> {
   if (!instance) return;
   instances.delete(file);
   (await instance).closeSync();
+}
+
+/** The file an instance opened (device and inode), to check that its path still names that file. */
+export function duckDbFile(instance: DuckDBInstance): { dev: number; ino: number } | undefined {
+  return openedFiles.get(instance);
+}
+
+/**
+ * Closes `instance` and forgets it, if it is still this process's instance for `path`, so the next open
+ * reads the file afresh (after the file was deleted or replaced under it). Another instance opened since
+ * is left alone: closing that one would let two instances meet on one file.
+ */
+export async function discardDuckDb(path: string, instance: DuckDBInstance): Promise<void> {
+  const file = resolve(path);
+  const cached = instances.get(file);
+  if (!cached || (await cached.catch(() => undefined)) !== instance) return;
+  instances.delete(file);
+  instance.closeSync();
 }
 
 export async function connectDuckDb(path: string): Promise<DuckDBConnection> {

@@ -4,20 +4,22 @@ import { Gauge, Registry } from 'prom-client';
 import type { ConnectorCounters } from '../connector/connector.js';
 import type { ExportManager } from '../connector/export-manager.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
-import { shortId } from '../core/names.js';
+import { projectOf, shortId } from '../core/names.js';
 
 const STATES = ['ACTIVE', 'RESOURCE_ERROR', 'PERMISSION_DENIED', 'NOT_FOUND', 'SCHEMA_MISMATCH', 'IN_TRANSIT_LOCATION_RESTRICTION'];
 
-/** Per subscription, read once: the /status row and the delivery counters. */
+/** Per subscription (every project), read once: the /status row and the delivery counters. */
 function snapshot(core: PubSubCore, exports?: ExportManager) {
   const now = core.clock.now();
-  return core.listSubscriptions().map((s) => {
+  return core.allSubscriptions().map((s) => {
     const m = core.metrics(s.name, 5);
     const runner = exports?.runner(s.name);
     const status = {
       subscription: s.name,
       topic: s.topic,
       state: s.state,
+      /** Why the export sink is not ACTIVE (its error), while it is not. */
+      stateReason: runner?.stats.stateReason,
       ordered: s.enableMessageOrdering,
       backlog: m.backlogMessages,
       oldestUnackedAgeSeconds: m.oldestUnackedPublishTime === undefined ? 0 : Math.max(0, (now - m.oldestUnackedPublishTime) / 1000),
@@ -25,6 +27,9 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
       delivered: m.counters.delivered,
       acked: m.counters.acked,
       exported: runner?.stats.written ?? 0,
+      /** Unexpected failures of the export sink (each reopened it), and the last one, kept after recovery. */
+      exportErrors: runner?.stats.errors ?? 0,
+      lastExportError: runner?.stats.lastError,
     };
     return { status, counters: m.counters, connector: runner?.connectorCounters };
   });
@@ -43,6 +48,8 @@ export function statusOf(core: PubSubCore, exports?: ExportManager) {
  */
 export async function serveMetrics(core: PubSubCore, exports: ExportManager, host: string, port: number): Promise<{ url: string; close(): Promise<void> }> {
   const registry = new Registry();
+  // The default project's subscriptions by id, as before; another project's by full name (ids can repeat).
+  const label = (name: string) => (projectOf(name) === core.projectId ? shortId(name) : name);
   const labelNames = ['subscription'] as const;
   // Each scrape reads the live state once (a backlog scan per subscription); every gauge uses that.
   let current: Snapshot[] = [];
@@ -54,7 +61,7 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
       registers: [registry],
       collect() {
         this.reset();
-        for (const s of current) this.set({ subscription: shortId(s.status.subscription) }, value(s));
+        for (const s of current) this.set({ subscription: label(s.status.subscription) }, value(s));
       },
     });
   gauge('orderly_backlog_messages', 'Unacked messages per subscription', (s) => s.status.backlog);
@@ -66,6 +73,7 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
   gauge('orderly_expired_total', 'Lease expiries', (s) => s.counters.expired);
   gauge('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (s) => s.counters.deadLettered);
   gauge('orderly_exported_total', 'Messages written by the export connector', (s) => s.status.exported);
+  gauge('orderly_export_errors_total', 'Unexpected failures of the export sink (each one reopened it after a backoff)', (s) => s.status.exportErrors);
   const counter = (name: string, help: string, key: keyof ConnectorCounters) => gauge(name, help, (s) => s.connector?.[key] ?? 0);
   counter('orderly_rows_appended_total', 'Rows appended to DuckDB tables', 'rowsAppended');
   counter('orderly_objects_written_total', 'Objects committed to object storage', 'objectsWritten');
@@ -88,7 +96,7 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
     registers: [registry],
     collect() {
       this.reset();
-      for (const { status: s } of current) for (const state of STATES) this.set({ subscription: shortId(s.subscription), state }, s.state === state ? 1 : 0);
+      for (const { status: s } of current) for (const state of STATES) this.set({ subscription: label(s.subscription), state }, s.state === state ? 1 : 0);
     },
   });
   const server: Server = createServer((req, res) => {

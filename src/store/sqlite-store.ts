@@ -1,9 +1,12 @@
 import Database from 'better-sqlite3';
-import { existsSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { durableRename, syncFile, writeFileAtomic } from './durable-file.js';
 import { StoreWriter } from './store-writer.js';
 import {
   StoreCorruptError,
+  StoreIdentityError,
   type BacklogRow,
   type BacklogSource,
   type CompactionPlan,
@@ -15,8 +18,31 @@ import {
 
 /** Marks the file as ours, so pointing Orderly at some other SQLite file fails loudly instead of mixing. */
 const APPLICATION_ID = 0x4f52444c; // "ORDL"
-const SCHEMA_VERSION = 1;
+/** 2: subscriptions have a uid, the store an id. */
+const SCHEMA_VERSION = 2;
 const PAGE_SIZE = 32 * 1024;
+const STORE_FILE = 'orderly.sqlite';
+/**
+ * Beside the store: which store lives in this data directory. While it exists, a missing store file (or
+ * another store in its place) is refused rather than silently replaced by a new, empty one.
+ */
+export const STORE_ID_FILE = 'orderly.sqlite.id';
+
+const SCHEMA = `
+  CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS topics(uid INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE NOT NULL, labels TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS subscriptions(
+    name TEXT PRIMARY KEY, topic_uid INTEGER NOT NULL, spec TEXT NOT NULL, low_seq INTEGER NOT NULL,
+    uid TEXT NOT NULL, adopts_name_keyed_progress INTEGER NOT NULL DEFAULT 0);
+  CREATE TABLE IF NOT EXISTS messages(
+    seq INTEGER PRIMARY KEY, topic_uid INTEGER NOT NULL, ordering_key TEXT NOT NULL, key_seq INTEGER NOT NULL,
+    publish_time INTEGER NOT NULL, data BLOB NOT NULL, attributes TEXT);
+  CREATE INDEX IF NOT EXISTS messages_by_topic ON messages(topic_uid, seq);
+  CREATE INDEX IF NOT EXISTS messages_by_key ON messages(topic_uid, ordering_key, key_seq);
+  CREATE TABLE IF NOT EXISTS key_seqs(topic_uid INTEGER, ordering_key TEXT, last INTEGER NOT NULL, PRIMARY KEY(topic_uid, ordering_key)) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS acks(sub TEXT, seq INTEGER, PRIMARY KEY(sub, seq)) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS failures(sub TEXT, seq INTEGER, n INTEGER NOT NULL, PRIMARY KEY(sub, seq)) WITHOUT ROWID;
+`;
 
 export interface SqliteStoreOptions {
   /**
@@ -43,29 +69,35 @@ const NO_DATA = Buffer.alloc(0);
 /** Embedded default store: one SQLite file in WAL mode under the data directory. */
 export class SqliteStore implements Store {
   readonly location: string;
+  readonly id: string;
   private readonly db: Database.Database;
   private readonly writer: StoreWriter;
   private readonly stmt;
 
-  private constructor(file: string, options: SqliteStoreOptions) {
+  private constructor(file: string, options: SqliteStoreOptions, expectedId: string | undefined) {
     this.location = file;
-    this.db = new Database(file);
-    const synchronous = options.durability === 'process' ? 'NORMAL' : 'FULL';
-    if (this.isEmpty()) {
-      // Set before the first table exists (and before WAL mode): 32 KiB pages fit ~30 1 KB messages with
-      // little slack (4 KiB pages fit 3, wasting a quarter of the file), and incremental vacuum lets
-      // compaction give freed pages back to the file system.
-      this.db.pragma(`page_size = ${PAGE_SIZE}`);
-      this.db.pragma('auto_vacuum = INCREMENTAL');
+    this.db = new Database(file, { fileMustExist: true });
+    try {
+      const synchronous = options.durability === 'process' ? 'NORMAL' : 'FULL';
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma(`synchronous = ${synchronous}`);
+      this.checkIdentity();
+      this.id = this.migrate();
+      if (expectedId !== undefined && expectedId !== this.id) {
+        const marker = join(dirname(file), STORE_ID_FILE);
+        throw new StoreIdentityError(
+          `the Orderly store ${file} is store ${this.id}, but this data directory holds store ${expectedId} (named in ${marker}): the file was replaced. ` +
+            `Put the right file back; to use this one here on purpose, delete ${marker}.`,
+        );
+      }
+      // The writer thread writes concurrently; a rare write here (DDL, seek, compaction) waits its turn.
+      this.db.pragma('busy_timeout = 10000');
+      this.db.pragma('wal_autocheckpoint = 0'); // the writer thread checkpoints
+      this.writer = new StoreWriter(file, synchronous);
+    } catch (e) {
+      this.db.close();
+      throw e;
     }
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma(`synchronous = ${synchronous}`);
-    this.checkIdentity();
-    this.migrate();
-    // The writer thread writes concurrently; a rare write here (DDL, seek, compaction) waits its turn.
-    this.db.pragma('busy_timeout = 10000');
-    this.db.pragma('wal_autocheckpoint = 0'); // the writer thread checkpoints
-    this.writer = new StoreWriter(file, synchronous);
     const db = this.db;
     const backlogColumns = `m.seq, m.topic_uid, m.ordering_key, m.key_seq, m.publish_time, m.attributes, length(m.data) AS data_bytes,
                 (a.seq IS NOT NULL) AS acked, f.n AS failures
@@ -92,26 +124,46 @@ export class SqliteStore implements Store {
     };
   }
 
-  /** Opens (creating if needed) `<dataDir>/orderly.sqlite`. A corrupt or foreign file is an error, never reset. */
+  /**
+   * Opens `<dataDir>/orderly.sqlite`, creating it if the directory never had a store. Never a reset: a
+   * corrupt, foreign, empty (0 bytes) or replaced file is an error naming it, and so is a missing one
+   * while `orderly.sqlite.id` says this directory had a store (delete that file to start anew on purpose).
+   */
   static open(dataDir: string, options: SqliteStoreOptions = {}): SqliteStore {
     mkdirSync(dataDir, { recursive: true });
-    const file = join(dataDir, 'orderly.sqlite');
-    const existed = existsSync(file);
-    try {
-      return new SqliteStore(file, options);
-    } catch (e) {
-      if (e instanceof StoreCorruptError) throw e;
-      throw new StoreCorruptError(file, existed ? e : new Error(`cannot create it: ${(e as Error).message}`));
+    const file = join(dataDir, STORE_FILE);
+    const marker = join(dataDir, STORE_ID_FILE);
+    const expectedId = readStoreId(marker);
+    if (!existsSync(file)) {
+      if (expectedId !== undefined) {
+        throw new StoreIdentityError(
+          `the Orderly store ${file} is missing, but this data directory held store ${expectedId} (named in ${marker}); ` +
+            `a new, empty store would drop its subscriptions and backlog. Restore ${file} from a backup; to start a new, empty store here on purpose, delete ${marker}.`,
+        );
+      }
+      try {
+        createStoreFile(file);
+      } catch (e) {
+        throw new StoreCorruptError(file, new Error(`cannot create it: ${(e as Error).message}`));
+      }
+    } else if (statSync(file).size === 0) {
+      throw new StoreCorruptError(file, new Error('the file is empty (0 bytes): an Orderly store never is, and Orderly does not re-initialise one'));
     }
-  }
-
-  private isEmpty(): boolean {
-    return (this.db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table'").pluck().get() as number) === 0;
+    let store: SqliteStore;
+    try {
+      store = new SqliteStore(file, options, expectedId);
+    } catch (e) {
+      if (e instanceof StoreCorruptError || e instanceof StoreIdentityError) throw e;
+      throw new StoreCorruptError(file, e);
+    }
+    if (expectedId === undefined) writeFileAtomic(marker, storeIdFile(store.id));
+    return store;
   }
 
   private checkIdentity(): void {
     const appId = this.db.pragma('application_id', { simple: true }) as number;
     const tables = this.db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table'").pluck().get() as number;
+    // A SQLite file without a single table holds nothing to lose (and is not another program's data).
     if (appId === 0 && tables === 0) {
       this.db.pragma(`application_id = ${APPLICATION_ID}`);
       return;
@@ -121,26 +173,31 @@ export class SqliteStore implements Store {
     if (result !== 'ok') throw new StoreCorruptError(this.location, new Error(`integrity check failed: ${String(result)}`));
   }
 
-  private migrate(): void {
-    this.db.exec(`
-      CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS topics(uid INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE NOT NULL, labels TEXT NOT NULL);
-      CREATE TABLE IF NOT EXISTS subscriptions(name TEXT PRIMARY KEY, topic_uid INTEGER NOT NULL, spec TEXT NOT NULL, low_seq INTEGER NOT NULL);
-      CREATE TABLE IF NOT EXISTS messages(
-        seq INTEGER PRIMARY KEY, topic_uid INTEGER NOT NULL, ordering_key TEXT NOT NULL, key_seq INTEGER NOT NULL,
-        publish_time INTEGER NOT NULL, data BLOB NOT NULL, attributes TEXT);
-      CREATE INDEX IF NOT EXISTS messages_by_topic ON messages(topic_uid, seq);
-      CREATE INDEX IF NOT EXISTS messages_by_key ON messages(topic_uid, ordering_key, key_seq);
-      CREATE TABLE IF NOT EXISTS key_seqs(topic_uid INTEGER, ordering_key TEXT, last INTEGER NOT NULL, PRIMARY KEY(topic_uid, ordering_key)) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS acks(sub TEXT, seq INTEGER, PRIMARY KEY(sub, seq)) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS failures(sub TEXT, seq INTEGER, n INTEGER NOT NULL, PRIMARY KEY(sub, seq)) WITHOUT ROWID;
-    `);
-    const version = this.db.prepare("SELECT v FROM meta WHERE k = 'schema'").pluck().get() as string | undefined;
-    if (version === undefined) {
-      this.db.prepare("INSERT INTO meta(k, v) VALUES ('schema', ?)").run(String(SCHEMA_VERSION));
-    } else if (Number(version) !== SCHEMA_VERSION) {
-      throw new StoreCorruptError(this.location, new Error(`schema version ${version}, this Orderly reads ${SCHEMA_VERSION}`));
-    }
+  /** Creates or upgrades the schema; returns the store's id. */
+  private migrate(): string {
+    return this.db.transaction(() => {
+      this.db.exec(SCHEMA);
+      const meta = (k: string) => this.db.prepare('SELECT v FROM meta WHERE k = ?').pluck().get(k) as string | undefined;
+      const setMeta = (k: string, v: string) => this.db.prepare('INSERT INTO meta(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v').run(k, v);
+      const version = meta('schema');
+      if (version === '1') {
+        // Subscriptions of a store made before uids: each gets one, and its sinks adopt what they kept
+        // under its name (once).
+        this.db.exec(`
+          ALTER TABLE subscriptions ADD COLUMN uid TEXT NOT NULL DEFAULT '';
+          ALTER TABLE subscriptions ADD COLUMN adopts_name_keyed_progress INTEGER NOT NULL DEFAULT 0;
+        `);
+        const names = this.db.prepare('SELECT name FROM subscriptions').pluck().all() as string[];
+        const assign = this.db.prepare('UPDATE subscriptions SET uid = ?, adopts_name_keyed_progress = 1 WHERE name = ?');
+        for (const name of names) assign.run(randomUUID(), name);
+      } else if (version !== undefined && Number(version) !== SCHEMA_VERSION) {
+        throw new StoreCorruptError(this.location, new Error(`schema version ${version}, this Orderly reads ${SCHEMA_VERSION}`));
+      }
+      setMeta('schema', String(SCHEMA_VERSION));
+      const id = meta('store_id') ?? randomUUID();
+      setMeta('store_id', id);
+      return id;
+    })();
   }
 
   async lastSeq(): Promise<number> {
@@ -179,19 +236,28 @@ export class SqliteStore implements Store {
   }
 
   async listSubscriptions(): Promise<SubscriptionRecord[]> {
-    const rows = this.db.prepare('SELECT name, topic_uid, spec, low_seq FROM subscriptions ORDER BY name').all() as {
+    const rows = this.db.prepare('SELECT name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq FROM subscriptions ORDER BY name').all() as {
       name: string;
+      uid: string;
+      adopts_name_keyed_progress: number;
       topic_uid: number;
       spec: string;
       low_seq: number;
     }[];
-    return rows.map((r) => ({ name: r.name, topicUid: r.topic_uid, spec: JSON.parse(r.spec), lowSeq: r.low_seq }));
+    return rows.map((r) => ({
+      name: r.name,
+      uid: r.uid,
+      adoptsNameKeyedProgress: r.adopts_name_keyed_progress === 1,
+      topicUid: r.topic_uid,
+      spec: JSON.parse(r.spec),
+      lowSeq: r.low_seq,
+    }));
   }
 
   async createSubscription(sub: SubscriptionRecord): Promise<void> {
     this.db
-      .prepare('INSERT INTO subscriptions(name, topic_uid, spec, low_seq) VALUES (?, ?, ?, ?)')
-      .run(sub.name, sub.topicUid, JSON.stringify(sub.spec), sub.lowSeq);
+      .prepare('INSERT INTO subscriptions(name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq) VALUES (?, ?, ?, ?, ?, ?)')
+      .run(sub.name, sub.uid, sub.adoptsNameKeyedProgress ? 1 : 0, sub.topicUid, JSON.stringify(sub.spec), sub.lowSeq);
   }
 
   async updateSubscriptionSpec(name: string, spec: unknown): Promise<void> {
@@ -289,6 +355,53 @@ export class SqliteStore implements Store {
     await this.writer.close();
     this.db.close();
   }
+}
+
+/**
+ * A new store is made under a temporary name and moved into place complete, so `orderly.sqlite` is never
+ * seen empty or half made: an empty one is damage, not a store a crash interrupted.
+ */
+function createStoreFile(file: string): void {
+  const tmp = `${file}.new`;
+  for (const f of [tmp, `${tmp}-journal`, `${tmp}-wal`, `${tmp}-shm`]) rmSync(f, { force: true });
+  const db = new Database(tmp);
+  try {
+    // Before the first table exists: 32 KiB pages fit ~30 1 KB messages with little slack (4 KiB pages
+    // fit 3, wasting a quarter of the file), and incremental vacuum lets compaction give freed pages back.
+    db.pragma(`page_size = ${PAGE_SIZE}`);
+    db.pragma('auto_vacuum = INCREMENTAL');
+    db.pragma(`application_id = ${APPLICATION_ID}`);
+    db.exec(SCHEMA);
+    db.prepare("INSERT INTO meta(k, v) VALUES ('schema', ?), ('store_id', ?)").run(String(SCHEMA_VERSION), randomUUID());
+  } finally {
+    db.close();
+  }
+  syncFile(tmp);
+  durableRename(tmp, file);
+}
+
+function storeIdFile(id: string): string {
+  return `${JSON.stringify(
+    {
+      storeId: id,
+      store: STORE_FILE,
+      note: `Names the Orderly store of this directory. While this file exists, Orderly refuses to start when ${STORE_FILE} is missing or is another store. Delete it only to start a new, empty store here on purpose.`,
+    },
+    null,
+    2,
+  )}\n`;
+}
+
+function readStoreId(marker: string): string | undefined {
+  if (!existsSync(marker)) return undefined;
+  let id: unknown;
+  try {
+    id = (JSON.parse(readFileSync(marker, 'utf8')) as { storeId?: unknown }).storeId;
+  } catch {
+    // reported below
+  }
+  if (typeof id === 'string' && id !== '') return id;
+  throw new StoreIdentityError(`${marker} does not name a store (expected JSON with "storeId"); restore it, or delete it to accept the store that is there`);
 }
 
 function toMessage(r: BacklogQueryRow): StoredMessage {

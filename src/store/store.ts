@@ -26,6 +26,16 @@ export interface TopicRecord {
 
 export interface SubscriptionRecord {
   name: string;
+  /**
+   * Random, fixed at creation: a subscription deleted and created again under the same name gets a new
+   * one. Sinks key what they remember (per-key progress, written ids, manifests) by it, never by name.
+   */
+  uid: string;
+  /**
+   * Created before subscriptions had uids: its sinks may still hold progress under its name, which they
+   * adopt once (so an upgrade keeps exactly-once). False for every subscription created since.
+   */
+  adoptsNameKeyedProgress: boolean;
   topicUid: number;
   /** The subscription's spec as JSON-safe data; the core owns its shape. */
   spec: unknown;
@@ -55,6 +65,8 @@ export interface BacklogSource {
 export interface Store {
   /** Where the data lives, for messages a user can act on. */
   readonly location: string;
+  /** Random, fixed when the store was created. */
+  readonly id: string;
 
   lastSeq(): Promise<number>;
   /** The last per-key sequence of committed messages (or of compacted ones) of (topic, key); 0 if none. */
@@ -123,5 +135,17 @@ export class StoreCorruptError extends Error {
         'It was not modified. Restore it from a backup, or point Orderly at another data directory.',
     );
     this.name = 'StoreCorruptError';
+  }
+}
+
+/**
+ * The data directory held a store that is not there now (deleted or replaced). Starting afresh would
+ * drop its backlog and subscriptions without a word, so it is refused; the message says how to start a
+ * new store on purpose.
+ */
+export class StoreIdentityError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StoreIdentityError';
   }
 }

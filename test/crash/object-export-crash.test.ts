@@ -27,6 +27,7 @@ describe('object-storage export crash safety', () => {
       const setup = await openExport(dir.path, { objectStorage: s3.settings }, { start: false });
       await setup.core.createTopic('crash-topic');
       await setup.core.createSubscription('crash-sub', { topic: 'crash-topic', enableMessageOrdering: true, cloudStorageConfig });
+      const subscription = { name: 'projects/p/subscriptions/crash-sub', uid: setup.core.identity('crash-sub').uid };
       for (let i = 0; i < MESSAGES; i += 1000) {
         await setup.core.publish('crash-topic', Array.from({ length: 1000 }, (_, j) => ({ data: `m${i + j}`, orderingKey: `key-${(i + j) % KEYS}` })));
       }
@@ -40,7 +41,6 @@ describe('object-storage export crash safety', () => {
       expect(await runExporter(dir.path, s3.settings, 'drain')).toBe('done');
       expect(kills).toBe(6);
 
-      const subscription = 'projects/p/subscriptions/crash-sub';
       const report = await auditSubscription(subscription, parseObjectStorageConfig(cloudStorageConfig), { dataDir: dir.path, objectStorage: s3.settings });
       expect(report).toMatchObject({
         records: MESSAGES,
@@ -51,7 +51,7 @@ describe('object-storage export crash safety', () => {
         objectErrors: { count: 0 },
       });
       // Every object in the bucket is a committed one: uploads a crash left uncommitted were removed.
-      const manifest = new Manifest(manifestPath(dir.path, subscription));
+      const manifest = Manifest.readOnly(manifestPath(dir.path, subscription));
       expect(await s3.list(bucket)).toEqual(manifest.committed().map((o) => o.object));
       manifest.close();
     } finally {
