@@ -113,10 +113,14 @@ export class ExportRunner {
     return this.handle?.attached ? this.handle : undefined;
   }
 
-  /** Attaches to the subscription if it is still the one this runner was made for. */
-  private attach(): void {
+  /** The subscription is still the one this runner was made for (not deleted, not created again). */
+  private serving(): boolean {
     const { core, subscription, uid } = this.options;
-    if (core.hasSubscription(subscription) && core.identity(subscription).uid === uid) this.handle = core.attach(subscription, this.consumer);
+    return core.hasSubscription(subscription) && core.identity(subscription).uid === uid;
+  }
+
+  private attach(): void {
+    if (this.serving()) this.handle = this.options.core.attach(this.options.subscription, this.consumer);
   }
 
   /** Opens a connector (retrying while the sink fails) and starts exporting. */
@@ -315,7 +319,7 @@ export class ExportRunner {
     this.stats.stateReason = state === 'ACTIVE' ? undefined : reason;
     if (!changed) return;
     const { core, subscription, logger } = this.options;
-    if (this.live()) core.setSubscriptionState(subscription, state);
+    if (this.serving()) core.setSubscriptionState(subscription, state);
     if (state === 'ACTIVE') logger.info({ subscription, state }, 'export sink usable again; subscription ACTIVE');
     else logger.warn({ subscription, state, reason }, `export sink unusable; subscription ${state}, backlog kept, retrying with backoff`);
   }
