@@ -18,6 +18,7 @@ const out = (value: unknown, asJson: boolean | undefined, text: () => void) => (
 
 /** The `orderly` command line. Returns the exit code: 0 ok, 1 failure, 2 invalid job file or usage. */
 export async function main(argv: string[]): Promise<number> {
+  quietWhenOutputCloses();
   const program = new Command()
     .name('orderly')
     .description("Google Cloud Pub/Sub's ordered delivery and export subscriptions on one machine, with real storage")
@@ -210,6 +211,21 @@ async function withJob<T>(job: JobConfig, fn: (runtime: JobRuntime) => Promise<T
   } finally {
     await runtime.stop();
   }
+}
+
+/**
+ * When the reader of the output goes away (`orderly audit ... | head`), writes fail with EPIPE, which Node
+ * raises as an unhandled 'error' event: a crash with a stack trace. Instead the command finishes its work
+ * (a publish or a drain is never cut short) and prints nothing more.
+ */
+function quietWhenOutputCloses(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    if (!stream.listeners('error').includes(ignoreEpipe)) stream.on('error', ignoreEpipe);
+  }
+}
+
+function ignoreEpipe(e: NodeJS.ErrnoException): void {
+  if (e.code !== 'EPIPE') throw e;
 }
 
 function untilStopSignal(): Promise<'SIGINT' | 'SIGTERM'> {
