@@ -131,13 +131,19 @@ export async function main(argv: string[]): Promise<number> {
 
   program
     .command('query')
-    .description('SQL over the job\'s DuckDB database and its Parquet exports (one view per subscription)')
+    .description('SQL over the job\'s DuckDB database and its Parquet exports (one view per subscription); read-only unless --write')
     .argument('<job>', 'job file')
     .argument('<sql>', 'the query')
+    .option('--write', 'let the SQL change the database and read or write files (COPY, ATTACH, DROP, ...); also runs the job\'s duckdb.init')
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly query job.yaml "SELECT status, count(*) FROM analytics.orders GROUP BY ALL"')
-    .action(async (file: string, sql: string, o: { json?: boolean }) => {
-      const rows = await withJob(loadJob(file), (runtime) => queryJob(runtime, sql));
+    .action(async (file: string, sql: string, o: { json?: boolean; write?: boolean }) => {
+      const job = loadJob(file);
+      // Read-only, the job is opened without its DuckDB database (so no init statement writes to it), and the
+      // query opens the file itself, read-only: nothing else in this process holds it.
+      const rows = o.write
+        ? await withJob(job, (runtime) => queryJob(runtime, sql, { mode: 'shared' }))
+        : await withJob({ ...job, duckdb: undefined }, (runtime) => queryJob(runtime, sql, { mode: 'read-only', duckdbPath: job.duckdb?.path }));
       out(rows, o.json, () => console.table(rows));
     });
 
