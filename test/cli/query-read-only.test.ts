@@ -5,6 +5,7 @@ import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
+import { queryJob } from '../../src/job/query.js';
 import { createLogger } from '../../src/log.js';
 import { orderly } from '../helpers/cli.js';
 import { tempDir } from '../helpers/core.js';
@@ -48,58 +49,70 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => dir.remove());
 
-describe('orderly query is read-only unless --write', () => {
+/** What `orderly query` without --write does, in this process: the job opened without its database, the query read-only. */
+async function readOnly(sql: string): Promise<Record<string, unknown>[]> {
+  const loaded = loadJob(job);
+  const runtime = await JobRuntime.start({ ...loaded, duckdb: undefined }, createLogger(), { withExports: false });
+  try {
+    return await queryJob(runtime, sql, { mode: 'read-only', duckdbPath: loaded.duckdb?.path });
+  } finally {
+    await runtime.stop();
+  }
+}
+
+describe('a read-only query', () => {
   it('reads the table and the Parquet view, and leaves the database file byte for byte as it was', async () => {
     const before = fingerprint(database);
-    expect((await query('SELECT count(*) AS n FROM main.events')).rows).toEqual([{ n: String(MESSAGES) }]);
-    expect((await query('SELECT count(*) AS n, count(DISTINCT message_id) AS ids FROM to_files')).rows).toEqual([{ n: String(MESSAGES), ids: String(MESSAGES) }]);
+    expect(await readOnly('SELECT count(*) AS n FROM main.events')).toEqual([{ n: String(MESSAGES) }]);
+    expect(await readOnly('SELECT count(*) AS n, count(DISTINCT message_id) AS ids FROM to_files')).toEqual([{ n: String(MESSAGES), ids: String(MESSAGES) }]);
     expect(fingerprint(database)).toBe(before);
-  }, 120_000);
-
-  it.each<[string, (out: string) => string]>([
-    ['COPY ... TO a file', (out) => `COPY (SELECT 1) TO '${out}'`],
-    ['COPY the table to a file', (out) => `COPY main.events TO '${out}' (FORMAT csv)`],
-    ['a file write that first tries to unlock the configuration', (out) => `SET enable_external_access = true; COPY (SELECT 1) TO '${out}'`],
-    ['EXPORT DATABASE', (out) => `EXPORT DATABASE '${out}'`],
-  ])('refuses %s', async (_what, statement) => {
-    const out = join(dir.path, `out-${Math.random().toString(36).slice(2)}.csv`);
-    const r = await query(statement(out));
-    expect(r.code).toBe(1);
-    expect(r.stderr).toContain('orderly query is read-only: it cannot change the database or touch other files; use --write to allow that');
-    expect(existsSync(out)).toBe(false);
-  }, 120_000);
+  });
 
   it.each<[string, string, string]>([
+    ['COPY ... TO a file', "COPY (SELECT 1) TO '<out>'", 'file system operations are disabled by configuration'],
+    ['COPY the table to a file', "COPY main.events TO '<out>' (FORMAT csv)", 'file system operations are disabled by configuration'],
+    ['a file write that first tries to unlock the configuration', "SET enable_external_access = true; COPY (SELECT 1) TO '<out>'", 'the configuration has been locked'],
+    ['EXPORT DATABASE', "EXPORT DATABASE '<out>'", 'file system operations are disabled by configuration'],
     ['DROP TABLE', 'DROP TABLE main.events', 'Cannot execute statement of type "DROP"'],
     ['DELETE', 'DELETE FROM main.events', 'read-only mode'],
     ['CREATE TABLE', 'CREATE TABLE stolen AS SELECT 1', 'read-only mode'],
     ['reading a file outside the job', "SELECT * FROM read_csv('/etc/passwd')", 'file system operations are disabled by configuration'],
     ['reading the job file', "SELECT * FROM read_text('<job>')", 'file system operations are disabled by configuration'],
-    ['ATTACH', "ATTACH '<dir>/other.duckdb' AS other", 'file system operations are disabled by configuration'],
+    ['ATTACH', "ATTACH '<out>' AS other", 'file system operations are disabled by configuration'],
     ['loading an extension', 'LOAD httpfs', 'disabled through configuration'],
-  ])('refuses %s', async (_what, statement, problem) => {
+  ])('refuses %s, naming --write', async (_what, statement, problem) => {
     const before = fingerprint(database);
-    const r = await query(statement.replace('<job>', job).replace('<dir>', dir.path));
-    expect(r.code).toBe(1);
-    expect(r.stderr).toContain(problem);
-    expect(r.stderr).toContain('use --write to allow that');
+    const out = join(dir.path, `out-${Math.random().toString(36).slice(2)}`);
+    const refused = readOnly(statement.replace('<out>', out).replace('<job>', job));
+    await expect(refused).rejects.toThrow(problem);
+    await expect(refused).rejects.toThrow('(orderly query is read-only: it cannot change the database or touch other files; use --write to allow that)');
+    expect(existsSync(out)).toBe(false);
     expect(fingerprint(database)).toBe(before);
-    expect(existsSync(join(dir.path, 'other.duckdb'))).toBe(false);
-  }, 120_000);
+  });
+});
 
-  it('with --write, COPY writes the file and DROP TABLE drops the table', async () => {
+describe('orderly query (the command)', () => {
+  it('refuses COPY and DROP TABLE without --write (exit 1), and runs them with it', async () => {
     const out = join(dir.path, 'copied.csv');
+    const copy = await query(`COPY (SELECT 1 AS one) TO '${out}'`);
+    expect(copy.code).toBe(1);
+    expect(copy.stderr).toContain('use --write to allow that');
+    expect(existsSync(out)).toBe(false);
+    const drop = await query('DROP TABLE main.events');
+    expect(drop.code).toBe(1);
+    expect((await query('SELECT count(*) AS n FROM main.events')).rows).toEqual([{ n: String(MESSAGES) }]);
+
     expect((await query(`COPY (SELECT 1 AS one) TO '${out}'`, '--write')).code).toBe(0);
     expect(readFileSync(out, 'utf8')).toBe('one\n1\n');
     expect((await query('DROP TABLE main.events', '--write')).code).toBe(0);
     const gone = await query('SELECT count(*) FROM main.events');
     expect(gone.code).toBe(1);
     expect(gone.stderr).toContain('Table with name events does not exist');
+    // The views over the exported objects do not depend on the table.
+    expect((await query('SELECT count(*) AS n FROM to_files')).rows).toEqual([{ n: String(MESSAGES) }]);
   }, 120_000);
-});
 
-describe('orderly query on a job without a DuckDB database', () => {
-  it('runs on an empty in-memory database, with the same limits', async () => {
+  it('on a job without a DuckDB database: an empty in-memory one, with the same limits', async () => {
     const bare = join(dir.path, 'bare.yaml');
     writeFileSync(bare, stringify({ dataDir: './bare-data', topics: [{ name: 'events' }] }));
     const ok = await orderly('query', bare, 'SELECT 42 AS answer', '--json');

@@ -50,12 +50,13 @@ describe('the data directory lock', () => {
   });
 
   it.skipIf(process.platform !== 'linux')('a killed process its parent has not reaped yet (a zombie) holds no lock', async () => {
-    // The shell starts `true` in the background, then becomes `sleep`, which never reaps it.
-    const parent = spawn('sh', ['-c', 'true & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // The shell starts a short `sleep` in the background, then becomes a long `sleep`, which never reaps it:
+    // when the short one ends it stays a zombie.
+    const parent = spawn('sh', ['-c', 'sleep 2 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
     children.push(parent);
     const [line] = (await once(parent.stdout!, 'data')) as [Buffer];
     const pid = Number(line.toString().trim());
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + 20_000;
     while (!processIdentity(pid)?.zombie && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     expect(processIdentity(pid)?.zombie).toBe(true);
     expect(() => process.kill(pid, 0)).not.toThrow(); // what fooled the old check
