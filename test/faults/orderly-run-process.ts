@@ -13,6 +13,9 @@ export class OrderlyRunProcess {
   private readonly tail: string[] = [];
   private readonly child: ChildProcess;
 
+  /** How long a start may take on a loaded machine before it counts as hung. */
+  static readonly START_TIMEOUT_MS = 90_000;
+
   constructor(job: string) {
     this.child = spawn(process.execPath, [orderlyBin, 'run', job], {
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -21,6 +24,7 @@ export class OrderlyRunProcess {
     });
     this.exited = new Promise((resolve) => this.child.once('exit', (code, signal) => resolve({ code, signal })));
     this.ready = new Promise((resolve, reject) => {
+      const hung = setTimeout(() => reject(new Error(`orderly run was not ready after ${OrderlyRunProcess.START_TIMEOUT_MS} ms\n${this.output()}`)), OrderlyRunProcess.START_TIMEOUT_MS);
       let pending = '';
       this.child.stdout!.on('data', (chunk: Buffer) => {
         pending += chunk.toString();
@@ -29,11 +33,16 @@ export class OrderlyRunProcess {
         for (const line of lines) {
           this.remember(line);
           const m = /"pubsubEndpoint":(\d+).*"msg":"job running"/.exec(line);
-          if (m) resolve({ port: Number(m[1]), metrics: /"metrics":"([^"]+)"/.exec(line)?.[1] });
+          if (!m) continue;
+          clearTimeout(hung);
+          resolve({ port: Number(m[1]), metrics: /"metrics":"([^"]+)"/.exec(line)?.[1] });
         }
       });
       this.child.stderr!.on('data', (chunk: Buffer) => chunk.toString().split('\n').forEach((l) => this.remember(l)));
-      void this.exited.then(({ code, signal }) => reject(new Error(`orderly run exited before it was ready (${code ?? signal})\n${this.output()}`)));
+      void this.exited.then(({ code, signal }) => {
+        clearTimeout(hung);
+        reject(new Error(`orderly run exited before it was ready (${code ?? signal})\n${this.output()}`));
+      });
     });
     // Not every caller waits for `ready` (a kill during start-up); its rejection is then expected.
     this.ready.catch(() => undefined);
@@ -43,6 +52,7 @@ export class OrderlyRunProcess {
     return this.child.pid!;
   }
 
+  /** Does nothing once it exited (Node knows, so a reused pid is never signalled). */
   kill(signal: NodeJS.Signals): void {
     this.child.kill(signal);
   }

@@ -70,9 +70,16 @@ export async function runSigkillSoak({ kills, seed, log }: SoakOptions): Promise
   const rand = random(seed);
   const s3 = await startTestS3();
   const dir = tempDir('orderly-soak-');
+  // Every child started, so none outlives a failed soak.
+  const children: OrderlyRunProcess[] = [];
+  const start = () => {
+    const child = new OrderlyRunProcess(job);
+    children.push(child);
+    return child;
+  };
+  const job = join(dir.path, 'job.yaml');
   try {
     const bucket = await s3.bucket();
-    const job = join(dir.path, 'job.yaml');
     writeFileSync(
       job,
       stringify({
@@ -104,7 +111,7 @@ export async function runSigkillSoak({ kills, seed, log }: SoakOptions): Promise
     const next = new Array<number>(KEYS).fill(0);
     let published = 0;
     for (let life = 1; life <= kills; life++) {
-      const child = new OrderlyRunProcess(job);
+      const child = start();
       // Mostly killed while it serves and exports; sometimes while it is still starting (store, DuckDB, reconcile).
       if (rand() < 0.15) {
         await Promise.race([sleep(100 + rand() * 2000), child.ready.catch(() => undefined)]);
@@ -149,7 +156,7 @@ export async function runSigkillSoak({ kills, seed, log }: SoakOptions): Promise
       log(`life ${life}: published ${sent}, confirmed ${confirmed.size - before}, killed`);
     }
 
-    const status = await drain(job, log);
+    const status = await drain(job, start, log);
     const auditRun = await orderly('audit', job, 'to-files', '--json');
     const audit = JSON.parse(auditRun.stdout) as { records: number; missing: Finding; duplicates: Finding; outOfOrderInFile: Finding; objectErrors: Finding };
 
@@ -194,6 +201,8 @@ export async function runSigkillSoak({ kills, seed, log }: SoakOptions): Promise
       status: status.map(({ subscription, state, backlog }) => ({ subscription, state, backlog })),
     };
   } finally {
+    for (const child of children) child.kill('SIGKILL');
+    await Promise.all(children.map((c) => c.exited));
     await s3.close();
     dir.remove();
   }
@@ -209,9 +218,9 @@ async function checkKilled(child: OrderlyRunProcess): Promise<void> {
  * Lets the last run export everything: the table's backlog empties on its own; the open files of the
  * object export are finalized by a clean stop (SIGTERM). Repeated until nothing is left.
  */
-async function drain(job: string, log: (line: string) => void): Promise<SoakReport['status']> {
+async function drain(job: string, start: () => OrderlyRunProcess, log: (line: string) => void): Promise<SoakReport['status']> {
   for (let round = 1; round <= 5; round++) {
-    const child = new OrderlyRunProcess(job);
+    const child = start();
     const { metrics } = await child.ready;
     let last = '';
     let stableSince = Date.now();
