@@ -18,6 +18,7 @@ const out = (value: unknown, asJson: boolean | undefined, text: () => void) => (
 
 /** The `orderly` command line. Returns the exit code: 0 ok, 1 failure, 2 invalid job file or usage. */
 export async function main(argv: string[]): Promise<number> {
+  quietWhenOutputCloses();
   const program = new Command()
     .name('orderly')
     .description("Google Cloud Pub/Sub's ordered delivery and export subscriptions on one machine, with real storage")
@@ -130,13 +131,19 @@ export async function main(argv: string[]): Promise<number> {
 
   program
     .command('query')
-    .description('SQL over the job\'s DuckDB database and its Parquet exports (one view per subscription)')
+    .description('SQL over the job\'s DuckDB database and its Parquet exports (one view per subscription); read-only unless --write')
     .argument('<job>', 'job file')
     .argument('<sql>', 'the query')
+    .option('--write', 'let the SQL change the database and read or write files (COPY, ATTACH, DROP, ...); also runs the job\'s duckdb.init')
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly query job.yaml "SELECT status, count(*) FROM analytics.orders GROUP BY ALL"')
-    .action(async (file: string, sql: string, o: { json?: boolean }) => {
-      const rows = await withJob(loadJob(file), (runtime) => queryJob(runtime, sql));
+    .action(async (file: string, sql: string, o: { json?: boolean; write?: boolean }) => {
+      const job = loadJob(file);
+      // Read-only, the job is opened without its DuckDB database (so no init statement writes to it), and the
+      // query opens the file itself, read-only: nothing else in this process holds it.
+      const rows = o.write
+        ? await withJob(job, (runtime) => queryJob(runtime, sql, { mode: 'shared' }))
+        : await withJob({ ...job, duckdb: undefined }, (runtime) => queryJob(runtime, sql, { mode: 'read-only', duckdbPath: job.duckdb?.path }));
       out(rows, o.json, () => console.table(rows));
     });
 
@@ -210,6 +217,21 @@ async function withJob<T>(job: JobConfig, fn: (runtime: JobRuntime) => Promise<T
   } finally {
     await runtime.stop();
   }
+}
+
+/**
+ * When the reader of the output goes away (`orderly audit ... | head`), writes fail with EPIPE, which Node
+ * raises as an unhandled 'error' event: a crash with a stack trace. Instead the command finishes its work
+ * (a publish or a drain is never cut short) and prints nothing more.
+ */
+function quietWhenOutputCloses(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    if (!stream.listeners('error').includes(ignoreEpipe)) stream.on('error', ignoreEpipe);
+  }
+}
+
+function ignoreEpipe(e: NodeJS.ErrnoException): void {
+  if (e.code !== 'EPIPE') throw e;
 }
 
 function untilStopSignal(): Promise<'SIGINT' | 'SIGTERM'> {

@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
 import { z } from 'zod';
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { getConnector, exportSection } from '../connector/registry.js';
@@ -70,19 +70,21 @@ export class JobConfigError extends OrderlyError {
   }
 }
 
+/**
+ * A job file is a page of settings; the cap keeps a huge or endless file (a 38 MB one took 25 s and 1.9 GB
+ * to accept) from being read at all.
+ */
+export const MAX_JOB_FILE_BYTES = 1024 * 1024;
+/** Aliases a job file may expand: enough for shared blocks, far too few for an exponential "billion laughs". */
+const MAX_YAML_ALIASES = 100;
+
 /** Reads, substitutes `${ENV}` references, validates everything (all errors at once) and resolves paths. */
 export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
   registerBuiltInConnectors();
-  let raw: unknown;
-  try {
-    const text = readFileSync(file, 'utf8');
-    raw = file.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
-  } catch (e) {
-    throw new JobConfigError(file, [`cannot read: ${(e as Error).message}`]);
-  }
+  const raw = readJobDocument(file);
   const problems: string[] = [];
   const substituted = substituteEnv(raw, env, '', problems);
-  const parsed = jobSchema.safeParse(substituted ?? {});
+  const parsed = jobSchema.safeParse(substituted);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       if (issue.code === 'unrecognized_keys') {
@@ -112,6 +114,98 @@ export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): Job
   job.dataDir = resolve(base, job.dataDir);
   if (job.duckdb) job.duckdb.path = resolve(base, job.duckdb.path);
   return { ...job, file: resolve(file) };
+}
+
+/**
+ * The file's one document as plain data, or a JobConfigError naming what is wrong with the file itself:
+ * unreadable, too large, empty, not YAML/JSON, not a mapping, or an alias that contains itself.
+ */
+function readJobDocument(file: string): Record<string, unknown> {
+  const fail = (problem: string): never => {
+    throw new JobConfigError(file, [problem]);
+  };
+  let text: string;
+  try {
+    text = readCapped(file);
+  } catch (e) {
+    if (e instanceof JobConfigError) throw e;
+    return fail(`cannot read: ${(e as Error).message}`);
+  }
+  if (!text.replace(/^\uFEFF/, '').trim()) fail('the file is empty; a job file is a mapping of settings (see docs/configuration.md)');
+  let value: unknown;
+  if (file.endsWith('.json')) {
+    try {
+      value = JSON.parse(text);
+    } catch (e) {
+      fail(`not valid JSON: ${(e as Error).message}`);
+    }
+  } else {
+    // Positions from a LineCounter rather than prettyErrors' multi-line excerpts: one problem, one line.
+    const lineCounter = new LineCounter();
+    const doc = parseDocument(text, { prettyErrors: false, lineCounter });
+    const found = [...doc.errors, ...doc.warnings];
+    if (found.length) {
+      throw new JobConfigError(
+        file,
+        found.map((p) => {
+          const { line, col } = lineCounter.linePos(p.pos[0]);
+          return `line ${line}, column ${col}: not valid YAML: ${p.message}`;
+        }),
+      );
+    }
+    try {
+      value = doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
+    } catch (e) {
+      const message = (e as Error).message;
+      fail(/resource exhaustion/.test(message) ? `YAML aliases expand too far (over ${MAX_YAML_ALIASES} alias uses); write the values out` : `not valid YAML: ${message}`);
+    }
+  }
+  if (value === null || value === undefined) fail('the file holds no settings (only comments or null); a job file is a mapping of settings');
+  if (typeof value !== 'object' || Array.isArray(value)) fail(`the document is ${Array.isArray(value) ? 'a list' : `a ${typeof value}`}, not a mapping of settings (projectId, topics, subscriptions, ...)`);
+  const shape = treeProblem(value, '', new Set());
+  if (shape) fail(shape);
+  return value as Record<string, unknown>;
+}
+
+/** Reads at most MAX_JOB_FILE_BYTES; a larger regular file is refused from its size, without reading it. */
+function readCapped(file: string): string {
+  const limit = MAX_JOB_FILE_BYTES;
+  const tooLarge = (size: string) => new JobConfigError(file, [`the file ${size}; a job file may have at most ${limit} bytes (1 MiB)`]);
+  const fd = openSync(file, 'r');
+  try {
+    const stat = fstatSync(fd);
+    if (stat.isDirectory()) throw new Error('it is a directory');
+    if (stat.isFile() && stat.size > limit) throw tooLarge(`is ${stat.size} bytes`);
+    // Pipes and devices have no size: read one byte past the limit to tell.
+    const buffer = Buffer.alloc(limit + 1);
+    let length = 0;
+    for (let n; length < buffer.length && (n = readSync(fd, buffer, length, buffer.length - length, null)) > 0; ) length += n;
+    if (length > limit) throw tooLarge(`has more than ${limit} bytes`);
+    return buffer.toString('utf8', 0, length);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Settings nest a few levels deep; far deeper is a hostile file (and would exhaust the stack of every later walk). */
+const MAX_DEPTH = 32;
+
+/**
+ * The first reason the document is not a plain tree of settings: a value that contains itself (YAML anchors
+ * can build cycles, which every later walk would follow forever) or nesting past MAX_DEPTH.
+ */
+function treeProblem(value: unknown, path: string, ancestors: Set<object>): string | undefined {
+  if (!value || typeof value !== 'object') return undefined;
+  if (ancestors.has(value)) return `${path || '(root)'}: a YAML alias that contains itself (a cycle); a job file must be a tree`;
+  if (ancestors.size >= MAX_DEPTH) return `${path}: nested deeper than ${MAX_DEPTH} levels`;
+  ancestors.add(value);
+  const entries: [string, unknown][] = Array.isArray(value) ? value.map((v, i) => [`${path}[${i}]`, v]) : Object.entries(value).map(([k, v]) => [path ? `${path}.${k}` : k, v]);
+  for (const [at, v] of entries) {
+    const found = treeProblem(v, at, ancestors);
+    if (found) return found;
+  }
+  ancestors.delete(value);
+  return undefined;
 }
 
 /** Field errors from the core and the connectors start with the field, relative to `at`. */

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadJob } from '../../src/job/job-config.js';
+import { loadJob, MAX_JOB_FILE_BYTES } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';
 import { tempDir } from '../helpers/core.js';
@@ -74,6 +74,62 @@ describe('job file validation', () => {
     const job = { ...base(), objectStorage: { endpoint: '${S3_URL}', accessKeyId: '${KEY_ID}' } };
     expect(problems(job, { S3_URL: 'http://127.0.0.1:9000' })).toEqual(['objectStorage.accessKeyId: environment variable KEY_ID is not set']);
     expect(loadJob(write(job), { S3_URL: 'http://x:1', KEY_ID: 'k' }).objectStorage?.endpoint).toBe('http://x:1');
+  });
+});
+
+describe('job files that are not a tree of settings', () => {
+  /** The JobConfigError's problems for a file with exactly this text (the error message starts with the path). */
+  function refused(text: string, name = 'job.yaml'): string[] {
+    const file = join(dir.path, name);
+    writeFileSync(file, text);
+    try {
+      loadJob(file, {});
+    } catch (e) {
+      expect((e as Error).message.startsWith(`${file}: `)).toBe(true);
+      return (e as { problems: string[] }).problems;
+    }
+    throw new Error(`${name} was accepted`);
+  }
+  let bomb = 'a: &a [x, x, x, x, x, x, x, x, x]\n';
+  for (const [i, name] of ['b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'].entries()) bomb += `${name}: &${name} [${Array(9).fill(`*${'abcdefgh'[i]}`).join(', ')}]\n`;
+
+  it.each<[string, string, string, string?]>([
+    ['a self-referencing alias', 'a: &x [*x]\n', 'a[0]: a YAML alias that contains itself (a cycle); a job file must be a tree'],
+    ['a mapping that contains itself', 'topics: &t\n  - { name: events, more: *t }\n', 'topics[0].more: a YAML alias that contains itself'],
+    ['a document that is its own alias', '&x [*x]\n', 'the document is a list, not a mapping of settings'],
+    ['an alias bomb ("billion laughs")', bomb, 'YAML aliases expand too far (over 100 alias uses); write the values out'],
+    ['an empty file', '', 'the file is empty; a job file is a mapping of settings (see docs/configuration.md)'],
+    ['a file of blank lines', '\n  \n\n', 'the file is empty'],
+    ['an empty JSON file', '', 'the file is empty', 'job.json'],
+    ['only comments', '# nothing yet\n', 'the file holds no settings (only comments or null); a job file is a mapping of settings'],
+    ['a list', '- topics\n- subscriptions\n', 'the document is a list, not a mapping of settings (projectId, topics, subscriptions, ...)'],
+    ['a number', '42\n', 'the document is a number, not a mapping of settings'],
+    ['a JSON string', '"job"', 'the document is a string, not a mapping of settings', 'job.json'],
+    ['two documents', 'topics: []\n---\nsubscriptions: []\n', 'line 2, column 1: not valid YAML: Source contains multiple documents'],
+    ['a duplicate key', 'topics: []\ntopics: []\n', 'line 2, column 1: not valid YAML: Map keys must be unique'],
+    ['an unknown tag', 'projectId: !!js/function "x"\n', 'line 1, column 12: not valid YAML: Unresolved tag: tag:yaml.org,2002:js/function'],
+    ['deep nesting', `labels: ${'['.repeat(40)}${']'.repeat(40)}\n`, 'nested deeper than 32 levels'],
+    ['deep JSON nesting', `{"labels": ${'['.repeat(100_000)}${']'.repeat(100_000)}}`, 'nested deeper than 32 levels', 'job.json'],
+    ['a 200 KB line of brackets', '['.repeat(100_000) + ']'.repeat(100_000), 'line 1, column'],
+  ])('refuses %s, with the path and the problem', (_what, text, problem, name) => {
+    const found = refused(text, name);
+    expect(found.some((p) => p.includes(problem)), `got ${JSON.stringify(found)}`).toBe(true);
+  });
+
+  it(`refuses a file over ${MAX_JOB_FILE_BYTES} bytes from its size`, () => {
+    const text = stringify(base()) + '#'.repeat(MAX_JOB_FILE_BYTES);
+    expect(refused(text)).toEqual([`the file is ${Buffer.byteLength(text)} bytes; a job file may have at most 1048576 bytes (1 MiB)`]);
+    // The limit itself is accepted: the cap is on size, not on what fits.
+    const file = join(dir.path, 'job.yaml');
+    const fits = stringify(base());
+    writeFileSync(file, fits + '#'.repeat(MAX_JOB_FILE_BYTES - Buffer.byteLength(fits)));
+    expect(loadJob(file).topics).toHaveLength(2);
+  });
+
+  it('still accepts aliases that share a block', () => {
+    const file = join(dir.path, 'job.yaml');
+    writeFileSync(file, ['topics: [{ name: events, labels: &team { team: sales } }]', 'subscriptions:', '  - { name: first, topic: events, labels: *team }', '  - { name: second, topic: events, labels: *team }', ''].join('\n'));
+    expect(loadJob(file, {}).subscriptions.map((s) => s.labels)).toEqual([{ team: 'sales' }, { team: 'sales' }]);
   });
 });
 

@@ -1,0 +1,127 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadJob } from '../../src/job/job-config.js';
+import { JobRuntime } from '../../src/job/job-runtime.js';
+import { queryJob } from '../../src/job/query.js';
+import { createLogger } from '../../src/log.js';
+import { orderly } from '../helpers/cli.js';
+import { tempDir } from '../helpers/core.js';
+import { waitFor } from '../helpers/export.js';
+
+const MESSAGES = 40;
+let dir: ReturnType<typeof tempDir>;
+let job: string;
+let database: string;
+
+/** The query's rows (--json), or the failure's stderr. */
+async function query(sql: string, ...flags: string[]): Promise<{ rows?: Record<string, unknown>[]; code: number; stderr: string }> {
+  const r = await orderly('query', job, sql, '--json', ...flags);
+  return { rows: r.code === 0 ? JSON.parse(r.stdout) : undefined, code: r.code, stderr: r.stderr };
+}
+const fingerprint = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
+
+beforeAll(async () => {
+  dir = tempDir();
+  job = join(dir.path, 'job.yaml');
+  database = join(dir.path, 'data', 'db.duckdb');
+  writeFileSync(
+    job,
+    stringify({
+      projectId: 'query-test',
+      dataDir: './data',
+      duckdb: { path: './data/db.duckdb', init: ['CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes JSON)'] },
+      objectStorage: { embedded: true, buckets: ['files'] },
+      topics: [{ name: 'events' }],
+      subscriptions: [
+        { name: 'to-table', topic: 'events', bigqueryConfig: { table: 'query-test.main.events', writeMetadata: true } },
+        { name: 'to-files', topic: 'events', cloudStorageConfig: { bucket: 'files', parquetConfig: { writeMetadata: true } } },
+      ],
+    }),
+  );
+  const runtime = await JobRuntime.start(loadJob(job), createLogger());
+  await runtime.core.publish('events', Array.from({ length: MESSAGES }, (_, i) => ({ data: `m${i}` })));
+  await waitFor('the table export', () => runtime.exports.runner('to-table')!.stats.written === MESSAGES, 30_000);
+  await waitFor('the file export to buffer', () => runtime.exports.runner('to-files')!.outstanding === MESSAGES, 30_000);
+  await runtime.stop(); // finalizes the open file
+}, 120_000);
+afterAll(() => dir.remove());
+
+/** What `orderly query` without --write does, in this process: the job opened without its database, the query read-only. */
+async function readOnly(sql: string): Promise<Record<string, unknown>[]> {
+  const loaded = loadJob(job);
+  const runtime = await JobRuntime.start({ ...loaded, duckdb: undefined }, createLogger(), { withExports: false });
+  try {
+    return await queryJob(runtime, sql, { mode: 'read-only', duckdbPath: loaded.duckdb?.path });
+  } finally {
+    await runtime.stop();
+  }
+}
+
+describe('a read-only query', () => {
+  it('reads the table and the Parquet view, and leaves the database file byte for byte as it was', async () => {
+    const before = fingerprint(database);
+    expect(await readOnly('SELECT count(*) AS n FROM main.events')).toEqual([{ n: String(MESSAGES) }]);
+    expect(await readOnly('SELECT count(*) AS n, count(DISTINCT message_id) AS ids FROM to_files')).toEqual([{ n: String(MESSAGES), ids: String(MESSAGES) }]);
+    expect(fingerprint(database)).toBe(before);
+  });
+
+  it.each<[string, string, string]>([
+    ['COPY ... TO a file', "COPY (SELECT 1) TO '<out>'", 'file system operations are disabled by configuration'],
+    ['COPY the table to a file', "COPY main.events TO '<out>' (FORMAT csv)", 'file system operations are disabled by configuration'],
+    ['a file write that first tries to unlock the configuration', "SET enable_external_access = true; COPY (SELECT 1) TO '<out>'", 'the configuration has been locked'],
+    ['EXPORT DATABASE', "EXPORT DATABASE '<out>'", 'file system operations are disabled by configuration'],
+    ['DROP TABLE', 'DROP TABLE main.events', 'Cannot execute statement of type "DROP"'],
+    ['DELETE', 'DELETE FROM main.events', 'read-only mode'],
+    ['CREATE TABLE', 'CREATE TABLE stolen AS SELECT 1', 'read-only mode'],
+    ['reading a file outside the job', "SELECT * FROM read_csv('/etc/passwd')", 'file system operations are disabled by configuration'],
+    ['reading the job file', "SELECT * FROM read_text('<job>')", 'file system operations are disabled by configuration'],
+    ['ATTACH', "ATTACH '<out>' AS other", 'file system operations are disabled by configuration'],
+    ['loading an extension', 'LOAD httpfs', 'disabled through configuration'],
+  ])('refuses %s, naming --write', async (_what, statement, problem) => {
+    const before = fingerprint(database);
+    const out = join(dir.path, `out-${Math.random().toString(36).slice(2)}`);
+    const refused = readOnly(statement.replace('<out>', out).replace('<job>', job));
+    await expect(refused).rejects.toThrow(problem);
+    await expect(refused).rejects.toThrow('(orderly query is read-only: it cannot change the database or touch other files; use --write to allow that)');
+    expect(existsSync(out)).toBe(false);
+    expect(fingerprint(database)).toBe(before);
+  });
+});
+
+describe('orderly query (the command)', () => {
+  it('refuses COPY and DROP TABLE without --write (exit 1), and runs them with it', async () => {
+    const out = join(dir.path, 'copied.csv');
+    const copy = await query(`COPY (SELECT 1 AS one) TO '${out}'`);
+    expect(copy.code).toBe(1);
+    expect(copy.stderr).toContain('use --write to allow that');
+    expect(existsSync(out)).toBe(false);
+    const drop = await query('DROP TABLE main.events');
+    expect(drop.code).toBe(1);
+    expect((await query('SELECT count(*) AS n FROM main.events')).rows).toEqual([{ n: String(MESSAGES) }]);
+
+    expect((await query(`COPY (SELECT 1 AS one) TO '${out}'`, '--write')).code).toBe(0);
+    expect(readFileSync(out, 'utf8')).toBe('one\n1\n');
+    expect((await query('DROP TABLE main.events', '--write')).code).toBe(0);
+    const gone = await query('SELECT count(*) FROM main.events');
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toContain('Table with name events does not exist');
+    // The views over the exported objects do not depend on the table.
+    expect((await query('SELECT count(*) AS n FROM to_files')).rows).toEqual([{ n: String(MESSAGES) }]);
+  }, 120_000);
+
+  it('on a job without a DuckDB database: an empty in-memory one, with the same limits', async () => {
+    const bare = join(dir.path, 'bare.yaml');
+    writeFileSync(bare, stringify({ dataDir: './bare-data', topics: [{ name: 'events' }] }));
+    const ok = await orderly('query', bare, 'SELECT 42 AS answer', '--json');
+    expect(JSON.parse(ok.stdout)).toEqual([{ answer: 42 }]);
+    const out = join(dir.path, 'bare.csv');
+    const refused = await orderly('query', bare, `COPY (SELECT 1) TO '${out}'`);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('file system operations are disabled by configuration');
+    expect(existsSync(out)).toBe(false);
+    expect(existsSync(join(dir.path, 'bare-data', 'query.duckdb'))).toBe(false);
+  }, 120_000);
+});

@@ -1,0 +1,39 @@
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface SeenRequest {
+  method: string;
+  url: string;
+  /** The upstream's status, once it answered; undefined while in flight or when the upstream was unreachable. */
+  status?: number;
+}
+
+/**
+ * A transparent HTTP proxy on 127.0.0.1 in front of `target` that records every request (S3 requests are
+ * signed with the Host header, which it passes on unchanged). While the target is down, a request's
+ * connection is reset, as a load balancer in front of a dead S3 does.
+ */
+export async function startObservingProxy(target: string): Promise<{ url: string; seen: SeenRequest[]; close(): Promise<void> }> {
+  const upstream = new URL(target);
+  const seen: SeenRequest[] = [];
+  const server = createServer((req, res) => {
+    const entry: SeenRequest = { method: req.method!, url: req.url! };
+    seen.push(entry);
+    const forward = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent: false }, (answer) => {
+      entry.status = answer.statusCode;
+      res.writeHead(answer.statusCode!, answer.headers);
+      answer.pipe(res);
+    });
+    forward.on('error', () => req.socket.destroy());
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    seen,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,69 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { orderlyBin } from '../helpers/cli.js';
+
+/**
+ * `orderly run <job>` as a child process, the way a user runs it. `ready` resolves with the Pub/Sub
+ * endpoint's port and the metrics URL once the job logs "job running" (with `pubsubEndpoint` and `metrics`);
+ * `exited` with how it ended.
+ */
+export class OrderlyRunProcess {
+  readonly ready: Promise<{ port: number; metrics?: string }>;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** The last lines it printed (both streams), for a failure message. */
+  private readonly tail: string[] = [];
+  private readonly child: ChildProcess;
+
+  /** How long a start may take on a loaded machine before it counts as hung. */
+  static readonly START_TIMEOUT_MS = 90_000;
+
+  constructor(job: string) {
+    this.child = spawn(process.execPath, [orderlyBin, 'run', job], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // The test runner's environment silences logs; the port is read from the "job running" line.
+      env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' },
+    });
+    this.exited = new Promise((resolve) => this.child.once('exit', (code, signal) => resolve({ code, signal })));
+    this.ready = new Promise((resolve, reject) => {
+      const hung = setTimeout(() => reject(new Error(`orderly run was not ready after ${OrderlyRunProcess.START_TIMEOUT_MS} ms\n${this.output()}`)), OrderlyRunProcess.START_TIMEOUT_MS);
+      let pending = '';
+      this.child.stdout!.on('data', (chunk: Buffer) => {
+        pending += chunk.toString();
+        const lines = pending.split('\n');
+        pending = lines.pop()!;
+        for (const line of lines) {
+          this.remember(line);
+          const m = /"pubsubEndpoint":(\d+).*"msg":"job running"/.exec(line);
+          if (!m) continue;
+          clearTimeout(hung);
+          resolve({ port: Number(m[1]), metrics: /"metrics":"([^"]+)"/.exec(line)?.[1] });
+        }
+      });
+      this.child.stderr!.on('data', (chunk: Buffer) => chunk.toString().split('\n').forEach((l) => this.remember(l)));
+      void this.exited.then(({ code, signal }) => {
+        clearTimeout(hung);
+        reject(new Error(`orderly run exited before it was ready (${code ?? signal})\n${this.output()}`));
+      });
+    });
+    // Not every caller waits for `ready` (a kill during start-up); its rejection is then expected.
+    this.ready.catch(() => undefined);
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** Does nothing once it exited (Node knows, so a reused pid is never signalled). */
+  kill(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+
+  output(): string {
+    return this.tail.join('\n');
+  }
+
+  private remember(line: string): void {
+    if (!line) return;
+    this.tail.push(line.length > 500 ? `${line.slice(0, 500)}...` : line);
+    if (this.tail.length > 40) this.tail.shift();
+  }
+}

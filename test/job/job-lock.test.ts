@@ -1,0 +1,77 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { acquireLock, processIdentity, readLock } from '../../src/job/job-lock.js';
+import { tempDir } from '../helpers/core.js';
+
+let dir: ReturnType<typeof tempDir>;
+const children: ChildProcess[] = [];
+beforeEach(() => {
+  dir = tempDir();
+});
+afterEach(() => {
+  for (const c of children.splice(0)) c.kill('SIGKILL');
+  dir.remove();
+});
+
+/** A live process that is not this one (locks naming this process are its own). */
+async function sleeper(): Promise<number> {
+  const child = spawn('sleep', ['60'], { stdio: 'ignore' });
+  children.push(child);
+  await once(child, 'spawn');
+  return child.pid!;
+}
+const lockFile = () => join(dir.path, 'orderly.lock');
+const writeLock = (lock: object) => writeFileSync(lockFile(), JSON.stringify(lock));
+
+describe('the data directory lock', () => {
+  it('records the holder\'s pid and start time; a second holder is refused while the first runs', async () => {
+    const release = acquireLock(dir.path, { metrics: 'http://127.0.0.1:1' });
+    const lock = JSON.parse(readFileSync(lockFile(), 'utf8'));
+    expect(lock).toEqual({ pid: process.pid, startTime: processIdentity(process.pid)?.startTime, metrics: 'http://127.0.0.1:1' });
+    release();
+    const pid = await sleeper();
+    writeLock({ pid, startTime: processIdentity(pid)?.startTime });
+    expect(readLock(dir.path)?.pid).toBe(pid);
+    expect(() => acquireLock(dir.path)).toThrow(`the data directory ${dir.path} is in use by a running job (pid ${pid}); stop it first`);
+  });
+
+  // /proc is Linux's; elsewhere the check falls back to kill(pid, 0) and cannot tell these cases apart.
+  it.skipIf(process.platform !== 'linux')('a live pid with another start time is a reused pid: the lock is stale', async () => {
+    const pid = await sleeper();
+    expect(processIdentity(pid)?.startTime).toMatch(/^\d+$/);
+    writeLock({ pid, startTime: String(Number(processIdentity(pid)!.startTime) - 1) });
+    expect(readLock(dir.path)).toBeUndefined();
+    const release = acquireLock(dir.path);
+    expect(JSON.parse(readFileSync(lockFile(), 'utf8')).pid).toBe(process.pid);
+    release();
+  });
+
+  it.skipIf(process.platform !== 'linux')('a killed process its parent has not reaped yet (a zombie) holds no lock', async () => {
+    // The shell starts a short `sleep` in the background, then becomes a long `sleep`, which never reaps it:
+    // when the short one ends it stays a zombie.
+    const parent = spawn('sh', ['-c', 'sleep 2 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    children.push(parent);
+    const [line] = (await once(parent.stdout!, 'data')) as [Buffer];
+    const pid = Number(line.toString().trim());
+    const deadline = Date.now() + 20_000;
+    while (!processIdentity(pid)?.zombie && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(processIdentity(pid)?.zombie).toBe(true);
+    expect(() => process.kill(pid, 0)).not.toThrow(); // what fooled the old check
+    writeLock({ pid, startTime: processIdentity(pid)!.startTime });
+    expect(readLock(dir.path)).toBeUndefined();
+  });
+
+  it('a lock of a process that is gone, or an empty lock file, is stale; garbage is refused with the file named', async () => {
+    const child = spawn('true', { stdio: 'ignore' });
+    await once(child, 'exit');
+    writeLock({ pid: child.pid, startTime: '1' });
+    expect(readLock(dir.path)).toBeUndefined();
+    writeFileSync(lockFile(), '');
+    expect(readLock(dir.path)).toBeUndefined();
+    writeFileSync(lockFile(), '{"pid": 12');
+    expect(() => readLock(dir.path)).toThrow(`the lock file ${lockFile()} is not readable JSON; if no orderly process runs on ${dir.path}, remove it`);
+  });
+});
