@@ -13,6 +13,7 @@ import {
 } from './subscription-config.js';
 import { SubscriptionRuntime, type Consumer, type SubscriptionMetrics, type SubscriptionState } from './subscription-runtime.js';
 import { PushDelivery } from './push-delivery.js';
+import { DEFAULT_PUSH_EGRESS, type PushEgress } from './push-egress.js';
 import { Subscriber, type MessageHandler, type SubscribeOptions } from './subscriber.js';
 
 export interface Topic {
@@ -42,6 +43,8 @@ export interface CoreOptions {
    * down for hours does not exhaust memory, before or after a restart.
    */
   residentBytesPerSubscription?: number;
+  /** Where push subscriptions may deliver; link-local and metadata addresses are refused by default. */
+  push?: PushEgress;
 }
 
 export interface PullOptions {
@@ -75,6 +78,7 @@ export class PubSubCore {
   private readonly timers: { cancel(): void }[] = [];
   private readonly onStoreError: (e: unknown) => void;
   private readonly residentBytesPerSubscription: number;
+  private readonly pushEgress: PushEgress;
   private closed = false;
 
   private constructor(options: CoreOptions) {
@@ -83,6 +87,7 @@ export class PubSubCore {
     this.projectId = options.projectId ?? 'orderly';
     this.onStoreError = options.onStoreError ?? ((e) => console.error('orderly: durable write failed:', e));
     this.residentBytesPerSubscription = options.residentBytesPerSubscription ?? 256 * 1024 * 1024;
+    this.pushEgress = options.push ?? DEFAULT_PUSH_EGRESS;
   }
 
   /** Loads topics, subscriptions and every subscription's unacked backlog from the store. */
@@ -134,7 +139,7 @@ export class PubSubCore {
   private syncPush(name: string): void {
     const wantsPush = this.subs.get(name)?.spec.pushConfig !== undefined;
     const pusher = this.pushers.get(name);
-    if (wantsPush && !pusher) this.pushers.set(name, new PushDelivery(this, name));
+    if (wantsPush && !pusher) this.pushers.set(name, new PushDelivery(this, name, this.pushEgress, this.onStoreError));
     if (!wantsPush && pusher) {
       pusher.stop();
       this.pushers.delete(name);

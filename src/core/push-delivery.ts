@@ -1,5 +1,7 @@
 import type { ReceivedMessage } from './message.js';
 import type { PubSubCore } from './pubsub-core.js';
+import { OrderlyError } from './errors.js';
+import { checkPushAttributes, postJson, PushEgressRefused, type PushEgress } from './push-egress.js';
 import type { Consumer } from './subscription-runtime.js';
 
 const MAX_CONCURRENT_REQUESTS = 100;
@@ -24,8 +26,9 @@ export function pushEnvelope(subscription: string, m: ReceivedMessage): unknown 
 
 /**
  * Push delivery: each message is its own HTTP POST to `pushConfig.pushEndpoint`; a 2xx answer acks it,
- * anything else (or no answer within the ack deadline) nacks it. At most one message per ordering key is
- * out at a time, as Pub/Sub does for ordered push.
+ * anything else (a redirect included: they are not followed) or no answer within the ack deadline nacks
+ * it. At most one message per ordering key is out at a time, as Pub/Sub does for ordered push. Where
+ * requests may go is `PushEgress` (no link-local or metadata addresses unless allowed).
  */
 export class PushDelivery {
   private inflight = 0;
@@ -35,13 +38,16 @@ export class PushDelivery {
   constructor(
     private readonly core: PubSubCore,
     private readonly subscription: string,
+    private readonly egress: PushEgress,
+    /** A failure to record the outcome (the message will be delivered again). */
+    private readonly onError: (e: unknown) => void,
   ) {
     this.consumer = {
       id: `push-${subscription}`,
       affinity: 'push',
       maxPerKey: 1,
       room: () => ({ messages: this.stopped ? 0 : MAX_CONCURRENT_REQUESTS - this.inflight, bytes: Number.MAX_SAFE_INTEGER }),
-      deliver: (batch) => batch.forEach((m) => void this.send(m)),
+      deliver: (batch) => batch.forEach((m) => this.send(m).catch(this.onError)),
     };
     core.runtime(subscription).addConsumer(this.consumer);
   }
@@ -52,16 +58,17 @@ export class PushDelivery {
     const { pushEndpoint, attributes } = rt.spec.pushConfig!;
     let failure: string | undefined = 'no answer';
     try {
-      const res = await fetch(pushEndpoint, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...pushHeaders(attributes) },
-        body: JSON.stringify(pushEnvelope(this.subscription, m)),
-        signal: AbortSignal.timeout(rt.spec.ackDeadlineSeconds * 1000),
+      // A subscription stored before attributes were checked at creation is refused here instead.
+      checkPushAttributes(attributes);
+      const status = await postJson(pushEndpoint, JSON.stringify(pushEnvelope(this.subscription, m)), attributes, {
+        timeoutMs: rt.spec.ackDeadlineSeconds * 1000,
+        egress: this.egress,
       });
-      failure = res.status >= 200 && res.status < 300 ? undefined : `push endpoint answered HTTP ${res.status}`;
-      await res.body?.cancel();
+      if (status >= 200 && status < 300) failure = undefined;
+      else if (status >= 300 && status < 400) failure = `push endpoint answered HTTP ${status}; redirects are not followed`;
+      else failure = `push endpoint answered HTTP ${status}`;
     } catch (e) {
-      failure = `push endpoint unreachable: ${(e as Error).message}`;
+      failure = e instanceof PushEgressRefused || e instanceof OrderlyError ? e.message : `push endpoint unreachable: ${(e as Error).message}`;
     } finally {
       this.inflight--;
     }
@@ -74,9 +81,4 @@ export class PushDelivery {
     this.stopped = true;
     if (this.core.hasSubscription(this.subscription)) this.core.runtime(this.subscription).removeConsumer(this.consumer.id);
   }
-}
-
-/** pushConfig.attributes: `x-goog-version` is Pub/Sub's; others are passed on as headers. */
-function pushHeaders(attributes: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(attributes).filter(([k]) => /^[A-Za-z0-9-]+$/.test(k)));
 }
