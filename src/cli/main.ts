@@ -176,8 +176,8 @@ export async function main(argv: string[]): Promise<number> {
       const runtime = await JobRuntime.start({ ...job, endpoint }, logger, { serveMetrics: true, endpointFlags: { flags } });
       const port = runtime.endpointPort!;
       const auth = endpoint.authToken ? '; every call needs "authorization: Bearer <token>"' : '';
-      console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})${auth}`);
       if (!isLoopback(o.host)) console.error(`orderly serve: WARNING: ${o.host} is reachable from other machines; only callers with the token get in`);
+      console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})${auth}`);
       await untilStopSignal();
       await runtime.stop();
     });
