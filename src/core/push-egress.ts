@@ -8,6 +8,8 @@ import { InvalidArgumentError } from './errors.js';
 export interface PushEgress {
   /** Allow link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254). */
   allowLinkLocal: boolean;
+  /** Name resolution (default: the system's, as `dns.lookup`); what it returns is what gets checked. */
+  lookup?: typeof dnsLookup;
 }
 
 export const DEFAULT_PUSH_EGRESS: PushEgress = { allowLinkLocal: false };
@@ -62,8 +64,9 @@ export function postJson(url: string, body: string, headers: Record<string, stri
   const target = new URL(url);
   const literal = target.hostname.replace(/^\[|\]$/g, '');
   if (!options.egress.allowLinkLocal && isLinkLocal(literal)) return Promise.reject(refused(literal));
+  const resolveName = options.egress.lookup ?? dnsLookup;
   const lookup: LookupFunction = (hostname, lookupOptions, callback) => {
-    dnsLookup(hostname, lookupOptions, (err, address: string | LookupAddress[], family?: number) => {
+    resolveName(hostname, lookupOptions, (err, address: string | LookupAddress[], family?: number) => {
       if (err || options.egress.allowLinkLocal) return callback(err, address as string, family);
       const addresses = typeof address === 'string' ? [address] : address.map((a) => a.address);
       const bad = addresses.find(isLinkLocal);

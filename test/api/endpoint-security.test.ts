@@ -48,8 +48,10 @@ describe('the endpoint off loopback needs an opt-in and a token (issue #9.6)', (
       expect(r.code).toBe(2);
       expect(r.out).toContain('endpoint: refusing to serve on 0.0.0.0');
       expect(r.out).toContain('endpoint.allowRemote');
-      writeFileSync(job, 'endpoint:\n  host: 0.0.0.0\n  port: 0\n  allowRemote: true\n  authToken: ${ORDERLY_TOKEN}\n');
+      writeFileSync(job, 'endpoint:\n  host: 0.0.0.0\n  port: 0\n  allowRemote: true\n  authToken: ${ORDERLY_TOKEN}\npush:\n  allowLinkLocal: true\n');
       expect((await orderly(['validate', job], { ORDERLY_TOKEN: TOKEN })).code).toBe(0);
+      writeFileSync(job, 'push:\n  allowMetadata: true\n');
+      expect((await orderly(['validate', job])).out).toContain('push.allowMetadata: unknown key');
     } finally {
       dir.remove();
     }
