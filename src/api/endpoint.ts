@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
-import { createServer as createHttpServer } from 'node:http';
+import { createServer as createHttpServer, STATUS_CODES } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { ExportManager } from '../connector/export-manager.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
@@ -65,6 +66,15 @@ export async function startPubsubEndpoint(
     { requestTimeout: REST_REQUEST_TIMEOUT_MS, headersTimeout: Math.min(idleMs, 60_000), keepAliveTimeout: idleMs, connectionsCheckingInterval: Math.min(idleMs / 2, 30_000) },
     restHandler(core, exports, { authorization: check, logger }),
   );
+  // Requests the HTTP parser refuses (or that time out before their head is complete) get Google's JSON
+  // error body too, then the connection ends.
+  http.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    if (!socket.writable || err.code === 'ECONNRESET') return void socket.destroy();
+    const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const message = status === 408 ? 'the request did not arrive in time' : `malformed HTTP request (${err.code ?? err.message})`;
+    const body = JSON.stringify({ error: { code: status, message, status: 'INVALID_ARGUMENT' } });
+    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  });
   // The HTTP server never listens itself (connections are handed to it), so start the tracking that
   // enforces headersTimeout and requestTimeout, which Node otherwise begins on 'listening'.
   http.emit('listening');

@@ -84,9 +84,10 @@ export class Subscriber {
       if (this.ordered && key !== '') {
         const next = (this.chains.get(key) ?? Promise.resolve()).then(() => this.run(m));
         this.chains.set(key, next);
-        void next.then(() => {
+        const forget = () => {
           if (this.chains.get(key) === next) this.chains.delete(key);
-        });
+        };
+        next.then(forget, forget);
         this.track(next);
       } else {
         this.track(this.run(m));
@@ -96,7 +97,8 @@ export class Subscriber {
 
   private track(p: Promise<unknown>): void {
     this.running.add(p);
-    void p.finally(() => this.running.delete(p));
+    const done = () => this.running.delete(p);
+    p.then(done, done);
   }
 
   private async run(m: ReceivedMessage): Promise<void> {
@@ -121,7 +123,7 @@ export class Subscriber {
         delivered.ack();
       } catch (e) {
         delivered.nack();
-        this.options.onError?.(e, m);
+        this.report(e, m);
       }
     } finally {
       this.outstandingMessages--;
@@ -136,7 +138,21 @@ export class Subscriber {
     const done = ack
       ? this.core.acknowledge(this.subscription, [m.ackId])
       : this.core.modifyAckDeadline(this.subscription, [m.ackId], 0);
-    this.track(done.catch((e) => this.options.onError?.(e, m)));
+    this.track(done.catch((e: unknown) => this.report(e, m)));
+  }
+
+  /**
+   * Tells `onError`. A hook that throws must not break this key's chain (its later messages would never
+   * run): its error is rethrown on its own, where the process's handlers see it.
+   */
+  private report(error: unknown, m: ReceivedMessage): void {
+    try {
+      this.options.onError?.(error, m);
+    } catch (hookError) {
+      queueMicrotask(() => {
+        throw hookError;
+      });
+    }
   }
 
   private isLive(ackId: string): boolean {
