@@ -1,7 +1,8 @@
 import type { ExportManager } from '../connector/export-manager.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import type { PubSubCore, Subscription } from '../core/pubsub-core.js';
-import type { SubscriptionInput } from '../core/subscription-config.js';
+import type { SubscriptionInput, SubscriptionSpec } from '../core/subscription-config.js';
+import { exportSection, getConnector } from '../connector/registry.js';
 import { UNSUPPORTED_FIELDS } from './unsupported-fields.js';
 
 /** Subscription fields an update mask may name (the core refuses changing the immutable ones). */
@@ -9,6 +10,8 @@ const UPDATABLE = new Set([
   'topic', 'ackDeadlineSeconds', 'messageRetentionDuration', 'retainAckedMessages', 'enableMessageOrdering', 'filter', 'deadLetterPolicy',
   'retryPolicy', 'enableExactlyOnceDelivery', 'expirationPolicy', 'pushConfig', 'bigqueryConfig', 'cloudStorageConfig', 'exportConfig', 'labels',
 ]);
+
+const EXPORT_FIELDS = ['bigqueryConfig', 'cloudStorageConfig', 'exportConfig'];
 
 /**
  * Subscription changes made through the API (gRPC and REST alike), kept in step with the export
@@ -32,6 +35,11 @@ export class SubscriptionAdmin {
   }
 
   async update(name: string, patch: Partial<SubscriptionInput>): Promise<Subscription> {
+    if (EXPORT_FIELDS.some((f) => f in patch)) {
+      // The connector checks a changed export config before it is stored, as it does at creation.
+      const section = exportSection({ ...this.core.getSubscription(name), ...patch } as SubscriptionSpec);
+      if (section) getConnector(section.connector).parseConfig(section.config);
+    }
     const updated = await this.core.updateSubscription(name, patch);
     await this.exports?.sync();
     return updated;

@@ -77,6 +77,9 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { labels: { a: 1 } }), 'labels.a', /must be a string/);
     expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 }, updateMask: 'ackDeadline' }), 'updateMask', /unknown/);
     expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 } }), 'updateMask', /at least one/);
+    const exportPatch = { subscription: { cloudStorageConfig: { bucket: 'NOT A BUCKET' } }, updateMask: 'cloudStorageConfig' };
+    expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', exportPatch), 'cloudStorageConfig.bucket', /must be a bucket name/);
+    expect((await rest('GET', '/v1/projects/bad-input/subscriptions/orders-sub')).json.cloudStorageConfig).toBeUndefined();
     expect((await rest('GET', '/v1/projects/bad-input/subscriptions/s-bad')).status).toBe(404);
     // proto3 JSON: int32 as a string and null as "not set" are fine.
     const made = await sub({ topic, ackDeadlineSeconds: '30', filter: null, expirationPolicy: {} });
