@@ -163,6 +163,12 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
     expect(server.alive()).toBe(true);
   });
 
+  it('a request over 20 MiB is RESOURCE_EXHAUSTED', async () => {
+    const big = { topic: 'projects/bad-input/topics/orders', messages: [{ data: Buffer.alloc(21 * 1024 * 1024, 1) }] };
+    await expect(api.pub('publish', big)).rejects.toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED });
+    expect(server.alive()).toBe(true);
+  });
+
   it('requests without their required messages are INVALID_ARGUMENT', async () => {
     await expect(api.pub('updateTopic', {})).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: 'topic: is required' });
     await expect(api.sub('updateSubscription', {})).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: 'subscription: is required' });

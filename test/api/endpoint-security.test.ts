@@ -1,12 +1,13 @@
 import * as grpc from '@grpc/grpc-js';
 import { PubSub } from '@google-cloud/pubsub';
-import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/core.js';
+import { waitFor } from '../helpers/export.js';
 import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
 
 const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));
@@ -67,6 +68,41 @@ describe('the endpoint off loopback needs an opt-in and a token (issue #9.6)', (
       expect(server.output()).not.toContain(TOKEN);
     } finally {
       await server.stop();
+    }
+  });
+});
+
+describe('orderly run with a token in the job file (issue #9.6)', () => {
+  it('serves the endpoint with the token, and orderly publish sends it', async () => {
+    const dir = tempDir();
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(
+      job,
+      ['dataDir: ./data', 'durability: process', 'endpoint:', '  port: 0', '  authToken: ${ORDERLY_TOKEN}', 'topics:', '  - name: run-topic', 'subscriptions:', '  - name: run-sub', '    topic: run-topic', ''].join('\n'),
+    );
+    writeFileSync(join(dir.path, 'lines.jsonl'), '{"n":1}\n{"n":2}\n');
+    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ORDERLY_TOKEN: TOKEN, ORDERLY_LOG_LEVEL: 'info' } });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (out += c));
+    try {
+      const lock = join(dir.path, 'data', 'orderly.lock');
+      await waitFor('the endpoint', () => existsSync(lock) && JSON.parse(readFileSync(lock, 'utf8')).endpoint !== undefined, 30_000);
+      const endpoint = JSON.parse(readFileSync(lock, 'utf8')).endpoint as string;
+      expect((await fetch(`http://${endpoint}/v1/projects/orderly-local/topics/run-topic`)).status).toBe(401);
+      const published = await orderly(['publish', job, '--topic', 'run-topic', '--file', join(dir.path, 'lines.jsonl'), '--json'], { ORDERLY_TOKEN: TOKEN });
+      expect(JSON.parse(published.out)).toEqual({ published: 2, refused: [] });
+      const pulled = await fetch(`http://${endpoint}/v1/projects/orderly-local/subscriptions/run-sub:pull`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}` },
+        body: JSON.stringify({ returnImmediately: true, maxMessages: 10 }),
+      });
+      expect(((await pulled.json()) as any).receivedMessages).toHaveLength(2);
+      expect(out).not.toContain(TOKEN);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      dir.remove();
     }
   });
 });
