@@ -173,7 +173,7 @@ export async function main(argv: string[]): Promise<number> {
         idleTimeoutSeconds,
       };
       const flags = { allowRemote: '--allow-remote', authToken: '--auth-token or ORDERLY_TOKEN' };
-      const runtime = await JobRuntime.start({ ...job, endpoint }, logger, { serveMetrics: true, endpointFlags: { flags } });
+      const runtime = await JobRuntime.start({ ...job, endpoint }, logger, { serveMetrics: true, endpointFlags: flags });
       const port = runtime.endpointPort!;
       const auth = endpoint.authToken ? '; every call needs "authorization: Bearer <token>"' : '';
       if (!isLoopback(o.host)) console.error(`orderly serve: WARNING: ${o.host} is reachable from other machines; only callers with the token get in`);

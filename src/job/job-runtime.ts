@@ -30,12 +30,13 @@ export class JobRuntime {
 
   /**
    * `withExports: false` opens everything but starts no export (status, query, publish);
-   * `serveMetrics` (run, serve) also serves the metrics and, if the job has one, the Pub/Sub endpoint.
+   * `serveMetrics` (run, serve) also serves the metrics and, if the job has one, the Pub/Sub endpoint;
+   * `endpointFlags` names its exposure settings as the user gave them (CLI flags) in error messages.
    */
   static async start(
     job: JobConfig,
     logger: Logger,
-    options: { withExports?: boolean; serveMetrics?: boolean; endpointFlags?: Pick<EndpointOptions, 'flags'> } = {},
+    options: { withExports?: boolean; serveMetrics?: boolean; endpointFlags?: EndpointOptions['flags'] } = {},
   ): Promise<JobRuntime> {
     registerBuiltInConnectors();
     const cleanups: (() => Promise<void> | void)[] = [];
@@ -75,7 +76,7 @@ export class JobRuntime {
       let endpointPort: number | undefined;
       if (options.serveMetrics && job.endpoint) {
         // Stopped first (pushed last): no new calls while the exports drain.
-        const endpoint = await startPubsubEndpoint(core, exports, { ...job.endpoint, ...options.endpointFlags, logger });
+        const endpoint = await startPubsubEndpoint(core, exports, { ...job.endpoint, flags: options.endpointFlags, logger });
         endpointPort = endpoint.port;
         cleanups.push(() => endpoint.close());
       }
