@@ -4,7 +4,7 @@ import { isSet, UNSUPPORTED_FIELDS } from './unsupported-fields.js';
 
 /**
  * The request bodies of Pub/Sub's REST v1 API in proto3 JSON, one schema per route, checked before a
- * request reaches the core: the google.pubsub.v1 field types (int32/int64 as a number or a decimal
+ * request reaches the core: the google.pubsub.v1 field types (integers as a number or a decimal
  * string, durations as "600s", timestamps in RFC 3339, bytes in base64), unknown fields refused, and
  * `null` taken as "not set" as proto3 JSON does. Ranges and cross-field rules stay with the core and
  * the export connectors, which name the field too.
@@ -15,17 +15,13 @@ const bool = z.boolean({ error: 'must be true or false' });
 const strings = z.array(string, { error: 'must be a list of strings' });
 const stringMap = z.record(z.string(), z.string({ error: 'must be a string' }), { error: 'must be an object of string values' });
 
-function integer(bits: 32 | 64) {
-  const max = bits === 32 ? 2 ** 31 - 1 : Number.MAX_SAFE_INTEGER;
-  return z
-    .custom<number | string>((v) => (typeof v === 'number' && Number.isInteger(v)) || (typeof v === 'string' && /^-?\d{1,19}$/.test(v)), {
-      error: `must be an integer (int${bits}: a number or a decimal string)`,
-    })
-    .transform(Number)
-    .refine((n) => Math.abs(n) <= max, { error: `is out of the int${bits} range` });
-}
-const int32 = integer(32);
-const int64 = integer(64);
+/** int32 in proto3 JSON: a number or a decimal string. */
+const int32 = z
+  .custom<number | string>((v) => (typeof v === 'number' && Number.isInteger(v)) || (typeof v === 'string' && /^-?\d{1,10}$/.test(v)), {
+    error: 'must be an integer (a number or a decimal string)',
+  })
+  .transform(Number)
+  .refine((n) => n >= -(2 ** 31) && n <= 2 ** 31 - 1, { error: 'is out of the int32 range' });
 
 const duration = z.string({ error: 'must be a duration string like "600s"' }).regex(/^-?\d+(\.\d{1,9})?s$/, { error: 'must be a duration string like "600s"' });
 
