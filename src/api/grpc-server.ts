@@ -1,138 +1,104 @@
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import type { ExportManager } from '../connector/export-manager.js';
-import { OrderlyError, type StatusCode } from '../core/errors.js';
-import type { MessageInput, ReceivedMessage } from '../core/message.js';
+import { InvalidArgumentError } from '../core/errors.js';
+import type { MessageInput } from '../core/message.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
-import type { SubscriptionHandle } from '../core/consumer.js';
+import type { Logger } from '../log.js';
+import { subscriptionPatch, topicPatch } from './update-masks.js';
+import { toStatus, UndecodableRequest, withUndecodableRequests } from './grpc-errors.js';
+import { loadPubsubProto } from './pubsub-proto.js';
+import { streamingPull } from './streaming-pull.js';
+import { refuseUnsupported } from './unsupported-fields.js';
 import { receivedToProto, subscriptionFromProto, subscriptionToProto, timestampMs, topicToProto, type ProtoDuration } from './proto-mapping.js';
-
-const GRPC_CODES: Record<StatusCode, grpc.status> = {
-  INVALID_ARGUMENT: grpc.status.INVALID_ARGUMENT,
-  NOT_FOUND: grpc.status.NOT_FOUND,
-  ALREADY_EXISTS: grpc.status.ALREADY_EXISTS,
-  FAILED_PRECONDITION: grpc.status.FAILED_PRECONDITION,
-  RESOURCE_EXHAUSTED: grpc.status.RESOURCE_EXHAUSTED,
-  INTERNAL: grpc.status.INTERNAL,
-};
-
-/** Google's pubsub.proto, loaded from the protos shipped in @google-cloud/pubsub (not copied here). */
-function loadPubsubProto(): grpc.GrpcObject {
-  const require = createRequire(import.meta.url);
-  const pubsubPackage = require.resolve('@google-cloud/pubsub/package.json');
-  // google/api/*.proto (annotations, field behaviour) ship in google-gax, a dependency of the client.
-  const gaxMain = createRequire(pubsubPackage).resolve('google-gax');
-  const gaxPackage = join(gaxMain.slice(0, gaxMain.lastIndexOf('/node_modules/google-gax/') + '/node_modules/google-gax/'.length), 'package.json');
-  const definition = protoLoader.loadSync('google/pubsub/v1/pubsub.proto', {
-    includeDirs: [join(dirname(pubsubPackage), 'build', 'protos'), join(dirname(gaxPackage), 'build', 'protos')],
-    keepCase: false,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-  });
-  return grpc.loadPackageDefinition(definition);
-}
 
 type Handler = (request: any) => Promise<unknown>;
 
-/** Unary handlers turn OrderlyErrors into Pub/Sub's status codes. */
-function unary(fn: Handler): grpc.handleUnaryCall<any, any> {
+/** Unary handlers: OrderlyErrors become Pub/Sub's status codes; an undecodable request is INVALID_ARGUMENT. */
+function unary(method: string, fn: Handler, logger?: Logger): grpc.handleUnaryCall<any, any> {
   return (call, callback) => {
-    fn(call.request).then(
-      (result) => callback(null, result ?? {}),
-      (e: unknown) => callback(toStatus(e)),
+    const request: unknown = call.request;
+    const result = request instanceof UndecodableRequest ? Promise.reject(request.error(method)) : fn(request);
+    result.then(
+      (response) => callback(null, response ?? {}),
+      (e: unknown) => callback(toStatus(e, logger, method)),
     );
   };
 }
 
-function toStatus(e: unknown): Partial<grpc.ServiceError> {
-  if (e instanceof OrderlyError) return { code: GRPC_CODES[e.code], details: e.message };
-  return { code: grpc.status.INTERNAL, details: (e as Error).message ?? String(e) };
+/** A message field the request must carry (proto3 decodes an absent one as null). */
+function required<T>(value: T | null | undefined, field: string): T {
+  if (value === null || value === undefined) throw new InvalidArgumentError(field, 'is required');
+  return value;
 }
 
 /**
  * google.pubsub.v1 Publisher and Subscriber over the core, for Google's client libraries via
- * PUBSUB_EMULATOR_HOST. StreamingPull: each stream is one consumer (a key with outstanding messages
- * stays on its stream); acks and modacks may come on the stream or as unary calls, and ack ids stay
- * valid after their stream ended.
+ * PUBSUB_EMULATOR_HOST. `options` are grpc-js server options (limits, keepalive, interceptors).
  */
-export function pubsubServices(core: PubSubCore, exports?: ExportManager): { server: grpc.Server } {
+export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {}, logger?: Logger): { server: grpc.Server } {
   const proto = loadPubsubProto() as any;
   const v1 = proto.google.pubsub.v1;
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': 20 * 1024 * 1024 });
-  const syncExports = async () => {
-    await exports?.sync();
-  };
+  const server = new grpc.Server(options);
   const project = (p: string) => p.replace(/^projects\//, '');
+  const rpcs = (handlers: Record<string, Handler>) =>
+    Object.fromEntries(Object.entries(handlers).map(([name, fn]) => [name, unary(name, fn, logger)]));
 
-  server.addService(v1.Publisher.service, {
-    createTopic: unary(async (t) => topicToProto(await core.createTopic(t.name, { labels: t.labels }))),
-    updateTopic: unary(async (r) => topicToProto(await core.updateTopic(r.topic.name, { labels: r.topic.labels }))),
-    getTopic: unary(async (r) => topicToProto(core.getTopic(r.topic))),
-    listTopics: unary(async (r) => ({ topics: core.listTopics(project(r.project)).map(topicToProto), nextPageToken: '' })),
-    listTopicSubscriptions: unary(async (r) => ({ subscriptions: core.listTopicSubscriptions(r.topic), nextPageToken: '' })),
-    listTopicSnapshots: unary(async () => ({ snapshots: [], nextPageToken: '' })),
-    deleteTopic: unary(async (r) => core.deleteTopic(r.topic)),
-    detachSubscription: unary(async (r) => {
-      await core.deleteSubscription(r.subscription);
-      await syncExports();
-    }),
-    publish: unary(async (r) => {
-      const keys = new Set((r.messages as { orderingKey?: string }[]).map((m) => m.orderingKey ?? ''));
-      if (keys.size > 1) throw new OrderlyError('INVALID_ARGUMENT', 'messages: all messages of one publish request must share an ordering key');
+  server.addService(withUndecodableRequests(v1.Publisher.service), rpcs({
+    createTopic: async (t) => {
+      refuseUnsupported(t, 'topic', '');
+      return topicToProto(await core.createTopic(t.name, { labels: t.labels }));
+    },
+    updateTopic: async (r) => {
+      const topic = required(r.topic, 'topic');
+      return topicToProto(await core.updateTopic(topic.name, topicPatch(required(r.updateMask, 'updateMask').paths, topic)));
+    },
+    getTopic: async (r) => topicToProto(core.getTopic(r.topic)),
+    listTopics: async (r) => ({ topics: core.listTopics(project(r.project)).map(topicToProto), nextPageToken: '' }),
+    listTopicSubscriptions: async (r) => ({ subscriptions: core.listTopicSubscriptions(r.topic), nextPageToken: '' }),
+    listTopicSnapshots: async (r) => {
+      core.getTopic(r.topic);
+      return { snapshots: [], nextPageToken: '' };
+    },
+    deleteTopic: async (r) => core.deleteTopic(r.topic),
+    detachSubscription: async (r) => core.deleteSubscription(r.subscription),
+    publish: async (r) => {
+      const keys = new Set((r.messages as { orderingKey: string }[]).map((m) => m.orderingKey));
+      if (keys.size > 1) throw new InvalidArgumentError('messages', 'all messages of one publish request must share an ordering key');
       const messages: MessageInput[] = r.messages.map((m: any) => ({ data: m.data, attributes: m.attributes, orderingKey: m.orderingKey }));
       return { messageIds: await core.publish(r.topic, messages) };
-    }),
-  });
+    },
+  }));
 
-  server.addService(v1.Subscriber.service, {
-    createSubscription: unary(async (s) => {
-      const created = await core.createSubscription(s.name, subscriptionFromProto(s));
-      try {
-        await syncExports();
-      } catch (e) {
-        await core.deleteSubscription(created.name);
-        throw e;
-      }
-      return subscriptionToProto(core.getSubscription(created.name));
+  server.addService(withUndecodableRequests(v1.Subscriber.service), {
+    ...rpcs({
+      createSubscription: async (s) => subscriptionToProto(await core.createSubscription(s.name, subscriptionFromProto(s))),
+      getSubscription: async (r) => subscriptionToProto(core.getSubscription(r.subscription)),
+      updateSubscription: async (r) => {
+        const subscription = required(r.subscription, 'subscription');
+        const patch = subscriptionPatch(required(r.updateMask, 'updateMask').paths, subscriptionFromProto(subscription, 'subscription.') as unknown as Record<string, unknown>);
+        return subscriptionToProto(await core.updateSubscription(subscription.name, patch));
+      },
+      listSubscriptions: async (r) => ({ subscriptions: core.listSubscriptions(project(r.project)).map(subscriptionToProto), nextPageToken: '' }),
+      deleteSubscription: async (r) => core.deleteSubscription(r.subscription),
+      modifyAckDeadline: async (r) => core.modifyAckDeadline(r.subscription, r.ackIds, r.ackDeadlineSeconds),
+      acknowledge: async (r) => core.acknowledge(r.subscription, r.ackIds),
+      pull: async (r) => {
+        const messages = await core.pull(r.subscription, { maxMessages: r.maxMessages || 100, waitMs: r.returnImmediately ? 0 : 5_000 });
+        return { receivedMessages: messages.map(receivedToProto) };
+      },
+      modifyPushConfig: async (r) => {
+        const pushConfig = required(r.pushConfig, 'pushConfig');
+        refuseUnsupported(pushConfig, 'pushConfig', 'pushConfig.');
+        await core.updateSubscription(r.subscription, { pushConfig: pushConfig.pushEndpoint ? pushConfig : null });
+      },
+      seek: async (r) => {
+        if (!r.time) throw new InvalidArgumentError('time', 'is required: Orderly seeks to a time (snapshots are not supported)');
+        await core.seek(r.subscription, timestampMs(r.time as ProtoDuration));
+        return {};
+      },
+      listSnapshots: async () => ({ snapshots: [], nextPageToken: '' }),
     }),
-    getSubscription: unary(async (r) => subscriptionToProto(core.getSubscription(r.subscription))),
-    updateSubscription: unary(async (r) => {
-      const full = subscriptionFromProto(r.subscription) as unknown as Record<string, unknown>;
-      const patch: Record<string, unknown> = {};
-      for (const path of (r.updateMask?.paths ?? []) as string[]) {
-        const field = path.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
-        patch[field] = full[field] ?? null;
-      }
-      const updated = await core.updateSubscription(r.subscription.name, patch);
-      await syncExports();
-      return subscriptionToProto(updated);
-    }),
-    listSubscriptions: unary(async (r) => ({ subscriptions: core.listSubscriptions(project(r.project)).map(subscriptionToProto), nextPageToken: '' })),
-    deleteSubscription: unary(async (r) => {
-      await core.deleteSubscription(r.subscription);
-      await syncExports();
-    }),
-    modifyAckDeadline: unary(async (r) => core.modifyAckDeadline(r.subscription, r.ackIds, r.ackDeadlineSeconds)),
-    acknowledge: unary(async (r) => core.acknowledge(r.subscription, r.ackIds)),
-    pull: unary(async (r) => {
-      const messages = await core.pull(r.subscription, { maxMessages: r.maxMessages || 100, waitMs: r.returnImmediately ? 0 : 5_000 });
-      return { receivedMessages: messages.map(receivedToProto) };
-    }),
-    modifyPushConfig: unary(async (r) => {
-      await core.updateSubscription(r.subscription, { pushConfig: r.pushConfig?.pushEndpoint ? r.pushConfig : null });
-    }),
-    seek: unary(async (r) => {
-      if (!r.time) throw new OrderlyError('INVALID_ARGUMENT', 'seek: only seek to a time is supported (snapshots are not)');
-      await core.seek(r.subscription, timestampMs(r.time as ProtoDuration));
-      return {};
-    }),
-    streamingPull: (call: grpc.ServerDuplexStream<any, any>) => streamingPull(core, call),
+    streamingPull: (call: grpc.ServerDuplexStream<any, any>) => streamingPull(core, call, logger),
     getSnapshot: unimplemented('snapshots'),
-    listSnapshots: unary(async () => ({ snapshots: [], nextPageToken: '' })),
     createSnapshot: unimplemented('snapshots'),
     updateSnapshot: unimplemented('snapshots'),
     deleteSnapshot: unimplemented('snapshots'),
@@ -142,45 +108,4 @@ export function pubsubServices(core: PubSubCore, exports?: ExportManager): { ser
 
 function unimplemented(what: string): grpc.handleUnaryCall<any, any> {
   return (_call, callback) => callback({ code: grpc.status.UNIMPLEMENTED, details: `Orderly does not support ${what} yet` });
-}
-
-function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<any, any>): void {
-  let handle: SubscriptionHandle | undefined;
-  const close = () => {
-    handle?.detach();
-    handle = undefined;
-  };
-  call.on('data', (req: any) => {
-    try {
-      if (!handle) {
-        const subscription = core.getSubscription(req.subscription);
-        const maxMessages = Number(req.maxOutstandingMessages) || 1000;
-        const maxBytes = Number(req.maxOutstandingBytes) || Number.MAX_SAFE_INTEGER;
-        const properties = { messageOrderingEnabled: subscription.enableMessageOrdering, exactlyOnceDeliveryEnabled: subscription.enableExactlyOnceDelivery };
-        const opened: SubscriptionHandle = core.attach(subscription.name, {
-          ackDeadlineSeconds: req.streamAckDeadlineSeconds || undefined,
-          room: () => ({ messages: maxMessages - opened.outstanding(), bytes: maxBytes }),
-          deliver: (batch: ReceivedMessage[]) => call.write({ receivedMessages: batch.map(receivedToProto), subscriptionProperties: properties }),
-          detached: () => call.destroy(Object.assign(new Error(`Subscription not found: ${subscription.name}`), { code: grpc.status.NOT_FOUND })),
-        });
-        handle = opened;
-      }
-      const stream = handle;
-      if (req.ackIds?.length) void stream.acknowledge(req.ackIds);
-      (req.modifyDeadlineAckIds as string[] | undefined)?.forEach((ackId, i) => {
-        stream.modifyAckDeadline([ackId], req.modifyDeadlineSeconds[i] ?? 0);
-      });
-      // Acks and modacks change what the stream may receive next.
-      stream.kick();
-    } catch (e) {
-      call.destroy(Object.assign(new Error((e as Error).message), toStatus(e)));
-      close();
-    }
-  });
-  call.on('end', () => {
-    close();
-    call.end();
-  });
-  call.on('cancelled', close);
-  call.on('error', close);
 }

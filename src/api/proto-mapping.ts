@@ -2,6 +2,7 @@ import { formatDuration } from '../core/duration.js';
 import type { ReceivedMessage } from '../core/message.js';
 import type { Subscription, Topic } from '../core/pubsub-core.js';
 import type { SubscriptionInput } from '../core/subscription-config.js';
+import { refuseUnsupported } from './unsupported-fields.js';
 
 /** google.protobuf.Duration / Timestamp as proto-loader hands them over (int64 as string). */
 export interface ProtoDuration {
@@ -19,8 +20,13 @@ export function topicToProto(t: Topic): Record<string, unknown> {
   return { name: t.name, labels: t.labels };
 }
 
-/** A proto Subscription (defaults filled by proto-loader) to the core's input; empty configs mean "none". */
-export function subscriptionFromProto(p: Record<string, any>): SubscriptionInput {
+/**
+ * A proto Subscription (defaults filled by proto-loader) to the core's input; empty configs mean "none".
+ * `at` prefixes field names in errors ("subscription." inside an UpdateSubscriptionRequest).
+ */
+export function subscriptionFromProto(p: Record<string, any>, at = ''): SubscriptionInput {
+  refuseUnsupported(p, 'subscription', at);
+  refuseUnsupported(p.pushConfig, 'pushConfig', `${at}pushConfig.`);
   const input: SubscriptionInput = {
     topic: p.topic,
     enableMessageOrdering: p.enableMessageOrdering ?? false,

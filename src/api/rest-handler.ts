@@ -1,13 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ExportManager } from '../connector/export-manager.js';
 import { formatDuration } from '../core/duration.js';
-import { OrderlyError, type StatusCode } from '../core/errors.js';
+import { InvalidArgumentError, OrderlyError, type StatusCode } from '../core/errors.js';
 import type { ReceivedMessage } from '../core/message.js';
 import type { PubSubCore, Subscription } from '../core/pubsub-core.js';
 import type { SubscriptionInput } from '../core/subscription-config.js';
+import type { Logger } from '../log.js';
+import { subscriptionPatch, topicPatch } from './update-masks.js';
+import { UNAUTHENTICATED_MESSAGE } from './bearer-auth.js';
+import { MAX_REST_BODY } from './endpoint-limits.js';
+import type { z } from 'zod';
+import { parseBody, restBodies } from './rest-schemas.js';
 
-/** Largest request body accepted: a 10 MiB publish in base64, plus envelope. */
-const MAX_BODY = 14 * 1024 * 1024;
 
 const HTTP_STATUS: Record<StatusCode, number> = {
   INVALID_ARGUMENT: 400,
@@ -18,138 +21,166 @@ const HTTP_STATUS: Record<StatusCode, number> = {
   INTERNAL: 500,
 };
 
-class HttpError extends OrderlyError {}
+/** A request refused before its body was read: the connection is closed after the answer. */
+class Refused extends Error {
+  constructor(
+    readonly httpStatus: number,
+    readonly status: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
-type Route = { method: string; pattern: RegExp; handle: (m: RegExpExecArray, body: any) => Promise<unknown> };
+type Route = { method: string; pattern: RegExp; handle: (m: RegExpExecArray, body: unknown) => Promise<unknown> };
+
+export interface RestOptions {
+  /** When set, every request's Authorization header must pass it. */
+  authorization?: (header: string | undefined) => boolean;
+  logger?: Logger;
+}
 
 /**
  * Pub/Sub's REST/JSON v1 API (proto3 JSON: camelCase, base64 `data`, `"600s"` durations, RFC 3339 times,
- * int64 as strings), as Google's emulator serves it beside gRPC. Errors use Google's JSON error body.
+ * int64 as strings), as Google's emulator serves it beside gRPC. Every body is checked against its
+ * route's schema first; errors use Google's JSON error body, a 4xx for anything wrong with the request.
  */
-export function restHandler(core: PubSubCore, exports?: ExportManager): (req: IncomingMessage, res: ServerResponse) => void {
-  const sync = async () => {
-    await exports?.sync();
-  };
+export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: IncomingMessage, res: ServerResponse) => void {
   const P = '/v1/projects/([^/:]+)';
+  const route = <S extends z.ZodType>(method: string, path: string, schema: S, handle: (m: RegExpExecArray, b: z.output<S>) => Promise<unknown>): Route => ({
+    method,
+    pattern: new RegExp(`^${P}${path}$`),
+    handle: (m, raw) => handle(m, parseBody(schema, raw)),
+  });
+  const B = restBodies;
+  const topic = (m: RegExpExecArray, b?: { name?: string }) => resourceFromPath(core, 'topics', m, b?.name);
+  const sub = (m: RegExpExecArray, b?: { name?: string }) => resourceFromPath(core, 'subscriptions', m, b?.name);
   const routes: Route[] = [
-    { method: 'PUT', pattern: new RegExp(`^${P}/topics/([^/:]+)$`), handle: async (m, b) => topicJson(await core.createTopic(name(m, 'topics'), { labels: b?.labels })) },
-    { method: 'GET', pattern: new RegExp(`^${P}/topics/([^/:]+)$`), handle: async (m) => topicJson(core.getTopic(name(m, 'topics'))) },
-    { method: 'PATCH', pattern: new RegExp(`^${P}/topics/([^/:]+)$`), handle: async (m, b) => topicJson(await core.updateTopic(name(m, 'topics'), { labels: b?.topic?.labels })) },
-    { method: 'DELETE', pattern: new RegExp(`^${P}/topics/([^/:]+)$`), handle: async (m) => core.deleteTopic(name(m, 'topics')) },
-    { method: 'GET', pattern: new RegExp(`^${P}/topics$`), handle: async (m) => ({ topics: core.listTopics(m[1]!).map(topicJson) }) },
-    { method: 'GET', pattern: new RegExp(`^${P}/topics/([^/:]+)/subscriptions$`), handle: async (m) => ({ subscriptions: core.listTopicSubscriptions(name(m, 'topics')) }) },
-    {
-      method: 'POST',
-      pattern: new RegExp(`^${P}/topics/([^/:]+):publish$`),
-      handle: async (m, b) => ({
-        messageIds: await core.publish(
-          name(m, 'topics'),
-          ((b?.messages ?? []) as { data?: string; attributes?: Record<string, string>; orderingKey?: string }[]).map((msg) => ({
-            data: Buffer.from(msg.data ?? '', 'base64'),
-            attributes: msg.attributes,
-            orderingKey: msg.orderingKey,
-          })),
-        ),
-      }),
-    },
-    {
-      method: 'PUT',
-      pattern: new RegExp(`^${P}/subscriptions/([^/:]+)$`),
-      handle: async (m, b) => {
-        const created = await core.createSubscription(name(m, 'subscriptions'), (b ?? {}) as SubscriptionInput);
-        await sync();
-        return subscriptionJson(core.getSubscription(created.name));
-      },
-    },
-    { method: 'GET', pattern: new RegExp(`^${P}/subscriptions/([^/:]+)$`), handle: async (m) => subscriptionJson(core.getSubscription(name(m, 'subscriptions'))) },
-    {
-      method: 'PATCH',
-      pattern: new RegExp(`^${P}/subscriptions/([^/:]+)$`),
-      handle: async (m, b) => {
-        const paths = String(b?.updateMask ?? '').split(',').filter(Boolean);
-        const patch = Object.fromEntries(paths.map((p) => [p, b?.subscription?.[p] ?? null]));
-        const updated = await core.updateSubscription(name(m, 'subscriptions'), patch);
-        await sync();
-        return subscriptionJson(updated);
-      },
-    },
-    {
-      method: 'DELETE',
-      pattern: new RegExp(`^${P}/subscriptions/([^/:]+)$`),
-      handle: async (m) => {
-        await core.deleteSubscription(name(m, 'subscriptions'));
-        await sync();
-      },
-    },
-    { method: 'GET', pattern: new RegExp(`^${P}/subscriptions$`), handle: async (m) => ({ subscriptions: core.listSubscriptions(m[1]!).map(subscriptionJson) }) },
-    {
-      method: 'POST',
-      pattern: new RegExp(`^${P}/subscriptions/([^/:]+):pull$`),
-      handle: async (m, b) => ({
-        receivedMessages: (await core.pull(name(m, 'subscriptions'), { maxMessages: b?.maxMessages || 100, waitMs: b?.returnImmediately ? 0 : 5_000 })).map(receivedJson),
-      }),
-    },
-    { method: 'POST', pattern: new RegExp(`^${P}/subscriptions/([^/:]+):acknowledge$`), handle: async (m, b) => core.acknowledge(name(m, 'subscriptions'), b?.ackIds ?? []) },
-    {
-      method: 'POST',
-      pattern: new RegExp(`^${P}/subscriptions/([^/:]+):modifyAckDeadline$`),
-      handle: async (m, b) => core.modifyAckDeadline(name(m, 'subscriptions'), b?.ackIds ?? [], b?.ackDeadlineSeconds ?? 0),
-    },
-    {
-      method: 'POST',
-      pattern: new RegExp(`^${P}/subscriptions/([^/:]+):seek$`),
-      handle: async (m, b) => {
-        if (!b?.time) throw new HttpError('INVALID_ARGUMENT', 'time: required (snapshots are not supported)');
-        const at = Date.parse(b.time);
-        if (!Number.isFinite(at)) throw new HttpError('INVALID_ARGUMENT', `time: not an RFC 3339 timestamp: ${JSON.stringify(b.time)}`);
-        await core.seek(name(m, 'subscriptions'), at);
-        return {};
-      },
-    },
-    {
-      method: 'POST',
-      pattern: new RegExp(`^${P}/subscriptions/([^/:]+):modifyPushConfig$`),
-      handle: async (m, b) => core.updateSubscription(name(m, 'subscriptions'), { pushConfig: b?.pushConfig?.pushEndpoint ? b.pushConfig : null }),
-    },
+    route('PUT', '/topics/([^/:]+)', B.topic, async (m, b) => topicJson(await core.createTopic(topic(m, b), { labels: b.labels }))),
+    route('GET', '/topics/([^/:]+)', B.empty, async (m) => topicJson(core.getTopic(topic(m)))),
+    route('PATCH', '/topics/([^/:]+)', B.updateTopic, async (m, b) => {
+      const patch = topicPatch(b.updateMask ?? [], b.topic ?? {});
+      return topicJson(await core.updateTopic(topic(m, b.topic), patch));
+    }),
+    route('DELETE', '/topics/([^/:]+)', B.empty, async (m) => core.deleteTopic(topic(m))),
+    route('GET', '/topics', B.empty, async (m) => ({ topics: core.listTopics(decodeSegment(m[1]!)).map(topicJson) })),
+    route('GET', '/topics/([^/:]+)/subscriptions', B.empty, async (m) => ({ subscriptions: core.listTopicSubscriptions(topic(m)) })),
+    route('GET', '/topics/([^/:]+)/snapshots', B.empty, async (m) => {
+      core.getTopic(topic(m));
+      return { snapshots: [] };
+    }),
+    route('POST', '/topics/([^/:]+):publish', B.publish, async (m, b) => ({
+      messageIds: await core.publish(topic(m), b.messages.map(({ data, attributes, orderingKey }) => ({ data, attributes, orderingKey }))),
+    })),
+    route('PUT', '/subscriptions/([^/:]+)', B.subscription, async (m, b) => {
+      const { name: _name, topicMessageRetentionDuration: _t, state: _s, analyticsHubSubscriptionInfo: _a, ...input } = b;
+      return subscriptionJson(await core.createSubscription(sub(m, b), input as SubscriptionInput));
+    }),
+    route('GET', '/subscriptions/([^/:]+)', B.empty, async (m) => subscriptionJson(core.getSubscription(sub(m)))),
+    route('PATCH', '/subscriptions/([^/:]+)', B.updateSubscription, async (m, b) => {
+      const patch = subscriptionPatch(b.updateMask ?? [], (b.subscription ?? {}) as Record<string, unknown>);
+      return subscriptionJson(await core.updateSubscription(sub(m, b.subscription), patch));
+    }),
+    route('DELETE', '/subscriptions/([^/:]+)', B.empty, async (m) => core.deleteSubscription(sub(m))),
+    route('POST', '/subscriptions/([^/:]+):detach', B.empty, async (m) => core.deleteSubscription(sub(m))),
+    route('GET', '/subscriptions', B.empty, async (m) => ({ subscriptions: core.listSubscriptions(decodeSegment(m[1]!)).map(subscriptionJson) })),
+    route('GET', '/snapshots', B.empty, async () => ({ snapshots: [] })),
+    route('POST', '/subscriptions/([^/:]+):pull', B.pull, async (m, b) => ({
+      receivedMessages: (await core.pull(sub(m), { maxMessages: b.maxMessages || 100, waitMs: b.returnImmediately ? 0 : 5_000 })).map(receivedJson),
+    })),
+    route('POST', '/subscriptions/([^/:]+):acknowledge', B.acknowledge, async (m, b) => core.acknowledge(sub(m), b.ackIds ?? [])),
+    route('POST', '/subscriptions/([^/:]+):modifyAckDeadline', B.modifyAckDeadline, async (m, b) =>
+      core.modifyAckDeadline(sub(m), b.ackIds ?? [], b.ackDeadlineSeconds ?? 0),
+    ),
+    route('POST', '/subscriptions/([^/:]+):seek', B.seek, async (m, b) => {
+      if (b.time === undefined) throw new InvalidArgumentError('time', 'is required: Orderly seeks to a time (snapshots are not supported)');
+      await core.seek(sub(m), b.time);
+      return {};
+    }),
+    route('POST', '/subscriptions/([^/:]+):modifyPushConfig', B.modifyPushConfig, async (m, b) =>
+      core.updateSubscription(sub(m), { pushConfig: b.pushConfig?.pushEndpoint ? b.pushConfig : null }).then(() => ({})),
+    ),
   ];
 
-  return (req, res) => {
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    if (options.authorization && !options.authorization(req.headers.authorization)) throw new Refused(401, 'UNAUTHENTICATED', UNAUTHENTICATED_MESSAGE);
     const path = (req.url ?? '').split('?')[0]!;
-    const route = routes.find((r) => r.method === req.method && r.pattern.test(path));
-    void readBody(req)
-      .then(async (body) => {
-        if (!route) throw new HttpError('NOT_FOUND', `no such method: ${req.method} ${path}`);
-        const result = await route.handle(route.pattern.exec(path)!, body);
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(result ?? {}));
-      })
-      .catch((e: unknown) => {
-        const code: StatusCode = e instanceof OrderlyError ? e.code : 'INTERNAL';
-        const status = e instanceof PayloadTooLarge ? 413 : HTTP_STATUS[code];
-        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: status, message: (e as Error).message, status: code } }));
-      });
+    const forPath = routes.filter((r) => r.pattern.test(path));
+    const matched = forPath.find((r) => r.method === req.method);
+    if (!matched) {
+      const allowed = forPath.map((r) => r.method);
+      throw new Refused(404, 'NOT_FOUND', allowed.length ? `no method ${req.method} on ${path} (allowed: ${allowed.join(', ')})` : `no such path: ${path}`);
+    }
+    const body = await readBody(req);
+    const result = await matched.handle(matched.pattern.exec(path)!, body);
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(result ?? {}));
+  };
+
+  return (req, res) => {
+    handle(req, res).catch((e: unknown) => {
+      let status: number;
+      let code: string;
+      const headers: Record<string, string> = { 'content-type': 'application/json' };
+      if (e instanceof Refused) {
+        [status, code] = [e.httpStatus, e.status];
+        // What is left of the request is not read: end the connection rather than drain it.
+        if (!req.complete) headers.connection = 'close';
+        if (status === 401) headers['www-authenticate'] = 'Bearer';
+      } else if (e instanceof OrderlyError) {
+        [status, code] = [HTTP_STATUS[e.code], e.code];
+      } else {
+        options.logger?.error({ err: e, method: req.method, path: req.url }, 'internal error in a REST request');
+        [status, code] = [500, 'INTERNAL'];
+      }
+      const message = e instanceof OrderlyError || e instanceof Refused ? e.message : 'Orderly internal error (logged by the server)';
+      if (res.headersSent) return void res.destroy();
+      res.writeHead(status, headers).end(JSON.stringify({ error: { code: status, message, status: code } }));
+    });
   };
 }
 
-class PayloadTooLarge extends OrderlyError {}
-
-function name(m: RegExpExecArray, kind: 'topics' | 'subscriptions'): string {
-  return `projects/${decodeURIComponent(m[1]!)}/${kind}/${decodeURIComponent(m[2]!)}`;
+/** A topic or subscription name from the URL; a name in the body, if any, must be the same one. */
+function resourceFromPath(core: PubSubCore, kind: 'topics' | 'subscriptions', m: RegExpExecArray, bodyName: string | undefined): string {
+  const name = `projects/${decodeSegment(m[1]!)}/${kind}/${decodeSegment(m[2]!)}`;
+  const full = kind === 'topics' ? core.topicName(name, 'name') : core.subscriptionName(name, 'name');
+  if (bodyName !== undefined && bodyName !== full) throw new InvalidArgumentError('name', `must match the name in the URL (${full}), got ${JSON.stringify(bodyName)}`);
+  return full;
 }
 
-async function readBody(req: IncomingMessage): Promise<any> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of req) {
-    size += (c as Buffer).length;
-    if (size > MAX_BODY) throw new PayloadTooLarge('INVALID_ARGUMENT', `request body over ${MAX_BODY} bytes`);
-    chunks.push(c as Buffer);
-  }
-  if (!size) return undefined;
+function decodeSegment(segment: string): string {
   try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  } catch (e) {
-    throw new HttpError('INVALID_ARGUMENT', `request body is not JSON: ${(e as Error).message}`);
+    return decodeURIComponent(segment);
+  } catch {
+    throw new InvalidArgumentError('request path', `malformed percent-encoding in ${JSON.stringify(segment.slice(0, 100))}`);
   }
+}
+
+/** The JSON body, or undefined when there is none; refuses more than MAX_REST_BODY bytes without reading them. */
+function readBody(req: IncomingMessage): Promise<unknown> {
+  const tooLarge = () => new Refused(413, 'INVALID_ARGUMENT', `request body over ${MAX_REST_BODY} bytes`);
+  if (Number(req.headers['content-length']) > MAX_REST_BODY) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (c: Buffer) => {
+      size += c.length;
+      if (size <= MAX_REST_BODY) return void chunks.push(c);
+      req.off('data', onData);
+      req.pause();
+      reject(tooLarge());
+    };
+    req.on('data', onData);
+    req.once('error', reject);
+    req.once('end', () => {
+      if (size > MAX_REST_BODY) return;
+      if (!size) return resolve(undefined);
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      } catch (e) {
+        reject(new InvalidArgumentError('request body', `is not JSON: ${(e as Error).message.slice(0, 200)}`));
+      }
+    });
+  });
 }
 
 function topicJson(t: { name: string; labels: Record<string, string> }) {
@@ -163,7 +194,8 @@ function subscriptionJson(s: Subscription): Record<string, unknown> {
     state: s.state === 'ACTIVE' ? 'ACTIVE' : 'RESOURCE_ERROR',
     messageRetentionDuration: d(s.messageRetentionDuration),
     retryPolicy: s.retryPolicy && { minimumBackoff: d(s.retryPolicy.minimumBackoff), maximumBackoff: d(s.retryPolicy.maximumBackoff) },
-    expirationPolicy: s.expirationPolicy && { ttl: s.expirationPolicy.ttl === null ? '' : d(s.expirationPolicy.ttl) },
+    // proto3 JSON leaves an unset field out: no ttl means the subscription never expires.
+    expirationPolicy: s.expirationPolicy && (s.expirationPolicy.ttl === null ? {} : { ttl: d(s.expirationPolicy.ttl) }),
     bigqueryConfig: s.bigqueryConfig && { ...s.bigqueryConfig, state: s.state },
     cloudStorageConfig: s.cloudStorageConfig && { ...s.cloudStorageConfig, state: s.state },
   };

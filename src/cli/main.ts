@@ -1,6 +1,8 @@
 import { Command, CommanderError, Option } from 'commander';
 import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
 import { auditSubscription } from '../../connectors/object-storage/audit.js';
+import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
+import { isLoopback } from '../api/exposure.js';
 import { OrderlyError } from '../core/errors.js';
 import { resolve } from 'node:path';
 import { jobSchema, loadJob, JobConfigError, type JobConfig } from '../job/job-config.js';
@@ -8,6 +10,7 @@ import { readLock } from '../job/job-lock.js';
 import { JobRuntime } from '../job/job-runtime.js';
 import { statusOf } from '../job/metrics.js';
 import { queryJob } from '../job/query.js';
+import { keepServingOnUnexpectedErrors } from '../job/unexpected-errors.js';
 import { createLogger } from '../log.js';
 import { runDemo } from './demo.js';
 import { publishFile, type PublishBatch } from './publish-file.js';
@@ -45,6 +48,7 @@ export async function main(argv: string[]): Promise<number> {
     .addHelpText('after', '\nExample:\n  $ orderly run job.yaml   # Ctrl-C stops it cleanly')
     .action(async (file: string) => {
       const logger = createLogger();
+      keepServingOnUnexpectedErrors(logger);
       const runtime = await JobRuntime.start(loadJob(file), logger, { serveMetrics: true });
       logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort }, 'job running');
       const signal = await untilStopSignal();
@@ -78,7 +82,7 @@ export async function main(argv: string[]): Promise<number> {
       const runtime = running ? undefined : await JobRuntime.start(job, createLogger(), { withExports: false });
       const publish: PublishBatch = runtime
         ? (messages) => runtime.core.publish(o.topic, messages)
-        : (messages) => publishOverRest(running!.endpoint!, job.projectId, o.topic, messages);
+        : (messages) => publishOverRest(running!.endpoint!, job.projectId, o.topic, messages, job.endpoint?.authToken ?? process.env.ORDERLY_TOKEN);
       try {
         const report = await publishFile(publish, { ...o, progress: !o.json && process.stderr.isTTY });
         out(report, o.json, () => {
@@ -151,16 +155,36 @@ export async function main(argv: string[]): Promise<number> {
     .command('serve')
     .description('serve the Pub/Sub v1 gRPC API (for PUBSUB_EMULATOR_HOST), with the job file\'s exports if given')
     .option('--config <job>', 'job file (topics, subscriptions, DuckDB, object storage)')
-    .option('--host <host>', 'address to bind', '127.0.0.1')
+    .option('--host <host>', 'address to bind (anything but loopback needs --allow-remote and a token)', '127.0.0.1')
     .option('--port <port>', 'port (0: any free port, printed at start)', '8085')
     .option('--data-dir <dir>', 'data directory when no job file is given', './orderly-data')
-    .addHelpText('after', '\nExample:\n  $ orderly serve --port 8085 &\n  $ PUBSUB_EMULATOR_HOST=127.0.0.1:8085 node my-publisher.js')
-    .action(async (o: { config?: string; host: string; port: string; dataDir: string }) => {
+    .option('--allow-remote', 'allow binding an address other machines can reach (needs a token)')
+    .option('--auth-token <token>', 'bearer token every call must carry (prefer the ORDERLY_TOKEN environment variable: flags show in ps)')
+    .option('--idle-timeout <seconds>', `close connections that do nothing this long (default ${DEFAULT_IDLE_TIMEOUT_SECONDS})`)
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ orderly serve --port 8085 &\n  $ PUBSUB_EMULATOR_HOST=127.0.0.1:8085 node my-publisher.js\n' +
+        '  $ ORDERLY_TOKEN=$(openssl rand -hex 24) orderly serve --host 0.0.0.0 --allow-remote',
+    )
+    .action(async (o: { config?: string; host: string; port: string; dataDir: string; allowRemote?: boolean; authToken?: string; idleTimeout?: string }) => {
+      const logger = createLogger();
+      keepServingOnUnexpectedErrors(logger);
       const job = o.config ? loadJob(o.config) : { ...jobSchema.parse({ dataDir: resolve(o.dataDir) }), file: '(none)' };
-      const endpoint = { host: o.host, port: Number(o.port) };
-      const runtime = await JobRuntime.start({ ...job, endpoint }, createLogger(), { serveMetrics: true });
+      const idleTimeoutSeconds = o.idleTimeout === undefined ? (job.endpoint?.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS) : Number(o.idleTimeout);
+      if (!(idleTimeoutSeconds >= 1 && idleTimeoutSeconds <= 3600)) throw new OrderlyError('INVALID_ARGUMENT', `--idle-timeout: must be 1 to 3600 seconds, got ${o.idleTimeout}`);
+      const endpoint = {
+        host: o.host,
+        port: Number(o.port),
+        allowRemote: o.allowRemote ?? job.endpoint?.allowRemote ?? false,
+        authToken: o.authToken ?? process.env.ORDERLY_TOKEN ?? job.endpoint?.authToken,
+        idleTimeoutSeconds,
+      };
+      const flags = { allowRemote: '--allow-remote', authToken: '--auth-token or ORDERLY_TOKEN' };
+      const runtime = await JobRuntime.start({ ...job, endpoint }, logger, { serveMetrics: true, endpointFlags: flags });
       const port = runtime.endpointPort!;
-      console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})`);
+      const auth = endpoint.authToken ? '; every call needs "authorization: Bearer <token>"' : '';
+      if (!isLoopback(o.host)) console.error(`orderly serve: WARNING: ${o.host} is reachable from other machines; only callers with the token get in`);
+      console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})${auth}`);
       await untilStopSignal();
       await runtime.stop();
     });
@@ -196,10 +220,10 @@ export function printAudit(r: Awaited<ReturnType<typeof auditSubscription>>): vo
 }
 
 /** `:publish` on a running job's REST endpoint; Google's JSON errors become exceptions. */
-async function publishOverRest(endpoint: string, projectId: string, topic: string, messages: MessageInput[]): Promise<string[]> {
+async function publishOverRest(endpoint: string, projectId: string, topic: string, messages: MessageInput[], authToken?: string): Promise<string[]> {
   const res = await fetch(`http://${endpoint}/v1/projects/${encodeURIComponent(projectId)}/topics/${encodeURIComponent(topic)}:publish`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...(authToken ? { authorization: `Bearer ${authToken}` } : {}) },
     body: JSON.stringify({
       messages: messages.map((m) => ({ data: Buffer.from(m.data ?? '').toString('base64'), attributes: m.attributes, orderingKey: m.orderingKey })),
     }),

@@ -32,7 +32,11 @@ export class Publisher {
       const queue = this.queues.get(key);
       if (queue) return void queue.push({ message, resolve, reject });
       this.queues.set(key, [{ message, resolve, reject }]);
-      void this.drain(key);
+      // drain settles every pending publish itself; if it failed anyway, what is still queued fails with it.
+      this.drain(key).catch((e: unknown) => {
+        for (const p of this.queues.get(key) ?? []) p.reject(e);
+        this.queues.delete(key);
+      });
     });
   }
 

@@ -20,6 +20,7 @@ import {
   type SubscriptionInput,
   type SubscriptionSpec,
 } from './subscription-config.js';
+import { DEFAULT_PUSH_EGRESS, type PushEgress } from './push-egress.js';
 import { SubscriptionEvents, type SubscriptionListener } from './subscription-events.js';
 import type { SubscriptionMetrics } from './subscription-metrics.js';
 import { SubscriptionRuntime } from './subscription-runtime.js';
@@ -53,6 +54,8 @@ export interface CoreOptions {
    * read as it is needed, so memory is bounded by these settings, not by the backlog.
    */
   memory?: MemoryOptions;
+  /** Where push subscriptions may deliver; link-local and metadata addresses are refused by default. */
+  push?: PushEgress;
 }
 
 export interface PullOptions {
@@ -92,6 +95,7 @@ export class PubSubCore {
   private readonly payloads: PayloadBudget;
   private readonly window: { messages: number; perKey: number };
   private compacting?: Promise<unknown>;
+  private readonly pushEgress: PushEgress;
   private closed = false;
 
   private constructor(options: CoreOptions) {
@@ -103,6 +107,7 @@ export class PubSubCore {
     const memory = { ...DEFAULT_MEMORY, ...options.memory };
     this.payloads = new PayloadBudget(memory.payloadBytes);
     this.window = { messages: memory.messagesPerSubscription, perKey: Math.min(memory.messagesPerKey, memory.messagesPerSubscription) };
+    this.pushEgress = options.push ?? DEFAULT_PUSH_EGRESS;
   }
 
   /** Loads topics and subscriptions; backlogs are read lazily, a window at a time. */
@@ -153,7 +158,7 @@ export class PubSubCore {
   private syncPush(runtime: SubscriptionRuntime): void {
     const wantsPush = this.subs.get(runtime.name) === runtime && runtime.spec.pushConfig !== undefined;
     const pusher = this.pushers.get(runtime.name);
-    if (wantsPush && !pusher) this.pushers.set(runtime.name, new PushDelivery((spec) => runtime.attach(spec)));
+    if (wantsPush && !pusher) this.pushers.set(runtime.name, new PushDelivery((spec) => runtime.attach(spec), this.pushEgress, this.onStoreError));
     if (!wantsPush && pusher) {
       pusher.stop();
       this.pushers.delete(runtime.name);

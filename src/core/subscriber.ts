@@ -84,7 +84,8 @@ export class Subscriber {
   /** Every promise the subscriber starts is tracked (close waits for them) and never rejects. */
   private track(p: Promise<unknown>): void {
     this.running.add(p);
-    void p.finally(() => this.running.delete(p));
+    const done = () => this.running.delete(p);
+    p.then(done, done);
   }
 
   private async run(m: ReceivedMessage): Promise<void> {
@@ -128,13 +129,20 @@ export class Subscriber {
     this.track(this.handle.acknowledge([m.ackId]).catch((e: unknown) => this.report(e, m)));
   }
 
+  /**
+   * Tells `onError`. A hook that throws must not break this key's chain (its later messages would never
+   * run): its error is rethrown on its own, where the process's handlers see it.
+   */
   private report(error: unknown, m: ReceivedMessage): void {
     try {
       this.options.onError?.(error, m);
-    } catch {
-      // An onError that throws must not turn a handled failure into an unhandled rejection.
+    } catch (hookError) {
+      queueMicrotask(() => {
+        throw hookError;
+      });
     }
   }
+
 
   /** Stops taking messages, lets running handlers finish (not-yet-started ones are nacked), then detaches. */
   async close(): Promise<void> {

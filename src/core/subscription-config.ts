@@ -1,6 +1,7 @@
 import { checkRange, parseDuration, type DurationInput } from './duration.js';
 import { FailedPreconditionError, InvalidArgumentError } from './errors.js';
 import { parseFilter } from './filter.js';
+import { checkPushAttributes } from './push-egress.js';
 
 /** A subscription as a caller describes it: Pub/Sub's field names; durations as seconds or `"600s"`. */
 export interface SubscriptionInput {
@@ -135,7 +136,10 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
       throw new InvalidArgumentError('pushConfig.pushEndpoint', `must be an http(s) URL, got ${JSON.stringify(endpoint)}`);
     }
-    spec.pushConfig = { pushEndpoint: endpoint, attributes: { ...(input.pushConfig!.attributes ?? {}) } };
+    const attributes = input.pushConfig!.attributes ?? {};
+    if (typeof attributes !== 'object' || Array.isArray(attributes)) throw new InvalidArgumentError('pushConfig.attributes', 'must be an object of string values');
+    checkPushAttributes(attributes);
+    spec.pushConfig = { pushEndpoint: endpoint, attributes: { ...attributes } };
   }
   if (hasConfig(input.bigqueryConfig)) spec.bigqueryConfig = { ...input.bigqueryConfig };
   if (hasConfig(input.cloudStorageConfig)) spec.cloudStorageConfig = { ...input.cloudStorageConfig };

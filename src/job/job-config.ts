@@ -3,6 +3,8 @@ import { dirname, resolve } from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import { z } from 'zod';
 import { registerBuiltInConnectors } from '../../connectors/index.js';
+import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
+import { checkExposure } from '../api/exposure.js';
 import { getConnector, exportSection } from '../connector/registry.js';
 import { OrderlyError } from '../core/errors.js';
 import { resourceName } from '../core/names.js';
@@ -54,7 +56,19 @@ export const jobSchema = z.strictObject({
     .optional(),
   metrics: z.strictObject({ host: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9464) }).optional(),
   /** The Pub/Sub v1 endpoint (gRPC and REST) that `orderly run` serves; `orderly serve` always does. */
-  endpoint: z.strictObject({ host: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(8085) }).optional(),
+  endpoint: z
+    .strictObject({
+      host: z.string().default('127.0.0.1'),
+      port: z.number().int().min(0).max(65535).default(8085),
+      /** Binding anything but loopback needs this and an authToken. */
+      allowRemote: z.boolean().default(false),
+      /** Bearer token every call must carry; write `${ORDERLY_TOKEN}` rather than the token itself. */
+      authToken: z.string().optional(),
+      idleTimeoutSeconds: z.number().min(1).max(3600).default(DEFAULT_IDLE_TIMEOUT_SECONDS),
+    })
+    .optional(),
+  /** Where push subscriptions may deliver (see docs/configuration.md). */
+  push: z.strictObject({ allowLinkLocal: z.boolean().default(false) }).default({ allowLinkLocal: false }),
   topics: z.array(z.strictObject({ name: z.string(), labels: labels.optional() })).default([]),
   subscriptions: z.array(subscription).default([]),
 });
@@ -109,6 +123,7 @@ export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): Job
       if (spec.bigqueryConfig && !job.duckdb) problems.push(`${at}.bigqueryConfig: needs the job's duckdb.path`);
     });
   });
+  if (job.endpoint) check(problems, 'endpoint', () => checkExposure(job.endpoint!, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
   if (problems.length) throw new JobConfigError(file, problems);
   const base = dirname(resolve(file));
   job.dataDir = resolve(base, job.dataDir);

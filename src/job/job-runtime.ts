@@ -1,5 +1,5 @@
 import { registerBuiltInConnectors } from '../../connectors/index.js';
-import { startPubsubEndpoint } from '../api/endpoint.js';
+import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
 import { ExportManager } from '../connector/export-manager.js';
 import { PubSubCore } from '../core/pubsub-core.js';
 import { closeDuckDb, queryDuckDb } from '../duckdb/database.js';
@@ -30,9 +30,14 @@ export class JobRuntime {
 
   /**
    * `withExports: false` opens everything but starts no export (status, query, publish);
-   * `serveMetrics` (run, serve) also serves the metrics and, if the job has one, the Pub/Sub endpoint.
+   * `serveMetrics` (run, serve) also serves the metrics and, if the job has one, the Pub/Sub endpoint;
+   * `endpointFlags` names its exposure settings as the user gave them (CLI flags) in error messages.
    */
-  static async start(job: JobConfig, logger: Logger, options: { withExports?: boolean; serveMetrics?: boolean } = {}): Promise<JobRuntime> {
+  static async start(
+    job: JobConfig,
+    logger: Logger,
+    options: { withExports?: boolean; serveMetrics?: boolean; endpointFlags?: EndpointOptions['flags'] } = {},
+  ): Promise<JobRuntime> {
     registerBuiltInConnectors();
     const cleanups: (() => Promise<void> | void)[] = [];
     const undo = async () => {
@@ -52,7 +57,11 @@ export class JobRuntime {
         for (const sql of job.duckdb.init) await queryDuckDb(path, sql);
         cleanups.push(() => closeDuckDb(path));
       }
-      const core = await PubSubCore.open({ store: SqliteStore.open(job.dataDir, { durability: job.durability }), projectId: job.projectId });
+      const core = await PubSubCore.open({
+        store: SqliteStore.open(job.dataDir, { durability: job.durability }),
+        projectId: job.projectId,
+        push: { allowLinkLocal: job.push.allowLinkLocal },
+      });
       cleanups.push(() => core.close());
       const reconciled = await reconcile(core, job);
       const exports = new ExportManager({ core, settings: { dataDir: job.dataDir, duckdbPath: job.duckdb?.path, objectStorage }, logger });
@@ -67,7 +76,7 @@ export class JobRuntime {
       let endpointPort: number | undefined;
       if (options.serveMetrics && job.endpoint) {
         // Stopped first (pushed last): no new calls while the exports drain.
-        const endpoint = await startPubsubEndpoint(core, exports, job.endpoint.host, job.endpoint.port);
+        const endpoint = await startPubsubEndpoint(core, { ...job.endpoint, flags: options.endpointFlags, logger });
         endpointPort = endpoint.port;
         cleanups.push(() => endpoint.close());
       }

@@ -1,10 +1,11 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Gauge, Registry } from 'prom-client';
 import type { ConnectorCounters } from '../connector/connector.js';
 import type { ExportManager } from '../connector/export-manager.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { projectOf, shortId } from '../core/names.js';
+import { unexpectedErrorCount } from './unexpected-errors.js';
 
 const STATES = ['ACTIVE', 'RESOURCE_ERROR', 'PERMISSION_DENIED', 'NOT_FOUND', 'SCHEMA_MISMATCH', 'IN_TRANSIT_LOCATION_RESTRICTION'];
 
@@ -99,13 +100,26 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
       for (const { status: s } of current) for (const state of STATES) this.set({ subscription: label(s.subscription), state }, s.state === state ? 1 : 0);
     },
   });
+  new Gauge({
+    name: 'orderly_unexpected_errors_total',
+    help: 'Unhandled rejections and uncaught exceptions the process survived (each is logged with its stack)',
+    registers: [registry],
+    collect() {
+      this.set(unexpectedErrorCount());
+    },
+  });
+  const failed = (res: ServerResponse, e: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`reading the state failed: ${(e as Error).message}\n`);
   const server: Server = createServer((req, res) => {
-    if (req.url === '/metrics') {
-      current = snapshot(core, exports);
-      void registry.metrics().then((body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body));
-    } else if (req.url === '/status') {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(statusOf(core, exports)));
-    } else res.writeHead(404).end();
+    try {
+      if (req.url === '/metrics') {
+        current = snapshot(core, exports);
+        registry.metrics().then((body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body), (e: unknown) => failed(res, e));
+      } else if (req.url === '/status') {
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(statusOf(core, exports)));
+      } else res.writeHead(404).end();
+    } catch (e) {
+      failed(res, e);
+    }
   });
   await new Promise<void>((resolve) => server.listen(port, host, resolve));
   const url = `http://${host}:${(server.address() as AddressInfo).port}`;

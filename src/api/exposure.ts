@@ -1,0 +1,39 @@
+import { isIP } from 'node:net';
+import { OrderlyError } from '../core/errors.js';
+
+/** Tokens shorter than this are refused: the endpoint may face a network, where short tokens can be guessed. */
+export const MIN_TOKEN_LENGTH = 16;
+
+/** Whether `host` is a loopback address: only the same machine can connect. Names other than localhost count as remote. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  if (h === 'localhost') return true;
+  if (isIP(h) === 4) return h.startsWith('127.');
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(h);
+  if (mapped) return mapped[1]!.startsWith('127.');
+  return isIP(h) === 6 && /^(0*:)*:?0*1$/.test(h);
+}
+
+export interface Exposure {
+  host: string;
+  allowRemote?: boolean;
+  authToken?: string;
+}
+
+/**
+ * The endpoint speaks to the network only when asked twice: an explicit opt-in and a token. `flags`
+ * names the settings as the user wrote them (CLI options or job-file fields) for the message.
+ */
+export function checkExposure(e: Exposure, flags: { allowRemote: string; authToken: string }): void {
+  if (e.authToken !== undefined && e.authToken.length < MIN_TOKEN_LENGTH) {
+    throw new OrderlyError('INVALID_ARGUMENT', `${flags.authToken}: the token must be at least ${MIN_TOKEN_LENGTH} characters long`);
+  }
+  if (isLoopback(e.host)) return;
+  if (!e.allowRemote || !e.authToken) {
+    throw new OrderlyError(
+      'INVALID_ARGUMENT',
+      `refusing to serve on ${e.host}, which is reachable from other machines: that needs both ${flags.allowRemote} and a token (${flags.authToken}); ` +
+        'or bind 127.0.0.1',
+    );
+  }
+}

@@ -1,0 +1,53 @@
+import * as grpc from '@grpc/grpc-js';
+import { OrderlyError, type StatusCode } from '../core/errors.js';
+import type { Logger } from '../log.js';
+
+const GRPC_CODES: Record<StatusCode, grpc.status> = {
+  INVALID_ARGUMENT: grpc.status.INVALID_ARGUMENT,
+  NOT_FOUND: grpc.status.NOT_FOUND,
+  ALREADY_EXISTS: grpc.status.ALREADY_EXISTS,
+  FAILED_PRECONDITION: grpc.status.FAILED_PRECONDITION,
+  RESOURCE_EXHAUSTED: grpc.status.RESOURCE_EXHAUSTED,
+  INTERNAL: grpc.status.INTERNAL,
+};
+
+/**
+ * OrderlyErrors become Pub/Sub's status codes. Anything else is a defect in Orderly, not in the request:
+ * it is logged with its stack and answered INTERNAL.
+ */
+export function toStatus(e: unknown, logger: Logger | undefined, method: string): grpc.StatusObject {
+  if (e instanceof OrderlyError) return { code: GRPC_CODES[e.code], details: e.message, metadata: new grpc.Metadata() };
+  logger?.error({ err: e, method }, 'internal error in a gRPC call');
+  return { code: grpc.status.INTERNAL, details: `Orderly internal error in ${method} (logged by the server)`, metadata: new grpc.Metadata() };
+}
+
+/** What a request that protobuf cannot decode turns into, so the handler can answer INVALID_ARGUMENT. */
+export class UndecodableRequest {
+  constructor(readonly reason: string) {}
+
+  error(method: string): OrderlyError {
+    return new OrderlyError('INVALID_ARGUMENT', `${method}: the request is not a valid protobuf message (${this.reason})`);
+  }
+}
+
+/**
+ * grpc-js answers INTERNAL when a request fails to deserialize; a malformed request is the caller's
+ * fault, so each method's deserializer hands an `UndecodableRequest` to the handler instead of throwing.
+ */
+export function withUndecodableRequests(service: grpc.ServiceDefinition): grpc.ServiceDefinition {
+  return Object.fromEntries(
+    Object.entries(service).map(([name, method]) => [
+      name,
+      {
+        ...method,
+        requestDeserialize: (bytes: Buffer) => {
+          try {
+            return method.requestDeserialize(bytes);
+          } catch (e) {
+            return new UndecodableRequest((e as Error).message);
+          }
+        },
+      },
+    ]),
+  ) as grpc.ServiceDefinition;
+}

@@ -1,0 +1,38 @@
+import { InvalidArgumentError } from '../core/errors.js';
+import type { SubscriptionInput } from '../core/subscription-config.js';
+import { UNSUPPORTED_FIELDS } from './unsupported-fields.js';
+
+/** Subscription fields an update mask may name (the core refuses changing the immutable ones). */
+const UPDATABLE = new Set([
+  'topic', 'ackDeadlineSeconds', 'messageRetentionDuration', 'retainAckedMessages', 'enableMessageOrdering', 'filter', 'deadLetterPolicy',
+  'retryPolicy', 'enableExactlyOnceDelivery', 'expirationPolicy', 'pushConfig', 'bigqueryConfig', 'cloudStorageConfig', 'exportConfig', 'labels',
+]);
+
+/**
+ * The patch an update mask selects from `subscription` (camelCase or snake_case paths); a masked field
+ * the subscription leaves out is cleared, as Pub/Sub does.
+ */
+export function subscriptionPatch(paths: string[], subscription: Record<string, unknown>): Partial<SubscriptionInput> {
+  const patch: Record<string, unknown> = {};
+  for (const [path, field] of maskFields(paths)) {
+    if ((UNSUPPORTED_FIELDS.subscription as readonly string[]).includes(field)) throw new InvalidArgumentError(`updateMask: ${path}`, 'is not supported by Orderly');
+    if (!UPDATABLE.has(field)) throw new InvalidArgumentError('updateMask', `unknown or read-only field path ${JSON.stringify(path)}`);
+    patch[field] = subscription[field] ?? null;
+  }
+  return patch as Partial<SubscriptionInput>;
+}
+
+/** The labels patch of a topic update (labels are the only topic field Orderly keeps). */
+export function topicPatch(paths: string[], topic: { labels?: Record<string, string> }): { labels: Record<string, string> } {
+  for (const [path, field] of maskFields(paths)) {
+    if ((UNSUPPORTED_FIELDS.topic as readonly string[]).includes(field)) throw new InvalidArgumentError(`updateMask: ${path}`, 'is not supported by Orderly');
+    if (field !== 'labels') throw new InvalidArgumentError('updateMask', `unknown or read-only field path ${JSON.stringify(path)}`);
+  }
+  return { labels: topic.labels ?? {} };
+}
+
+/** [path as given, camelCase field] for each path of an update mask, which must name at least one. */
+function maskFields(paths: string[]): [string, string][] {
+  if (!paths.length) throw new InvalidArgumentError('updateMask', 'must name at least one field to update');
+  return paths.map((p) => [p, p.trim().replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())]);
+}

@@ -1,0 +1,103 @@
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { InvalidArgumentError } from './errors.js';
+
+/** Where push requests may go. */
+export interface PushEgress {
+  /** Allow link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254). */
+  allowLinkLocal: boolean;
+  /** Name resolution (default: the system's, as `dns.lookup`); what it returns is what gets checked. */
+  lookup?: typeof dnsLookup;
+}
+
+export const DEFAULT_PUSH_EGRESS: PushEgress = { allowLinkLocal: false };
+
+/**
+ * Link-local and cloud metadata addresses: a push endpoint there could read the host's cloud
+ * credentials. IPv4-mapped, IPv4-compatible and NAT64 forms of 169.254.0.0/16 are included.
+ */
+const LINK_LOCAL = new BlockList();
+LINK_LOCAL.addSubnet('169.254.0.0', 16, 'ipv4');
+LINK_LOCAL.addSubnet('fe80::', 10, 'ipv6');
+LINK_LOCAL.addAddress('fd00:ec2::254', 'ipv6');
+LINK_LOCAL.addSubnet('::a9fe:0', 112, 'ipv6');
+LINK_LOCAL.addSubnet('64:ff9b::a9fe:0', 112, 'ipv6');
+
+export function isLinkLocal(address: string): boolean {
+  const family = isIP(address);
+  return family !== 0 && LINK_LOCAL.check(address, family === 4 ? 'ipv4' : 'ipv6');
+}
+
+/**
+ * Headers a pushConfig attribute must not set: hop-by-hop and framing headers would corrupt the
+ * request, auth headers would let a subscription carry credentials (or a Host header steer them).
+ */
+const RESERVED_HEADERS = new Set([
+  'authorization', 'proxy-authorization', 'cookie', 'host', 'connection', 'proxy-connection', 'keep-alive', 'transfer-encoding', 'te',
+  'trailer', 'upgrade', 'content-length', 'content-type', 'content-encoding', 'expect',
+]);
+
+/** Refuses attributes that are not usable as HTTP headers, or that name a reserved one. */
+export function checkPushAttributes(attributes: Record<string, unknown>): void {
+  for (const [name, value] of Object.entries(attributes)) {
+    const field = `pushConfig.attributes["${name.slice(0, 100)}"]`;
+    if (!/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(name)) throw new InvalidArgumentError(field, 'is not a valid HTTP header name');
+    if (RESERVED_HEADERS.has(name.toLowerCase())) {
+      throw new InvalidArgumentError(field, `would set the ${name} header, which push attributes may not set (hop-by-hop, framing and auth headers are reserved)`);
+    }
+    if (typeof value !== 'string') throw new InvalidArgumentError(field, 'must be a string');
+    if (/[\0-\x08\x0a-\x1f\x7f]/.test(value)) throw new InvalidArgumentError(field, 'must not contain control characters');
+  }
+}
+
+/** A refused destination; the delivery fails (and the message is nacked) with this message. */
+export class PushEgressRefused extends Error {}
+
+/**
+ * POSTs `body` to `url` and resolves with the HTTP status. Redirects are not followed (a 3xx is the
+ * answer); unless allowed, a link-local address is refused, checked on the address actually connected
+ * to, after DNS resolution, so a name that resolves there (or later rebinds there) is caught too.
+ */
+export function postJson(url: string, body: string, headers: Record<string, string>, options: { timeoutMs: number; egress: PushEgress }): Promise<number> {
+  const target = new URL(url);
+  const literal = target.hostname.replace(/^\[|\]$/g, '');
+  if (!options.egress.allowLinkLocal && isLinkLocal(literal)) return Promise.reject(refused(literal));
+  const resolveName = options.egress.lookup ?? dnsLookup;
+  const lookup: LookupFunction = (hostname, lookupOptions, callback) => {
+    resolveName(hostname, lookupOptions, (err, address: string | LookupAddress[], family?: number) => {
+      if (err || options.egress.allowLinkLocal) return callback(err, address as string, family);
+      const addresses = typeof address === 'string' ? [address] : address.map((a) => a.address);
+      const bad = addresses.find(isLinkLocal);
+      if (bad) return callback(Object.assign(refused(bad), { code: 'EPUSHREFUSED' }), address as string, family);
+      callback(null, address as string, family);
+    });
+  };
+  const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    const req = send(
+      target,
+      {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        lookup,
+        signal: AbortSignal.timeout(options.timeoutMs),
+      },
+      (res: IncomingMessage) => {
+        resolve(res.statusCode ?? 0);
+        // Only the status matters: the body is drained (so the socket can be reused), errors while at it are moot.
+        res.on('error', () => undefined);
+        res.resume();
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+function refused(address: string): PushEgressRefused {
+  return new PushEgressRefused(
+    `push endpoint address ${address} is link-local or a cloud metadata address; refused (set push.allowLinkLocal in the job file to allow)`,
+  );
+}

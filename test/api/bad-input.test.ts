@@ -1,0 +1,184 @@
+import * as grpc from '@grpc/grpc-js';
+import { request } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
+
+let server: ServeProcess;
+let api: ReturnType<typeof rawPubsubClients>;
+
+beforeAll(async () => {
+  server = await startServe();
+  api = rawPubsubClients(server.host);
+  await rest('PUT', '/v1/projects/bad-input/topics/orders', {});
+  await rest('PUT', '/v1/projects/bad-input/subscriptions/orders-sub', { topic: 'projects/bad-input/topics/orders' });
+});
+
+afterAll(async () => {
+  api?.close();
+  await server?.stop();
+});
+
+async function rest(method: string, path: string, body?: unknown, raw?: string): Promise<{ status: number; json: any }> {
+  const res = await fetch(`http://${server.host}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
+  });
+  return { status: res.status, json: await res.json() };
+}
+
+const publish = (body: unknown) => rest('POST', '/v1/projects/bad-input/topics/orders:publish', body);
+
+/** Google's JSON error body with a 400 and INVALID_ARGUMENT, whose message starts with `field`. */
+function expectInvalid(r: { status: number; json: any }, field: string, detail?: RegExp): void {
+  expect(r.status).toBe(400);
+  expect(r.json.error).toMatchObject({ code: 400, status: 'INVALID_ARGUMENT' });
+  expect(r.json.error.message.startsWith(`${field}: `), r.json.error.message).toBe(true);
+  if (detail) expect(r.json.error.message).toMatch(detail);
+}
+
+describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issue #9.5)', () => {
+  it('malformed percent-encoding in the path is a 400', async () => {
+    expectInvalid(await rest('GET', '/v1/projects/bad-input/topics/%E0%A4%A'), 'request path', /percent-encoding/);
+    expectInvalid(await rest('GET', '/v1/projects/%zz/topics'), 'request path');
+    expectInvalid(await rest('POST', '/v1/projects/bad-input/subscriptions/a%:pull', {}), 'request path');
+  });
+
+  it('publish bodies of the wrong shape are refused naming the field', async () => {
+    expectInvalid(await publish({ messages: 'abc' }), 'messages', /list of messages/);
+    expectInvalid(await publish({ messages: [null] }), 'messages[0]', /object/);
+    expectInvalid(await publish({ messages: [{ data: 12 }] }), 'messages[0].data', /must be a base64 string/);
+    expectInvalid(await publish({ messages: [{ data: 'not base64!' }] }), 'messages[0].data', /must be a base64 string/);
+    expectInvalid(await publish({ messages: [{ data: 'QQ', orderingKey: 5 }] }), 'messages[0].orderingKey', /must be a string/);
+    expectInvalid(await publish({ messages: [{ data: 'QQ', attributes: 'x' }] }), 'messages[0].attributes', /object of string values/);
+    expectInvalid(await publish({ messages: [{ data: 'QQ', attributes: { a: 1 } }] }), 'messages[0].attributes.a', /must be a string/);
+    expectInvalid(await publish({ messages: [{ data: 'QQ', colour: 'red' }] }), 'messages[0].colour', /unknown field/);
+    expectInvalid(await publish([1, 2]), 'request body', /object/);
+    expectInvalid(await rest('POST', '/v1/projects/bad-input/topics/orders:publish', undefined, '{"messages": ['), 'request body', /not JSON/);
+    // Nothing of the refused requests was stored: the one good publish is the only message.
+    const ok = await publish({ messages: [{ data: Buffer.from('fine').toString('base64'), attributes: { a: 'b' } }] });
+    expect(ok.status).toBe(200);
+    const pulled = await rest('POST', '/v1/projects/bad-input/subscriptions/orders-sub:pull', { returnImmediately: true, maxMessages: 10 });
+    expect(pulled.json.receivedMessages.map((m: any) => [Buffer.from(m.message.data, 'base64').toString(), m.message.attributes])).toEqual([['fine', { a: 'b' }]]);
+  });
+
+  it('subscription and topic bodies: wrong types, unknown and unsupported fields are refused', async () => {
+    const sub = (body: unknown) => rest('PUT', '/v1/projects/bad-input/subscriptions/s-bad', body);
+    const topic = 'projects/bad-input/topics/orders';
+    expectInvalid(await sub({ topic, ackDeadlineSeconds: 'soon' }), 'ackDeadlineSeconds', /integer/);
+    expectInvalid(await sub({ topic, messageRetentionDuration: 600 }), 'messageRetentionDuration', /"600s"/);
+    expectInvalid(await sub({ topic, enableMessageOrdering: 'yes' }), 'enableMessageOrdering', /true or false/);
+    expectInvalid(await sub({ topic, pushConfig: { pushEndpoint: 'http://127.0.0.1:1/', attributes: ['x'] } }), 'pushConfig.attributes');
+    expectInvalid(await sub({ topic, bigtableConfig: { table: 't' } }), 'bigtableConfig', /not supported/);
+    expectInvalid(await sub({ topic, retryPolicy: { minimumBackoff: '1s', later: true } }), 'retryPolicy.later', /unknown field/);
+    expectInvalid(await sub({ topic: 7 }), 'topic', /must be a string/);
+    expectInvalid(await sub({ name: 'projects/bad-input/subscriptions/other', topic }), 'name', /must match the name in the URL/);
+    expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { kmsKeyName: 'k' }), 'kmsKeyName', /not supported/);
+    expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { labels: { a: 1 } }), 'labels.a', /must be a string/);
+    expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 }, updateMask: 'ackDeadline' }), 'updateMask', /unknown/);
+    expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 } }), 'updateMask', /at least one/);
+    const exportPatch = { subscription: { cloudStorageConfig: { bucket: 'NOT A BUCKET' } }, updateMask: 'cloudStorageConfig' };
+    expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', exportPatch), 'cloudStorageConfig.bucket', /must be a bucket name/);
+    expect((await rest('GET', '/v1/projects/bad-input/subscriptions/orders-sub')).json.cloudStorageConfig).toBeUndefined();
+    expect((await rest('GET', '/v1/projects/bad-input/subscriptions/s-bad')).status).toBe(404);
+    // proto3 JSON: int32 as a string and null as "not set" are fine.
+    const made = await sub({ topic, ackDeadlineSeconds: '30', filter: null, expirationPolicy: {} });
+    expect(made.status).toBe(200);
+    expect(made.json).toMatchObject({ ackDeadlineSeconds: 30, filter: '', expirationPolicy: {} });
+  });
+
+  it('pull, acknowledge, modifyAckDeadline and seek bodies are typed too', async () => {
+    const s = '/v1/projects/bad-input/subscriptions/orders-sub';
+    expectInvalid(await rest('POST', `${s}:acknowledge`, { ackIds: 'abc' }), 'ackIds', /list of strings/);
+    expectInvalid(await rest('POST', `${s}:acknowledge`, { ackIds: [1] }), 'ackIds[0]', /must be a string/);
+    expectInvalid(await rest('POST', `${s}:modifyAckDeadline`, { ackIds: [], ackDeadlineSeconds: 1.5 }), 'ackDeadlineSeconds', /integer/);
+    expectInvalid(await rest('POST', `${s}:modifyAckDeadline`, { ackIds: ['x'], ackDeadlineSeconds: 601 }), 'ackDeadlineSeconds', /between 0 and 600/);
+    expectInvalid(await rest('POST', `${s}:pull`, { maxMessages: 'many' }), 'maxMessages', /integer/);
+    expectInvalid(await rest('POST', `${s}:pull`, { maxMessages: -3, returnImmediately: true }), 'maxMessages');
+    expectInvalid(await rest('POST', `${s}:seek`, { time: 'yesterday' }), 'time', /RFC 3339/);
+    expectInvalid(await rest('POST', `${s}:seek`, { snapshot: 'projects/bad-input/snapshots/x' }), 'snapshot', /not supported/);
+  });
+
+  it('unknown paths and wrong methods get Google\'s JSON error body with a 404', async () => {
+    const unknown = await rest('GET', '/v2/anything');
+    expect(unknown).toEqual({ status: 404, json: { error: { code: 404, status: 'NOT_FOUND', message: 'no such path: /v2/anything' } } });
+    const wrongMethod = await rest('POST', '/v1/projects/bad-input/topics/orders', {});
+    expect(wrongMethod.status).toBe(404);
+    expect(wrongMethod.json.error).toMatchObject({ status: 'NOT_FOUND', message: expect.stringContaining('allowed: PUT, GET, PATCH, DELETE') });
+  });
+
+  it('a body over 14 MiB is refused with 413 before it is sent', async () => {
+    const [hostname, port] = server.host.split(':');
+    const { status, body } = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({ hostname, port, method: 'POST', path: '/v1/projects/bad-input/topics/orders:publish', headers: { 'content-length': 15 * 1024 * 1024 } }, (res) => {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+      });
+      req.on('error', reject);
+      // Only the headers and a first piece go out: the answer must not wait for the rest.
+      req.write(Buffer.alloc(1024, 0x20));
+    });
+    expect(status).toBe(413);
+    expect(JSON.parse(body).error).toMatchObject({ code: 413, status: 'INVALID_ARGUMENT' });
+  });
+
+  it('a body that grows over 14 MiB without a length is cut off with 413', async () => {
+    const [hostname, port] = server.host.split(':');
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request({ hostname, port, method: 'POST', path: '/v1/projects/bad-input/topics/orders:publish' }, (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      });
+      req.on('error', (e: NodeJS.ErrnoException) => (e.code === 'EPIPE' || e.code === 'ECONNRESET' ? undefined : reject(e)));
+      const chunk = Buffer.alloc(1024 * 1024, 0x20);
+      for (let i = 0; i < 15; i++) req.write(chunk);
+    });
+    expect(status).toBe(413);
+  });
+});
+
+describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #9.5)', () => {
+  const rawCall = (client: grpc.Client, path: string, bytes: Buffer) =>
+    new Promise<grpc.ServiceError>((resolve, reject) =>
+      client.makeUnaryRequest(
+        path,
+        (b: Buffer) => b,
+        (b: Buffer) => b,
+        bytes,
+        (e) => (e ? resolve(e) : reject(new Error('garbage was accepted'))),
+      ),
+    );
+
+  it('garbage bytes on Publish, CreateSubscription and StreamingPull', async () => {
+    // 0x0f: a field number 1 with wire type 7, which does not exist; the rest is truncated varints.
+    const garbage = Buffer.from([0x0f, 0xff, 0xff, 0xff, 0xff, 0xff]);
+    const publish = await rawCall(api.publisher, '/google.pubsub.v1.Publisher/Publish', garbage);
+    expect([publish.code, publish.details]).toEqual([grpc.status.INVALID_ARGUMENT, expect.stringContaining('not a valid protobuf message')]);
+    expect((await rawCall(api.subscriber, '/google.pubsub.v1.Subscriber/CreateSubscription', garbage)).code).toBe(grpc.status.INVALID_ARGUMENT);
+    const stream = api.subscriber.makeBidiStreamRequest('/google.pubsub.v1.Subscriber/StreamingPull', (b: Buffer) => b, (b: Buffer) => b);
+    const ended = new Promise<grpc.ServiceError>((resolve) => stream.on('error', resolve));
+    stream.write(garbage);
+    expect((await ended).code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(server.alive()).toBe(true);
+  });
+
+  it('a request over 20 MiB is RESOURCE_EXHAUSTED', async () => {
+    const big = { topic: 'projects/bad-input/topics/orders', messages: [{ data: Buffer.alloc(21 * 1024 * 1024, 1) }] };
+    await expect(api.pub('publish', big)).rejects.toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED });
+    expect(server.alive()).toBe(true);
+  });
+
+  it('requests without their required messages are INVALID_ARGUMENT', async () => {
+    await expect(api.pub('updateTopic', {})).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: 'topic: is required' });
+    await expect(api.sub('updateSubscription', {})).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: 'subscription: is required' });
+    await expect(api.sub('modifyPushConfig', { subscription: 'projects/bad-input/subscriptions/orders-sub' })).rejects.toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+    });
+    await expect(api.sub('seek', { subscription: 'projects/bad-input/subscriptions/orders-sub' })).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+    await expect(api.pub('createTopic', { name: 'projects/bad-input/topics/kms', kmsKeyName: 'k' })).rejects.toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: 'kmsKeyName: is not supported by Orderly',
+    });
+  });
+});

@@ -1,0 +1,247 @@
+import * as grpc from '@grpc/grpc-js';
+import { PubSub } from '@google-cloud/pubsub';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tempDir } from '../helpers/core.js';
+import { waitFor } from '../helpers/export.js';
+import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
+
+const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));
+const TOKEN = 'test-token-0123456789abcdef';
+
+/** Runs the CLI to its end (for the commands that must refuse to start). */
+function orderly(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    const child = execFile(process.execPath, [bin, ...args], { env: { ...process.env, ...env }, timeout: 30_000 }, (_e, stdout, stderr) =>
+      resolve({ code: child.exitCode ?? -1, out: stdout + stderr }),
+    );
+  });
+}
+
+describe('the endpoint off loopback needs an opt-in and a token (issue #9.6)', () => {
+  it('serve --host 0.0.0.0 refuses to start without --allow-remote and a token (exit 2)', async () => {
+    const dir = tempDir();
+    try {
+      const bare = await orderly(['serve', '--host', '0.0.0.0', '--port', '0', '--data-dir', dir.path]);
+      expect(bare.code).toBe(2);
+      expect(bare.out).toContain('refusing to serve on 0.0.0.0');
+      expect(bare.out).toContain('--allow-remote');
+      const noToken = await orderly(['serve', '--host', '0.0.0.0', '--allow-remote', '--port', '0', '--data-dir', dir.path], { ORDERLY_TOKEN: '' });
+      expect(noToken.code).toBe(2);
+      const shortToken = await orderly(['serve', '--auth-token', 'short', '--port', '0', '--data-dir', dir.path]);
+      expect(shortToken.code).toBe(2);
+      expect(shortToken.out).toContain('at least 16 characters');
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it('a job file with endpoint.host off loopback is invalid without allowRemote and authToken', async () => {
+    const dir = tempDir();
+    try {
+      const job = join(dir.path, 'job.yaml');
+      writeFileSync(job, 'endpoint:\n  host: 0.0.0.0\n  port: 0\n');
+      const r = await orderly(['validate', job]);
+      expect(r.code).toBe(2);
+      expect(r.out).toContain('endpoint: refusing to serve on 0.0.0.0');
+      expect(r.out).toContain('endpoint.allowRemote');
+      writeFileSync(job, 'endpoint:\n  host: 0.0.0.0\n  port: 0\n  allowRemote: true\n  authToken: ${ORDERLY_TOKEN}\npush:\n  allowLinkLocal: true\n');
+      expect((await orderly(['validate', job], { ORDERLY_TOKEN: TOKEN })).code).toBe(0);
+      writeFileSync(job, 'push:\n  allowMetadata: true\n');
+      expect((await orderly(['validate', job])).out).toContain('push.allowMetadata: unknown key');
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it('with --allow-remote and ORDERLY_TOKEN it serves on 0.0.0.0, warns, and lets only the token in', async () => {
+    const server = await startServe(['--host', '0.0.0.0', '--allow-remote'], { ORDERLY_TOKEN: TOKEN });
+    try {
+      expect(server.output()).toContain('WARNING: 0.0.0.0 is reachable from other machines');
+      const url = `http://127.0.0.1:${server.port}/v1/projects/remote/topics/remote-topic`;
+      expect((await fetch(url, { method: 'PUT', body: '{}' })).status).toBe(401);
+      expect((await fetch(url, { method: 'PUT', body: '{}', headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+      expect(server.output()).not.toContain(TOKEN);
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
+describe('orderly run with a token in the job file (issue #9.6)', () => {
+  it('serves the endpoint with the token, and orderly publish sends it', async () => {
+    const dir = tempDir();
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(
+      job,
+      ['dataDir: ./data', 'durability: process', 'endpoint:', '  port: 0', '  authToken: ${ORDERLY_TOKEN}', 'topics:', '  - name: run-topic', 'subscriptions:', '  - name: run-sub', '    topic: run-topic', ''].join('\n'),
+    );
+    writeFileSync(join(dir.path, 'lines.jsonl'), '{"n":1}\n{"n":2}\n');
+    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ORDERLY_TOKEN: TOKEN, ORDERLY_LOG_LEVEL: 'info' } });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (out += c));
+    try {
+      const lock = join(dir.path, 'data', 'orderly.lock');
+      await waitFor('the endpoint', () => existsSync(lock) && JSON.parse(readFileSync(lock, 'utf8')).endpoint !== undefined, 30_000);
+      const endpoint = JSON.parse(readFileSync(lock, 'utf8')).endpoint as string;
+      expect((await fetch(`http://${endpoint}/v1/projects/orderly-local/topics/run-topic`)).status).toBe(401);
+      const published = await orderly(['publish', job, '--topic', 'run-topic', '--file', join(dir.path, 'lines.jsonl'), '--json'], { ORDERLY_TOKEN: TOKEN });
+      expect(JSON.parse(published.out)).toEqual({ published: 2, refused: [] });
+      const pulled = await fetch(`http://${endpoint}/v1/projects/orderly-local/subscriptions/run-sub:pull`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}` },
+        body: JSON.stringify({ returnImmediately: true, maxMessages: 10 }),
+      });
+      expect(((await pulled.json()) as any).receivedMessages).toHaveLength(2);
+      expect(out).not.toContain(TOKEN);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      dir.remove();
+    }
+  });
+});
+
+describe('a bearer token is checked on every call (issue #9.6)', () => {
+  let server: ServeProcess;
+  beforeAll(async () => {
+    server = await startServe(['--auth-token', TOKEN]);
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('REST: a missing or wrong token is 401 UNAUTHENTICATED; the right one passes', async () => {
+    const url = `http://${server.host}/v1/projects/auth/topics/rest-topic`;
+    for (const authorization of [undefined, 'Bearer wrong-token-0123456789abcdef', `Basic ${TOKEN}`, `Bearer ${TOKEN}x`, 'Bearer']) {
+      const res = await fetch(url, { method: 'PUT', body: '{}', headers: authorization ? { authorization } : {} });
+      expect(res.status, authorization).toBe(401);
+      expect(res.headers.get('www-authenticate')).toBe('Bearer');
+      expect(((await res.json()) as any).error).toMatchObject({ code: 401, status: 'UNAUTHENTICATED' });
+    }
+    expect((await fetch(url, { method: 'PUT', body: '{}', headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    expect((await fetch(url, { headers: { authorization: `bearer ${TOKEN}` } })).status).toBe(200);
+  });
+
+  it('gRPC: calls and streams without the token are UNAUTHENTICATED', async () => {
+    const api = rawPubsubClients(server.host);
+    try {
+      await expect(api.pub('createTopic', { name: 'projects/auth/topics/grpc-topic' })).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+      const wrong = new grpc.Metadata();
+      wrong.set('authorization', 'Bearer not-the-token-0123456789');
+      await expect(api.pub('createTopic', { name: 'projects/auth/topics/grpc-topic' }, wrong)).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+      const stream = api.subscriber.streamingPull();
+      const ended = new Promise<grpc.ServiceError>((resolve) => stream.on('error', resolve));
+      stream.write({ subscription: 'projects/auth/subscriptions/none', streamAckDeadlineSeconds: 10 });
+      expect((await ended).code).toBe(grpc.status.UNAUTHENTICATED);
+      const right = new grpc.Metadata();
+      right.set('authorization', `Bearer ${TOKEN}`);
+      expect(await api.pub('createTopic', { name: 'projects/auth/topics/grpc-topic' }, right)).toMatchObject({ name: 'projects/auth/topics/grpc-topic' });
+    } finally {
+      api.close();
+    }
+  });
+
+  it("Google's Node client sends the token through grpc.callInvocationTransformer (the README snippet)", async () => {
+    const withToken = new PubSub({
+      projectId: 'auth',
+      apiEndpoint: server.host,
+      emulatorMode: true,
+      // grpc-js lets a client rewrite each call before it starts: add the bearer token to its metadata.
+      'grpc.callInvocationTransformer': (call: grpc.CallProperties<unknown, unknown>) => {
+        call.metadata.set('authorization', `Bearer ${TOKEN}`);
+        return call;
+      },
+    } as ConstructorParameters<typeof PubSub>[0]);
+    const without = new PubSub({ projectId: 'auth', apiEndpoint: server.host, emulatorMode: true });
+    try {
+      const [topic] = await withToken.createTopic('client-topic');
+      const [subscription] = await topic.createSubscription('client-sub');
+      await topic.publishMessage({ data: Buffer.from('hello') });
+      const received = await new Promise<string>((resolve, reject) => {
+        subscription.on('message', (m) => {
+          m.ack();
+          resolve(m.data.toString());
+        });
+        subscription.on('error', reject);
+      });
+      expect(received).toBe('hello');
+      await subscription.close();
+      await expect(without.topic('client-topic').publishMessage({ data: Buffer.from('no') })).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+    } finally {
+      await withToken.close();
+      await without.close();
+    }
+  });
+});
+
+describe('idle connections are closed (issue #9.6)', () => {
+  let server: ServeProcess;
+  beforeAll(async () => {
+    server = await startServe(['--idle-timeout', '1']);
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  /** Opens a socket, sends `bytes`, and resolves with how long the server kept it open (ms). */
+  function openFor(bytes: string | undefined): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const start = Date.now();
+      const socket: Socket = connect(server.port, '127.0.0.1', () => {
+        if (bytes !== undefined) socket.write(bytes);
+      });
+      socket.on('data', () => undefined);
+      socket.on('error', () => undefined);
+      socket.on('close', () => resolve(Date.now() - start));
+      // Far beyond the 1 s timeout: a socket still open then was never going to be closed.
+      setTimeout(() => {
+        socket.destroy();
+        reject(new Error(`the server kept a socket open for 20 s (sent ${JSON.stringify(bytes)})`));
+      }, 20_000).unref();
+    });
+  }
+
+  it('a socket that sends nothing, a bare HTTP/2 preface, or half an HTTP/1 request head is closed after the idle timeout', async () => {
+    const kept = await Promise.all([
+      openFor(undefined),
+      openFor('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'),
+      openFor('GET /v1/projects/p/topics HTTP/1.1\r\nHost: x\r\n'),
+      openFor('GET /v1/projects/p/topics HTTP/1.1\r\nHost: x\r\n\r\n'),
+    ]);
+    // Closed, and not before the timeout (1 s) had passed.
+    for (const ms of kept) expect(ms).toBeGreaterThanOrEqual(900);
+  });
+
+  it('work in progress is not idle: a streaming pull and a REST long poll outlive the timeout', async () => {
+    const api = rawPubsubClients(server.host);
+    try {
+      await api.pub('createTopic', { name: 'projects/idle/topics/idle-topic' });
+      await api.sub('createSubscription', { name: 'projects/idle/subscriptions/idle-sub', topic: 'projects/idle/topics/idle-topic' });
+      const stream = api.subscriber.streamingPull();
+      const received: string[] = [];
+      let failed: unknown;
+      stream.on('data', (r: any) => received.push(...r.receivedMessages.map((m: any) => m.message.data.toString())));
+      stream.on('error', (e: unknown) => (failed = e));
+      stream.write({ subscription: 'projects/idle/subscriptions/idle-sub', streamAckDeadlineSeconds: 10 });
+      // A REST pull that waits (no returnImmediately): several idle timeouts long, then answered.
+      const started = Date.now();
+      const pulled = await fetch(`http://${server.host}/v1/projects/idle/subscriptions/idle-sub:pull`, { method: 'POST', body: JSON.stringify({ maxMessages: 1 }) });
+      expect(pulled.status).toBe(200);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(3_000);
+      await api.pub('publish', { topic: 'projects/idle/topics/idle-topic', messages: [{ data: Buffer.from('late') }] });
+      const end = Date.now() + 20_000;
+      while (!received.includes('late') && !failed && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      expect(failed).toBeUndefined();
+      expect(received).toEqual(['late']);
+      stream.end();
+    } finally {
+      api.close();
+    }
+  });
+});

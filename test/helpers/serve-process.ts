@@ -1,0 +1,79 @@
+import * as grpc from '@grpc/grpc-js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { loadPubsubProto } from '../../src/api/pubsub-proto.js';
+import { tempDir } from './core.js';
+
+const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));
+
+export interface ServeProcess {
+  /** host:port, as PUBSUB_EMULATOR_HOST takes it. */
+  host: string;
+  port: number;
+  child: ChildProcess;
+  /** What the server printed on stdout and stderr so far. */
+  output(): string;
+  alive(): boolean;
+  stop(): Promise<void>;
+}
+
+/** A real `orderly serve --port 0` in a child process (its own temp data dir unless args give one). */
+export async function startServe(args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
+  const dir = args.includes('--config') || args.includes('--data-dir') ? undefined : tempDir();
+  const child = spawn(process.execPath, [bin, 'serve', '--port', '0', ...(dir ? ['--data-dir', dir.path] : []), ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ORDERLY_LOG_LEVEL: 'info', ...env },
+  });
+  let out = '';
+  child.stdout!.on('data', (c) => (out += c));
+  child.stderr!.on('data', (c) => (out += c));
+  let exited = false;
+  const exit = new Promise<void>((resolve) =>
+    child.once('exit', () => {
+      exited = true;
+      resolve();
+    }),
+  );
+  const host = await new Promise<string>((resolve, reject) => {
+    const check = () => {
+      const m = /PUBSUB_EMULATOR_HOST=(\S+)\)/.exec(out);
+      if (m) resolve(m[1]!);
+    };
+    child.stdout!.on('data', check);
+    void exit.then(() => reject(new Error(`orderly serve exited (${child.exitCode}): ${out}`)));
+  });
+  return {
+    host,
+    port: Number(host.slice(host.lastIndexOf(':') + 1)),
+    child,
+    output: () => out,
+    alive: () => !exited,
+    async stop() {
+      if (!exited) child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exit;
+      clearTimeout(killer);
+      dir?.remove();
+    },
+  };
+}
+
+/** Raw gRPC stubs for google.pubsub.v1 (Publisher, Subscriber), for requests Google's client would never send. */
+export function rawPubsubClients(host: string, options: grpc.ChannelOptions = {}) {
+  const v1 = (loadPubsubProto() as any).google.pubsub.v1;
+  const publisher = new v1.Publisher(host, grpc.credentials.createInsecure(), options) as grpc.Client & Record<string, any>;
+  const subscriber = new v1.Subscriber(host, grpc.credentials.createInsecure(), options) as grpc.Client & Record<string, any>;
+  /** A unary call as a promise: resolves with the response, rejects with the ServiceError. */
+  const call = (client: grpc.Client & Record<string, any>, method: string, request: unknown, metadata = new grpc.Metadata()): Promise<any> =>
+    new Promise((resolve, reject) => client[method](request, metadata, (e: grpc.ServiceError | null, r: unknown) => (e ? reject(e) : resolve(r))));
+  return {
+    publisher,
+    subscriber,
+    pub: (method: string, request: unknown, metadata?: grpc.Metadata) => call(publisher, method, request, metadata),
+    sub: (method: string, request: unknown, metadata?: grpc.Metadata) => call(subscriber, method, request, metadata),
+    close() {
+      publisher.close();
+      subscriber.close();
+    },
+  };
+}
