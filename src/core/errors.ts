@@ -8,6 +8,7 @@ export type StatusCode =
   | 'ALREADY_EXISTS'
   | 'FAILED_PRECONDITION'
   | 'RESOURCE_EXHAUSTED'
+  | 'ABORTED'
   | 'INTERNAL';
 
 export class OrderlyError extends Error {

@@ -95,8 +95,11 @@ async function compact(store, plan) {
       ).run(...params, from, to);
       return db.prepare(`DELETE FROM messages WHERE ${range}`).run(...params, from, to).changes;
     });
+  // A topic's own retention keeps its recent messages even when every subscription acked them (seek).
+  const keepSince = new Map(plan.keepPublishedSince ?? []);
   for (const [uid, upTo] of plan.deleteUpTo) {
-    for (let n; (n = deleteChunk('topic_uid = ? AND seq <= ?', [uid, upTo])) > 0; ) {
+    const since = keepSince.get(uid) ?? Number.MAX_SAFE_INTEGER;
+    for (let n; (n = deleteChunk('topic_uid = ? AND seq <= ? AND publish_time < ?', [uid, upTo, since])) > 0; ) {
       deleted += n;
       await yieldToMessages();
     }
