@@ -9,6 +9,8 @@ export interface DuckDbTableConfig {
   /** table -> DuckDB table */
   tableName: string;
   useTableSchema: boolean;
+  /** Message data decoded with the topic's schema, its top-level fields in same-named columns (docs/schemas.md). */
+  useTopicSchema: boolean;
   writeMetadata: boolean;
   dropUnknownFields: boolean;
 }
@@ -32,17 +34,16 @@ export function parseDuckDbTableConfig(raw: unknown): DuckDbTableConfig {
   if (c.useTopicSchema && c.useTableSchema) {
     throw new InvalidArgumentError(`${FIELD}.useTableSchema`, 'useTopicSchema and useTableSchema are mutually exclusive');
   }
-  if (c.useTopicSchema) {
-    throw new InvalidArgumentError(`${FIELD}.useTopicSchema`, 'Orderly topics have no schemas; use useTableSchema to map JSON fields to columns');
+  if (c.dropUnknownFields && !c.useTableSchema && !c.useTopicSchema) {
+    throw new InvalidArgumentError(`${FIELD}.dropUnknownFields`, 'only applies with useTableSchema or useTopicSchema');
   }
-  if (c.dropUnknownFields && !c.useTableSchema) {
-    throw new InvalidArgumentError(`${FIELD}.dropUnknownFields`, 'only applies with useTableSchema');
-  }
+  if (c.serviceAccountEmail !== undefined && typeof c.serviceAccountEmail !== 'string') throw new InvalidArgumentError(`${FIELD}.serviceAccountEmail`, 'must be a string');
   return {
     table: c.table,
     schema: parts[1]!,
     tableName: parts[2]!,
     useTableSchema: c.useTableSchema === true,
+    useTopicSchema: c.useTopicSchema === true,
     writeMetadata: c.writeMetadata === true,
     dropUnknownFields: c.dropUnknownFields === true,
   };

@@ -265,7 +265,8 @@ export class PubSubCore {
    * revisions); undefined when the topic has no schemaSettings.
    */
   topicSchema(ref: string): TopicSchema | undefined {
-    const rec = this.topics.get(this.topicName(ref));
+    // A subscription's topic may read `_deleted-topic_`, which is no topic name.
+    const rec = this.topics.get(ref) ?? (ref.includes('/') ? undefined : this.topics.get(`projects/${this.projectId}/topics/${ref}`));
     const settings: TopicSchemaSettings | undefined = rec ? topicSettings(rec.settings).schemaSettings : undefined;
     if (!settings || settings.schema === DELETED_SCHEMA || !this.schemas.has(settings.schema)) return undefined;
     const schemas = this.schemas;
