@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '../../src/core/errors.js';
+import { InvalidArgumentError, UnknownFieldError } from '../../src/core/errors.js';
 
 /** Pub/Sub's `bigqueryConfig`, as Orderly maps it onto DuckDB. */
 export interface DuckDbTableConfig {
@@ -21,7 +21,7 @@ export function parseDuckDbTableConfig(raw: unknown): DuckDbTableConfig {
   if (!raw || typeof raw !== 'object') throw new InvalidArgumentError(FIELD, 'must be an object');
   const c = raw as Record<string, unknown>;
   const known = ['table', 'useTopicSchema', 'useTableSchema', 'writeMetadata', 'dropUnknownFields', 'serviceAccountEmail', 'state'];
-  for (const k of Object.keys(c)) if (!known.includes(k)) throw new InvalidArgumentError(`${FIELD}.${k}`, `unknown field (known: ${known.join(', ')})`);
+  for (const k of Object.keys(c)) if (!known.includes(k)) throw new UnknownFieldError(`${FIELD}.${k}`, [k], known);
   if (typeof c.table !== 'string') throw new InvalidArgumentError(`${FIELD}.table`, 'is required: "project.dataset.table"');
   // BigQuery also accepts the legacy "project:dataset.table".
   const parts = c.table.replace(':', '.').split('.');

@@ -1,5 +1,5 @@
 import { checkRange, parseDuration } from '../../src/core/duration.js';
-import { InvalidArgumentError } from '../../src/core/errors.js';
+import { InvalidArgumentError, UnknownFieldError } from '../../src/core/errors.js';
 import { checkPrefix, DEFAULT_DATETIME_FORMAT, parseDatetimeFormat } from './object-naming.js';
 
 export type OutputFormat =
@@ -31,7 +31,7 @@ const KNOWN = [
 export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
   if (!raw || typeof raw !== 'object') throw new InvalidArgumentError(F, 'must be an object');
   const c = raw as Record<string, unknown>;
-  for (const k of Object.keys(c)) if (!KNOWN.includes(k)) throw new InvalidArgumentError(`${F}.${k}`, `unknown field (known: ${KNOWN.join(', ')})`);
+  for (const k of Object.keys(c)) if (!KNOWN.includes(k)) throw new UnknownFieldError(`${F}.${k}`, [k], KNOWN);
   if (typeof c.bucket !== 'string' || !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(c.bucket)) {
     throw new InvalidArgumentError(`${F}.bucket`, `must be a bucket name (3-63 lowercase letters, digits, "." and "-"), got ${JSON.stringify(c.bucket)}`);
   }
@@ -53,7 +53,7 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
   if (formats[0] === 'avroConfig') {
     const a = sub('avroConfig');
     for (const k of Object.keys(a)) {
-      if (k !== 'writeMetadata' && k !== 'useTopicSchema') throw new InvalidArgumentError(`${F}.avroConfig.${k}`, 'unknown field (known: writeMetadata, useTopicSchema)');
+      if (k !== 'writeMetadata' && k !== 'useTopicSchema') throw new UnknownFieldError(`${F}.avroConfig.${k}`, ['avroConfig', k], ['writeMetadata', 'useTopicSchema']);
       if (a[k] !== undefined && typeof a[k] !== 'boolean') throw new InvalidArgumentError(`${F}.avroConfig.${k}`, `must be true or false, got ${JSON.stringify(a[k])}`);
     }
     format = { kind: 'avro', writeMetadata: a.writeMetadata === true, ...(a.useTopicSchema === true ? { useTopicSchema: true } : {}) };

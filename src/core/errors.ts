@@ -30,6 +30,20 @@ export class InvalidArgumentError extends OrderlyError {
   }
 }
 
+/**
+ * A settings section names a field its reader does not know (a typo). `key` is the path of that field
+ * inside the section, so a validator that lists every problem can report it, drop it and check the rest.
+ */
+export class UnknownFieldError extends InvalidArgumentError {
+  constructor(
+    field: string,
+    readonly key: string[],
+    known: readonly string[],
+  ) {
+    super(field, `unknown field (known: ${known.join(', ')})`);
+  }
+}
+
 export class NotFoundError extends OrderlyError {
   constructor(kind: string, name: string) {
     super('NOT_FOUND', `${kind} not found: ${name}`);

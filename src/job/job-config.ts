@@ -6,7 +6,7 @@ import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { checkExposure } from '../api/exposure.js';
 import { getConnector, exportSection } from '../connector/registry.js';
-import { OrderlyError } from '../core/errors.js';
+import { OrderlyError, UnknownFieldError } from '../core/errors.js';
 import { resourceName } from '../core/names.js';
 import { normalizeSubscription, type SubscriptionInput } from '../core/subscription-config.js';
 
@@ -73,6 +73,8 @@ export const jobSchema = z.strictObject({
   subscriptions: z.array(subscription).default([]),
 });
 
+const topic = jobSchema.shape.topics.unwrap().element;
+
 export type JobConfig = z.infer<typeof jobSchema> & { file: string };
 
 export class JobConfigError extends OrderlyError {
@@ -99,36 +101,89 @@ export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): Job
   const problems: string[] = [];
   const substituted = substituteEnv(raw, env, '', problems);
   const parsed = jobSchema.safeParse(substituted);
+  let unknownKeys: PropertyKey[][] = [];
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       if (issue.code === 'unrecognized_keys') {
         for (const key of issue.keys) problems.push(`${formatPath([...issue.path, key])}: unknown key (a typo? see docs/configuration.md)`);
+        unknownKeys = [...unknownKeys, ...issue.keys.map((key) => [...issue.path, key])];
       } else problems.push(`${formatPath(issue.path)}: ${issue.message}`);
     }
-    throw new JobConfigError(file, problems);
   }
+  // The checks beyond the file's shape run on every part that has the right shape once its unknown keys
+  // are set aside, so one run lists every problem: a typo does not hide a range error, nor a bad id both.
+  checkSettings(withoutPaths(substituted as Record<string, unknown>, unknownKeys), problems);
+  if (problems.length || !parsed.success) throw new JobConfigError(file, problems);
   const job = parsed.data;
-  const topicNames = new Set(job.topics.map((t) => t.name));
-  job.topics.forEach((t, i) => check(problems, `topics[${i}]`, () => resourceName('topics', t.name, job.projectId, 'name')));
-  job.subscriptions.forEach((s, i) => {
-    const at = `subscriptions[${i}]`;
-    check(problems, at, () => resourceName('subscriptions', s.name, job.projectId, 'name'));
-    if (!topicNames.has(s.topic)) problems.push(`${at}.topic: no topic "${s.topic}" in topics`);
-    const dlt = s.deadLetterPolicy?.deadLetterTopic;
-    if (dlt && !topicNames.has(dlt)) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
-    check(problems, at, () => {
-      const spec = normalizeSubscription(s as SubscriptionInput, (t, field) => resourceName('topics', t, job.projectId, field));
-      const section = exportSection(spec);
-      if (section) getConnector(section.connector).parseConfig(section.config);
-      if (spec.bigqueryConfig && !job.duckdb) problems.push(`${at}.bigqueryConfig: needs the job's duckdb.path`);
-    });
-  });
-  if (job.endpoint) check(problems, 'endpoint', () => checkExposure(job.endpoint!, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
-  if (problems.length) throw new JobConfigError(file, problems);
   const base = dirname(resolve(file));
   job.dataDir = resolve(base, job.dataDir);
   if (job.duckdb) job.duckdb.path = resolve(base, job.duckdb.path);
   return { ...job, file: resolve(file) };
+}
+
+/** The checks zod's shapes cannot make: ids, references between entries, ranges, export sections, exposure. */
+function checkSettings(doc: Record<string, unknown>, problems: string[]): void {
+  const part = <T>(schema: z.ZodType<T>, value: unknown): T | undefined => {
+    const r = schema.safeParse(value);
+    return r.success ? r.data : undefined;
+  };
+  const projectId = part(jobSchema.shape.projectId, doc.projectId) ?? 'orderly-local';
+  const list = (value: unknown) => (Array.isArray(value) ? value : []);
+  const topicNames = new Set<string>();
+  list(doc.topics).forEach((raw, i) => {
+    const t = part(topic, raw);
+    if (!t) return;
+    topicNames.add(t.name);
+    check(problems, `topics[${i}]`, () => resourceName('topics', t.name, projectId, 'name'));
+  });
+  const duckdb = part(jobSchema.shape.duckdb, doc.duckdb);
+  list(doc.subscriptions).forEach((raw, i) => {
+    const at = `subscriptions[${i}]`;
+    const name = (raw as { name?: unknown } | null)?.name;
+    if (typeof name === 'string') check(problems, at, () => resourceName('subscriptions', name, projectId, 'name'));
+    const s = part(subscription, raw);
+    if (!s) return;
+    if (!topicNames.has(s.topic)) problems.push(`${at}.topic: no topic "${s.topic}" in topics`);
+    const dlt = s.deadLetterPolicy?.deadLetterTopic;
+    if (dlt && !topicNames.has(dlt)) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
+    check(problems, at, () => {
+      const spec = normalizeSubscription(s as SubscriptionInput, (t, field) => resourceName('topics', t, projectId, field));
+      if (spec.bigqueryConfig && !duckdb) problems.push(`${at}.bigqueryConfig: needs the job's duckdb.path`);
+      const section = exportSection(spec);
+      if (section) checkSection(problems, at, section.connector, section.config);
+    });
+  });
+  const endpoint = part(jobSchema.shape.endpoint, doc.endpoint);
+  if (endpoint) check(problems, 'endpoint', () => checkExposure(endpoint, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
+}
+
+/** A connector's section: every unknown field is reported and set aside, and the rest is checked too. */
+function checkSection(problems: string[], at: string, connector: string, config: unknown): void {
+  let rest = config;
+  for (let round = 0; round < MAX_SECTION_ROUNDS; round++) {
+    try {
+      getConnector(connector).parseConfig(rest);
+      return;
+    } catch (e) {
+      if (!(e instanceof UnknownFieldError)) throw e;
+      problems.push(`${at}.${e.message}`);
+      rest = withoutPaths(rest as Record<string, unknown>, [e.key]);
+    }
+  }
+}
+
+/** More unknown fields than this in one section: the rest of the section is not checked. */
+const MAX_SECTION_ROUNDS = 50;
+
+/** A copy of `doc` without the values at `paths`. */
+function withoutPaths(doc: Record<string, unknown>, paths: PropertyKey[][]): Record<string, unknown> {
+  if (!paths.length) return doc;
+  const copy = structuredClone(doc);
+  for (const path of paths) {
+    const parent = path.slice(0, -1).reduce<unknown>((o, p) => (o && typeof o === 'object' ? (o as Record<PropertyKey, unknown>)[p] : undefined), copy);
+    if (parent && typeof parent === 'object') delete (parent as Record<PropertyKey, unknown>)[path[path.length - 1]!];
+  }
+  return copy;
 }
 
 /**
