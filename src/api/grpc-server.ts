@@ -5,7 +5,7 @@ import { toStatus, UndecodableRequest, withUndecodableRequests } from './grpc-er
 import { pubsubHandlers } from './pubsub-services.js';
 import { loadPubsubProto } from './pubsub-proto.js';
 import type { RpcHandler } from './rpc.js';
-import { streamingPull } from './streaming-pull.js';
+import { streamingPull, type StreamingPullRequest } from './streaming-pull.js';
 
 /** Unary handlers: OrderlyErrors become Pub/Sub's status codes; an undecodable request is INVALID_ARGUMENT. */
 function unary(method: string, fn: RpcHandler, logger?: Logger): grpc.handleUnaryCall<unknown, unknown> {
@@ -33,10 +33,11 @@ export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {
   const handlers = pubsubHandlers(core);
   const server = new grpc.Server(options);
   for (const [serviceName, methods] of Object.entries(handlers)) {
-    const service = serviceName.split('.').reduce<any>((ns, part) => ns[part], proto).service as grpc.ServiceDefinition;
+    const client = serviceName.split('.').reduce<grpc.GrpcObject>((ns, part) => ns[part] as grpc.GrpcObject, proto) as unknown as grpc.ServiceClientConstructor;
+    const service = client.service;
     const implementation: grpc.UntypedServiceImplementation = {};
     for (const method of Object.keys(service)) {
-      if (method === 'StreamingPull') implementation[method] = (call: grpc.ServerDuplexStream<any, any>) => streamingPull(core, call, logger);
+      if (method === 'StreamingPull') implementation[method] = ((call) => streamingPull(core, call, logger)) as grpc.handleBidiStreamingCall<StreamingPullRequest, unknown>;
       else implementation[method] = methods[method] ? unary(method, methods[method]!, logger) : unimplemented(serviceName, method);
     }
     server.addService(withUndecodableRequests(service), implementation);

@@ -122,7 +122,7 @@ describe('REST answers from the same mapping as gRPC', () => {
 
   it('IAM on topics, subscriptions and schemas: stored with an etag, every permission granted, a stale etag refused', async () => {
     await rest('PUT', `${P}/topics/guarded`, {});
-    const empty = await rest('GET', `${P}/topics/guarded:getIamPolicy`);
+    const empty = await rest('GET', `${P}/topics/guarded:getIamPolicy?options.requestedPolicyVersion=3`);
     expect(empty.json).toEqual({ etag: 'ACAB' });
     const policy = { bindings: [{ role: 'roles/pubsub.viewer', members: ['group:ops@example.com'] }] };
     const set = await rest('POST', `${P}/topics/guarded:setIamPolicy`, { policy });
