@@ -20,7 +20,7 @@ const GRPC_CODES: Record<StatusCode, grpc.status> = {
 };
 
 /** Google's pubsub.proto, loaded from the protos shipped in @google-cloud/pubsub (not copied here). */
-function loadPubsubProto(): grpc.GrpcObject {
+export function loadPubsubProto(): grpc.GrpcObject {
   const require = createRequire(import.meta.url);
   const pubsubPackage = require.resolve('@google-cloud/pubsub/package.json');
   // google/api/*.proto (annotations, field behaviour) ship in google-gax, a dependency of the client.
