@@ -12,7 +12,7 @@
 import { AckPolicy, connect, StorageType, type NatsConnection } from 'nats';
 import { fmt, time, type BenchOutput, type Check } from './report.js';
 import { LeanPubsubClient } from './grpc-client.js';
-import { ensureNatsServer, startNatsServer } from './nats-server.js';
+import { ensureNatsServer, startNatsServer, type NatsBinary } from './nats-server.js';
 import { startOrderlyServe, type ServeProcess } from './serve-process.js';
 
 const MESSAGES = Number(process.env.BENCH_ENDPOINT_MESSAGES ?? 200_000);
@@ -90,8 +90,8 @@ async function jetStreamRound(nc: NatsConnection, name: string): Promise<Rates> 
   return { publish: MESSAGES / publish, consume: MESSAGES / consume };
 }
 
-async function benchJetStream(version: string): Promise<Rates> {
-  const server = await startNatsServer(version);
+async function benchJetStream(binary: NatsBinary): Promise<Rates> {
+  const server = await startNatsServer(binary);
   const nc = await connect({ servers: server.url });
   try {
     await jetStreamRound(nc, 'warm');
@@ -106,7 +106,7 @@ export async function benchEndpoint(): Promise<BenchOutput> {
   // Installed (if need be) before anything is measured, so apt-get does not compete with a measurement.
   const nats = ensureNatsServer();
   const orderly = await benchOrderly();
-  const jetStream = 'version' in nats ? await benchJetStream(nats.version) : undefined;
+  const jetStream = 'unavailable' in nats ? undefined : await benchJetStream(nats);
   const rows = [
     ['`orderly serve` (lean gRPC client)', fmt.int(orderly.publish), fmt.int(orderly.consume), '', ''],
     jetStream

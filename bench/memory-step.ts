@@ -44,8 +44,9 @@ export interface StepResult {
   /** callback: seconds after the drain until the files were at most half their drained size (undefined: never). */
   shrankAfterSeconds?: number;
   waitMaxLoopDelayMs?: number;
-  /** keys: heap + external memory retained per ordering key (payloads excluded), and RSS growth per key. */
+  /** keys: heap + external memory retained per ordering key (payloads excluded); of it the JS heap; RSS growth per key. */
   bytesPerKey?: number;
+  heapPerKey?: number;
   rssPerKey?: number;
 }
 
@@ -237,7 +238,7 @@ async function keys({ dir, backlog }: StepInput): Promise<StepResult> {
   const retained = () => {
     gc();
     const m = process.memoryUsage();
-    return { heap: m.heapUsed + m.external, rss: m.rss };
+    return { heap: m.heapUsed, native: m.external, rss: m.rss };
   };
   const core = await createBacklogSubscription(dir);
   const before = retained();
@@ -249,7 +250,8 @@ async function keys({ dir, backlog }: StepInput): Promise<StepResult> {
   const peakRss = peakRssBytes();
   const resident = core.metrics(SUBSCRIPTION, 0).residentBytes;
   await core.close();
-  return { peakRss, maxLoopDelayMs, seconds, bytesPerKey: (after.heap - before.heap - resident) / backlog, rssPerKey: (after.rss - before.rss) / backlog };
+  const perKey = (field: 'heap' | 'native' | 'rss') => (after[field] - before[field]) / backlog;
+  return { peakRss, maxLoopDelayMs, seconds, bytesPerKey: perKey('heap') + perKey('native') - resident / backlog, heapPerKey: perKey('heap'), rssPerKey: perKey('rss') };
 }
 
 const steps: Record<StepName, (input: StepInput) => Promise<StepResult>> = {

@@ -111,7 +111,7 @@ function tabulate(results: Map<StepName, StepResult>): BenchOutput {
   }
   const keys = results.get('keys');
   if (keys) {
-    rows.push([`${fmt.int(BACKLOG)} distinct keys, one message each`, fmt.mib(keys.peakRss), fmt.ms(keys.maxLoopDelayMs), rate(keys), `${fmt.int(keys.bytesPerKey!)} B per key retained (heap + external); RSS +${fmt.int(keys.rssPerKey!)} B per key`]);
+    rows.push([`${fmt.int(BACKLOG)} distinct keys, one message each`, fmt.mib(keys.peakRss), fmt.ms(keys.maxLoopDelayMs), rate(keys), `${fmt.int(keys.bytesPerKey!)} B per key retained (heap + external, of which JS heap ${fmt.int(keys.heapPerKey!)} B); RSS +${fmt.int(keys.rssPerKey!)} B per key`]);
     checks.push({ target: 'memory per ordering key ≤ 1 KB', measured: `${fmt.int(keys.bytesPerKey!)} B`, pass: keys.bytesPerKey! <= TARGET.perKey });
   }
   return {

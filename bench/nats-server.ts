@@ -9,43 +9,56 @@ export interface NatsServer {
   stop(): Promise<void>;
 }
 
-function installedVersion(): string | undefined {
-  const probe = spawnSync('nats-server', ['--version'], { encoding: 'utf8' });
-  return probe.status === 0 ? probe.stdout.trim() : undefined;
+export interface NatsBinary {
+  path: string;
+  version: string;
 }
 
-/** apt-get as root, or through password-less sudo; false when neither is possible. */
-function aptGet(args: string[]): boolean {
+/** On PATH, or where Debian puts it (/usr/sbin, which a non-root PATH often lacks). */
+function installed(): NatsBinary | undefined {
+  for (const path of ['nats-server', '/usr/sbin/nats-server']) {
+    const probe = spawnSync(path, ['--version'], { encoding: 'utf8' });
+    if (probe.status === 0) return { path, version: probe.stdout.trim() };
+  }
+  return undefined;
+}
+
+/** apt-get as root, or through password-less sudo; the failure's last words, or undefined on success. */
+function aptGet(args: string[]): string | undefined {
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   const asRoot = process.getuid?.() === 0;
   const command = asRoot ? ['apt-get', ...args] : ['sudo', '-n', 'apt-get', ...args];
   const run = spawnSync(command[0]!, command.slice(1), { env, stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
-  return run.status === 0;
+  if (run.status === 0) return undefined;
+  return run.error ? `${command[0]}: ${run.error.message}` : run.stderr.trim().split('\n').slice(-1)[0] || `exit code ${run.status}`;
 }
 
 /**
- * Debian's `nats-server` on PATH, installed with apt-get if missing (the package lists are refreshed once
- * if the first try fails). Returns the reason when it cannot be had, for the benchmark to print.
+ * Debian's `nats-server`, installed with apt-get if missing (the package lists are refreshed once if the
+ * first try fails). Returns the reason when it cannot be had, for the benchmark to print.
  */
-export function ensureNatsServer(): { version: string } | { unavailable: string } {
-  let version = installedVersion();
-  if (version) return { version };
-  console.error('endpoint: nats-server is not on PATH; installing the Debian package (apt-get install -y nats-server)...');
-  if (!aptGet(['install', '-y', 'nats-server']) && aptGet(['update'])) aptGet(['install', '-y', 'nats-server']);
-  version = installedVersion();
-  if (version) return { version };
+export function ensureNatsServer(): NatsBinary | { unavailable: string } {
+  const found = installed();
+  if (found) return found;
+  console.error('endpoint: nats-server is not installed; installing the Debian package (apt-get install -y nats-server)...');
+  let failure = aptGet(['install', '-y', 'nats-server']);
+  if (failure !== undefined && aptGet(['update']) === undefined) failure = aptGet(['install', '-y', 'nats-server']);
+  const now = installed();
+  if (now) return now;
   return {
     unavailable:
-      'nats-server is not installed and `apt-get install -y nats-server` failed (needs root or password-less sudo, and the Debian ' +
-      'package lists); install it by hand (Debian/Ubuntu: apt-get install nats-server) to get the JetStream comparison',
+      failure === undefined
+        ? 'apt-get installed nats-server, but it is neither on PATH nor in /usr/sbin'
+        : `\`apt-get install -y nats-server\` failed (${failure}); it needs root or password-less sudo and Debian's package lists. ` +
+          'Install it by hand (apt-get install nats-server) to get the JetStream comparison',
   };
 }
 
 /** A JetStream-enabled nats-server on 127.0.0.1, a free port, file storage in a temp dir (removed on stop). */
-export async function startNatsServer(version: string): Promise<NatsServer> {
+export async function startNatsServer(binary: NatsBinary): Promise<NatsServer> {
   const dir = tempDir('orderly-bench-nats-');
   // -p -1: any free port; the server logs the one it took.
-  const child = spawn('nats-server', ['-js', '-sd', dir.path, '-a', '127.0.0.1', '-p', '-1'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(binary.path, ['-js', '-sd', dir.path, '-a', '127.0.0.1', '-p', '-1'], { stdio: ['ignore', 'ignore', 'pipe'] });
   const exited = once(child, 'exit');
   const stop = async () => {
     if (child.exitCode === null) child.kill('SIGTERM');
@@ -67,7 +80,7 @@ export async function startNatsServer(version: string): Promise<NatsServer> {
       });
       void exited.then(() => reject(new Error(`nats-server exited before listening: ${log}`)));
     });
-    return { url, version, stop };
+    return { url, version: binary.version, stop };
   } catch (e) {
     await stop();
     throw e;

@@ -4,7 +4,7 @@
  * Baselines: the same rows written straight to one Parquet (or text) file by DuckDB's COPY ... TO, plus
  * one PutObject, in the same run, warm and best of several runs.
  */
-import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { DuckDBInstance, timestampValue } from '@duckdb/node-api';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -32,21 +32,41 @@ async function peakRss<T>(fn: () => Promise<T>): Promise<[T, number]> {
 
 type BaselineFormat = 'parquet' | 'text';
 
+/** What the baseline runs keep warm between them: the DuckDB instance, the rows, the S3 client and bucket. */
+interface Baseline {
+  instance: DuckDBInstance;
+  rows: Buffer[];
+  client: S3Client;
+  bucket: string;
+}
+
+async function openBaseline(s3: BenchS3): Promise<Baseline & { close(): void }> {
+  const instance = await DuckDBInstance.create(':memory:');
+  const client = createS3Client(s3Connection(s3.settings));
+  const rows = Array.from({ length: MESSAGES }, (_, i) => Buffer.from(payload(i)));
+  return {
+    instance,
+    rows,
+    client,
+    bucket: await s3.bucket(),
+    close() {
+      client.destroy();
+      instance.closeSync();
+    },
+  };
+}
+
 /**
  * The raw write path an object export competes with: the same rows appended to DuckDB, written to one file
  * by DuckDB's COPY ... TO (Parquet with metadata and SNAPPY as the export writes it, or text: one payload per
- * line), and uploaded with one PutObject to the same S3 server. The instance, its rows and the S3 client
- * stay warm across runs (see `best`).
+ * line), and uploaded with one PutObject to the same S3 server.
  */
-async function duckdbCopyPut(s3: BenchS3, instance: DuckDBInstance, format: BaselineFormat): Promise<number> {
+async function duckdbCopyPut({ instance, rows, client, bucket }: Baseline, format: BaselineFormat): Promise<number> {
   const dir = tempDir('orderly-bench-');
-  const bucket = await s3.bucket();
-  const client = createS3Client(s3Connection(s3.settings));
   const connection = await instance.connect();
   try {
     await connection.run(`CREATE OR REPLACE TABLE t(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, attributes VARCHAR,
       data BLOB, ordering_key VARCHAR, sequence BIGINT)`);
-    const rows = Array.from({ length: MESSAGES }, (_, i) => Buffer.from(payload(i)));
     const file = join(dir.path, `baseline.${format}`);
     const copy =
       format === 'parquet'
@@ -73,7 +93,6 @@ async function duckdbCopyPut(s3: BenchS3, instance: DuckDBInstance, format: Base
     return MESSAGES / seconds;
   } finally {
     connection.closeSync();
-    client.destroy();
     dir.remove();
   }
 }
@@ -108,10 +127,10 @@ async function exportObjects(s3: BenchS3, cloudStorageConfig: Record<string, unk
 
 export async function benchObjectExport(): Promise<BenchOutput> {
   const s3 = await startBenchS3();
-  const instance = await DuckDBInstance.create(':memory:');
+  const baseline = await openBaseline(s3);
   try {
-    const [parquetBaseline, parquetBaselineMb] = await peakRss(() => best(() => duckdbCopyPut(s3, instance, 'parquet')));
-    const [textBaseline, textBaselineMb] = await peakRss(() => best(() => duckdbCopyPut(s3, instance, 'text')));
+    const [parquetBaseline, parquetBaselineMb] = await peakRss(() => best(() => duckdbCopyPut(baseline, 'parquet')));
+    const [textBaseline, textBaselineMb] = await peakRss(() => best(() => duckdbCopyPut(baseline, 'text')));
     const [parquetRate, parquetMb] = await warm(() => peakRss(() => exportObjects(s3, { parquetConfig: { writeMetadata: true } })));
     const [textRate, textMb] = await warm(() => peakRss(() => exportObjects(s3, { textConfig: {} })));
     return ratioTable([
@@ -121,7 +140,7 @@ export async function benchObjectExport(): Promise<BenchOutput> {
       { name: 'publish -> text objects committed', perSecond: textRate, baseline: textBaseline, minRatio: 0.5, extra: `peak RSS ${textMb} MiB` },
     ]);
   } finally {
-    instance.closeSync();
+    baseline.close();
     await s3.close();
   }
 }
