@@ -154,7 +154,18 @@ async function callback({ dir, backlog, shrinkWaitSeconds }: StepInput): Promise
   const waitMaxLoopDelayMs = await waitLoop.stop();
   const waitedStoreBytes = storeBytes(dir);
   await core.close();
-  return { peakRss, maxLoopDelayMs, seconds, openSeconds, firstAckDelayMs, ackedAtLastHandler, drainedStoreBytes, waitedStoreBytes, shrankAfterSeconds, waitMaxLoopDelayMs };
+  return {
+    peakRss,
+    maxLoopDelayMs,
+    seconds,
+    openSeconds,
+    firstAckDelayMs,
+    ackedAtLastHandler,
+    drainedStoreBytes,
+    waitedStoreBytes,
+    shrankAfterSeconds,
+    waitMaxLoopDelayMs,
+  };
 }
 
 /** Drains through the gRPC endpoint `orderly serve` runs, from a lean client in another process. */

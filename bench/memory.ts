@@ -90,8 +90,14 @@ function tabulate(results: Map<StepName, StepResult>): BenchOutput {
     let note = '';
     if (step === 'callback') {
       const durableShare = (100 * r.ackedAtLastHandler!) / BACKLOG;
-      note = `first ack durable ${fmt.int(r.firstAckDelayMs!)} ms after the first handler completed; ${durableShare.toFixed(1)}% of acks durable when the last one completed`;
-      checks.push({ target: 'first acks durable within 1 s of the first handler completing', measured: `${fmt.int(r.firstAckDelayMs!)} ms`, pass: r.firstAckDelayMs! <= TARGET.firstAckMs });
+      note =
+        `first ack durable ${fmt.int(r.firstAckDelayMs!)} ms after the first handler completed; ` +
+        `${durableShare.toFixed(1)}% of acks durable when the last one completed`;
+      checks.push({
+        target: 'first acks durable within 1 s of the first handler completing',
+        measured: `${fmt.int(r.firstAckDelayMs!)} ms`,
+        pass: r.firstAckDelayMs! <= TARGET.firstAckMs,
+      });
     }
     row(label, r, `${rate(r)}${afterOpen(r)}`, note);
   }
@@ -105,13 +111,21 @@ function tabulate(results: Map<StepName, StepResult>): BenchOutput {
       '',
       `store ${fmt.mib(callback.drainedStoreBytes!)} right after, ${fmt.mib(callback.waitedStoreBytes!)} after the wait (shrank ${shrank})`,
     ]);
-    checks.push({ target: 'after the drain: max event-loop delay ≤ 50 ms (compaction included)', measured: fmt.ms(callback.waitMaxLoopDelayMs!), pass: callback.waitMaxLoopDelayMs! <= TARGET.loopMs });
+    checks.push({
+      target: 'after the drain: max event-loop delay ≤ 50 ms (compaction included)',
+      measured: fmt.ms(callback.waitMaxLoopDelayMs!),
+      pass: callback.waitMaxLoopDelayMs! <= TARGET.loopMs,
+    });
     const shrankInTime = callback.shrankAfterSeconds !== undefined && callback.shrankAfterSeconds <= TARGET.shrinkSeconds;
-    checks.push({ target: 'store file shrinks (to ≤ half) within a minute of the drain', measured: shrank, pass: SHRINK_WAIT_SECONDS < TARGET.shrinkSeconds && !shrankInTime ? undefined : shrankInTime });
+    // A wait shorter than the target's minute that saw no shrink has not measured it.
+    const pass = SHRINK_WAIT_SECONDS < TARGET.shrinkSeconds && !shrankInTime ? undefined : shrankInTime;
+    checks.push({ target: 'store file shrinks (to ≤ half) within a minute of the drain', measured: shrank, pass });
   }
   const keys = results.get('keys');
   if (keys) {
-    rows.push([`${fmt.int(BACKLOG)} distinct keys, one message each`, fmt.mib(keys.peakRss), fmt.ms(keys.maxLoopDelayMs), rate(keys), `${fmt.int(keys.bytesPerKey!)} B per key retained (heap + external, of which JS heap ${fmt.int(keys.heapPerKey!)} B); RSS +${fmt.int(keys.rssPerKey!)} B per key`]);
+    const retained = `${fmt.int(keys.bytesPerKey!)} B per key retained (heap + external, of which JS heap ${fmt.int(keys.heapPerKey!)} B)`;
+    const note = `${retained}; RSS +${fmt.int(keys.rssPerKey!)} B per key`;
+    rows.push([`${fmt.int(BACKLOG)} distinct keys, one message each`, fmt.mib(keys.peakRss), fmt.ms(keys.maxLoopDelayMs), rate(keys), note]);
     checks.push({ target: 'memory per ordering key ≤ 1 KB', measured: `${fmt.int(keys.bytesPerKey!)} B`, pass: keys.bytesPerKey! <= TARGET.perKey });
   }
   return {

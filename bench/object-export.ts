@@ -133,11 +133,12 @@ export async function benchObjectExport(): Promise<BenchOutput> {
     const [textBaseline, textBaselineMb] = await peakRss(() => best(() => duckdbCopyPut(baseline, 'text')));
     const [parquetRate, parquetMb] = await warm(() => peakRss(() => exportObjects(s3, { parquetConfig: { writeMetadata: true } })));
     const [textRate, textMb] = await warm(() => peakRss(() => exportObjects(s3, { textConfig: {} })));
+    const rss = (mb: number) => `peak RSS ${mb} MiB`;
     return ratioTable([
-      { name: 'DuckDB COPY TO parquet + PutObject (baseline: warm, best of runs)', perSecond: parquetBaseline, baseline: parquetBaseline, extra: `peak RSS ${parquetBaselineMb} MiB` },
-      { name: 'publish -> Parquet objects committed', perSecond: parquetRate, baseline: parquetBaseline, minRatio: 0.5, extra: `peak RSS ${parquetMb} MiB` },
-      { name: 'DuckDB COPY TO text + PutObject (baseline: warm, best of runs)', perSecond: textBaseline, baseline: textBaseline, extra: `peak RSS ${textBaselineMb} MiB` },
-      { name: 'publish -> text objects committed', perSecond: textRate, baseline: textBaseline, minRatio: 0.5, extra: `peak RSS ${textMb} MiB` },
+      { name: 'DuckDB COPY TO parquet + PutObject (baseline: warm, best of runs)', perSecond: parquetBaseline, baseline: parquetBaseline, extra: rss(parquetBaselineMb) },
+      { name: 'publish -> Parquet objects committed', perSecond: parquetRate, baseline: parquetBaseline, minRatio: 0.5, extra: rss(parquetMb) },
+      { name: 'DuckDB COPY TO text + PutObject (baseline: warm, best of runs)', perSecond: textBaseline, baseline: textBaseline, extra: rss(textBaselineMb) },
+      { name: 'publish -> text objects committed', perSecond: textRate, baseline: textBaseline, minRatio: 0.5, extra: rss(textMb) },
     ]);
   } finally {
     baseline.close();
