@@ -5,7 +5,7 @@
  * the drain's event loop. Also answers `count` requests: how many messages are durably acked so far.
  */
 import Database from 'better-sqlite3';
-import { reply } from './child.js';
+import { exitWithParent, reply } from './child.js';
 
 export type ProbeMessage = { ready: true } | { firstAckAt: number } | { count: number };
 
@@ -29,7 +29,7 @@ process.on('message', (m: string) => {
     process.exit(0);
   }
 });
-process.on('disconnect', () => process.exit(0));
+exitWithParent();
 
 await reply({ ready: true });
 const poll = setInterval(() => {

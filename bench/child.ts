@@ -45,15 +45,27 @@ export class BenchChild<Out> {
   }
 }
 
+/** A step that takes longer than this has hung (a full-scale memory step takes minutes, not an hour). */
+const CHILD_TIMEOUT_MS = Number(process.env.BENCH_CHILD_TIMEOUT ?? 3600) * 1000;
+
 /** Runs `module` in a fresh process and resolves with the one message it replies with. */
 export async function runChild<Out>(module: URL, args: string[], extraExecArgv: string[] = []): Promise<Out> {
   const child = BenchChild.start<Out>(module, args, extraExecArgv);
+  const what = `${fileURLToPath(module)} ${args[0] ?? ''}`;
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    child.process.kill('SIGKILL');
+  }, CHILD_TIMEOUT_MS);
   try {
     const result = await child.next();
     const code = await child.exited;
-    if (code !== 0) throw new Error(`${fileURLToPath(module)} ${args[0] ?? ''} exited with code ${code}`);
+    if (code !== 0) throw new Error(`${what} exited with code ${code}`);
     return result;
+  } catch (e) {
+    throw timedOut ? new Error(`${what} did not finish within BENCH_CHILD_TIMEOUT (${CHILD_TIMEOUT_MS / 1000} s)`) : e;
   } finally {
+    clearTimeout(timer);
     await child.stop();
   }
 }
@@ -64,4 +76,12 @@ export function reply(value: unknown): Promise<void> {
     if (!process.send) throw new Error('not started through BenchChild (no IPC channel)');
     process.send(value as object, (e: Error | null) => (e ? reject(e) : resolve()));
   });
+}
+
+/**
+ * In the child: exits when the parent goes away (its IPC channel closes), so no step outlives its benchmark.
+ * The listener keeps the channel, and so the process, alive: a child that calls this ends with process.exit.
+ */
+export function exitWithParent(): void {
+  process.once('disconnect', () => process.exit(1));
 }

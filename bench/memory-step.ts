@@ -10,7 +10,7 @@ import type { ConnectorSettings } from '../src/connector/connector.js';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import type { ProbeMessage } from './ack-probe.js';
-import { BenchChild, reply, runChild } from './child.js';
+import { BenchChild, exitWithParent, reply, runChild } from './child.js';
 import { peakRssBytes, watchEventLoop } from './process-stats.js';
 import { time } from './report.js';
 import { KEYS, payload } from './workload.js';
@@ -276,6 +276,7 @@ const steps: Record<StepName, (input: StepInput) => Promise<StepResult>> = {
   keys,
 };
 
+exitWithParent();
 const [name, input] = process.argv.slice(2);
 const step = steps[name as StepName];
 if (!step) throw new Error(`unknown memory step ${JSON.stringify(name)}`);

@@ -60,9 +60,13 @@ export async function startNatsServer(binary: NatsBinary): Promise<NatsServer> {
   // -p -1: any free port; the server logs the one it took.
   const child = spawn(binary.path, ['-js', '-sd', dir.path, '-a', '127.0.0.1', '-p', '-1'], { stdio: ['ignore', 'ignore', 'pipe'] });
   const exited = once(child, 'exit');
+  // Should the benchmark die without stopping it, the server must not outlive it.
+  const reap = () => child.kill('SIGKILL');
+  process.once('exit', reap);
   const stop = async () => {
     if (child.exitCode === null) child.kill('SIGTERM');
     await exited;
+    process.off('exit', reap);
     dir.remove();
   };
   try {

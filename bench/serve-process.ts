@@ -31,6 +31,9 @@ export async function startOrderlyServe(): Promise<ServeProcess> {
   const bin = fileURLToPath(new URL('../bin/orderly.js', import.meta.url));
   const child = spawn(process.execPath, [bin, 'serve', '--config', job, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = once(child, 'exit');
+  // Should the benchmark die without stopping it, the server must not outlive it.
+  const reap = () => child.kill('SIGKILL');
+  process.once('exit', reap);
   try {
     const host = await new Promise<string>((resolve, reject) => {
       let seen = '';
@@ -65,12 +68,14 @@ export async function startOrderlyServe(): Promise<ServeProcess> {
       async stop() {
         if (child.exitCode === null) child.kill('SIGTERM');
         await exited;
+        process.off('exit', reap);
         dir.remove();
       },
     };
   } catch (e) {
     child.kill('SIGKILL');
     await exited;
+    process.off('exit', reap);
     dir.remove();
     throw e;
   }
