@@ -23,6 +23,8 @@ export class JobRuntime {
     readonly reconciled: ReconcileReport,
     readonly objectStorage: Record<string, unknown> | undefined,
     private readonly cleanups: (() => Promise<void> | void)[],
+    /** Resolves if the job cannot go on (the store turned out to be unusable): the process should stop. */
+    readonly failure: Promise<Error>,
     readonly metricsUrl?: string,
     /** The port the Pub/Sub endpoint listens on, when the job serves one. */
     readonly endpointPort?: number,
@@ -57,8 +59,14 @@ export class JobRuntime {
         for (const sql of job.duckdb.init) await queryDuckDb(path, sql);
         cleanups.push(() => closeDuckDb(path));
       }
+      let reportFailure!: (error: Error) => void;
+      const failure = new Promise<Error>((resolve) => (reportFailure = resolve));
       const core = await PubSubCore.open({
         store: SqliteStore.open(job.dataDir, { durability: job.durability }),
+        onStoreFatal: (error) => {
+          logger.fatal({ error: error.message }, 'the store is unusable; stopping');
+          reportFailure(error);
+        },
         projectId: job.projectId,
         push: { allowLinkLocal: job.push.allowLinkLocal },
       });
@@ -84,7 +92,7 @@ export class JobRuntime {
         // Tell other commands where to reach this job (status reads /status, publish the endpoint).
         acquireLock(job.dataDir, { metrics: metricsUrl, endpoint: endpointPort === undefined ? undefined : `${job.endpoint!.host}:${endpointPort}` });
       }
-      return new JobRuntime(job, core, exports, reconciled, objectStorage, cleanups, metricsUrl, endpointPort);
+      return new JobRuntime(job, core, exports, reconciled, objectStorage, cleanups, failure, metricsUrl, endpointPort);
     } catch (e) {
       await undo();
       throw e;
