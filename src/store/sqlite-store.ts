@@ -61,11 +61,15 @@ interface BacklogQueryRow {
   publish_time: number;
   attributes: string | null;
   data_bytes: number;
+  /** The payload when it is at most INLINE_DATA bytes. */
+  data: Buffer | null;
   acked: number;
   failures: number | null;
 }
 
 const NO_DATA = Buffer.alloc(0);
+/** Payloads read with their row in a backlog scan; larger ones are read alone, and only within the budget. */
+const INLINE_DATA = 64 * 1024;
 
 /** Embedded default store: one SQLite file in WAL mode under the data directory. */
 export class SqliteStore implements Store {
@@ -100,7 +104,9 @@ export class SqliteStore implements Store {
       throw e;
     }
     const db = this.db;
+    // Payloads up to INLINE_DATA bytes come with the row (one query per chunk); larger ones are read one by one.
     const backlogColumns = `m.seq, m.topic_uid, m.ordering_key, m.key_seq, m.publish_time, m.attributes, length(m.data) AS data_bytes,
+                CASE WHEN length(m.data) <= ${INLINE_DATA} THEN m.data END AS data,
                 (a.seq IS NOT NULL) AS acked, f.n AS failures
            FROM messages m
            LEFT JOIN acks a ON a.sub = @sub AND a.seq = m.seq
@@ -332,7 +338,7 @@ export class SqliteStore implements Store {
     return rows.map((r) => {
       const message = toMessage(r);
       if (r.data_bytes <= room) {
-        const data = this.readData(r.seq);
+        const data = r.data ?? this.readData(r.seq);
         if (data) {
           message.data = data;
           room -= r.data_bytes;
@@ -341,6 +347,7 @@ export class SqliteStore implements Store {
       return { message, dataBytes: r.data_bytes, acked: r.acked === 1, failures: r.failures ?? 0 };
     });
   }
+
 
   countUnacked(source: BacklogSource, afterSeq: number, upToSeq: number): number {
     return this.stmt.countUnacked.get({ sub: source.name, topic: source.topicUid, after: afterSeq, upTo: upToSeq }) as number;
