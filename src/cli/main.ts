@@ -109,9 +109,18 @@ export async function main(argv: string[]): Promise<number> {
       let status: ReturnType<typeof statusOf>;
       if (running?.metrics) status = (await (await fetch(`${running.metrics}/status`)).json()) as typeof status;
       else status = await withJob(job, async (runtime) => statusOf(runtime.core));
-      out(status, o.json, () =>
-        console.table(status.map((s) => ({ ...s, hotKeys: s.hotKeys.map((k) => `${k.orderingKey}:${k.backlog}`).join(' ') }))),
-      );
+      out(status, o.json, () => {
+        const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
+        console.table(
+          status.map(({ residentBytes, payloadLimitBytes: _limit, ...s }) => ({
+            ...s,
+            hotKeys: s.hotKeys.map((k) => `${k.orderingKey}:${k.backlog}`).join(' '),
+            residentPayload: mib(residentBytes),
+          })),
+        );
+        const resident = status.reduce((n, s) => n + s.residentBytes, 0);
+        if (status[0]) console.log(`payload memory: ${mib(resident)} of ${mib(status[0].payloadLimitBytes)} (memory.payloadBytes)`);
+      });
     });
 
   program

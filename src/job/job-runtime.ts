@@ -2,7 +2,7 @@ import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
 import { ExportManager } from '../connector/export-manager.js';
 import { PubSubCore } from '../core/pubsub-core.js';
-import { closeDuckDb, queryDuckDb } from '../duckdb/database.js';
+import { closeDuckDb, queryDuckDb, setDuckDbLimits } from '../duckdb/database.js';
 import type { Logger } from '../log.js';
 import { SqliteStore } from '../store/sqlite-store.js';
 import { startEmbeddedS3, type EmbeddedS3 } from './embedded-s3.js';
@@ -47,6 +47,7 @@ export class JobRuntime {
     };
     try {
       cleanups.push(acquireLock(job.dataDir));
+      setDuckDbLimits({ memoryLimit: `${Math.max(1, Math.floor(job.memory.duckdb / 1024 / 1024))}MiB`, threads: job.memory.duckdbThreads });
       let s3: EmbeddedS3 | undefined;
       if (job.objectStorage?.embedded) {
         s3 = await startEmbeddedS3(job.dataDir, job.objectStorage.buckets);
@@ -63,6 +64,7 @@ export class JobRuntime {
       const failure = new Promise<Error>((resolve) => (reportFailure = resolve));
       const core = await PubSubCore.open({
         store: SqliteStore.open(job.dataDir, { durability: job.durability }),
+        memory: { payloadBytes: job.memory.payloadBytes, messagesPerSubscription: job.memory.messagesPerSubscription, messagesPerKey: job.memory.messagesPerKey },
         onStoreFatal: (error) => {
           logger.fatal({ error: error.message }, 'the store is unusable; stopping');
           reportFailure(error);
@@ -72,7 +74,12 @@ export class JobRuntime {
       });
       cleanups.push(() => core.close());
       const reconciled = await reconcile(core, job);
-      const exports = new ExportManager({ core, settings: { dataDir: job.dataDir, duckdbPath: job.duckdb?.path, objectStorage }, logger });
+      const exports = new ExportManager({
+        core,
+        settings: { dataDir: job.dataDir, duckdbPath: job.duckdb?.path, objectStorage },
+        logger,
+        runner: { maxOutstandingMessages: job.memory.exportMessages, maxOutstandingBytes: job.memory.exportBytes },
+      });
       cleanups.push(() => exports.stop());
       if (options.withExports !== false) await exports.start();
       let metricsUrl: string | undefined;
