@@ -50,6 +50,11 @@ export interface CoreOptions {
   /** Called when a background durable write fails (the affected messages will be delivered again). */
   onStoreError?: (error: unknown) => void;
   /**
+   * The store turned out to be unusable after it opened (Store.onFatal: damage found by the background
+   * integrity check): every write fails from now on, so a process should stop (default: logged).
+   */
+  onStoreFatal?: (error: Error) => void;
+  /**
    * What the core keeps in memory (see MemoryOptions); the rest of every backlog stays in the store and is
    * read as it is needed, so memory is bounded by these settings, not by the backlog.
    */
@@ -113,6 +118,7 @@ export class PubSubCore {
   /** Loads topics and subscriptions; backlogs are read lazily, a window at a time. */
   static async open(options: CoreOptions): Promise<PubSubCore> {
     const core = new PubSubCore(options);
+    options.store.onFatal(options.onStoreFatal ?? ((e) => console.error(`orderly: ${e.message}`)));
     await core.load();
     core.timers.push(core.clock.setInterval(() => core.tick(), options.tickMs ?? 100));
     core.timers.push(core.clock.setInterval(() => core.compactInBackground(), options.compactEveryMs ?? 60_000));

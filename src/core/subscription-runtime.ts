@@ -159,7 +159,8 @@ export class SubscriptionRuntime implements BacklogSink {
     // Overflowing keys first: their messages are older than any still unread.
     for (const key of this.refillKeys) if (this.reader.refillKey(key)) this.refillKeys.delete(key);
     const more = this.reader.fill();
-    if (more) this.scheduleFill();
+    const counting = this.reader.countSome();
+    if (more || counting) this.scheduleFill();
     this.scheduleDispatch();
   }
 

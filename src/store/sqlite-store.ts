@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { durableRename, syncFile, writeFileAtomic } from './durable-file.js';
+import { quoteIdent } from '../duckdb/sql.js';
 import { StoreWriter } from './store-writer.js';
 import {
   StoreCorruptError,
@@ -60,11 +61,15 @@ interface BacklogQueryRow {
   publish_time: number;
   attributes: string | null;
   data_bytes: number;
+  /** The payload when it is at most INLINE_DATA bytes. */
+  data: Buffer | null;
   acked: number;
   failures: number | null;
 }
 
 const NO_DATA = Buffer.alloc(0);
+/** Payloads read with their row in a backlog scan; larger ones are read alone, and only within the budget. */
+const INLINE_DATA = 64 * 1024;
 
 /** Embedded default store: one SQLite file in WAL mode under the data directory. */
 export class SqliteStore implements Store {
@@ -93,13 +98,15 @@ export class SqliteStore implements Store {
       // The writer thread writes concurrently; a rare write here (DDL, seek, compaction) waits its turn.
       this.db.pragma('busy_timeout = 10000');
       this.db.pragma('wal_autocheckpoint = 0'); // the writer thread checkpoints
-      this.writer = new StoreWriter(file, synchronous);
+      this.writer = new StoreWriter(file, synchronous, (e) => this.fail(new StoreCorruptError(this.location, e)));
     } catch (e) {
       this.db.close();
       throw e;
     }
     const db = this.db;
+    // Payloads up to INLINE_DATA bytes come with the row (one query per chunk); larger ones are read one by one.
     const backlogColumns = `m.seq, m.topic_uid, m.ordering_key, m.key_seq, m.publish_time, m.attributes, length(m.data) AS data_bytes,
+                CASE WHEN length(m.data) <= ${INLINE_DATA} THEN m.data END AS data,
                 (a.seq IS NOT NULL) AS acked, f.n AS failures
            FROM messages m
            LEFT JOIN acks a ON a.sub = @sub AND a.seq = m.seq
@@ -113,7 +120,9 @@ export class SqliteStore implements Store {
           ORDER BY m.key_seq LIMIT @limit`,
       ),
       countUnacked: db
-        .prepare('SELECT count(*) FROM messages m WHERE m.topic_uid = @topic AND m.seq > @after AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)')
+        .prepare(
+          'SELECT count(*) FROM messages m WHERE m.topic_uid = @topic AND m.seq > @after AND m.seq <= @upTo AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)',
+        )
         .pluck(),
       firstPublishTimeAfter: db.prepare('SELECT publish_time FROM messages WHERE topic_uid = ? AND seq > ? ORDER BY seq LIMIT 1').pluck(),
       lastKeySeq: db.prepare(
@@ -160,6 +169,20 @@ export class SqliteStore implements Store {
     return store;
   }
 
+  private readonly fatalListeners: ((error: Error) => void)[] = [];
+  private fatal?: Error;
+
+  onFatal(listener: (error: Error) => void): void {
+    if (this.fatal) listener(this.fatal);
+    else this.fatalListeners.push(listener);
+  }
+
+  private fail(error: Error): void {
+    if (this.fatal) return;
+    this.fatal = error;
+    for (const listener of this.fatalListeners) listener(error);
+  }
+
   private checkIdentity(): void {
     const appId = this.db.pragma('application_id', { simple: true }) as number;
     const tables = this.db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table'").pluck().get() as number;
@@ -169,8 +192,13 @@ export class SqliteStore implements Store {
       return;
     }
     if (appId !== APPLICATION_ID) throw new StoreCorruptError(this.location, new Error('not an Orderly store (foreign SQLite file)'));
-    const result = this.db.pragma('quick_check(1)', { simple: true });
-    if (result !== 'ok') throw new StoreCorruptError(this.location, new Error(`integrity check failed: ${String(result)}`));
+    // Every table but the messages here (they are small); the whole file, messages included, is checked on
+    // the writer thread before its first write (StoreWriter), so a large store opens in well under a second.
+    const small = this.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'messages'").pluck().all() as string[];
+    for (const table of small) {
+      const result = this.db.pragma(`quick_check(${quoteIdent(table)})`, { simple: true });
+      if (result !== 'ok') throw new StoreCorruptError(this.location, new Error(`integrity check failed: ${String(result)}`));
+    }
   }
 
   /** Creates or upgrades the schema; returns the store's id. */
@@ -193,9 +221,10 @@ export class SqliteStore implements Store {
       } else if (version !== undefined && Number(version) !== SCHEMA_VERSION) {
         throw new StoreCorruptError(this.location, new Error(`schema version ${version}, this Orderly reads ${SCHEMA_VERSION}`));
       }
-      setMeta('schema', String(SCHEMA_VERSION));
+      // Written only when they change: opening a store (a damaged one included) leaves the file as it is.
+      if (version !== String(SCHEMA_VERSION)) setMeta('schema', String(SCHEMA_VERSION));
       const id = meta('store_id') ?? randomUUID();
-      setMeta('store_id', id);
+      if (meta('store_id') !== id) setMeta('store_id', id);
       return id;
     })();
   }
@@ -309,7 +338,7 @@ export class SqliteStore implements Store {
     return rows.map((r) => {
       const message = toMessage(r);
       if (r.data_bytes <= room) {
-        const data = this.readData(r.seq);
+        const data = r.data ?? this.readData(r.seq);
         if (data) {
           message.data = data;
           room -= r.data_bytes;
@@ -319,8 +348,9 @@ export class SqliteStore implements Store {
     });
   }
 
-  countUnacked(source: BacklogSource, afterSeq: number): number {
-    return this.stmt.countUnacked.get({ sub: source.name, topic: source.topicUid, after: afterSeq }) as number;
+
+  countUnacked(source: BacklogSource, afterSeq: number, upToSeq: number): number {
+    return this.stmt.countUnacked.get({ sub: source.name, topic: source.topicUid, after: afterSeq, upTo: upToSeq }) as number;
   }
 
   firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined {

@@ -87,6 +87,11 @@ export interface Store {
   setFailures(subscription: string, seq: number, failures: number): Promise<void>;
   /** Resolves once every write issued so far has committed (or failed). */
   flush(): Promise<void>;
+  /**
+   * Called once if the store turns out to be unusable after it opened (damage found by the integrity check
+   * that runs in the background, so that opening stays fast at any size); every write fails from then on.
+   */
+  onFatal(listener: (error: Error) => void): void;
 
   /**
    * A message's payload, read synchronously: the core keeps a bounded amount of payload in memory and
@@ -101,8 +106,8 @@ export interface Store {
   scan(source: BacklogSource, afterSeq: number, limit: number, dataBytes: number): BacklogRow[];
   /** Like `scan`, for one ordering key: its messages from `fromKeySeq` on with seq <= `maxSeq`. */
   scanKey(source: BacklogSource, orderingKey: string, fromKeySeq: number, maxSeq: number, limit: number, dataBytes: number): BacklogRow[];
-  /** How many messages of the source's topic after `afterSeq` the subscription has not acked. */
-  countUnacked(source: BacklogSource, afterSeq: number): number;
+  /** How many messages of the source's topic with afterSeq < seq <= upToSeq the subscription has not acked. */
+  countUnacked(source: BacklogSource, afterSeq: number, upToSeq: number): number;
   /** Publish time of the topic's first message after `afterSeq`, if any. */
   firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined;
   /**
