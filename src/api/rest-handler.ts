@@ -64,8 +64,8 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
   const topic = (m: RegExpExecArray, b?: { name?: string }) => resourceFromPath(core, 'topics', m, b?.name);
   const sub = (m: RegExpExecArray, b?: { name?: string }) => resourceFromPath(core, 'subscriptions', m, b?.name);
   const snap = (m: RegExpExecArray, b?: { name?: string }) => resourceFromPath(core, 'snapshots', m, b?.name);
-  /** A subscription named in a body: a bare id is in the URL's project. */
-  const subInProject = (m: RegExpExecArray, ref: string) => (ref.includes('/') ? ref : `projects/${decodeSegment(m[1]!)}/subscriptions/${ref}`);
+  /** A subscription or snapshot named in a body: a bare id is in the URL's project. */
+  const inProject = (m: RegExpExecArray, kind: 'subscriptions' | 'snapshots', ref: string) => (ref.includes('/') ? ref : `projects/${decodeSegment(m[1]!)}/${kind}/${ref}`);
   const routes: Route[] = [
     route('PUT', '/topics/([^/:]+)', B.topic, async (m, b) => topicJson(await core.createTopic(topic(m, b), { labels: b.labels }))),
     route('GET', '/topics/([^/:]+)', B.empty, async (m) => topicJson(core.getTopic(topic(m)))),
@@ -103,7 +103,7 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     route('PUT', '/snapshots/([^/:]+)', B.createSnapshot, async (m, b) => {
       refuseSnapshotTags(b.tags);
       if (!b.subscription) throw new InvalidArgumentError('subscription', 'is required');
-      return snapshotJson(await core.createSnapshot(snap(m), { subscription: subInProject(m, b.subscription), labels: b.labels }));
+      return snapshotJson(await core.createSnapshot(snap(m), { subscription: inProject(m, 'subscriptions', b.subscription), labels: b.labels }));
     }),
     route('GET', '/snapshots/([^/:]+)', B.empty, async (m) => snapshotJson(core.getSnapshot(snap(m)))),
     route('PATCH', '/snapshots/([^/:]+)', B.updateSnapshot, async (m, b) => {
@@ -121,7 +121,7 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     ),
     route('POST', '/subscriptions/([^/:]+):seek', B.seek, async (m, b) => {
       if (b.time !== undefined && b.snapshot !== undefined) throw new InvalidArgumentError('snapshot', 'and time are one choice (a seek has one target); got both');
-      if (b.snapshot !== undefined) await core.seekToSnapshot(sub(m), b.snapshot);
+      if (b.snapshot !== undefined) await core.seekToSnapshot(sub(m), inProject(m, 'snapshots', b.snapshot));
       else if (b.time !== undefined) await core.seek(sub(m), b.time);
       else throw new InvalidArgumentError('time', 'is required, or snapshot: a seek needs a target');
       return {};
