@@ -1,11 +1,15 @@
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import '../../fixtures/connectors/jsonl-file.js';
 import type { ManualClock } from '../../src/core/clock.js';
 import type { OrderlyError } from '../../src/core/errors.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
 import type { SubscriptionEvent } from '../../src/core/subscription-events.js';
 import { openCore, settle, tempDir } from '../helpers/core.js';
+import { openExport } from '../helpers/export.js';
 
 let dir: ReturnType<typeof tempDir>;
 let core: PubSubCore;
@@ -117,3 +121,30 @@ async function waitFor(condition: () => boolean): Promise<void> {
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+describe('DetachSubscription of an export subscription', () => {
+  it('stops its runner (the export manager follows the core\'s update event), also after a restart', async () => {
+    const exportDir = tempDir();
+    let env = await openExport(exportDir.path);
+    try {
+      const path = join(exportDir.path, 'out.jsonl');
+      await env.core.createTopic('events');
+      await env.core.createSubscription('to-file', { topic: 'events', exportConfig: { connector: 'jsonl-file', path } });
+      await waitFor(() => env.exports.runner('to-file') !== undefined);
+      await env.core.publish('events', [{ data: 'before' }]);
+      await waitFor(() => env.core.metrics('to-file').backlogMessages === 0 && existsSync(path));
+      await env.core.detachSubscription('to-file');
+      await waitFor(() => env.exports.runner('to-file') === undefined);
+      await env.core.publish('events', [{ data: 'after' }]);
+      await env.close();
+      env = await openExport(exportDir.path);
+      await env.exports.sync();
+      expect(env.exports.runner('to-file')).toBeUndefined();
+      expect(env.core.getSubscription('to-file')).toMatchObject({ detached: true, state: 'ACTIVE' });
+      expect(readFileSync(path, 'utf8')).not.toContain('after');
+    } finally {
+      await env.close();
+      exportDir.remove();
+    }
+  });
+});
