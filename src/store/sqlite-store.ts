@@ -199,7 +199,8 @@ export class SqliteStore implements Store {
       }
       if (version === '1' || version === '2') {
         // 3: the snapshot tables come with SCHEMA above; subscriptions learn to be detached.
-        this.db.exec('ALTER TABLE subscriptions ADD COLUMN detached INTEGER NOT NULL DEFAULT 0');
+        const columns = (this.db.prepare('PRAGMA table_info(subscriptions)').all() as { name: string }[]).map((c) => c.name);
+        if (!columns.includes('detached')) this.db.exec('ALTER TABLE subscriptions ADD COLUMN detached INTEGER NOT NULL DEFAULT 0');
       } else if (version !== undefined && Number(version) !== SCHEMA_VERSION) {
         throw new StoreCorruptError(this.location, new Error(`schema version ${version}, this Orderly reads ${SCHEMA_VERSION}`));
       }
