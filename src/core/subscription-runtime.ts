@@ -363,8 +363,12 @@ export class SubscriptionRuntime implements BacklogSink {
       else result.invalidAckIds.push(ackId);
     }
     for (const lease of valid) {
+      if (this.leases.get(lease.ackId) !== lease) {
+        // Revoked by an earlier id of this request (the redelivery rule): a nack's purpose is met, an extension's not.
+        (seconds === 0 ? result.ackIds : result.invalidAckIds).push(lease.ackId);
+        continue;
+      }
       result.ackIds.push(lease.ackId);
-      if (this.leases.get(lease.ackId) !== lease) continue; // revoked by a nack before it in this request
       if (seconds === 0) this.fail(lease, 'nack', error);
       else this.leases.extend(lease, now + seconds * 1000);
     }

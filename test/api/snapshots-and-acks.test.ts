@@ -210,6 +210,11 @@ describe('DetachSubscription and StreamingPull errors', () => {
     const status = await stream.ended;
     expect(status.code).toBe(grpc.status.NOT_FOUND);
     expect(status.details).toBe(`Subscription not found: ${sub('no-such-sub')}`);
+    // Google's client reports it as an error on the subscription (a typo does not look like "no messages")
+    const typo = pubsub.subscription('no-such-sub');
+    const error = await new Promise<any>((resolve) => typo.on('error', resolve).on('message', () => undefined));
+    expect(error.code).toBe(grpc.status.NOT_FOUND);
+    await typo.close();
   });
 
   it('detachSubscription keeps a detached subscription; its streams end and pull fails with FAILED_PRECONDITION; REST :detach too', async () => {
