@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import { subscriptionPatch, topicPatch } from './update-masks.js';
 import { toStatus, UndecodableRequest, withUndecodableRequests } from './grpc-errors.js';
 import { loadPubsubProto } from './pubsub-proto.js';
+import { snapshotRpcs } from './snapshot-api.js';
 import { streamingPull } from './streaming-pull.js';
 import { refuseUnsupported } from './unsupported-fields.js';
 import { receivedToProto, subscriptionFromProto, subscriptionToProto, timestampMs, topicToProto, type ProtoDuration } from './proto-mapping.js';
@@ -41,6 +42,7 @@ export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {
   const project = (p: string) => p.replace(/^projects\//, '');
   const rpcs = (handlers: Record<string, Handler>) =>
     Object.fromEntries(Object.entries(handlers).map(([name, fn]) => [name, unary(name, fn, logger)]));
+  const snapshots = snapshotRpcs(core);
 
   server.addService(withUndecodableRequests(v1.Publisher.service), rpcs({
     createTopic: async (t) => {
@@ -54,12 +56,9 @@ export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {
     getTopic: async (r) => topicToProto(core.getTopic(r.topic)),
     listTopics: async (r) => ({ topics: core.listTopics(project(r.project)).map(topicToProto), nextPageToken: '' }),
     listTopicSubscriptions: async (r) => ({ subscriptions: core.listTopicSubscriptions(r.topic), nextPageToken: '' }),
-    listTopicSnapshots: async (r) => {
-      core.getTopic(r.topic);
-      return { snapshots: [], nextPageToken: '' };
-    },
+    ...snapshots.publisher,
     deleteTopic: async (r) => core.deleteTopic(r.topic),
-    detachSubscription: async (r) => core.deleteSubscription(r.subscription),
+    detachSubscription: async (r) => core.detachSubscription(r.subscription),
     publish: async (r) => {
       const keys = new Set((r.messages as { orderingKey: string }[]).map((m) => m.orderingKey));
       if (keys.size > 1) throw new InvalidArgumentError('messages', 'all messages of one publish request must share an ordering key');
@@ -70,7 +69,10 @@ export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {
 
   server.addService(withUndecodableRequests(v1.Subscriber.service), {
     ...rpcs({
-      createSubscription: async (s) => subscriptionToProto(await core.createSubscription(s.name, subscriptionFromProto(s))),
+      createSubscription: async (s) => {
+        if (s.detached) throw new InvalidArgumentError('detached', 'is set by DetachSubscription; a subscription cannot be created detached');
+        return subscriptionToProto(await core.createSubscription(s.name, subscriptionFromProto(s)));
+      },
       getSubscription: async (r) => subscriptionToProto(core.getSubscription(r.subscription)),
       updateSubscription: async (r) => {
         const subscription = required(r.subscription, 'subscription');
@@ -79,8 +81,13 @@ export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {
       },
       listSubscriptions: async (r) => ({ subscriptions: core.listSubscriptions(project(r.project)).map(subscriptionToProto), nextPageToken: '' }),
       deleteSubscription: async (r) => core.deleteSubscription(r.subscription),
-      modifyAckDeadline: async (r) => core.modifyAckDeadline(r.subscription, r.ackIds, r.ackDeadlineSeconds),
-      acknowledge: async (r) => core.acknowledge(r.subscription, r.ackIds),
+      // On an exactly-once subscription invalid ack ids fail the call, with ErrorInfo details naming them.
+      modifyAckDeadline: async (r) => {
+        await core.modifyAckDeadline(r.subscription, r.ackIds, r.ackDeadlineSeconds);
+      },
+      acknowledge: async (r) => {
+        await core.acknowledge(r.subscription, r.ackIds);
+      },
       pull: async (r) => {
         const messages = await core.pull(r.subscription, { maxMessages: r.maxMessages || 100, waitMs: r.returnImmediately ? 0 : 5_000 });
         return { receivedMessages: messages.map(receivedToProto) };
@@ -91,21 +98,14 @@ export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {
         await core.updateSubscription(r.subscription, { pushConfig: pushConfig.pushEndpoint ? pushConfig : null });
       },
       seek: async (r) => {
-        if (!r.time) throw new InvalidArgumentError('time', 'is required: Orderly seeks to a time (snapshots are not supported)');
-        await core.seek(r.subscription, timestampMs(r.time as ProtoDuration));
+        if (r.snapshot) await core.seekToSnapshot(r.subscription, r.snapshot);
+        else if (r.time) await core.seek(r.subscription, timestampMs(r.time as ProtoDuration));
+        else throw new InvalidArgumentError('time', 'is required, or snapshot: a seek needs a target');
         return {};
       },
-      listSnapshots: async () => ({ snapshots: [], nextPageToken: '' }),
+      ...snapshots.subscriber,
     }),
     streamingPull: (call: grpc.ServerDuplexStream<any, any>) => streamingPull(core, call, logger),
-    getSnapshot: unimplemented('snapshots'),
-    createSnapshot: unimplemented('snapshots'),
-    updateSnapshot: unimplemented('snapshots'),
-    deleteSnapshot: unimplemented('snapshots'),
   });
   return { server };
-}
-
-function unimplemented(what: string): grpc.handleUnaryCall<any, any> {
-  return (_call, callback) => callback({ code: grpc.status.UNIMPLEMENTED, details: `Orderly does not support ${what} yet` });
 }

@@ -82,6 +82,7 @@ export function subscriptionToProto(s: Subscription): Record<string, unknown> {
     bigqueryConfig: s.bigqueryConfig ? { ...s.bigqueryConfig, state: s.state } : null,
     cloudStorageConfig: s.cloudStorageConfig ? cloudStorageToProto(s.cloudStorageConfig, s.state) : null,
     state,
+    detached: s.detached,
   };
 }
 

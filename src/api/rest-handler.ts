@@ -9,7 +9,10 @@ import { subscriptionPatch, topicPatch } from './update-masks.js';
 import { UNAUTHENTICATED_MESSAGE } from './bearer-auth.js';
 import { MAX_REST_BODY } from './endpoint-limits.js';
 import type { z } from 'zod';
+import type { PageRequest } from '../schema/paging.js';
 import { parseBody, restBodies } from './rest-schemas.js';
+import { refuseSnapshotTags, snapshotJson, snapshotPage, snapshotPatch, topicSnapshotPage } from './snapshot-api.js';
+import { errorInfoJson } from './status-details.js';
 
 
 const HTTP_STATUS: Record<StatusCode, number> = {
@@ -32,7 +35,7 @@ class Refused extends Error {
   }
 }
 
-type Route = { method: string; pattern: RegExp; handle: (m: RegExpExecArray, body: unknown) => Promise<unknown> };
+type Route = { method: string; pattern: RegExp; handle: (m: RegExpExecArray, body: unknown, query: URLSearchParams) => Promise<unknown> };
 
 export interface RestOptions {
   /** When set, every request's Authorization header must pass it. */
@@ -47,14 +50,22 @@ export interface RestOptions {
  */
 export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: IncomingMessage, res: ServerResponse) => void {
   const P = '/v1/projects/([^/:]+)';
-  const route = <S extends z.ZodType>(method: string, path: string, schema: S, handle: (m: RegExpExecArray, b: z.output<S>) => Promise<unknown>): Route => ({
+  const route = <S extends z.ZodType>(
+    method: string,
+    path: string,
+    schema: S,
+    handle: (m: RegExpExecArray, b: z.output<S>, query: URLSearchParams) => Promise<unknown>,
+  ): Route => ({
     method,
     pattern: new RegExp(`^${P}${path}$`),
-    handle: (m, raw) => handle(m, parseBody(schema, raw)),
+    handle: (m, raw, query) => handle(m, parseBody(schema, raw), query),
   });
   const B = restBodies;
   const topic = (m: RegExpExecArray, b?: { name?: string }) => resourceFromPath(core, 'topics', m, b?.name);
   const sub = (m: RegExpExecArray, b?: { name?: string }) => resourceFromPath(core, 'subscriptions', m, b?.name);
+  const snap = (m: RegExpExecArray, b?: { name?: string }) => resourceFromPath(core, 'snapshots', m, b?.name);
+  /** A subscription or snapshot named in a body: a bare id is in the URL's project. */
+  const inProject = (m: RegExpExecArray, kind: 'subscriptions' | 'snapshots', ref: string) => (ref.includes('/') ? ref : `projects/${decodeSegment(m[1]!)}/${kind}/${ref}`);
   const routes: Route[] = [
     route('PUT', '/topics/([^/:]+)', B.topic, async (m, b) => topicJson(await core.createTopic(topic(m, b), { labels: b.labels }))),
     route('GET', '/topics/([^/:]+)', B.empty, async (m) => topicJson(core.getTopic(topic(m)))),
@@ -65,15 +76,16 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     route('DELETE', '/topics/([^/:]+)', B.empty, async (m) => core.deleteTopic(topic(m))),
     route('GET', '/topics', B.empty, async (m) => ({ topics: core.listTopics(decodeSegment(m[1]!)).map(topicJson) })),
     route('GET', '/topics/([^/:]+)/subscriptions', B.empty, async (m) => ({ subscriptions: core.listTopicSubscriptions(topic(m)) })),
-    route('GET', '/topics/([^/:]+)/snapshots', B.empty, async (m) => {
-      core.getTopic(topic(m));
-      return { snapshots: [] };
+    route('GET', '/topics/([^/:]+)/snapshots', B.empty, async (m, _b, q) => {
+      const { snapshots, nextPageToken } = topicSnapshotPage(core, topic(m), pageQuery(q));
+      return { snapshots, ...(nextPageToken ? { nextPageToken } : {}) };
     }),
     route('POST', '/topics/([^/:]+):publish', B.publish, async (m, b) => ({
       messageIds: await core.publish(topic(m), b.messages.map(({ data, attributes, orderingKey }) => ({ data, attributes, orderingKey }))),
     })),
     route('PUT', '/subscriptions/([^/:]+)', B.subscription, async (m, b) => {
-      const { name: _name, topicMessageRetentionDuration: _t, state: _s, analyticsHubSubscriptionInfo: _a, ...input } = b;
+      const { name: _name, topicMessageRetentionDuration: _t, state: _s, analyticsHubSubscriptionInfo: _a, detached, ...input } = b;
+      if (detached) throw new InvalidArgumentError('detached', 'is set by DetachSubscription; a subscription cannot be created detached');
       return subscriptionJson(await core.createSubscription(sub(m, b), input as SubscriptionInput));
     }),
     route('GET', '/subscriptions/([^/:]+)', B.empty, async (m) => subscriptionJson(core.getSubscription(sub(m)))),
@@ -82,19 +94,36 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
       return subscriptionJson(await core.updateSubscription(sub(m, b.subscription), patch));
     }),
     route('DELETE', '/subscriptions/([^/:]+)', B.empty, async (m) => core.deleteSubscription(sub(m))),
-    route('POST', '/subscriptions/([^/:]+):detach', B.empty, async (m) => core.deleteSubscription(sub(m))),
+    route('POST', '/subscriptions/([^/:]+):detach', B.empty, async (m) => core.detachSubscription(sub(m)).then(() => ({}))),
     route('GET', '/subscriptions', B.empty, async (m) => ({ subscriptions: core.listSubscriptions(decodeSegment(m[1]!)).map(subscriptionJson) })),
-    route('GET', '/snapshots', B.empty, async () => ({ snapshots: [] })),
+    route('GET', '/snapshots', B.empty, async (m, _b, q) => {
+      const { snapshots, nextPageToken } = snapshotPage(core, decodeSegment(m[1]!), pageQuery(q));
+      return { snapshots: snapshots.map(snapshotJson), ...(nextPageToken ? { nextPageToken } : {}) };
+    }),
+    route('PUT', '/snapshots/([^/:]+)', B.createSnapshot, async (m, b) => {
+      refuseSnapshotTags(b.tags);
+      if (!b.subscription) throw new InvalidArgumentError('subscription', 'is required');
+      return snapshotJson(await core.createSnapshot(snap(m), { subscription: inProject(m, 'subscriptions', b.subscription), labels: b.labels }));
+    }),
+    route('GET', '/snapshots/([^/:]+)', B.empty, async (m) => snapshotJson(core.getSnapshot(snap(m)))),
+    route('PATCH', '/snapshots/([^/:]+)', B.updateSnapshot, async (m, b) => {
+      const patch = snapshotPatch(b.updateMask ?? [], b.snapshot ?? {});
+      return snapshotJson(await core.updateSnapshot(snap(m, b.snapshot), patch));
+    }),
+    route('DELETE', '/snapshots/([^/:]+)', B.empty, async (m) => core.deleteSnapshot(snap(m)).then(() => ({}))),
     route('POST', '/subscriptions/([^/:]+):pull', B.pull, async (m, b) => ({
       receivedMessages: (await core.pull(sub(m), { maxMessages: b.maxMessages || 100, waitMs: b.returnImmediately ? 0 : 5_000 })).map(receivedJson),
     })),
-    route('POST', '/subscriptions/([^/:]+):acknowledge', B.acknowledge, async (m, b) => core.acknowledge(sub(m), b.ackIds ?? [])),
+    // On an exactly-once subscription invalid ack ids fail the call: 400 with ErrorInfo details naming them.
+    route('POST', '/subscriptions/([^/:]+):acknowledge', B.acknowledge, async (m, b) => core.acknowledge(sub(m), b.ackIds ?? []).then(() => ({}))),
     route('POST', '/subscriptions/([^/:]+):modifyAckDeadline', B.modifyAckDeadline, async (m, b) =>
-      core.modifyAckDeadline(sub(m), b.ackIds ?? [], b.ackDeadlineSeconds ?? 0),
+      core.modifyAckDeadline(sub(m), b.ackIds ?? [], b.ackDeadlineSeconds ?? 0).then(() => ({})),
     ),
     route('POST', '/subscriptions/([^/:]+):seek', B.seek, async (m, b) => {
-      if (b.time === undefined) throw new InvalidArgumentError('time', 'is required: Orderly seeks to a time (snapshots are not supported)');
-      await core.seek(sub(m), b.time);
+      if (b.time !== undefined && b.snapshot !== undefined) throw new InvalidArgumentError('snapshot', 'and time are one choice (a seek has one target); got both');
+      if (b.snapshot !== undefined) await core.seekToSnapshot(sub(m), inProject(m, 'snapshots', b.snapshot));
+      else if (b.time !== undefined) await core.seek(sub(m), b.time);
+      else throw new InvalidArgumentError('time', 'is required, or snapshot: a seek needs a target');
       return {};
     }),
     route('POST', '/subscriptions/([^/:]+):modifyPushConfig', B.modifyPushConfig, async (m, b) =>
@@ -104,7 +133,8 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     if (options.authorization && !options.authorization(req.headers.authorization)) throw new Refused(401, 'UNAUTHENTICATED', UNAUTHENTICATED_MESSAGE);
-    const path = (req.url ?? '').split('?')[0]!;
+    const url = req.url ?? '';
+    const [path, search] = url.includes('?') ? [url.slice(0, url.indexOf('?')), url.slice(url.indexOf('?') + 1)] : [url, ''];
     const forPath = routes.filter((r) => r.pattern.test(path));
     const matched = forPath.find((r) => r.method === req.method);
     if (!matched) {
@@ -112,7 +142,7 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
       throw new Refused(404, 'NOT_FOUND', allowed.length ? `no method ${req.method} on ${path} (allowed: ${allowed.join(', ')})` : `no such path: ${path}`);
     }
     const body = await readBody(req);
-    const result = await matched.handle(matched.pattern.exec(path)!, body);
+    const result = await matched.handle(matched.pattern.exec(path)!, body, new URLSearchParams(search));
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(result ?? {}));
   };
 
@@ -134,15 +164,16 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
       }
       const message = e instanceof OrderlyError || e instanceof Refused ? e.message : 'Orderly internal error (logged by the server)';
       if (res.headersSent) return void res.destroy();
-      res.writeHead(status, headers).end(JSON.stringify({ error: { code: status, message, status: code } }));
+      const details = e instanceof OrderlyError && e.errorInfo ? { details: [errorInfoJson(e.errorInfo)] } : {};
+      res.writeHead(status, headers).end(JSON.stringify({ error: { code: status, message, status: code, ...details } }));
     });
   };
 }
 
-/** A topic or subscription name from the URL; a name in the body, if any, must be the same one. */
-function resourceFromPath(core: PubSubCore, kind: 'topics' | 'subscriptions', m: RegExpExecArray, bodyName: string | undefined): string {
+/** A topic, subscription or snapshot name from the URL; a name in the body, if any, must be the same one. */
+function resourceFromPath(core: PubSubCore, kind: 'topics' | 'subscriptions' | 'snapshots', m: RegExpExecArray, bodyName: string | undefined): string {
   const name = `projects/${decodeSegment(m[1]!)}/${kind}/${decodeSegment(m[2]!)}`;
-  const full = kind === 'topics' ? core.topicName(name, 'name') : core.subscriptionName(name, 'name');
+  const full = kind === 'topics' ? core.topicName(name, 'name') : kind === 'subscriptions' ? core.subscriptionName(name, 'name') : core.snapshotName(name, 'name');
   if (bodyName !== undefined && bodyName !== full) throw new InvalidArgumentError('name', `must match the name in the URL (${full}), got ${JSON.stringify(bodyName)}`);
   return full;
 }
@@ -153,6 +184,19 @@ function decodeSegment(segment: string): string {
   } catch {
     throw new InvalidArgumentError('request path', `malformed percent-encoding in ${JSON.stringify(segment.slice(0, 100))}`);
   }
+}
+
+/** A list call's paging parameters from the query string; any other parameter is refused, naming it. */
+function pageQuery(query: URLSearchParams): PageRequest {
+  const page: PageRequest = {};
+  for (const [key, value] of query) {
+    if (key === 'pageToken') page.pageToken = value;
+    else if (key === 'pageSize') {
+      if (!/^\d{1,9}$/.test(value)) throw new InvalidArgumentError('pageSize', `must be a non-negative integer, got ${JSON.stringify(value.slice(0, 40))}`);
+      page.pageSize = Number(value);
+    } else throw new InvalidArgumentError(key.slice(0, 100), 'unknown query parameter (a list takes pageSize and pageToken)');
+  }
+  return page;
 }
 
 /** The JSON body, or undefined when there is none; refuses more than MAX_REST_BODY bytes without reading them. */

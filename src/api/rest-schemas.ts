@@ -93,6 +93,8 @@ const subscription = object(
     deadLetterPolicy: object(optional({ deadLetterTopic: string, maxDeliveryAttempts: int32 })),
     retryPolicy: object(optional({ minimumBackoff: duration, maximumBackoff: duration })),
     enableExactlyOnceDelivery: bool,
+    /** Set by DetachSubscription; a create that sets it is refused, an update ignores it unless masked (then refused). */
+    detached: bool,
     topicMessageRetentionDuration: outputOnly,
     state: outputOnly,
     analyticsHubSubscriptionInfo: outputOnly,
@@ -115,6 +117,16 @@ const fieldMask = string.transform((s) => s.split(',').filter(Boolean));
 
 const empty = object({}).nullish();
 
+const snapshot = object(
+  optional({
+    name: string,
+    /** Fixed at creation (the subscription's topic): ignored unless an update mask names it, then refused. */
+    topic: string,
+    expireTime: timestamp,
+    labels: stringMap,
+  }),
+);
+
 export const restBodies = {
   empty,
   topic,
@@ -126,7 +138,9 @@ export const restBodies = {
   acknowledge: object(optional({ ackIds: strings })),
   modifyAckDeadline: object(optional({ ackIds: strings, ackDeadlineSeconds: int32 })),
   modifyPushConfig: object(optional({ pushConfig })),
-  seek: object(optional({ time: timestamp, snapshot: unsupported })),
+  seek: object(optional({ time: timestamp, snapshot: string })),
+  createSnapshot: object(optional({ subscription: string, labels: stringMap, tags: unsupported })),
+  updateSnapshot: object(optional({ snapshot, updateMask: fieldMask })),
 } as const;
 
 /** Validates `body` (undefined: no body); the first problems, each with its field path, become one INVALID_ARGUMENT. */

@@ -3,11 +3,12 @@ import { InvalidArgumentError } from '../core/errors.js';
 /**
  * google.pubsub.v1 fields Orderly does not implement. A request that sets one is refused naming the
  * field, rather than accepted with the field silently dropped. Output-only fields (state,
- * topicMessageRetentionDuration, ...) are ignored on input, as Pub/Sub ignores them.
+ * topicMessageRetentionDuration, ...) are ignored on input, as Pub/Sub ignores them; `detached` is set by
+ * DetachSubscription only (a create that sets it is refused).
  */
 export const UNSUPPORTED_FIELDS = {
   topic: ['messageStoragePolicy', 'kmsKeyName', 'schemaSettings', 'satisfiesPzs', 'messageRetentionDuration', 'ingestionDataSourceSettings', 'messageTransforms', 'tags'],
-  subscription: ['bigtableConfig', 'detached', 'messageTransforms', 'tags'],
+  subscription: ['bigtableConfig', 'messageTransforms', 'tags'],
   pushConfig: ['oidcToken', 'noWrapper'],
 } as const;
 

@@ -3,6 +3,8 @@ import type { BacklogRow, BacklogSource, Store } from '../store/store.js';
 /** What the reader needs of the subscription it fills. */
 export interface BacklogSink {
   readonly ordered: boolean;
+  /** Exactly-once delivery: an ack, once confirmed, is final, so acked rows are never delivered again. */
+  readonly exactlyOnce: boolean;
   /** Messages the subscription may still take into memory now. */
   room(): number;
   /** Messages of this ordering key in memory now. */
@@ -34,7 +36,8 @@ const COUNT_RANGE = 50_000;
  *
  * After a restart or seek the rows carry the stored ack state: an acked row is skipped, unless an earlier
  * message of its key is unacked — then it is delivered again, Pub/Sub's ordered redelivery rule applied to
- * the deliveries the restart interrupted (`resumed`).
+ * the deliveries the restart interrupted (`resumed`). On an exactly-once subscription an acked row stays
+ * acked: a confirmed ack is final there.
  */
 export class BacklogReader {
   /** Every message of the topic with seq <= cursor has been looked at (taken, skipped, or left to its key's overflow). */
@@ -154,8 +157,8 @@ export class BacklogReader {
     const limit = Math.min(this.perKey - this.sink.keyLoad(orderingKey), this.sink.room());
     if (limit <= 0) return false;
     const rows = this.store.scanKey(this.source, orderingKey, over.fromKeySeq, this.cursor, limit, this.sink.payloadRoom());
-    // Every row here is after one the key still owes, so acked ones are delivered again too.
-    for (const row of rows) this.sink.admit(row);
+    // Every row here is after one the key still owes, so acked ones are delivered again too (not on exactly-once).
+    for (const row of rows) if (!row.acked || !this.sink.exactlyOnce) this.sink.admit(row);
     const last = rows[rows.length - 1];
     if (rows.length < limit || !last) this.overflow.delete(orderingKey);
     else {
@@ -176,7 +179,7 @@ export class BacklogReader {
       }
     }
     if (row.acked) {
-      if (!keyed || !this.resumed.has(key)) return;
+      if (!keyed || !this.resumed.has(key) || this.sink.exactlyOnce) return;
     } else if (keyed && row.message.seq <= this.restartSeq) {
       this.resumed.add(key);
     }

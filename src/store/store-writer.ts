@@ -172,7 +172,12 @@ export class StoreWriter {
     const deletedMessages = await this.thread.request<number>({
       op: 'compact',
       store: this.store,
-      plan: { watermarks: [...plan.watermarks], deleteUpTo: [...plan.deleteUpTo], deletePublishedBefore: [...plan.deletePublishedBefore] },
+      plan: {
+        watermarks: [...plan.watermarks],
+        deleteUpTo: [...plan.deleteUpTo],
+        deletePublishedBefore: [...plan.deletePublishedBefore],
+        keepFromSeq: [...plan.keepFromSeq],
+      },
     });
     return { deletedMessages };
   }

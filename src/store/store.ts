@@ -44,6 +44,43 @@ export interface SubscriptionRecord {
    * the last seq, raised by compaction, moved either way by seek.
    */
   lowSeq: number;
+  /** Detached from its topic (DetachSubscription): it keeps no backlog and receives nothing. */
+  detached: boolean;
+}
+
+/**
+ * A snapshot: the acknowledgement state of a subscription at one moment, over its topic's messages. Every
+ * message with seq <= lowSeq is acked in it; above lowSeq, exactly those in its ack set (copied from the
+ * subscription) are, so everything published after it is unacked. The messages it holds (seq > lowSeq)
+ * are kept by compaction until it expires.
+ */
+export interface SnapshotRecord {
+  /** Fixed at creation; a snapshot created again under the same name is another one. */
+  uid: number;
+  name: string;
+  topicUid: number;
+  lowSeq: number;
+  /** When it expires (ms). */
+  expireTime: number;
+  /** The latest expireTime it may be given: 7 days after the oldest message it holds (ms). */
+  maxExpireTime: number;
+  labels: Record<string, string>;
+}
+
+/** What `Store.createSnapshot` needs; the store reads the subscription's state in one transaction. */
+export interface SnapshotRequest {
+  name: string;
+  /** The source subscription, whose acks are copied. */
+  subscription: string;
+  topicUid: number;
+  labels: Record<string, string>;
+  /** Unacked messages published before this (ms) are past the subscription's retention: out of its backlog. */
+  expiredBefore: number;
+  /**
+   * The snapshot's expiry, given the publish time of the oldest message it holds (undefined: it holds none
+   * yet). Called inside the transaction; throwing refuses the snapshot and writes nothing.
+   */
+  expireTime(oldestPublishTime: number | undefined): number;
 }
 
 export interface BacklogRow {
@@ -81,6 +118,23 @@ export interface Store {
   createSubscription(sub: SubscriptionRecord): Promise<void>;
   updateSubscriptionSpec(name: string, spec: unknown): Promise<void>;
   deleteSubscription(name: string): Promise<void>;
+  /**
+   * Detaches the subscription: marks it detached and drops its backlog (its acks and failure counts go,
+   * and its lowSeq moves to `lowSeq`, so compaction keeps nothing for it).
+   */
+  detachSubscription(name: string, lowSeq: number): Promise<void>;
+
+  listSnapshots(): Promise<SnapshotRecord[]>;
+  /** Copies the subscription's ack state, after every write issued so far has landed. */
+  createSnapshot(request: SnapshotRequest): Promise<SnapshotRecord>;
+  /** Writes the snapshot's labels and expireTime. */
+  updateSnapshot(snapshot: SnapshotRecord): Promise<void>;
+  deleteSnapshot(uid: number): Promise<void>;
+  /**
+   * Gives the subscription exactly the snapshot's ack state (failure counts reset). Returns the new lowSeq,
+   * or undefined if the snapshot is gone (then nothing changed).
+   */
+  seekToSnapshot(sub: SubscriptionRecord, snapshotUid: number): Promise<number | undefined>;
 
   append(messages: StoredMessage[]): Promise<void>;
   ack(subscription: string, seqs: number[]): Promise<void>;
@@ -128,6 +182,8 @@ export interface CompactionPlan {
   deleteUpTo: Map<number, number>;
   /** Topic uid -> delete its messages published before this time (retention). */
   deletePublishedBefore: Map<number, number>;
+  /** Topic uid -> keep its messages with seq >= this, whatever the rules above say (a live snapshot holds them). */
+  keepFromSeq: Map<number, number>;
 }
 
 export class StoreCorruptError extends Error {

@@ -99,14 +99,17 @@ async function compact(store, plan) {
       ).run(...params, from, to);
       return db.prepare(`DELETE FROM messages WHERE ${range}`).run(...params, from, to).changes;
     });
+  // What a live snapshot holds stays, whatever the acks or the retention say.
+  const keepFrom = new Map(plan.keepFromSeq);
+  const below = (uid) => keepFrom.get(uid) ?? Number.MAX_SAFE_INTEGER;
   for (const [uid, upTo] of plan.deleteUpTo) {
-    for (let n; (n = deleteChunk('topic_uid = ? AND seq <= ?', [uid, upTo])) > 0; ) {
+    for (let n; (n = deleteChunk('topic_uid = ? AND seq <= ? AND seq < ?', [uid, upTo, below(uid)])) > 0; ) {
       deleted += n;
       await yieldToMessages();
     }
   }
   for (const [uid, before] of plan.deletePublishedBefore) {
-    for (let n; (n = deleteChunk('topic_uid = ? AND publish_time < ?', [uid, before])) > 0; ) {
+    for (let n; (n = deleteChunk('topic_uid = ? AND publish_time < ? AND seq < ?', [uid, before, below(uid)])) > 0; ) {
       deleted += n;
       await yieldToMessages();
     }
