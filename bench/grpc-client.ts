@@ -45,7 +45,9 @@ export class LeanPubsubClient {
     this.project = project;
     const v1 = (loadPubsubProto() as unknown as { google: { pubsub: { v1: Record<string, unknown> } } }).google.pubsub.v1;
     const credentials = grpc.credentials.createInsecure();
-    const options = { 'grpc.max_receive_message_length': 64 * 1024 * 1024 };
+    // HTTP/2's default 64 KiB receive window would make the client, not the server, the limit: a server can
+    // have only ~64 one-KB messages in flight per round trip of window updates.
+    const options = { 'grpc.max_receive_message_length': 64 * 1024 * 1024, 'grpc-node.flow_control_window': 16 * 1024 * 1024 };
     this.publisher = new (v1.Publisher as StubConstructor<PublisherStub>)(host, credentials, options);
     this.subscriber = new (v1.Subscriber as StubConstructor<SubscriberStub>)(host, credentials, options);
   }

@@ -7,8 +7,7 @@ import { required, type RpcHandler } from './rpc.js';
 const KINDS: Record<string, { label: string; exists(core: PubSubCore, name: string): boolean }> = {
   topics: { label: 'Topic', exists: (core, name) => core.hasTopic(name) },
   subscriptions: { label: 'Subscription', exists: (core, name) => core.hasSubscription(name) },
-  // Snapshots do not exist yet in Orderly: every snapshot name is NOT_FOUND.
-  snapshots: { label: 'Snapshot', exists: () => false },
+  snapshots: { label: 'Snapshot', exists: (core, name) => core.hasSnapshot(name) },
   schemas: { label: 'Schema', exists: (core, name) => core.schemas.has(name) },
 };
 

@@ -139,6 +139,7 @@ export function subscriptionToProto(s: Subscription): ProtoObject {
     cloudStorageConfig: s.cloudStorageConfig ? cloudStorageToProto(s.cloudStorageConfig, s.state) : null,
     topicMessageRetentionDuration: s.topicMessageRetentionDuration === undefined ? null : duration(s.topicMessageRetentionDuration),
     state,
+    detached: s.detached,
     ...(s.exportConfig ? { exportConfig: s.exportConfig } : {}),
   };
 }

@@ -4,9 +4,10 @@ import type { PubSubCore } from '../core/pubsub-core.js';
 import type { ProtoObject } from './proto-json.js';
 import { topicFromProto, topicToProto } from './proto-mapping.js';
 import { listPage, projectId, required, type RpcHandler } from './rpc.js';
+import { snapshotHandlers } from './snapshot-api.js';
 import { topicPatch } from './update-masks.js';
 
-/** google.pubsub.v1.Publisher over the core (snapshot listing: see the Subscriber's snapshots). */
+/** google.pubsub.v1.Publisher over the core (ListTopicSnapshots: snapshot-api.ts). */
 export function publisherHandlers(core: PubSubCore): Record<string, RpcHandler> {
   return {
     CreateTopic: async (t) => topicToProto(await core.createTopic(t.name, topicFromProto(t))),
@@ -18,12 +19,12 @@ export function publisherHandlers(core: PubSubCore): Record<string, RpcHandler> 
     GetTopic: async (r) => topicToProto(core.getTopic(r.topic)),
     ListTopics: async (r) => listPage(r, core.listTopics(projectId(r.project)), (t) => t.name, 'topics', topicToProto),
     ListTopicSubscriptions: async (r) => listPage(r, core.listTopicSubscriptions(r.topic), (s) => s, 'subscriptions'),
-    ListTopicSnapshots: async (r) => {
-      core.getTopic(r.topic);
-      return { snapshots: [], nextPageToken: '' };
-    },
+    ...snapshotHandlers(core).publisher,
     DeleteTopic: async (r) => core.deleteTopic(r.topic),
-    DetachSubscription: async (r) => core.deleteSubscription(r.subscription),
+    DetachSubscription: async (r) => {
+      await core.detachSubscription(r.subscription);
+      return {};
+    },
     Publish: async (r) => {
       const messages = r.messages as ProtoObject[];
       const keys = new Set(messages.map((m) => m.orderingKey));

@@ -8,6 +8,7 @@ import { toProtoJson } from './proto-json.js';
 import { pubsubHandlers } from './pubsub-services.js';
 import { pubsubRoot } from './pubsub-proto.js';
 import { restRequest, restRoutes } from './rest-routes.js';
+import { errorInfoJson } from './status-details.js';
 
 const HTTP_STATUS: Record<StatusCode, number> = {
   INVALID_ARGUMENT: 400,
@@ -87,7 +88,8 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
       }
       const message = e instanceof OrderlyError || e instanceof Refused ? e.message : 'Orderly internal error (logged by the server)';
       if (res.headersSent) return void res.destroy();
-      res.writeHead(status, headers).end(JSON.stringify({ error: { code: status, message, status: code } }));
+      const details = e instanceof OrderlyError && e.errorInfo ? { details: [errorInfoJson(e.errorInfo)] } : {};
+      res.writeHead(status, headers).end(JSON.stringify({ error: { code: status, message, status: code, ...details } }));
     });
   };
 }

@@ -4,11 +4,12 @@ import { InvalidArgumentError } from '../core/errors.js';
  * google.pubsub.v1 fields Orderly does not implement. A request that sets one is refused naming the
  * field, rather than accepted with the field silently dropped. Output-only fields (state,
  * topicMessageRetentionDuration, ...) and `satisfiesPzs` (which Pub/Sub ignores in requests) are ignored
- * on input, as Pub/Sub ignores them. docs/api-coverage.md lists every field and what Orderly does with it.
+ * on input, as Pub/Sub ignores them; `detached` is set by DetachSubscription only (a create that sets it
+ * is refused). docs/api-coverage.md lists every field and what Orderly does with it.
  */
 export const UNSUPPORTED_FIELDS = {
   topic: ['messageStoragePolicy', 'kmsKeyName', 'ingestionDataSourceSettings', 'messageTransforms', 'tags'],
-  subscription: ['bigtableConfig', 'detached', 'messageTransforms', 'tags'],
+  subscription: ['bigtableConfig', 'messageTransforms', 'tags'],
   pushConfig: [],
 } as const satisfies Record<string, readonly string[]>;
 

@@ -41,7 +41,7 @@ export function topicPatch(paths: string[], topic: Required<TopicInput>): TopicI
 }
 
 /** [path as given, camelCase field] for each path of an update mask, which must name at least one. */
-function maskFields(paths: string[]): [string, string][] {
+export function maskFields(paths: string[]): [string, string][] {
   if (!paths.length) throw new InvalidArgumentError('updateMask', 'must name at least one field to update');
   return paths.map((p) => [p, p.trim().replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())]);
 }

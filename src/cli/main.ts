@@ -51,8 +51,9 @@ export async function main(argv: string[]): Promise<number> {
       keepServingOnUnexpectedErrors(logger);
       const runtime = await JobRuntime.start(loadJob(file), logger, { serveMetrics: true });
       logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort }, 'job running');
-      const signal = await untilStopSignal();
+      const signal = await untilStopSignal(runtime);
       logger.info({ signal }, 'stopping: finishing writes, finalizing open files');
+      if (signal === 'failure') process.exitCode = 1;
       const timer = setTimeout(() => {
         logger.error('shutdown took over 60 s; exiting (unacked messages will be delivered again)');
         process.exit(1);
@@ -108,9 +109,18 @@ export async function main(argv: string[]): Promise<number> {
       let status: ReturnType<typeof statusOf>;
       if (running?.metrics) status = (await (await fetch(`${running.metrics}/status`)).json()) as typeof status;
       else status = await withJob(job, async (runtime) => statusOf(runtime.core));
-      out(status, o.json, () =>
-        console.table(status.map((s) => ({ ...s, hotKeys: s.hotKeys.map((k) => `${k.orderingKey}:${k.backlog}`).join(' ') }))),
-      );
+      out(status, o.json, () => {
+        const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
+        console.table(
+          status.map(({ residentBytes, payloadLimitBytes: _limit, ...s }) => ({
+            ...s,
+            hotKeys: s.hotKeys.map((k) => `${k.orderingKey}:${k.backlog}`).join(' '),
+            residentPayload: mib(residentBytes),
+          })),
+        );
+        const resident = status.reduce((n, s) => n + s.residentBytes, 0);
+        if (status[0]) console.log(`payload memory: ${mib(resident)} of ${mib(status[0].payloadLimitBytes)} (memory.payloadBytes)`);
+      });
     });
 
   program
@@ -185,7 +195,7 @@ export async function main(argv: string[]): Promise<number> {
       const auth = endpoint.authToken ? '; every call needs "authorization: Bearer <token>"' : '';
       if (!isLoopback(o.host)) console.error(`orderly serve: WARNING: ${o.host} is reachable from other machines; only callers with the token get in`);
       console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})${auth}`);
-      await untilStopSignal();
+      if ((await untilStopSignal(runtime)) === 'failure') process.exitCode = 1;
       await runtime.stop();
     });
 
@@ -258,9 +268,11 @@ function ignoreEpipe(e: NodeJS.ErrnoException): void {
   if (e.code !== 'EPIPE') throw e;
 }
 
-function untilStopSignal(): Promise<'SIGINT' | 'SIGTERM'> {
+/** A stop signal, or the job failing on its own (then the process ends with exit code 1). */
+function untilStopSignal(runtime: JobRuntime): Promise<'SIGINT' | 'SIGTERM' | 'failure'> {
   return new Promise((resolve) => {
     process.once('SIGINT', () => resolve('SIGINT'));
     process.once('SIGTERM', () => resolve('SIGTERM'));
+    void runtime.failure.then(() => resolve('failure'));
   });
 }

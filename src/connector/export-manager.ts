@@ -64,7 +64,8 @@ export class ExportManager {
       bytes: runnerOptions.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes,
     };
     const exports = core.allSubscriptions().flatMap((sub) => {
-      const section = exportSection(sub);
+      // A detached subscription receives nothing: its runner stops.
+      const section = sub.detached ? undefined : exportSection(sub);
       return section ? [{ sub, section, text: JSON.stringify(section), identity: core.identity(sub.name) }] : [];
     });
     const current = (name: string) => this.runners.get(name);

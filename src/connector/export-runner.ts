@@ -20,7 +20,7 @@ export interface ExportRunnerOptions {
    * holds this many is asked to finalize them (`flush('all')`), so this also caps a rolling file.
    */
   maxOutstandingMessages?: number;
-  /** Most payload bytes held at once (default 256 MiB), the same way. */
+  /** Most payload bytes held at once (default 64 MiB), the same way. */
   maxOutstandingBytes?: number;
   /** How often `flush('due')` runs, in ms (default 1000). */
   flushIntervalMs?: number;
@@ -44,7 +44,7 @@ export interface ExportStats {
 type Op = { kind: 'write' } | { kind: 'flush'; mode: 'due' | 'all' };
 
 /** The runner's default budget of unsettled deliveries (ConnectorContext.budget). */
-export const DEFAULT_BUDGET = { messages: 20_000, bytes: 256 * 1024 * 1024 };
+export const DEFAULT_BUDGET = { messages: 20_000, bytes: 64 * 1024 * 1024 };
 
 /**
  * Drives one connector from one subscription: takes ordered batches from the core (a key has one batch

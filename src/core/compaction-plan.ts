@@ -18,13 +18,26 @@ export interface CompactionTopic {
   messageRetentionDuration?: number;
 }
 
+/** What compaction needs to know of a live snapshot: it holds its topic's messages above lowSeq. */
+export interface SnapshotHold {
+  topicUid: number;
+  lowSeq: number;
+}
+
 /**
  * Which messages no subscription can be given again: below every subscription's lowest held message
  * (unless one of them retains acked messages for seek, or the message is within the topic's own
  * messageRetentionDuration, which keeps it for seek too), or past the longest retention of the topic and
- * its subscriptions. `fannedOutSeq` bounds it: messages not yet handed to the subscriptions are never dropped.
+ * its subscriptions. `fannedOutSeq` bounds it: messages not yet handed to the subscriptions are never dropped;
+ * and a live snapshot keeps every message it can still restore (its topic's messages above its lowSeq).
  */
-export function compactionPlan(subscriptions: Iterable<CompactionView>, topics: Iterable<CompactionTopic>, fannedOutSeq: number, now: number): CompactionPlan {
+export function compactionPlan(
+  subscriptions: Iterable<CompactionView>,
+  topics: Iterable<CompactionTopic>,
+  fannedOutSeq: number,
+  now: number,
+  snapshots: Iterable<SnapshotHold> = [],
+): CompactionPlan {
   const watermarks = new Map<string, number>();
   const deleteUpTo = new Map<number, number>();
   const deletePublishedBefore = new Map<number, number>();
@@ -47,5 +60,7 @@ export function compactionPlan(subscriptions: Iterable<CompactionView>, topics: 
   }
   for (const uid of retainAcked) deleteUpTo.delete(uid);
   for (const [uid, seconds] of retention) deletePublishedBefore.set(uid, now - seconds * 1000);
-  return { watermarks, deleteUpTo, deletePublishedBefore, keepPublishedSince };
+  const keepFromSeq = new Map<number, number>();
+  for (const s of snapshots) keepFromSeq.set(s.topicUid, Math.min(keepFromSeq.get(s.topicUid) ?? Infinity, s.lowSeq + 1));
+  return { watermarks, deleteUpTo, deletePublishedBefore, keepFromSeq, keepPublishedSince };
 }

@@ -11,7 +11,17 @@ export type StatusCode =
   | 'ABORTED'
   | 'INTERNAL';
 
+/** google.rpc.ErrorInfo: why, machine-readably, as Google's APIs attach it to some errors. */
+export interface ErrorInfo {
+  reason: string;
+  domain: string;
+  metadata: Record<string, string>;
+}
+
 export class OrderlyError extends Error {
+  /** Sent as the status details Google's clients read (gRPC `grpc-status-details-bin`, JSON `error.details`). */
+  declare readonly errorInfo?: ErrorInfo;
+
   constructor(
     readonly code: StatusCode,
     message: string,

@@ -66,6 +66,11 @@ export class IamPolicies {
     return next;
   }
 
+  /** Drops the policies of the resources `gone` says no longer exist (snapshots that expired). */
+  async dropWhere(gone: (resource: string) => boolean): Promise<void> {
+    for (const resource of [...this.policies.keys()]) if (gone(resource)) await this.drop(resource);
+  }
+
   /** The resource was deleted: its policy goes too. */
   async drop(resource: string): Promise<void> {
     if (!this.policies.has(resource)) return;

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { SchemaRegistry, type SchemaChange, type SchemaRecord, type TopicSchemaSettings } from '../schema/schema-registry.js';
 import { DELETED_SCHEMA } from '../schema/schema-name.js';
 import type { TopicSchema } from '../schema/topic-schema.js';
-import type { Store, StoredMessage, SubscriptionRecord, TopicRecord } from '../store/store.js';
+import type { SnapshotRecord, Store, StoredMessage, SubscriptionRecord, TopicRecord } from '../store/store.js';
+import { InvalidAckIdsError, type AckResult } from './ack-results.js';
 import { systemClock, type Clock } from './clock.js';
 import { compactionPlan } from './compaction-plan.js';
 import type { ConsumerSpec, SubscriptionHandle, SubscriptionState } from './consumer.js';
@@ -16,6 +17,7 @@ import { projectOf, resourceName } from './names.js';
 import { pullOnce } from './pull-consumer.js';
 import { PushDelivery } from './push-delivery.js';
 import { SequenceAllocator } from './sequence-allocator.js';
+import { Snapshots, type Snapshot, type SnapshotPatch } from './snapshots.js';
 import { Subscriber, type MessageHandler, type SubscribeOptions } from './subscriber.js';
 import {
   checkImmutable,
@@ -40,6 +42,8 @@ export interface Topic extends TopicSettings {
 export interface Subscription extends SubscriptionSpec {
   name: string;
   state: SubscriptionState;
+  /** Detached from its topic (DetachSubscription): it receives nothing and pull fails with FAILED_PRECONDITION. */
+  detached: boolean;
   /** The topic's messageRetentionDuration (seconds), when it has one: how far back a seek always reaches. */
   topicMessageRetentionDuration?: number;
 }
@@ -58,6 +62,11 @@ export interface CoreOptions {
   compactEveryMs?: number;
   /** Called when a background durable write fails (the affected messages will be delivered again). */
   onStoreError?: (error: unknown) => void;
+  /**
+   * The store turned out to be unusable after it opened (Store.onFatal: damage found by the background
+   * integrity check): every write fails from now on, so a process should stop (default: logged).
+   */
+  onStoreFatal?: (error: Error) => void;
   /**
    * What the core keeps in memory (see MemoryOptions); the rest of every backlog stays in the store and is
    * read as it is needed, so memory is bounded by these settings, not by the backlog.
@@ -105,6 +114,7 @@ export class PubSubCore {
   private readonly window: { messages: number; perKey: number };
   private compacting?: Promise<unknown>;
   private readonly pushEgress: PushEgress;
+  private readonly snapshots: Snapshots;
   private closed = false;
   /** SchemaService's schemas; topics' schemaSettings name them. Deleting one points its topics at `_deleted-schema_`. */
   schemas!: SchemaRegistry;
@@ -121,12 +131,14 @@ export class PubSubCore {
     this.payloads = new PayloadBudget(memory.payloadBytes);
     this.window = { messages: memory.messagesPerSubscription, perKey: Math.min(memory.messagesPerKey, memory.messagesPerSubscription) };
     this.pushEgress = options.push ?? DEFAULT_PUSH_EGRESS;
+    this.snapshots = new Snapshots(this.store, this.clock, this.projectId);
     this.iam = new IamPolicies(this.store);
   }
 
   /** Loads topics and subscriptions; backlogs are read lazily, a window at a time. */
   static async open(options: CoreOptions): Promise<PubSubCore> {
     const core = new PubSubCore(options);
+    options.store.onFatal(options.onStoreFatal ?? ((e) => console.error(`orderly: ${e.message}`)));
     await core.load();
     core.timers.push(core.clock.setInterval(() => core.tick(), options.tickMs ?? 100));
     core.timers.push(core.clock.setInterval(() => core.compactInBackground(), options.compactEveryMs ?? 60_000));
@@ -142,6 +154,7 @@ export class PubSubCore {
     this.schemas = new SchemaRegistry({ records, clock: this.clock, persist: (change) => this.persistSchema(change) });
     await this.iam.load();
     for (const rec of await this.store.listSubscriptions()) this.startRuntime(rec);
+    await this.snapshots.load();
   }
 
   /**
@@ -183,13 +196,17 @@ export class PubSubCore {
     );
     this.subs.set(rec.name, runtime);
     this.identities.set(rec.name, { uid: rec.uid, adoptsNameKeyedProgress: rec.adoptsNameKeyedProgress });
+    if (rec.detached) {
+      runtime.detached = true;
+      runtime.close(detachedError(rec.name));
+    }
     this.syncPush(runtime);
     return runtime;
   }
 
-  /** Starts or stops the push worker to match the subscription's pushConfig. */
+  /** Starts or stops the push worker to match the subscription's pushConfig (a detached one pushes nothing). */
   private syncPush(runtime: SubscriptionRuntime): void {
-    const wantsPush = this.subs.get(runtime.name) === runtime && runtime.spec.pushConfig !== undefined;
+    const wantsPush = this.subs.get(runtime.name) === runtime && runtime.spec.pushConfig !== undefined && !runtime.detached;
     const pusher = this.pushers.get(runtime.name);
     if (wantsPush && !pusher) this.pushers.set(runtime.name, new PushDelivery((spec) => runtime.attach(spec), this.pushEgress, this.onStoreError));
     if (!wantsPush && pusher) {
@@ -309,7 +326,7 @@ export class PubSubCore {
     checkTopicSchemaUse(spec, topic.name, topicSettings(topic.settings), DELETED_SCHEMA);
     for (const validate of this.validators) validate(name, spec);
     // Delivery starts with messages published after creation: everything up to now is below the watermark.
-    const rec: SubscriptionRecord = { name, uid: randomUUID(), adoptsNameKeyedProgress: false, topicUid: topic.uid, spec, lowSeq: this.fannedOutSeq };
+    const rec: SubscriptionRecord = { name, uid: randomUUID(), adoptsNameKeyedProgress: false, topicUid: topic.uid, spec, lowSeq: this.fannedOutSeq, detached: false };
     await this.store.createSubscription(rec);
     this.startRuntime(rec);
     this.events.emit({ type: 'created', subscription: name });
@@ -323,7 +340,7 @@ export class PubSubCore {
 
   getSubscription(ref: string): Subscription {
     const rt = this.runtime(ref);
-    const subscription: Subscription = { name: rt.name, ...this.describeSpec(rt), state: rt.state };
+    const subscription: Subscription = { name: rt.name, ...this.describeSpec(rt), state: rt.state, detached: rt.detached };
     const topic = this.topics.get(rt.spec.topic);
     const retention = topic?.uid === rt.topicUid ? topicSettings(topic.settings).messageRetentionDuration : undefined;
     if (retention !== undefined) subscription.topicMessageRetentionDuration = retention;
@@ -331,9 +348,12 @@ export class PubSubCore {
   }
 
   private describeSpec(rt: SubscriptionRuntime): SubscriptionSpec {
-    // A topic deleted and created again under the same name is another topic (another uid).
-    const topicLive = this.topics.get(rt.spec.topic)?.uid === rt.topicUid;
-    return { ...rt.spec, topic: topicLive ? rt.spec.topic : DELETED_TOPIC };
+    return { ...rt.spec, topic: this.topicLive(rt) ? rt.spec.topic : DELETED_TOPIC };
+  }
+
+  /** A topic deleted and created again under the same name is another topic (another uid). */
+  private topicLive(rt: SubscriptionRuntime): boolean {
+    return this.topics.get(rt.spec.topic)?.uid === rt.topicUid;
   }
 
   hasSubscription(ref: string): boolean {
@@ -384,6 +404,23 @@ export class PubSubCore {
     await this.store.deleteSubscription(rt.name);
     await this.iam.drop(rt.name);
     this.events.emit({ type: 'deleted', subscription: rt.name });
+  }
+
+  /**
+   * Detaches the subscription from its topic, as Pub/Sub's DetachSubscription: it stays (listed, with
+   * `detached: true`) but its backlog is dropped and nothing more reaches it; pull and streaming pull fail
+   * with FAILED_PRECONDITION, push stops, and so does its export (the export manager follows the
+   * 'updated' event). Detaching a detached subscription changes nothing.
+   */
+  async detachSubscription(ref: string): Promise<void> {
+    const rt = this.runtime(ref);
+    if (rt.detached) return;
+    // Closed first, so no ack of a delivery still out lands after the backlog is dropped.
+    rt.detached = true;
+    rt.close(detachedError(rt.name));
+    this.syncPush(rt);
+    await this.store.detachSubscription(rt.name, this.fannedOutSeq);
+    this.events.emit({ type: 'updated', subscription: rt.name });
   }
 
   /** For export connectors: reflect the sink's health in the subscription's `state`. */
@@ -462,13 +499,19 @@ export class PubSubCore {
     return pullOnce(this.runtime(subRef), options.maxMessages ?? 100, options.waitMs ?? 0);
   }
 
-  async acknowledge(subRef: string, ackIds: string[]): Promise<void> {
-    await this.runtime(subRef).acknowledge(ackIds);
+  /**
+   * Acks the ids whose lease is still valid, durably. Others are ignored, as Pub/Sub does — except on an
+   * exactly-once subscription, where they fail the call with InvalidAckIdsError (after the valid ones were acked).
+   */
+  async acknowledge(subRef: string, ackIds: string[]): Promise<AckResult> {
+    const rt = this.runtime(subRef);
+    return exactlyOnceResult(rt, await rt.acknowledge(ackIds));
   }
 
-  /** 0 = nack. `error` says why (export connectors), carried to the dead-letter topic. */
-  async modifyAckDeadline(subRef: string, ackIds: string[], seconds: number, error?: string): Promise<void> {
-    this.runtime(subRef).modifyAckDeadline(ackIds, seconds, error);
+  /** 0 = nack. `error` says why (export connectors), carried to the dead-letter topic. Invalid ids: as `acknowledge`. */
+  async modifyAckDeadline(subRef: string, ackIds: string[], seconds: number, error?: string): Promise<AckResult> {
+    const rt = this.runtime(subRef);
+    return exactlyOnceResult(rt, rt.modifyAckDeadline(ackIds, seconds, error));
   }
 
   /** Streaming/callback delivery; see `Subscriber`. */
@@ -479,15 +522,113 @@ export class PubSubCore {
 
   /** Messages published before `time` become acked, later ones unacked (if still retained). */
   async seek(subRef: string, time: Date | number): Promise<void> {
-    const rt = this.runtime(subRef);
+    const rt = this.attachable(subRef);
     const at = typeof time === 'number' ? time : time.getTime();
     // A compaction in flight would raise the watermark the seek lowers.
     await this.compacting?.catch(() => undefined);
-    const rec: SubscriptionRecord = { name: rt.name, ...this.identity(rt.name), topicUid: rt.topicUid, spec: rt.spec, lowSeq: 0 };
     // The store waits for queued acks to land first; deliveries still out are forgotten by reset, so an
     // ack arriving during the seek finds its lease gone instead of undoing the replay.
-    const lowSeq = await this.store.seek(rec, at);
+    const lowSeq = await this.store.seek(this.record(rt), at);
     rt.reset(lowSeq, this.sequences.last);
+  }
+
+  /**
+   * Gives the subscription exactly the snapshot's acknowledgement state: what the snapshot holds unacked
+   * is delivered again (on an ordered subscription per key in order, with the redelivery rule: an acked
+   * message after an unacked one of its key comes again too, unless the subscription is exactly-once).
+   * The snapshot must be of the subscription's topic (FAILED_PRECONDITION otherwise).
+   */
+  async seekToSnapshot(subRef: string, snapshotRef: string): Promise<void> {
+    const rt = this.attachable(subRef);
+    const snapshot = this.snapshots.get(snapshotRef);
+    if (snapshot.topicUid !== rt.topicUid) {
+      throw new FailedPreconditionError(
+        `snapshot ${snapshot.name} is of topic ${this.topicNameOf(snapshot.topicUid)} and subscription ${rt.name} of ${this.describeSpec(rt).topic}: a subscription can only seek to a snapshot of its own topic`,
+      );
+    }
+    await this.compacting?.catch(() => undefined);
+    const lowSeq = await this.store.seekToSnapshot(this.record(rt), snapshot.uid);
+    if (lowSeq === undefined) throw new NotFoundError('Snapshot', snapshot.name);
+    rt.reset(lowSeq, this.sequences.last);
+  }
+
+  /** The subscription's runtime, if it can deliver: FAILED_PRECONDITION once detached. */
+  private attachable(subRef: string): SubscriptionRuntime {
+    const rt = this.runtime(subRef);
+    if (rt.detached) throw detachedError(rt.name);
+    return rt;
+  }
+
+  private record(rt: SubscriptionRuntime): SubscriptionRecord {
+    return { name: rt.name, ...this.identity(rt.name), topicUid: rt.topicUid, spec: rt.spec, lowSeq: 0, detached: rt.detached };
+  }
+
+  // ---- snapshots ----
+
+  /**
+   * Takes a snapshot of the subscription's acknowledgement state (Pub/Sub's CreateSnapshot): every message
+   * unacked now, plus everything published to its topic from now on. It lives 7 days from the oldest
+   * message it holds; refused (FAILED_PRECONDITION) if that leaves less than an hour. An empty `ref` gets a
+   * generated name, as over gRPC in Pub/Sub.
+   */
+  async createSnapshot(ref: string, options: { subscription: string; labels?: Record<string, string> }): Promise<Snapshot> {
+    if (ref !== '') this.snapshots.name(ref, 'name');
+    const rt = this.attachable(options.subscription);
+    if (!this.topicLive(rt)) throw new FailedPreconditionError(`the topic of subscription ${rt.name} was deleted: a snapshot holds messages of a topic`);
+    // A compaction planned before the snapshot existed must not run alongside it.
+    await this.compacting?.catch(() => undefined);
+    const source = { name: rt.name, topicUid: rt.topicUid, retentionSeconds: rt.spec.messageRetentionDuration };
+    return this.describeSnapshot(await this.snapshots.create(ref, source, options.labels));
+  }
+
+  getSnapshot(ref: string): Snapshot {
+    return this.describeSnapshot(this.snapshots.get(ref));
+  }
+
+  /** The project's snapshots, by name. */
+  listSnapshots(project = this.projectId): Snapshot[] {
+    return this.snapshots.list(project).map((s) => this.describeSnapshot(s));
+  }
+
+  /** The names of the topic's snapshots, in order. */
+  listTopicSnapshots(topicRef: string): string[] {
+    return this.snapshots.ofTopic(this.topicRecord(topicRef).uid).map((s) => s.name);
+  }
+
+  /** Changes the labels and/or expireTime `patch` gives (see Snapshots.update). */
+  async updateSnapshot(ref: string, patch: SnapshotPatch): Promise<Snapshot> {
+    return this.describeSnapshot(await this.snapshots.update(ref, patch));
+  }
+
+  /** Deletes the snapshot; what only it held becomes subject to compaction. Its IAM policy goes too. */
+  async deleteSnapshot(ref: string): Promise<void> {
+    const name = this.snapshots.get(ref).name;
+    await this.snapshots.delete(ref);
+    await this.iam.drop(name);
+  }
+
+  /** Whether a live (not expired) snapshot of this name exists. */
+  hasSnapshot(ref: string): boolean {
+    try {
+      this.snapshots.get(ref);
+      return true;
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+  }
+
+  snapshotName(ref: string, field = 'snapshot'): string {
+    return this.snapshots.name(ref, field);
+  }
+
+  private describeSnapshot(rec: SnapshotRecord): Snapshot {
+    return { name: rec.name, topic: this.topicNameOf(rec.topicUid), expireTime: rec.expireTime, labels: { ...rec.labels } };
+  }
+
+  private topicNameOf(uid: number): string {
+    for (const t of this.topics.values()) if (t.uid === uid) return t.name;
+    return DELETED_TOPIC;
   }
 
   metrics(subRef: string, topN?: number): SubscriptionMetrics {
@@ -521,16 +662,18 @@ export class PubSubCore {
     return run;
   }
 
-  private compactNow(): Promise<{ deletedMessages: number }> {
+  /** Expired snapshots are deleted first; a detached subscription holds nothing. */
+  private async compactNow(): Promise<{ deletedMessages: number }> {
+    if (await this.snapshots.sweep()) await this.iam.dropWhere((resource) => resource.includes('/snapshots/') && !this.hasSnapshot(resource));
     const views = [...this.subs.values()].map((rt) => ({
       name: rt.name,
       topicUid: rt.topicUid,
-      retainAckedMessages: rt.spec.retainAckedMessages,
-      messageRetentionDuration: rt.spec.messageRetentionDuration,
-      lowestHeldSeq: () => rt.lowestHeldSeq(),
+      retainAckedMessages: rt.spec.retainAckedMessages && !rt.detached,
+      messageRetentionDuration: rt.detached ? 0 : rt.spec.messageRetentionDuration,
+      lowestHeldSeq: () => (rt.detached ? undefined : rt.lowestHeldSeq()),
     }));
     const topics = [...this.topics.values()].map((t) => ({ uid: t.uid, messageRetentionDuration: topicSettings(t.settings).messageRetentionDuration }));
-    const plan = compactionPlan(views, topics, this.fannedOutSeq, this.clock.now());
+    const plan = compactionPlan(views, topics, this.fannedOutSeq, this.clock.now(), this.snapshots.holds());
     return this.store.compact(plan);
   }
 
@@ -549,6 +692,18 @@ export class PubSubCore {
     for (const rt of this.subs.values()) rt.close();
     await this.store.close();
   }
+}
+
+function detachedError(name: string): FailedPreconditionError {
+  return new FailedPreconditionError(
+    `subscription ${name} is detached from its topic (DetachSubscription): it receives no messages; delete it and create it again to receive messages`,
+  );
+}
+
+/** On an exactly-once subscription, ack ids that were no longer valid fail the call, as Pub/Sub answers. */
+function exactlyOnceResult(rt: SubscriptionRuntime, result: AckResult): AckResult {
+  if (rt.exactlyOnce && result.invalidAckIds.length) throw new InvalidAckIdsError(rt.name, result.invalidAckIds);
+  return result;
 }
 
 function describeTopic(rec: TopicRecord): Topic {

@@ -16,6 +16,18 @@ import { normalizeSubscription, type SubscriptionInput } from '../core/subscript
  */
 const duration = z.union([z.number().nonnegative(), z.string().regex(/^\d+(\.\d+)?(ms|s|m|h|d)?$/, 'a duration like "300s" or "5m"')]);
 const labels = z.record(z.string(), z.string());
+const BYTE_UNITS: Record<string, number> = { '': 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
+/** A size in bytes: a number, or a string like "64MiB", "512MB", "2GiB". */
+const byteSize = z.union([
+  z.number().int().min(1),
+  z
+    .string()
+    .regex(/^\d+(\.\d+)?\s*([kmg]i?b|b)?$/i, 'a size like 64MiB, 512MB or a number of bytes')
+    .transform((text) => {
+      const [, amount, unit] = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text)!;
+      return Math.round(Number(amount) * BYTE_UNITS[unit!.toLowerCase()]!);
+    }),
+], { error: 'a size like 64MiB, 512MB or a number of bytes' });
 
 const subscription = z.strictObject({
   name: z.string(),
@@ -41,6 +53,26 @@ export const jobSchema = z.strictObject({
   projectId: z.string().regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'a Pub/Sub project id (6-30 lowercase letters, digits, "-")').default('orderly-local'),
   dataDir: z.string().default('./orderly-data'),
   durability: z.enum(['fsync', 'process']).default('fsync'),
+  /** What a running job keeps in memory (docs/configuration.md#memory); the defaults keep it within ~300 MiB. */
+  memory: z
+    .strictObject({
+      payloadBytes: byteSize.default(64 * 1024 * 1024),
+      messagesPerSubscription: z.number().int().min(100).max(10_000_000).default(20_000),
+      messagesPerKey: z.number().int().min(1).max(10_000_000).default(1_000),
+      exportBytes: byteSize.default(64 * 1024 * 1024),
+      exportMessages: z.number().int().min(100).max(10_000_000).default(20_000),
+      duckdb: byteSize.default(128 * 1024 * 1024),
+      duckdbThreads: z.number().int().min(1).max(256).default(2),
+    })
+    .default({
+      payloadBytes: 64 * 1024 * 1024,
+      messagesPerSubscription: 20_000,
+      messagesPerKey: 1_000,
+      exportBytes: 64 * 1024 * 1024,
+      exportMessages: 20_000,
+      duckdb: 128 * 1024 * 1024,
+      duckdbThreads: 2,
+    }),
   duckdb: z.strictObject({ path: z.string(), init: z.array(z.string()).default([]) }).optional(),
   objectStorage: z
     .strictObject({

@@ -2,7 +2,7 @@ import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
 import { ExportManager } from '../connector/export-manager.js';
 import { PubSubCore } from '../core/pubsub-core.js';
-import { closeDuckDb, queryDuckDb } from '../duckdb/database.js';
+import { closeDuckDb, queryDuckDb, setDuckDbLimits } from '../duckdb/database.js';
 import type { Logger } from '../log.js';
 import { SqliteStore } from '../store/sqlite-store.js';
 import { startEmbeddedS3, type EmbeddedS3 } from './embedded-s3.js';
@@ -23,6 +23,8 @@ export class JobRuntime {
     readonly reconciled: ReconcileReport,
     readonly objectStorage: Record<string, unknown> | undefined,
     private readonly cleanups: (() => Promise<void> | void)[],
+    /** Resolves if the job cannot go on (the store turned out to be unusable): the process should stop. */
+    readonly failure: Promise<Error>,
     readonly metricsUrl?: string,
     /** The port the Pub/Sub endpoint listens on, when the job serves one. */
     readonly endpointPort?: number,
@@ -45,6 +47,7 @@ export class JobRuntime {
     };
     try {
       cleanups.push(acquireLock(job.dataDir));
+      setDuckDbLimits({ memoryLimit: `${Math.max(1, Math.floor(job.memory.duckdb / 1024 / 1024))}MiB`, threads: job.memory.duckdbThreads });
       let s3: EmbeddedS3 | undefined;
       if (job.objectStorage?.embedded) {
         s3 = await startEmbeddedS3(job.dataDir, job.objectStorage.buckets);
@@ -57,14 +60,26 @@ export class JobRuntime {
         for (const sql of job.duckdb.init) await queryDuckDb(path, sql);
         cleanups.push(() => closeDuckDb(path));
       }
+      let reportFailure!: (error: Error) => void;
+      const failure = new Promise<Error>((resolve) => (reportFailure = resolve));
       const core = await PubSubCore.open({
         store: SqliteStore.open(job.dataDir, { durability: job.durability }),
+        memory: { payloadBytes: job.memory.payloadBytes, messagesPerSubscription: job.memory.messagesPerSubscription, messagesPerKey: job.memory.messagesPerKey },
+        onStoreFatal: (error) => {
+          logger.fatal({ error: error.message }, 'the store is unusable; stopping');
+          reportFailure(error);
+        },
         projectId: job.projectId,
         push: { allowLinkLocal: job.push.allowLinkLocal },
       });
       cleanups.push(() => core.close());
       const reconciled = await reconcile(core, job);
-      const exports = new ExportManager({ core, settings: { dataDir: job.dataDir, duckdbPath: job.duckdb?.path, objectStorage }, logger });
+      const exports = new ExportManager({
+        core,
+        settings: { dataDir: job.dataDir, duckdbPath: job.duckdb?.path, objectStorage },
+        logger,
+        runner: { maxOutstandingMessages: job.memory.exportMessages, maxOutstandingBytes: job.memory.exportBytes },
+      });
       cleanups.push(() => exports.stop());
       if (options.withExports !== false) await exports.start();
       let metricsUrl: string | undefined;
@@ -84,7 +99,7 @@ export class JobRuntime {
         // Tell other commands where to reach this job (status reads /status, publish the endpoint).
         acquireLock(job.dataDir, { metrics: metricsUrl, endpoint: endpointPort === undefined ? undefined : `${job.endpoint!.host}:${endpointPort}` });
       }
-      return new JobRuntime(job, core, exports, reconciled, objectStorage, cleanups, metricsUrl, endpointPort);
+      return new JobRuntime(job, core, exports, reconciled, objectStorage, cleanups, failure, metricsUrl, endpointPort);
     } catch (e) {
       await undo();
       throw e;

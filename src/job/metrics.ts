@@ -31,6 +31,9 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
       /** Unexpected failures of the export sink (each reopened it), and the last one, kept after recovery. */
       exportErrors: runner?.stats.errors ?? 0,
       lastExportError: runner?.stats.lastError,
+      /** Payload bytes this subscription holds in memory, of the limit all subscriptions share (memory.payloadBytes). */
+      residentBytes: m.residentBytes,
+      payloadLimitBytes: core.memoryUse().payloadLimit,
     };
     return { status, counters: m.counters, connector: runner?.connectorCounters };
   });
@@ -67,6 +70,7 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
     });
   gauge('orderly_backlog_messages', 'Unacked messages per subscription', (s) => s.status.backlog);
   gauge('orderly_oldest_unacked_message_age_seconds', 'Age of the oldest unacked message', (s) => s.status.oldestUnackedAgeSeconds);
+  gauge('orderly_resident_payload_bytes', 'Payload bytes held in memory (the rest of the backlog is read from the store)', (s) => s.status.residentBytes);
   gauge('orderly_delivered_total', 'Deliveries (including redeliveries)', (s) => s.counters.delivered);
   gauge('orderly_redelivered_total', 'Redeliveries', (s) => s.counters.redelivered);
   gauge('orderly_acked_total', 'Acks', (s) => s.counters.acked);
@@ -80,6 +84,14 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
   counter('orderly_objects_written_total', 'Objects committed to object storage', 'objectsWritten');
   counter('orderly_bytes_uploaded_total', 'Bytes uploaded to object storage', 'bytesUploaded');
   counter('orderly_upload_retries_total', 'Object uploads that failed and will be retried', 'uploadRetries');
+  new Gauge({
+    name: 'orderly_payload_memory_limit_bytes',
+    help: 'Payload bytes all subscriptions may hold in memory together (memory.payloadBytes)',
+    registers: [registry],
+    collect() {
+      this.set(core.memoryUse().payloadLimit);
+    },
+  });
   new Gauge({
     name: 'orderly_published_total',
     help: 'Messages published per topic since start',

@@ -57,28 +57,41 @@ class WriterThread {
   }
 }
 
+/** Appended messages per request to the thread: bounds the event loop's share of one group commit. */
+const MAX_MESSAGES_PER_REQUEST = 2000;
+
 /**
- * Moves the messages' payloads into one buffer that is transferred, not copied, to the thread: cloning
- * each payload would copy its whole backing buffer (often Node's shared 8 KiB pool slab).
+ * A group of writes as the thread reads it: the rows as one JSON string of flat tuples (cloning a string
+ * is a copy; cloning thousands of small objects is not), and the payloads back to back in one buffer that
+ * is transferred, not copied (cloning each payload would copy its whole backing buffer, often Node's
+ * shared 8 KiB pool slab). Tuples: ['m', seq, topicUid, orderingKey, keySeq, publishTime, dataBytes,
+ * attributesJson | null], ['a', subscription, seqs], ['f', subscription, seq, failures].
  */
-function pack(writes: StoreWrite[]): { writes: unknown[]; payloads: ArrayBuffer } {
+function pack(writes: StoreWrite[]): { rows: string; payloads: ArrayBuffer } {
   let total = 0;
   for (const w of writes) if (w.kind === 'append') for (const m of w.messages) total += m.data.byteLength;
   const payloads = new ArrayBuffer(total);
   const bytes = new Uint8Array(payloads);
+  const rows: unknown[] = [];
   let offset = 0;
-  const packed = writes.map((w) => {
-    if (w.kind !== 'append') return w;
-    return {
-      kind: 'append',
-      messages: w.messages.map(({ data, ...m }) => {
-        bytes.set(data, offset);
-        offset += data.byteLength;
-        return { ...m, dataBytes: data.byteLength };
-      }),
-    };
-  });
-  return { writes: packed, payloads };
+  for (const w of writes) {
+    if (w.kind === 'ack') rows.push(['a', w.subscription, w.seqs]);
+    else if (w.kind === 'failures') rows.push(['f', w.subscription, w.seq, w.failures]);
+    else {
+      for (const m of w.messages) {
+        bytes.set(m.data, offset);
+        offset += m.data.byteLength;
+        const attributes = hasKeys(m.attributes) ? JSON.stringify(m.attributes) : null;
+        rows.push(['m', m.seq, m.topicUid, m.orderingKey, m.keySeq, m.publishTime, m.data.byteLength, attributes]);
+      }
+    }
+  }
+  return { rows: JSON.stringify(rows), payloads };
+}
+
+function hasKeys(o: Record<string, string>): boolean {
+  for (const _ in o) return true;
+  return false;
 }
 
 let thread: WriterThread | undefined;
@@ -100,9 +113,15 @@ export class StoreWriter {
   private readonly opened: Promise<void>;
   private last: Promise<void>;
 
-  constructor(file: string, synchronous: 'FULL' | 'NORMAL') {
+  /**
+   * The thread opens its connection and checks the whole file (quick_check) before it writes anything: a
+   * damaged store is never written to. If the check fails (or the connection cannot open), `onFailure` is
+   * told and every write fails with that error.
+   */
+  constructor(file: string, synchronous: 'FULL' | 'NORMAL', onFailure: (error: Error) => void) {
     this.thread = thread ??= new WriterThread();
     this.opened = this.thread.request({ op: 'open', store: this.store, file, synchronous });
+    this.opened.catch(onFailure);
     this.last = this.opened.catch(() => undefined);
   }
 
@@ -116,13 +135,24 @@ export class StoreWriter {
     });
   }
 
+  /** Sends up to MAX_MESSAGES_PER_REQUEST appended messages (and what came with them); the rest next turn. */
   private send(): void {
     this.scheduled = false;
-    const batch = this.pending;
-    if (batch.length === 0) return;
-    this.pending = [];
-    const { writes, payloads } = pack(batch.map((b) => b.write));
-    const committed = this.opened.then(() => this.thread.request({ op: 'write', store: this.store, writes, payloads }, [payloads]));
+    if (this.pending.length === 0) return;
+    let messages = 0;
+    let n = 0;
+    while (n < this.pending.length && messages < MAX_MESSAGES_PER_REQUEST) {
+      const w = this.pending[n++]!.write;
+      if (w.kind === 'append') messages += w.messages.length;
+    }
+    const batch = this.pending.slice(0, n);
+    this.pending = this.pending.slice(n);
+    if (this.pending.length) {
+      this.scheduled = true;
+      setImmediate(() => this.send());
+    }
+    const { rows, payloads } = pack(batch.map((b) => b.write));
+    const committed = this.opened.then(() => this.thread.request({ op: 'write', store: this.store, rows, payloads }, [payloads]));
     committed.then(
       () => batch.forEach((b) => b.waiter.resolve()),
       (e: Error) => batch.forEach((b) => b.waiter.reject(e)),
@@ -132,7 +162,7 @@ export class StoreWriter {
 
   /** Sends what is queued and resolves once everything submitted so far has committed or failed. */
   drain(): Promise<void> {
-    this.send();
+    while (this.pending.length) this.send();
     return this.last;
   }
 
@@ -146,6 +176,7 @@ export class StoreWriter {
         watermarks: [...plan.watermarks],
         deleteUpTo: [...plan.deleteUpTo],
         deletePublishedBefore: [...plan.deletePublishedBefore],
+        keepFromSeq: [...plan.keepFromSeq],
         keepPublishedSince: [...plan.keepPublishedSince],
       },
     });

@@ -13,6 +13,12 @@ const stores = new Map();
 
 function open({ store, file, synchronous }) {
   const db = new Database(file);
+  // The whole file, before the first write (the main thread checked only the small tables, to open fast).
+  const check = db.pragma('quick_check(1)', { simple: true });
+  if (check !== 'ok') {
+    db.close();
+    throw new Error(`integrity check failed: ${String(check)}`);
+  }
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${synchronous}`);
   db.pragma('busy_timeout = 10000');
@@ -24,21 +30,19 @@ function open({ store, file, synchronous }) {
   );
   const insertAck = db.prepare('INSERT OR IGNORE INTO acks(sub, seq) VALUES (?, ?)');
   const upsertFailures = db.prepare('INSERT INTO failures(sub, seq, n) VALUES (?, ?, ?) ON CONFLICT(sub, seq) DO UPDATE SET n = excluded.n');
-  // Payloads arrive back to back in one transferred buffer, in message order (store-writer.ts `pack`).
-  const apply = db.transaction((writes, payloads) => {
+  // Rows arrive as one JSON string of tuples, payloads back to back in one transferred buffer, in row
+  // order (store-writer.ts `pack`).
+  const apply = db.transaction((rows, payloads) => {
     let offset = 0;
-    for (const w of writes) {
-      if (w.kind === 'append') {
-        for (const m of w.messages) {
-          const attrs = Object.keys(m.attributes).length ? JSON.stringify(m.attributes) : null;
-          const data = Buffer.from(payloads, offset, m.dataBytes);
-          offset += m.dataBytes;
-          insertMessage.run(m.seq, m.topicUid, m.orderingKey, m.keySeq, m.publishTime, data, attrs);
-        }
-      } else if (w.kind === 'ack') {
-        for (const seq of w.seqs) insertAck.run(w.subscription, seq);
+    for (const r of JSON.parse(rows)) {
+      if (r[0] === 'm') {
+        const data = Buffer.from(payloads, offset, r[6]);
+        offset += r[6];
+        insertMessage.run(r[1], r[2], r[3], r[4], r[5], data, r[7]);
+      } else if (r[0] === 'a') {
+        for (const seq of r[2]) insertAck.run(r[1], seq);
       } else {
-        upsertFailures.run(w.subscription, w.seq, w.failures);
+        upsertFailures.run(r[1], r[2], r[3]);
       }
     }
   });
@@ -95,17 +99,20 @@ async function compact(store, plan) {
       ).run(...params, from, to);
       return db.prepare(`DELETE FROM messages WHERE ${range}`).run(...params, from, to).changes;
     });
+  // What a live snapshot holds stays, whatever the acks or the retention say.
+  const keepFrom = new Map(plan.keepFromSeq);
+  const below = (uid) => keepFrom.get(uid) ?? Number.MAX_SAFE_INTEGER;
   // A topic's own retention keeps its recent messages even when every subscription acked them (seek).
   const keepSince = new Map(plan.keepPublishedSince ?? []);
   for (const [uid, upTo] of plan.deleteUpTo) {
     const since = keepSince.get(uid) ?? Number.MAX_SAFE_INTEGER;
-    for (let n; (n = deleteChunk('topic_uid = ? AND seq <= ? AND publish_time < ?', [uid, upTo, since])) > 0; ) {
+    for (let n; (n = deleteChunk('topic_uid = ? AND seq <= ? AND seq < ? AND publish_time < ?', [uid, upTo, below(uid), since])) > 0; ) {
       deleted += n;
       await yieldToMessages();
     }
   }
   for (const [uid, before] of plan.deletePublishedBefore) {
-    for (let n; (n = deleteChunk('topic_uid = ? AND publish_time < ?', [uid, before])) > 0; ) {
+    for (let n; (n = deleteChunk('topic_uid = ? AND publish_time < ? AND seq < ?', [uid, before, below(uid)])) > 0; ) {
       deleted += n;
       await yieldToMessages();
     }
@@ -132,7 +139,7 @@ parentPort.on('message', (msg) => {
     else if (msg.op === 'write') {
       const store = stores.get(msg.store);
       if (!store) throw new Error('the store is closed');
-      store.apply(msg.writes, msg.payloads);
+      store.apply(msg.rows, msg.payloads);
     }
     else if (msg.op === 'close') {
       stores.get(msg.store)?.db.close();

@@ -15,11 +15,6 @@ import type { PubSubCore } from '../../src/core/pubsub-core.js';
 const DOC = readFileSync(new URL('../../docs/api-coverage.md', import.meta.url), 'utf8');
 const SERVICES = ['google.pubsub.v1.Publisher', 'google.pubsub.v1.Subscriber', 'google.pubsub.v1.SchemaService', 'google.iam.v1.IAMPolicy'];
 const BEHAVIOURS = new Set(['implemented', 'stored only', 'refused', 'output']);
-/**
- * Listed as implemented because the fidelity-core branch (snapshots, exactly-once delivery, detach) is
- * merged together with this one; until then these answer UNIMPLEMENTED or refuse the field here.
- */
-const FROM_FIDELITY_CORE = new Set(['GetSnapshot', 'CreateSnapshot', 'UpdateSnapshot', 'DeleteSnapshot', 'google.pubsub.v1.Subscription.detached']);
 
 const root = pubsubRoot();
 
@@ -56,7 +51,7 @@ describe('docs/api-coverage.md matches the protos', () => {
       expect(['implemented', 'refused'], `${service}.${rpc}`).toContain(behaviour);
       const full = SERVICES.find((s) => s.endsWith(`.${service}`))!;
       const has = rpc === 'StreamingPull' || handlers[full]?.[rpc!] !== undefined;
-      if (!FROM_FIDELITY_CORE.has(rpc!)) expect(has, `${service}.${rpc} is ${behaviour}`).toBe(behaviour === 'implemented');
+      expect(has, `${service}.${rpc} is ${behaviour}`).toBe(behaviour === 'implemented');
     }
   });
 
@@ -92,7 +87,7 @@ describe('docs/api-coverage.md matches the protos', () => {
     const refused = (name: string) =>
       messages
         .get(name)!
-        .filter(([field, behaviour]) => behaviour === 'refused' || FROM_FIDELITY_CORE.has(`${name}.${field}`))
+        .filter(([, behaviour]) => behaviour === 'refused')
         .map(([field]) => field)
         .sort();
     expect(refused('google.pubsub.v1.Topic')).toEqual([...UNSUPPORTED_FIELDS.topic].sort());

@@ -105,7 +105,10 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expectInvalid(await rest('POST', `${s}:pull`, { maxMessages: 'many' }), 'maxMessages', /integer/);
     expectInvalid(await rest('POST', `${s}:pull`, { maxMessages: -3, returnImmediately: true }), 'maxMessages');
     expectInvalid(await rest('POST', `${s}:seek`, { time: 'yesterday' }), 'time', /RFC 3339/);
-    expectInvalid(await rest('POST', `${s}:seek`, { snapshot: 'projects/bad-input/snapshots/x' }), 'snapshot', /not supported/);
+    expectInvalid(await rest('POST', `${s}:seek`, { snapshot: 12 }), 'snapshot', /must be a string/);
+    // time and snapshot are a oneof: the second one given is named.
+    expectInvalid(await rest('POST', `${s}:seek`, { snapshot: 'projects/bad-input/snapshots/x', time: '2024-05-01T12:00:00Z' }), 'time', /only one of time, snapshot may be set/);
+    expectInvalid(await rest('POST', `${s}:seek`, {}), 'time', /a seek needs a target/);
   });
 
   it('unknown paths and wrong methods get Google\'s JSON error body with a 404', async () => {

@@ -77,7 +77,7 @@ describe('the mapping round trip', () => {
       retryPolicy: { minimumBackoff: '5s', maximumBackoff: '60s' },
     };
     const stored = normalizeSubscription(subscriptionFromProto(fromProtoJson(Subscription, json)), (t) => t);
-    const answered = toProtoJson(Subscription, subscriptionToProto({ name: json.name, ...stored, state: 'ACTIVE' }));
+    const answered = toProtoJson(Subscription, subscriptionToProto({ name: json.name, ...stored, state: 'ACTIVE', detached: false }));
     expect(answered).toEqual({ ...json, pushConfig: {}, messageRetentionDuration: '604800s', state: 'ACTIVE', bigqueryConfig: { ...json.bigqueryConfig, state: 'ACTIVE' } });
 
     const storage = {
@@ -86,11 +86,11 @@ describe('the mapping round trip', () => {
       cloudStorageConfig: { bucket: 'b', filenamePrefix: 'x/', avroConfig: { writeMetadata: true, useTopicSchema: true }, maxDuration: '120s', maxBytes: '2000', serviceAccountEmail: 'gcs@p.iam.gserviceaccount.com' },
     };
     const storedStorage = normalizeSubscription(subscriptionFromProto(fromProtoJson(Subscription, storage)), (t) => t);
-    expect(toProtoJson(Subscription, subscriptionToProto({ name: storage.name, ...storedStorage, state: 'ACTIVE' })).cloudStorageConfig).toEqual({ ...storage.cloudStorageConfig, state: 'ACTIVE' });
+    expect(toProtoJson(Subscription, subscriptionToProto({ name: storage.name, ...storedStorage, state: 'ACTIVE', detached: false })).cloudStorageConfig).toEqual({ ...storage.cloudStorageConfig, state: 'ACTIVE' });
 
     const parquet = { topic: 't', cloudStorageConfig: { bucket: 'b', parquetConfig: { compression: 'GZIP' }, shards: 4 } };
     const storedParquet = normalizeSubscription(subscriptionFromProto(fromProtoJson(Subscription, parquet)), (t) => t);
     expect(storedParquet.cloudStorageConfig).toEqual({ bucket: 'b', parquetConfig: { compression: 'GZIP' }, shards: 4 });
-    expect(toProtoJson(Subscription, subscriptionToProto({ name: 'n', ...storedParquet, state: 'ACTIVE' })).cloudStorageConfig).toEqual({ bucket: 'b', parquetConfig: { compression: 'GZIP' }, shards: 4, state: 'ACTIVE' });
+    expect(toProtoJson(Subscription, subscriptionToProto({ name: 'n', ...storedParquet, state: 'ACTIVE', detached: false })).cloudStorageConfig).toEqual({ bucket: 'b', parquetConfig: { compression: 'GZIP' }, shards: 4, state: 'ACTIVE' });
   });
 });

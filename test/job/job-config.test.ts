@@ -174,3 +174,24 @@ describe('applying a changed job file to an existing data directory', () => {
     );
   });
 });
+
+describe('memory settings', () => {
+  it('take sizes as bytes or with units, default to a bounded process, and refuse what is not a size', () => {
+    expect(loadJob(write(base())).memory).toEqual({
+      payloadBytes: 64 * 1024 * 1024,
+      messagesPerSubscription: 20_000,
+      messagesPerKey: 1_000,
+      exportBytes: 64 * 1024 * 1024,
+      exportMessages: 20_000,
+      duckdb: 128 * 1024 * 1024,
+      duckdbThreads: 2,
+    });
+    const job = loadJob(write({ ...base(), memory: { payloadBytes: '16MiB', duckdb: '1GB', exportBytes: 1_000_000 } }));
+    expect(job.memory).toMatchObject({ payloadBytes: 16 * 1024 * 1024, duckdb: 1e9, exportBytes: 1_000_000, messagesPerKey: 1_000 });
+    expect(problems({ ...base(), memory: { payloadBytes: 'lots', messagesPerKey: 0, ram: 1 } })).toEqual([
+      'memory.payloadBytes: a size like 64MiB, 512MB or a number of bytes',
+      'memory.messagesPerKey: Too small: expected number to be >=1',
+      'memory.ram: unknown key (a typo? see docs/configuration.md)',
+    ]);
+  });
+});
