@@ -49,12 +49,11 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => dir.remove());
 
-/** What `orderly query` without --write does, in this process: the job opened without its database, the query read-only. */
+/** What `orderly query` without --write does, in this process: the job opened read-only, so the query is. */
 async function readOnly(sql: string): Promise<Record<string, unknown>[]> {
-  const loaded = loadJob(job);
-  const runtime = await JobRuntime.start({ ...loaded, duckdb: undefined }, createLogger(), { withExports: false });
+  const runtime = await JobRuntime.start(loadJob(job), createLogger(), { withExports: false, readOnly: true });
   try {
-    return await queryJob(runtime, sql, { mode: 'read-only', duckdbPath: loaded.duckdb?.path });
+    return await queryJob(runtime, sql);
   } finally {
     await runtime.stop();
   }
