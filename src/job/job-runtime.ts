@@ -1,7 +1,7 @@
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
 import type { ConnectorSettings } from '../connector/connector.js';
-import { ExportManager } from '../connector/export-manager.js';
+import { ExportManager, type ExportManagerOptions } from '../connector/export-manager.js';
 import { settingsSections } from '../connector/registry.js';
 import { OrderlyError } from '../core/errors.js';
 import { PubSubCore } from '../core/pubsub-core.js';
@@ -40,13 +40,20 @@ export class JobRuntime {
    * `withExports: false` opens everything but starts no export (status, query, publish);
    * `readOnly` (read-only queries) also has the settings sections change nothing (see SectionContext);
    * `serveMetrics` (run, serve) also serves the metrics and, if the job has one, the Pub/Sub endpoint;
-   * `endpointFlags` names its exposure settings as the user gave them (CLI flags) in error messages.
+   * `endpointFlags` names its exposure settings as the user gave them (CLI flags) in error messages;
+   * `exportRunner` tunes every export runner (batch sizes, budget, flush interval, backoff: tests).
    * The job's plugins must be loaded already (loadJobWithPlugins).
    */
   static async start(
     job: JobConfig,
     logger: Logger,
-    options: { withExports?: boolean; readOnly?: boolean; serveMetrics?: boolean; endpointFlags?: EndpointOptions['flags'] } = {},
+    options: {
+      withExports?: boolean;
+      readOnly?: boolean;
+      serveMetrics?: boolean;
+      endpointFlags?: EndpointOptions['flags'];
+      exportRunner?: ExportManagerOptions['runner'];
+    } = {},
   ): Promise<JobRuntime> {
     registerBuiltInConnectors();
     const readOnly = options.readOnly ?? false;
@@ -64,7 +71,7 @@ export class JobRuntime {
       });
       cleanups.push(() => core.close());
       const reconciled = await reconcile(core, job);
-      const exports = new ExportManager({ core, settings: opened.settings, logger });
+      const exports = new ExportManager({ core, settings: opened.settings, logger, runner: options.exportRunner });
       cleanups.push(() => exports.stop());
       if (options.withExports !== false && !readOnly) await exports.start();
       let metricsUrl: string | undefined;

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import '../../fixtures/connectors/jsonl-file.js';
+import '../../examples/jsonl-file-connector/src/index.js';
 import { registeredConnectors } from '../../src/connector/registry.js';
 import { tempDir } from '../helpers/core.js';
 import { openExport, waitFor } from '../helpers/export.js';
