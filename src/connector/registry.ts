@@ -57,7 +57,7 @@ export function registerConnector<C, S = unknown>(factory: ConnectorFactory<C, S
       throw new OrderlyError('ALREADY_EXISTS', `connector "${factory.name}": the job file section "${section.key}" belongs to connector "${other.name}"`);
     }
   }
-  factories.set(factory.name, factory as ConnectorFactory);
+  factories.set(factory.name, factory);
 }
 
 /** The factory registered under `name`, or an InvalidArgumentError listing the registered ones. */

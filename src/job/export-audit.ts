@@ -10,7 +10,7 @@ export async function auditExport(runtime: JobRuntime, subscription: string): Pr
   const found = exportTargetOf(runtime.core, runtime.connectorSettings, sub);
   if (!found) throw new OrderlyError('INVALID_ARGUMENT', `${sub.name} is not an export subscription (bigqueryConfig, cloudStorageConfig or exportConfig)`);
   if (!found.factory.audit) {
-    const auditable = registeredConnectors().filter((name) => getConnector(name).audit);
+    const auditable = registeredConnectors().filter((name) => typeof getConnector(name).audit === 'function');
     throw new OrderlyError('INVALID_ARGUMENT', `${sub.name}: its connector "${found.connector}" offers no order audit (connectors that do: ${auditable.join(', ') || 'none'})`);
   }
   return found.factory.audit(found.target);

@@ -9,7 +9,7 @@ import { getConnector, exportSection, settingsSections } from '../connector/regi
 import type { SettingsSection, StandardIssue } from '../connector/settings-section.js';
 import { OrderlyError } from '../core/errors.js';
 import { resourceName } from '../core/names.js';
-import { normalizeSubscription, type SubscriptionInput } from '../core/subscription-config.js';
+import { normalizeSubscription } from '../core/subscription-config.js';
 import { importPlugins, unloadedPlugins } from './plugins.js';
 
 /**
@@ -145,7 +145,7 @@ export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS
     const dlt = s.deadLetterPolicy?.deadLetterTopic;
     if (dlt && !topicNames.has(dlt)) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
     check(problems, at, () => {
-      const spec = normalizeSubscription(s as SubscriptionInput, (t, field) => resourceName('topics', t, job.projectId, field));
+      const spec = normalizeSubscription(s, (t, field) => resourceName('topics', t, job.projectId, field));
       const section = exportSection(spec);
       if (!section) return;
       const factory = getConnector(section.connector);

@@ -120,7 +120,7 @@ async function openSections(
     if (!(section.key in job.sections)) continue;
     const value = job.sections[section.key];
     const opened = section.open ? await section.open(value, context) : { settings: { [section.key]: value } };
-    if (opened.close) cleanups.push(opened.close);
+    if (opened.close) cleanups.push(() => opened.close?.());
     for (const [key, setting] of Object.entries(opened.settings)) {
       const other = key === 'dataDir' ? 'the job' : providedBy.get(key);
       if (other) throw new OrderlyError('INVALID_ARGUMENT', `the job file sections ${section.key} and ${other} both provide the connector setting "${key}"`);

@@ -74,7 +74,7 @@ async function queryViews(runtime: JobRuntime): Promise<{ views: string[]; files
 
 async function runWithViews(connection: DuckDBConnection, views: string[], sql: string): Promise<Record<string, unknown>[]> {
   for (const v of views) await connection.run(v);
-  return (await connection.runAndReadAll(sql)).getRowObjectsJson() as Record<string, unknown>[];
+  return (await connection.runAndReadAll(sql)).getRowObjectsJson();
 }
 
 /**

@@ -48,7 +48,7 @@ function startWorker(): Worker {
 }
 
 interface Waiter {
-  resolve: (result?: any) => void;
+  resolve: (result?: unknown) => void;
   reject: (e: Error) => void;
 }
 
@@ -89,7 +89,8 @@ class WriterThread {
     return new Promise<T>((resolve, reject) => {
       // While anything is in flight the thread keeps the process alive, so no commit is cut short.
       if (this.waiting.size === 0) this.worker.ref();
-      this.waiting.set(id, { resolve, reject });
+      // The thread answers each request with the type its op promises (T).
+      this.waiting.set(id, { resolve: (result) => resolve(result as T), reject });
       this.worker.postMessage({ ...message, id }, transfer);
     });
   }
@@ -148,7 +149,7 @@ export class StoreWriter {
 
   submit(write: StoreWrite): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.pending.push({ write, waiter: { resolve, reject } });
+      this.pending.push({ write, waiter: { resolve: () => resolve(), reject } });
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(() => this.send());

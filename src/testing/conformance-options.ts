@@ -36,5 +36,6 @@ export interface ConformanceOptions {
 /** One case of the suite: run it from any test framework (`it(c.name, c.run)`); it throws ConformanceError when the connector fails it. */
 export interface ConformanceCase {
   name: string;
-  run(): Promise<void>;
+  /** Runs the case (in its own temporary folder, removed afterwards); throws ConformanceError if the connector fails it. */
+  run: () => Promise<void>;
 }

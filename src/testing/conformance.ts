@@ -85,7 +85,7 @@ async function crashAndRestart(job: ConformanceJob): Promise<string[]> {
   }
   const child = spawn(process.execPath, [packageFile('bin/orderly.js'), 'run', job.file], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ORDERLY_LOG_LEVEL: 'warn' } });
   let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const exited = once(child, 'exit');
   try {
     const lock = join(job.sink.dir, 'data', 'orderly.lock');

@@ -19,7 +19,7 @@ let database: string;
 /** The query's rows (--json), or the failure's stderr. */
 async function query(sql: string, ...flags: string[]): Promise<{ rows?: Record<string, unknown>[]; code: number; stderr: string }> {
   const r = await orderly('query', job, sql, '--json', ...flags);
-  return { rows: r.code === 0 ? JSON.parse(r.stdout) : undefined, code: r.code, stderr: r.stderr };
+  return { rows: r.code === 0 ? (JSON.parse(r.stdout) as Record<string, unknown>[]) : undefined, code: r.code, stderr: r.stderr };
 }
 const fingerprint = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
 

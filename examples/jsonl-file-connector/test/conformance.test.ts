@@ -12,5 +12,5 @@ for (const c of conformanceCases({
   config: ({ dir }) => ({ path: join(dir, 'out.jsonl') }),
   readBack: async ({ dir }) => (await readLines(join(dir, 'out.jsonl'))).map((line) => line.id),
 })) {
-  test(c.name, c.run);
+  await test(c.name, c.run);
 }
