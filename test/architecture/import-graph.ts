@@ -13,7 +13,7 @@ export interface ImportEdge {
 }
 
 /** Every .ts file under `dirs` (relative to `root`), with the repository-relative imports each makes. */
-export function importGraph(root: string, dirs: string[]): { files: string[]; edges: ImportEdge[]; calls: (pattern: RegExp) => { file: string; line: number }[] } {
+export function importGraph(root: string, dirs: string[]): { files: string[]; edges: ImportEdge[]; calls: (method: string) => { file: string; line: number }[] } {
   const files = dirs.flatMap((d) => walk(join(root, d))).map((f) => relative(root, f));
   const sources = new Map(files.map((f) => [f, ts.createSourceFile(f, readFileSync(join(root, f), 'utf8'), ts.ScriptTarget.Latest, true)]));
   const edges: ImportEdge[] = [];
@@ -37,10 +37,19 @@ export function importGraph(root: string, dirs: string[]): { files: string[]; ed
     };
     visit(source);
   }
-  const calls = (pattern: RegExp) =>
-    [...sources].flatMap(([file, source]) =>
-      source.text.split('\n').flatMap((text, i) => (pattern.test(text) ? [{ file, line: i + 1 }] : [])),
-    );
+  /** Where `<anything>.<method>(...)` is called. */
+  const calls = (method: string) =>
+    [...sources].flatMap(([file, source]) => {
+      const found: { file: string; line: number }[] = [];
+      const visit = (node: ts.Node): void => {
+        if (ts.isCallExpression(node) && ts.isPropertyAccessExpression(node.expression) && node.expression.name.text === method) {
+          found.push({ file, line: source.getLineAndCharacterOfPosition(node.getStart()).line + 1 });
+        }
+        ts.forEachChild(node, visit);
+      };
+      visit(source);
+      return found;
+    });
   return { files, edges, calls };
 }
 
