@@ -132,10 +132,12 @@ export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS
   for (const section of sections) {
     if (substituted[section.key] !== undefined) values[section.key] = validateSection(section, substituted[section.key], problems);
   }
+  // A plugin not loaded yet leaves its sections unknown and its connectors missing: say why first.
+  const base = dirname(resolve(file));
+  const listed = Array.isArray(substituted.plugins) ? (substituted.plugins as unknown[]) : [];
+  problems.unshift(...unloadedPlugins(listed, base).map(({ index, problem }) => `plugins[${index}]: ${problem}`));
   if (!parsed.success || problems.length) throw new JobConfigError(file, problems);
   const job = parsed.data;
-  const base = dirname(resolve(file));
-  unloadedPlugins(job.plugins, base).forEach(({ index, problem }) => problems.push(`plugins[${index}]: ${problem}`));
   const topicNames = new Set(job.topics.map((t) => t.name));
   job.topics.forEach((t, i) => check(problems, `topics[${i}]`, () => resourceName('topics', t.name, job.projectId, 'name')));
   job.subscriptions.forEach((s, i) => {

@@ -36,9 +36,10 @@ export async function importPlugins(specs: string[], base: string): Promise<stri
   return problems;
 }
 
-/** The plugins of `specs` that are not imported yet (`loadJob` does not import; loadJobWithPlugins does). */
-export function unloadedPlugins(specs: string[], base: string): { index: number; problem: string }[] {
+/** The plugins of `specs` (a job file's list; entries that are not strings are left to its schema) that are not imported yet. */
+export function unloadedPlugins(specs: unknown[], base: string): { index: number; problem: string }[] {
   return specs.flatMap((spec, index) => {
+    if (typeof spec !== 'string' || !spec) return [];
     try {
       if (imported.has(resolvePlugin(spec, base))) return [];
       return [{ index, problem: `"${spec}" is not loaded (load the job with loadJobWithPlugins, as the orderly command does)` }];
