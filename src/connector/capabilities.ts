@@ -1,7 +1,10 @@
 import type { SubscriptionIdentity } from '../core/pubsub-core.js';
 import type { ConnectorSettings } from './connector.js';
 
-/** What a capability is given: one export subscription of the connector's type, and the job's settings. */
+/**
+ * What a capability is given: one export subscription of the connector's type, and the job's settings.
+ * @typeParam Config the export section, as the factory's `parseConfig` returns it
+ */
 export interface ExportTarget<Config = unknown> {
   /** The subscription's full name. */
   subscription: string;
@@ -15,8 +18,11 @@ export interface ExportTarget<Config = unknown> {
 
 /** One check of an order audit: how many problems it found, and a few of them. */
 export interface AuditCheck {
+  /** What is checked, e.g. "missing sequences". */
   label: string;
+  /** How many problems it found. */
   count: number;
+  /** A few of them, each naming the key and where. */
   examples: string[];
   /** Whether a count above 0 fails the audit (`orderly audit` exits 1); otherwise it is information. */
   failing: boolean;
@@ -26,6 +32,7 @@ export interface AuditCheck {
 export interface AuditResult {
   /** What was read, in one line (e.g. "objects 3, records 320, keys 13"). */
   summary: string;
+  /** The checks, in the order they are printed. */
   checks: AuditCheck[];
   /** The connector's own report, printed as it is by `orderly audit --json`. */
   report: object;
@@ -46,5 +53,6 @@ export interface QueryView {
 export interface CounterMetric {
   /** The metric's name, e.g. `orderly_rows_appended_total`; one gauge per name, labelled by subscription. */
   metric: string;
+  /** The metric's help text. */
   help: string;
 }

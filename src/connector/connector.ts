@@ -134,7 +134,9 @@ export interface ConnectorContext {
  * (see `SettingsSection.open`: a connector reads the keys its own section provides).
  */
 export interface ConnectorSettings {
+  /** The job's data directory (absolute). */
   readonly dataDir: string;
+  /** What the job's settings sections provide, by key (e.g. `duckdbPath`, `objectStorage`). */
   readonly [provided: string]: unknown;
 }
 

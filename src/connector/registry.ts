@@ -9,6 +9,9 @@ import type { SettingsSection } from './settings-section.js';
  * `registerConnector({ name, parseConfig, create, ...capabilities })`. The command line and the job runtime
  * find everything connector-specific here — settings section, audit, query views, counters — and never
  * import a connector.
+ *
+ * @typeParam Config the subscription's export section, as `parseConfig` returns it
+ * @typeParam Settings the job file settings section, as its schema returns it
  */
 export interface ConnectorFactory<Config = unknown, Settings = unknown> {
   /** The name `exportConfig: { connector: <name> }` selects. */

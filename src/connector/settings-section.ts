@@ -3,8 +3,10 @@ import type { Logger } from '../log.js';
 /**
  * The Standard Schema interface (https://standardschema.dev), which zod, valibot and arktype schemas
  * implement: a section's schema can come from any of them (synchronous validation only).
+ * @typeParam Output the validated value
  */
 export interface StandardSchema<Output> {
+  /** The Standard Schema properties; `validate` must answer synchronously here. */
   readonly '~standard': {
     readonly version: 1;
     readonly vendor: string;
@@ -17,7 +19,9 @@ export type StandardResult<Output> = { readonly value: Output; readonly issues?:
 
 /** One problem a Standard Schema found: what, and where in the section. */
 export interface StandardIssue {
+  /** What is wrong. */
   readonly message: string;
+  /** Where, inside the section (keys and array indexes). */
   readonly path?: readonly (PropertyKey | { readonly key: PropertyKey })[];
 }
 
@@ -26,6 +30,7 @@ export interface StandardIssue {
  * factory (`ConnectorFactory.settings`). Orderly validates it with the rest of the job file (every
  * problem, each with its path), opens it when a job starts, and hands what `open` provides to every
  * connector in `ConnectorContext.settings`.
+ * @typeParam Settings the section's validated value
  */
 export interface SettingsSection<Settings = unknown> {
   /** The job file's key, e.g. `objectStorage`; not one of the job's own keys (topics, subscriptions, ...). */
@@ -54,6 +59,7 @@ export interface SectionContext {
    * open no database file for writing); provide the same settings.
    */
   readOnly: boolean;
+  /** The job's logger. */
   logger: Logger;
 }
 

@@ -1,5 +1,6 @@
 /** The folder a case's sink may use: the case's own temporary folder (the job file and its data are there too). */
 export interface SinkUnderTest {
+  /** The case's temporary folder (absolute), removed after the case. */
   dir: string;
 }
 
@@ -28,6 +29,7 @@ export interface ConformanceOptions {
   skipsDuplicates: boolean;
   /** Messages each case publishes (default 300) over this many ordering keys (default 10); every tenth has no key. */
   messages?: number;
+  /** Ordering keys the messages are spread over (default 10). */
   keys?: number;
   /** Where the cases' temporary folders go (default: the system's). */
   tempDir?: string;
@@ -35,6 +37,7 @@ export interface ConformanceOptions {
 
 /** One case of the suite: run it from any test framework (`it(c.name, c.run)`); it throws ConformanceError when the connector fails it. */
 export interface ConformanceCase {
+  /** `<connector>: <case>`, e.g. `jsonl-file: crash and restart`. */
   name: string;
   /** Runs the case (in its own temporary folder, removed afterwards); throws ConformanceError if the connector fails it. */
   run: () => Promise<void>;

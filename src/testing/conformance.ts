@@ -12,6 +12,7 @@ import { sinkProblems, type PublishedMessage } from './sink-check.js';
 
 /** A connector broke the contract: the message says what the sink holds that it should not (or lacks). */
 export class ConformanceError extends Error {
+  /** @param caseName the case (`<connector>: <case>`); @param problems what is wrong with the sink, one line each */
   constructor(
     readonly caseName: string,
     readonly problems: string[],

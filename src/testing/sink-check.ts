@@ -1,6 +1,8 @@
 /** A message the suite published: its id and ordering key ('' for none). */
 export interface PublishedMessage {
+  /** The message id the publish returned. */
   id: string;
+  /** Its ordering key; '' for none. */
   key: string;
 }
 
