@@ -11,7 +11,7 @@ import type { PublishBatch } from './publish-file.js';
 
 // Each command imports what it needs when it runs: `orderly --help` or `orderly validate` must not load
 // DuckDB, the AWS SDK, gRPC or the store.
-const loadJob = async (file: string) => (await import('../job/job-config.js')).loadJobWithPlugins(file);
+const loadJobFile = async (file: string) => (await import('../job/job-config.js')).loadJobWithPlugins(file);
 const createLogger = async (options?: { level?: string }) => (await import('../log.js')).createLogger(options);
 const keepServingOnUnexpectedErrors = async () => {
   const logger = await createLogger();
@@ -38,7 +38,7 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly validate fixtures/demo/job.yaml')
     .action(async (file: string, o: { json?: boolean }) => {
-      const job = await loadJob(file);
+      const job = await loadJobFile(file);
       out({ valid: true, topics: job.topics.length, subscriptions: job.subscriptions.length }, o.json, () =>
         console.log(`${file}: valid (${job.topics.length} topics, ${job.subscriptions.length} subscriptions)`),
       );
@@ -51,7 +51,7 @@ export async function main(argv: string[]): Promise<number> {
     .addHelpText('after', '\nExample:\n  $ orderly run job.yaml   # Ctrl-C stops it cleanly')
     .action(async (file: string) => {
       const logger = await keepServingOnUnexpectedErrors();
-      const job = await loadJob(file);
+      const job = await loadJobFile(file);
       const { JobRuntime } = await import('../job/job-runtime.js');
       const runtime = await JobRuntime.start(job, logger, { serveMetrics: true });
       logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort }, 'job running');
@@ -77,7 +77,7 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly publish job.yaml --topic order-changes --file orders.jsonl --ordering-key-field order_id')
     .action(async (file: string, o: { topic: string; file: string; orderingKeyField?: string; attributesField?: string; json?: boolean }) => {
-      const job = await loadJob(file);
+      const job = await loadJobFile(file);
       const { readLock } = await import('../job/job-lock.js');
       const { publishFile } = await import('./publish-file.js');
       const running = readLock(job.dataDir);
@@ -109,7 +109,7 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly status job.yaml --json')
     .action(async (file: string, o: { json?: boolean }) => {
-      const job = await loadJob(file);
+      const job = await loadJobFile(file);
       const running = (await import('../job/job-lock.js')).readLock(job.dataDir);
       let status: ReturnType<typeof statusOf>;
       if (running?.metrics) status = (await (await fetch(`${running.metrics}/status`)).json()) as typeof status;
@@ -138,7 +138,7 @@ export async function main(argv: string[]): Promise<number> {
     .action(async (file: string, name: string, o: { json?: boolean }) => {
       const { auditExport } = await import('../job/export-audit.js');
       const { auditFailed, printAudit } = await import('./print-audit.js');
-      await withJob(await loadJob(file), async (runtime) => {
+      await withJob(await loadJobFile(file), async (runtime) => {
         const audit = await auditExport(runtime, name);
         out(audit.report, o.json, () => printAudit(audit));
         if (auditFailed(audit)) process.exitCode = 1;
@@ -154,7 +154,7 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly query job.yaml "SELECT status, count(*) FROM analytics.orders GROUP BY ALL"')
     .action(async (file: string, sql: string, o: { json?: boolean; write?: boolean }) => {
-      const job = await loadJob(file);
+      const job = await loadJobFile(file);
       const { queryJob } = await import('../job/query.js');
       // Read-only, the job's sections open nothing for writing (so no init statement writes to the database),
       // and the query opens the file itself, read-only: nothing else in this process holds it.
@@ -179,7 +179,7 @@ export async function main(argv: string[]): Promise<number> {
     )
     .action(async (o: { config?: string; host: string; port: string; dataDir: string; allowRemote?: boolean; authToken?: string; idleTimeout?: string }) => {
       const logger = await keepServingOnUnexpectedErrors();
-      const job = o.config ? await loadJob(o.config) : (await import('../job/job-config.js')).bareJob(resolve(o.dataDir));
+      const job = o.config ? await loadJobFile(o.config) : (await import('../job/job-config.js')).bareJob(resolve(o.dataDir));
       const idleTimeoutSeconds = o.idleTimeout === undefined ? (job.endpoint?.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS) : Number(o.idleTimeout);
       if (!(idleTimeoutSeconds >= 1 && idleTimeoutSeconds <= 3600)) throw new OrderlyError('INVALID_ARGUMENT', `--idle-timeout: must be 1 to 3600 seconds, got ${o.idleTimeout}`);
       const endpoint = {
