@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync, utimesSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,9 @@ export default function buildDist(): void {
   if (existsSync(built) && newest(['src', 'connectors', 'tsconfig.json', 'tsconfig.build.json', 'package.json']) < statSync(built).mtimeMs) return;
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
   execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
+  // tsc leaves its build info alone when no output changed (a file saved unchanged): mark the build current.
+  const now = new Date();
+  utimesSync(built, now, now);
 }
 
 /** The newest modification time among `paths` (files, or folders walked). */
