@@ -5,14 +5,17 @@ import { z } from 'zod';
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { checkExposure } from '../api/exposure.js';
-import { getConnector, exportSection } from '../connector/registry.js';
+import { getConnector, exportSection, settingsSections } from '../connector/registry.js';
+import type { SettingsSection, StandardIssue } from '../connector/settings-section.js';
 import { OrderlyError } from '../core/errors.js';
 import { resourceName } from '../core/names.js';
-import { normalizeSubscription, type SubscriptionInput } from '../core/subscription-config.js';
+import { normalizeSubscription } from '../core/subscription-config.js';
+import { importPlugins, unloadedPlugins } from './plugins.js';
 
 /**
- * The job file: one YAML (or JSON) document declaring where data lives, the object-storage connection,
- * the topics and the subscriptions, with Pub/Sub's own field names. Unknown keys are errors.
+ * The job file: one YAML (or JSON) document declaring where data lives, the plugins to load, the topics
+ * and the subscriptions, with Pub/Sub's own field names, and the connectors' own settings sections
+ * (`duckdb:`, `objectStorage:`, ...: see SettingsSection). Unknown keys are errors.
  */
 const duration = z.union([z.number().nonnegative(), z.string().regex(/^\d+(\.\d+)?(ms|s|m|h|d)?$/, 'a duration like "300s" or "5m"')]);
 const labels = z.record(z.string(), z.string());
@@ -73,19 +76,8 @@ export const jobSchema = z.strictObject({
       duckdb: 128 * 1024 * 1024,
       duckdbThreads: 2,
     }),
-  duckdb: z.strictObject({ path: z.string(), init: z.array(z.string()).default([]) }).optional(),
-  objectStorage: z
-    .strictObject({
-      endpoint: z.string().optional(),
-      region: z.string().optional(),
-      accessKeyId: z.string().optional(),
-      secretAccessKey: z.string().optional(),
-      forcePathStyle: z.boolean().optional(),
-      /** Start an S3 server (s3rver) on 127.0.0.1 inside Orderly, storing under dataDir: no external service. */
-      embedded: z.boolean().default(false),
-      buckets: z.array(z.string()).default([]),
-    })
-    .optional(),
+  /** Modules that register connectors (package names, or paths relative to the job file), loaded first. */
+  plugins: z.array(z.string().min(1)).default([]),
   metrics: z.strictObject({ host: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9464) }).optional(),
   /** The Pub/Sub v1 endpoint (gRPC and REST) that `orderly run` serves; `orderly serve` always does. */
   endpoint: z
@@ -105,7 +97,16 @@ export const jobSchema = z.strictObject({
   subscriptions: z.array(subscription).default([]),
 });
 
-export type JobConfig = z.infer<typeof jobSchema> & { file: string };
+/**
+ * A validated job: the job's own settings, the connectors' settings sections present in the file (validated
+ * by their sections, by key), and the file it came from (absolute).
+ */
+export type JobConfig = z.infer<typeof jobSchema> & { file: string; sections: Readonly<Record<string, unknown>> };
+
+/** A job with nothing but a data directory (`orderly serve` without a job file). */
+export function bareJob(dataDir: string): JobConfig {
+  return { ...jobSchema.parse({ dataDir }), file: '(none)', sections: {} };
+}
 
 export class JobConfigError extends OrderlyError {
   constructor(
@@ -124,21 +125,50 @@ export const MAX_JOB_FILE_BYTES = 1024 * 1024;
 /** Aliases a job file may expand: enough for shared blocks, far too few for an exponential "billion laughs". */
 const MAX_YAML_ALIASES = 100;
 
-/** Reads, substitutes `${ENV}` references, validates everything (all errors at once) and resolves paths. */
-export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
-  registerBuiltInConnectors();
+/**
+ * Loads a job file and the plugins it lists (`plugins:`) first, so their connectors and settings sections
+ * are known when the rest is validated. What the command line does.
+ */
+export async function loadJobWithPlugins(file: string, env: NodeJS.ProcessEnv = process.env): Promise<JobConfig> {
   const raw = readJobDocument(file);
-  const problems: string[] = [];
-  const substituted = substituteEnv(raw, env, '', problems);
-  const parsed = jobSchema.safeParse(substituted);
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) {
-      if (issue.code === 'unrecognized_keys') {
-        for (const key of issue.keys) problems.push(`${formatPath([...issue.path, key])}: unknown key (a typo? see docs/configuration.md)`);
-      } else problems.push(`${formatPath(issue.path)}: ${issue.message}`);
-    }
-    throw new JobConfigError(file, problems);
+  const plugins = substituteEnv(raw.plugins, env, 'plugins', []);
+  if (Array.isArray(plugins) && plugins.every((p) => typeof p === 'string')) {
+    const failed = await importPlugins(plugins, dirname(resolve(file)));
+    if (failed.length) throw new JobConfigError(file, failed);
   }
+  return parseJob(raw, file, env);
+}
+
+/**
+ * Reads, substitutes `${ENV}` references, validates everything (all errors at once) and resolves paths.
+ * Imports no plugin: a job that lists plugins is refused unless they are loaded (see loadJobWithPlugins).
+ */
+export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
+  return parseJob(readJobDocument(file), file, env);
+}
+
+/** The job in `raw` (the document `loadJob` read from `file`), validated; paths resolved against the file's folder. */
+export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
+  registerBuiltInConnectors();
+  const problems: string[] = [];
+  const substituted = substituteEnv(raw, env, '', problems) as Record<string, unknown>;
+  const sections = settingsSections();
+  const ownKeys = Object.keys(jobSchema.shape);
+  const clash = sections.find((s) => ownKeys.includes(s.key));
+  if (clash) throw new OrderlyError('INVALID_ARGUMENT', `a connector declares the job file section "${clash.key}", which is one of the job's own keys`);
+  // The job's own keys go to its schema (which calls any other key unknown), each section to its connector's.
+  const own = Object.fromEntries(Object.entries(substituted).filter(([k]) => !sections.some((s) => s.key === k)));
+  const parsed = jobSchema.safeParse(own);
+  if (!parsed.success) for (const issue of parsed.error.issues) problems.push(...formatIssue(issue));
+  const values: Record<string, unknown> = {};
+  for (const section of sections) {
+    if (substituted[section.key] !== undefined) values[section.key] = validateSection(section, substituted[section.key], problems);
+  }
+  // A plugin not loaded yet leaves its sections unknown and its connectors missing: say why first.
+  const base = dirname(resolve(file));
+  const listed = Array.isArray(substituted.plugins) ? (substituted.plugins as unknown[]) : [];
+  problems.unshift(...unloadedPlugins(listed, base).map(({ index, problem }) => `plugins[${index}]: ${problem}`));
+  if (!parsed.success || problems.length) throw new JobConfigError(file, problems);
   const job = parsed.data;
   const topicNames = new Set(job.topics.map((t) => t.name));
   job.topics.forEach((t, i) => check(problems, `topics[${i}]`, () => resourceName('topics', t.name, job.projectId, 'name')));
@@ -149,25 +179,55 @@ export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): Job
     const dlt = s.deadLetterPolicy?.deadLetterTopic;
     if (dlt && !topicNames.has(dlt)) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
     check(problems, at, () => {
-      const spec = normalizeSubscription(s as SubscriptionInput, (t, field) => resourceName('topics', t, job.projectId, field));
+      const spec = normalizeSubscription(s, (t, field) => resourceName('topics', t, job.projectId, field));
       const section = exportSection(spec);
-      if (section) getConnector(section.connector).parseConfig(section.config);
-      if (spec.bigqueryConfig && !job.duckdb) problems.push(`${at}.bigqueryConfig: needs the job's duckdb.path`);
+      if (!section) return;
+      const factory = getConnector(section.connector);
+      factory.parseConfig(section.config);
+      if (factory.requiresSettings && factory.settings && !(factory.settings.key in values)) problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
     });
   });
   if (job.endpoint) check(problems, 'endpoint', () => checkExposure(job.endpoint!, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
   if (problems.length) throw new JobConfigError(file, problems);
-  const base = dirname(resolve(file));
   job.dataDir = resolve(base, job.dataDir);
-  if (job.duckdb) job.duckdb.path = resolve(base, job.duckdb.path);
-  return { ...job, file: resolve(file) };
+  for (const section of sections) {
+    if (section.key in values && section.resolvePaths) values[section.key] = section.resolvePaths(values[section.key], (path) => resolve(base, path));
+  }
+  return { ...job, file: resolve(file), sections: values };
+}
+
+/** A section's settings as its schema (or parse function) returns them; its problems, with their paths, go to `problems`. */
+function validateSection(section: SettingsSection, raw: unknown, problems: string[]): unknown {
+  const { schema } = section;
+  if (typeof schema === 'function') {
+    try {
+      return schema(raw);
+    } catch (e) {
+      const message = (e as Error).message;
+      problems.push((e as { field?: string }).field ? `${section.key}.${message}` : `${section.key}: ${message}`);
+      return undefined;
+    }
+  }
+  const result = schema['~standard'].validate(raw);
+  if (result instanceof Promise) throw new OrderlyError('INVALID_ARGUMENT', `the schema of the job file section "${section.key}" validates asynchronously; sections need a synchronous schema`);
+  if (result.issues) for (const issue of result.issues) problems.push(...formatIssue(issue, [section.key]));
+  return result.issues ? undefined : result.value;
+}
+
+/** One schema issue as problem lines: its path in the file, then what is wrong; each unknown key a line of its own. */
+function formatIssue(issue: StandardIssue & { code?: string; keys?: string[] }, at: PropertyKey[] = []): string[] {
+  const path = [...at, ...(issue.path ?? []).map((p) => (typeof p === 'object' ? p.key : p))];
+  if (issue.code === 'unrecognized_keys' && issue.keys) {
+    return issue.keys.map((key) => `${formatPath([...path, key])}: unknown key (a typo? see docs/configuration.md)`);
+  }
+  return [`${formatPath(path)}: ${issue.message}`];
 }
 
 /**
  * The file's one document as plain data, or a JobConfigError naming what is wrong with the file itself:
  * unreadable, too large, empty, not YAML/JSON, not a mapping, or an alias that contains itself.
  */
-function readJobDocument(file: string): Record<string, unknown> {
+export function readJobDocument(file: string): Record<string, unknown> {
   const fail = (problem: string): never => {
     throw new JobConfigError(file, [problem]);
   };
