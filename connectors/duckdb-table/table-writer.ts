@@ -11,7 +11,7 @@ import {
   type DuckDBValue,
 } from '@duckdb/node-api';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
-import { SinkStateError, emptyCounters, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import { SinkStateError, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
 import { discardDuckDb, duckDbFile, openDuckDb } from '../../src/duckdb/database.js';
 import { quoteIdent, quoteString } from '../../src/duckdb/sql.js';
 import type { DuckDbTableConfig } from './config.js';
@@ -65,7 +65,7 @@ export class DuckDbFileError extends Error {
 export class DuckDbTableWriter implements Connector {
   private connection?: DuckDBConnection;
   private mapper?: RowMapper;
-  readonly counters = emptyCounters();
+  readonly counters = { rowsAppended: 0 };
   private readonly lastSequence = new Map<string, number>();
   private progressRows = 0;
   /** The table's last applied _CHANGE_SEQUENCE_NUMBER per primary key (CDC), loaded once. */

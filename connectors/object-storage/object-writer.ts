@@ -3,7 +3,7 @@ import { Upload } from '@aws-sdk/lib-storage';
 import { createReadStream, existsSync, mkdirSync, rmdirSync, rmSync } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { SinkStateError, emptyCounters, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import { SinkStateError, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
 import { subscriptionDir } from '../../src/connector/sink-paths.js';
 import { durableRename } from '../../src/store/durable-file.js';
 import { CommittedRanges } from './committed-ranges.js';
@@ -58,7 +58,7 @@ export class ObjectStorageWriter implements Connector {
   /** The next object name's counter: above every name the manifest has seen (see uniqueId). */
   private nameCounter = 1;
   private readonly writerTag = newWriterTag();
-  readonly counters = emptyCounters();
+  readonly counters = { objectsWritten: 0, bytesUploaded: 0, uploadRetries: 0 };
   private readonly committedRanges = new CommittedRanges();
   /** Unkeyed message id -> when its object committed. */
   private readonly committedIds = new Map<string, number>();

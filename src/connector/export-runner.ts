@@ -3,7 +3,7 @@ import type { PubSubCore } from '../core/pubsub-core.js';
 import type { ConsumerSpec, SubscriptionHandle, SubscriptionState } from '../core/consumer.js';
 import type { Logger } from '../log.js';
 import { Backoff } from './backoff.js';
-import { emptyCounters, SinkStateError, type Connector, type ConnectorCounters, type WriteResult } from './connector.js';
+import { SinkStateError, type Connector, type ConnectorCounters, type WriteResult } from './connector.js';
 
 export interface ExportRunnerOptions {
   core: PubSubCore;
@@ -71,7 +71,7 @@ export class ExportRunner {
   /** The open connector (after a stop, the last one); undefined while none is open. */
   private connector?: Connector;
   /** Totals of the connectors closed after failures, so the counters keep counting up. */
-  private retired?: ConnectorCounters;
+  private retired?: Record<string, number>;
   /** An unexpected failure happened, and no write or flush has succeeded since. */
   private faulted = false;
   private attached = false;
@@ -207,7 +207,7 @@ export class ExportRunner {
   }
 
   private async retire(connector: Connector): Promise<void> {
-    if (connector.counters) this.retired = addCounters(this.retired ?? emptyCounters(), connector.counters);
+    if (connector.counters) this.retired = addCounters(this.retired ?? {}, connector.counters);
     try {
       await connector.close();
     } catch (e) {
@@ -355,7 +355,7 @@ export class ExportRunner {
   }
 
   /** The connectors' own totals (rows appended, objects written, ...), when they keep them. */
-  get connectorCounters(): Readonly<ConnectorCounters> | undefined {
+  get connectorCounters(): ConnectorCounters | undefined {
     const current = this.connector?.counters;
     if (!this.retired) return current;
     return current ? addCounters({ ...this.retired }, current) : this.retired;
@@ -399,7 +399,7 @@ function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-function addCounters(into: ConnectorCounters, more: Readonly<ConnectorCounters>): ConnectorCounters {
-  for (const k of Object.keys(into) as (keyof ConnectorCounters)[]) into[k] += more[k];
+function addCounters(into: Record<string, number>, more: ConnectorCounters): Record<string, number> {
+  for (const [k, n] of Object.entries(more)) into[k] = (into[k] ?? 0) + n;
   return into;
 }

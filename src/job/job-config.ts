@@ -5,14 +5,17 @@ import { z } from 'zod';
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { checkExposure } from '../api/exposure.js';
-import { getConnector, exportSection } from '../connector/registry.js';
+import { getConnector, exportSection, settingsSections } from '../connector/registry.js';
+import type { SettingsSection, StandardIssue } from '../connector/settings-section.js';
 import { OrderlyError, UnknownFieldError } from '../core/errors.js';
 import { resourceName } from '../core/names.js';
-import { normalizeSubscription, type SubscriptionInput } from '../core/subscription-config.js';
+import { normalizeSubscription } from '../core/subscription-config.js';
+import { importPlugins, unloadedPlugins } from './plugins.js';
 
 /**
- * The job file: one YAML (or JSON) document declaring where data lives, the object-storage connection,
- * the topics and the subscriptions, with Pub/Sub's own field names. Unknown keys are errors.
+ * The job file: one YAML (or JSON) document declaring where data lives, the plugins to load, the topics
+ * and the subscriptions, with Pub/Sub's own field names, and the connectors' own settings sections
+ * (`duckdb:`, `objectStorage:`, ...: see SettingsSection). Unknown keys are errors.
  */
 const duration = z.union([z.number().nonnegative(), z.string().regex(/^\d+(\.\d+)?(ms|s|m|h|d)?$/, 'a duration like "300s" or "5m"')]);
 const labels = z.record(z.string(), z.string());
@@ -73,19 +76,8 @@ export const jobSchema = z.strictObject({
       duckdb: 128 * 1024 * 1024,
       duckdbThreads: 2,
     }),
-  duckdb: z.strictObject({ path: z.string(), init: z.array(z.string()).default([]) }).optional(),
-  objectStorage: z
-    .strictObject({
-      endpoint: z.string().optional(),
-      region: z.string().optional(),
-      accessKeyId: z.string().optional(),
-      secretAccessKey: z.string().optional(),
-      forcePathStyle: z.boolean().optional(),
-      /** Start an S3 server (s3rver) on 127.0.0.1 inside Orderly, storing under dataDir: no external service. */
-      embedded: z.boolean().default(false),
-      buckets: z.array(z.string()).default([]),
-    })
-    .optional(),
+  /** Modules that register connectors (package names, or paths relative to the job file), loaded first. */
+  plugins: z.array(z.string().min(1)).default([]),
   metrics: z.strictObject({ host: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9464) }).optional(),
   /** The Pub/Sub v1 endpoint (gRPC and REST) that `orderly run` serves; `orderly serve` always does. */
   endpoint: z
@@ -105,9 +97,16 @@ export const jobSchema = z.strictObject({
   subscriptions: z.array(subscription).default([]),
 });
 
-const topic = jobSchema.shape.topics.unwrap().element;
+/**
+ * A validated job: the job's own settings, the connectors' settings sections present in the file (validated
+ * by their sections, by key), and the file it came from (absolute).
+ */
+export type JobConfig = z.infer<typeof jobSchema> & { file: string; sections: Readonly<Record<string, unknown>> };
 
-export type JobConfig = z.infer<typeof jobSchema> & { file: string };
+/** A job with nothing but a data directory (`orderly serve` without a job file). */
+export function bareJob(dataDir: string): JobConfig {
+  return { ...jobSchema.parse({ dataDir }), file: '(none)', sections: {} };
+}
 
 export class JobConfigError extends OrderlyError {
   constructor(
@@ -126,35 +125,76 @@ export const MAX_JOB_FILE_BYTES = 1024 * 1024;
 /** Aliases a job file may expand: enough for shared blocks, far too few for an exponential "billion laughs". */
 const MAX_YAML_ALIASES = 100;
 
-/** Reads, substitutes `${ENV}` references, validates everything (all errors at once) and resolves paths. */
-export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
-  registerBuiltInConnectors();
+/**
+ * Loads a job file and the plugins it lists (`plugins:`) first, so their connectors and settings sections
+ * are known when the rest is validated. What the command line does.
+ */
+export async function loadJobWithPlugins(file: string, env: NodeJS.ProcessEnv = process.env): Promise<JobConfig> {
   const raw = readJobDocument(file);
-  const problems: string[] = [];
-  const substituted = substituteEnv(raw, env, '', problems);
-  const parsed = jobSchema.safeParse(substituted);
-  let unknownKeys: PropertyKey[][] = [];
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) {
-      if (issue.code === 'unrecognized_keys') {
-        for (const key of issue.keys) problems.push(`${formatPath([...issue.path, key])}: unknown key (a typo? see docs/configuration.md)`);
-        unknownKeys = [...unknownKeys, ...issue.keys.map((key) => [...issue.path, key])];
-      } else problems.push(`${formatPath(issue.path)}: ${issue.message}`);
-    }
+  const plugins = substituteEnv(raw.plugins, env, 'plugins', []);
+  if (Array.isArray(plugins) && plugins.every((p) => typeof p === 'string')) {
+    const failed = await importPlugins(plugins, dirname(resolve(file)));
+    if (failed.length) throw new JobConfigError(file, failed);
   }
-  // The checks beyond the file's shape run on every part that has the right shape once its unknown keys
-  // are set aside, so one run lists every problem: a typo does not hide a range error, nor a bad id both.
-  checkSettings(withoutPaths(substituted as Record<string, unknown>, unknownKeys), problems);
-  if (problems.length || !parsed.success) throw new JobConfigError(file, problems);
-  const job = parsed.data;
-  const base = dirname(resolve(file));
-  job.dataDir = resolve(base, job.dataDir);
-  if (job.duckdb) job.duckdb.path = resolve(base, job.duckdb.path);
-  return { ...job, file: resolve(file) };
+  return parseJob(raw, file, env);
 }
 
-/** The checks zod's shapes cannot make: ids, references between entries, ranges, export sections, exposure. */
-function checkSettings(doc: Record<string, unknown>, problems: string[]): void {
+/**
+ * Reads, substitutes `${ENV}` references, validates everything (all errors at once) and resolves paths.
+ * Imports no plugin: a job that lists plugins is refused unless they are loaded (see loadJobWithPlugins).
+ */
+export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
+  return parseJob(readJobDocument(file), file, env);
+}
+
+/** The job in `raw` (the document `loadJob` read from `file`), validated; paths resolved against the file's folder. */
+export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
+  registerBuiltInConnectors();
+  const problems: string[] = [];
+  const substituted = substituteEnv(raw, env, '', problems) as Record<string, unknown>;
+  const sections = settingsSections();
+  const ownKeys = Object.keys(jobSchema.shape);
+  const clash = sections.find((s) => ownKeys.includes(s.key));
+  if (clash) throw new OrderlyError('INVALID_ARGUMENT', `a connector declares the job file section "${clash.key}", which is one of the job's own keys`);
+  // The job's own keys go to its schema (which calls any other key unknown), each section to its connector's.
+  const own = Object.fromEntries(Object.entries(substituted).filter(([k]) => !sections.some((s) => s.key === k)));
+  const parsed = jobSchema.safeParse(own);
+  const unknownKeys: PropertyKey[][] = [];
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      problems.push(...formatIssue(issue));
+      if (issue.code === 'unrecognized_keys') unknownKeys.push(...issue.keys.map((key) => [...issue.path, key]));
+    }
+  }
+  const values: Record<string, unknown> = {};
+  for (const section of sections) {
+    if (substituted[section.key] !== undefined) values[section.key] = validateSection(section, substituted[section.key], problems);
+  }
+  // A plugin not loaded yet leaves its sections unknown and its connectors missing: say why first.
+  const base = dirname(resolve(file));
+  const listed = Array.isArray(substituted.plugins) ? (substituted.plugins as unknown[]) : [];
+  problems.unshift(...unloadedPlugins(listed, base).map(({ index, problem }) => `plugins[${index}]: ${problem}`));
+  // The checks beyond the file's shape run on every part that has the right shape once its unknown keys
+  // are set aside, so one run lists every problem: a typo does not hide a range error, nor a bad id both.
+  const present = new Set(sections.filter((section) => substituted[section.key] !== undefined).map((section) => section.key));
+  checkSettings(withoutPaths(own, unknownKeys), present, problems);
+  if (!parsed.success || problems.length) throw new JobConfigError(file, problems);
+  const job = parsed.data;
+  job.dataDir = resolve(base, job.dataDir);
+  for (const section of sections) {
+    if (section.key in values && section.resolvePaths) values[section.key] = section.resolvePaths(values[section.key], (path) => resolve(base, path));
+  }
+  return { ...job, file: resolve(file), sections: values };
+}
+
+const topic = jobSchema.shape.topics.unwrap().element;
+
+/**
+ * The checks zod's shapes cannot make — ids, references between entries, ranges, export sections,
+ * exposure — on every part of `doc` (the job's own keys) that has the right shape. `sections`: the
+ * connectors' settings sections the file has.
+ */
+function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<string>, problems: string[]): void {
   const part = <T>(schema: z.ZodType<T>, value: unknown): T | undefined => {
     const r = schema.safeParse(value);
     return r.success ? r.data : undefined;
@@ -168,7 +208,6 @@ function checkSettings(doc: Record<string, unknown>, problems: string[]): void {
     topicNames.add(t.name);
     check(problems, `topics[${i}]`, () => resourceName('topics', t.name, projectId, 'name'));
   });
-  const duckdb = part(jobSchema.shape.duckdb, doc.duckdb);
   list(doc.subscriptions).forEach((raw, i) => {
     const at = `subscriptions[${i}]`;
     const name = (raw as { name?: unknown } | null)?.name;
@@ -179,10 +218,12 @@ function checkSettings(doc: Record<string, unknown>, problems: string[]): void {
     const dlt = s.deadLetterPolicy?.deadLetterTopic;
     if (dlt && !topicNames.has(dlt)) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
     check(problems, at, () => {
-      const spec = normalizeSubscription(s as SubscriptionInput, (t, field) => resourceName('topics', t, projectId, field));
-      if (spec.bigqueryConfig && !duckdb) problems.push(`${at}.bigqueryConfig: needs the job's duckdb.path`);
+      const spec = normalizeSubscription(s, (t, field) => resourceName('topics', t, projectId, field));
       const section = exportSection(spec);
-      if (section) checkSection(problems, at, section.connector, section.config);
+      if (!section) return;
+      const factory = getConnector(section.connector);
+      if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key)) problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
+      checkSection(problems, at, (config) => factory.parseConfig(config), section.config);
     });
   });
   const endpoint = part(jobSchema.shape.endpoint, doc.endpoint);
@@ -190,14 +231,14 @@ function checkSettings(doc: Record<string, unknown>, problems: string[]): void {
 }
 
 /** A connector's section: every unknown field is reported and set aside, and the rest is checked too. */
-function checkSection(problems: string[], at: string, connector: string, config: unknown): void {
+function checkSection(problems: string[], at: string, parse: (config: unknown) => unknown, config: unknown): void {
   let rest = config;
   for (let round = 0; round < MAX_SECTION_ROUNDS; round++) {
     try {
-      getConnector(connector).parseConfig(rest);
+      parse(rest);
       return;
     } catch (e) {
-      if (!(e instanceof UnknownFieldError)) throw e;
+      if (!(e instanceof UnknownFieldError) || !rest || typeof rest !== 'object') throw e;
       problems.push(`${at}.${e.message}`);
       rest = withoutPaths(rest as Record<string, unknown>, [e.key]);
     }
@@ -218,11 +259,38 @@ function withoutPaths(doc: Record<string, unknown>, paths: PropertyKey[][]): Rec
   return copy;
 }
 
+/** A section's settings as its schema (or parse function) returns them; its problems, with their paths, go to `problems`. */
+function validateSection(section: SettingsSection, raw: unknown, problems: string[]): unknown {
+  const { schema } = section;
+  if (typeof schema === 'function') {
+    try {
+      return schema(raw);
+    } catch (e) {
+      const message = (e as Error).message;
+      problems.push((e as { field?: string }).field ? `${section.key}.${message}` : `${section.key}: ${message}`);
+      return undefined;
+    }
+  }
+  const result = schema['~standard'].validate(raw);
+  if (result instanceof Promise) throw new OrderlyError('INVALID_ARGUMENT', `the schema of the job file section "${section.key}" validates asynchronously; sections need a synchronous schema`);
+  if (result.issues) for (const issue of result.issues) problems.push(...formatIssue(issue, [section.key]));
+  return result.issues ? undefined : result.value;
+}
+
+/** One schema issue as problem lines: its path in the file, then what is wrong; each unknown key a line of its own. */
+function formatIssue(issue: StandardIssue & { code?: string; keys?: string[] }, at: PropertyKey[] = []): string[] {
+  const path = [...at, ...(issue.path ?? []).map((p) => (typeof p === 'object' ? p.key : p))];
+  if (issue.code === 'unrecognized_keys' && issue.keys) {
+    return issue.keys.map((key) => `${formatPath([...path, key])}: unknown key (a typo? see docs/configuration.md)`);
+  }
+  return [`${formatPath(path)}: ${issue.message}`];
+}
+
 /**
  * The file's one document as plain data, or a JobConfigError naming what is wrong with the file itself:
  * unreadable, too large, empty, not YAML/JSON, not a mapping, or an alias that contains itself.
  */
-function readJobDocument(file: string): Record<string, unknown> {
+export function readJobDocument(file: string): Record<string, unknown> {
   const fail = (problem: string): never => {
     throw new JobConfigError(file, [problem]);
   };

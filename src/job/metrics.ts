@@ -1,8 +1,8 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Gauge, Registry } from 'prom-client';
-import type { ConnectorCounters } from '../connector/connector.js';
 import type { ExportManager } from '../connector/export-manager.js';
+import { counterMetrics, exportSection } from '../connector/registry.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { projectOf, shortId } from '../core/names.js';
 import { unexpectedErrorCount } from './unexpected-errors.js';
@@ -34,8 +34,10 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
       /** Payload bytes this subscription holds in memory, of the limit all subscriptions share (memory.payloadBytes). */
       residentBytes: m.residentBytes,
       payloadLimitBytes: core.memoryUse().payloadLimit,
+      /** The export connector's own running totals (rows appended, objects written, ...), when it keeps them. */
+      exportCounters: runner?.connectorCounters,
     };
-    return { status, counters: m.counters, connector: runner?.connectorCounters };
+    return { status, counters: m.counters, connector: exportSection(s)?.connector };
   });
 }
 
@@ -79,11 +81,13 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
   gauge('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (s) => s.counters.deadLettered);
   gauge('orderly_exported_total', 'Messages written by the export connector', (s) => s.status.exported);
   gauge('orderly_export_errors_total', 'Unexpected failures of the export sink (each one reopened it after a backoff)', (s) => s.status.exportErrors);
-  const counter = (name: string, help: string, key: keyof ConnectorCounters) => gauge(name, help, (s) => s.connector?.[key] ?? 0);
-  counter('orderly_rows_appended_total', 'Rows appended to DuckDB tables', 'rowsAppended');
-  counter('orderly_objects_written_total', 'Objects committed to object storage', 'objectsWritten');
-  counter('orderly_bytes_uploaded_total', 'Bytes uploaded to object storage', 'bytesUploaded');
-  counter('orderly_upload_retries_total', 'Object uploads that failed and will be retried', 'uploadRetries');
+  // The connectors' declared counters (ConnectorFactory.counters); 0 for subscriptions whose connector has none.
+  for (const { metric, help, counterOf } of counterMetrics()) {
+    gauge(metric, help, (s) => {
+      const counter = s.connector === undefined ? undefined : counterOf[s.connector];
+      return counter === undefined ? 0 : (s.status.exportCounters?.[counter] ?? 0);
+    });
+  }
   new Gauge({
     name: 'orderly_payload_memory_limit_bytes',
     help: 'Payload bytes all subscriptions may hold in memory together (memory.payloadBytes)',

@@ -1,62 +1,37 @@
-import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import { existsSync, mkdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
-import { Manifest } from '../../connectors/object-storage/manifest.js';
-import { manifestPath } from '../../connectors/object-storage/object-writer.js';
-import { createS3Client, s3Connection } from '../../connectors/object-storage/s3-client.js';
-import { pathSegment, subscriptionDir } from '../connector/sink-paths.js';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { OrderlyError } from '../core/errors.js';
-import { shortId } from '../core/names.js';
 import { connectDuckDb } from '../duckdb/database.js';
 import { quoteIdent, quoteString } from '../duckdb/sql.js';
-import { writeFileAtomic } from '../store/durable-file.js';
+import { exportTargetOf } from './export-target.js';
 import type { JobRuntime } from './job-runtime.js';
+import { queryViewNames } from './query-view-names.js';
 
 /**
- * How a query reaches the job's DuckDB database:
- * - `read-only` (`orderly query`): its own read-only instance of `duckdbPath`, locked down so the SQL can
- *   neither change the database nor read or write any file but the database and the views' cached objects.
- *   Nothing else in the process may have that file open (a second instance of a file in one process sees
- *   stale data).
- * - `shared` (`orderly query --write`, the demo): the process's read-write instance, which exports may be
+ * Runs SQL over the job's DuckDB database (the one a settings section names, e.g. `duckdb.path`; else
+ * `<dataDir>/query.duckdb`), with one view per export subscription whose connector offers query views
+ * (Parquet object-storage subscriptions: their committed objects), named by queryViewNames.
+ *
+ * How the query reaches the database depends on how the job was opened:
+ * - read-only (`JobRuntime.start(job, logger, { readOnly: true })`, `orderly query`): its own read-only
+ *   instance of the file, locked down so the SQL can neither change the database nor read or write any
+ *   file but the database and the views' files. Nothing else in the process may have that file open (a
+ *   second instance of a file in one process sees stale data); a read-only job opens none.
+ * - otherwise (`orderly query --write`, the demo): the process's read-write instance, which exports may be
  *   writing through at the same time; the SQL can do anything DuckDB can.
  */
-export type QueryAccess = { mode: 'read-only'; duckdbPath: string | undefined } | { mode: 'shared' };
-
-/**
- * Runs SQL over the job's DuckDB database, with one view per Parquet object-storage subscription
- * (named after the subscription, `-` as `_`) over its committed objects. DuckDB's S3 extension cannot be
- * downloaded here, so the objects are read through a local cache under `<dataDir>/cache/` (cacheObjects).
- */
-export async function queryJob(runtime: JobRuntime, sql: string, access: QueryAccess = { mode: 'shared' }): Promise<Record<string, unknown>[]> {
-  const { job, core } = runtime;
-  const views: string[] = [];
-  const files: string[] = [];
-  for (const sub of core.listSubscriptions()) {
-    if (!sub.cloudStorageConfig) continue;
-    const config = parseObjectStorageConfig(sub.cloudStorageConfig);
-    if (config.format.kind !== 'parquet') continue;
-    const cached = await cacheObjects(runtime, sub.name);
-    files.push(...cached);
-    const view = quoteIdent(shortId(sub.name).replaceAll('-', '_'));
-    views.push(
-      cached.length
-        ? `CREATE OR REPLACE TEMP VIEW ${view} AS SELECT * FROM read_parquet([${cached.map(quoteString).join(', ')}], filename = true, file_row_number = true)`
-        : `CREATE OR REPLACE TEMP VIEW ${view} AS SELECT NULL AS data WHERE false`,
-    );
-  }
-  const ownDatabase = join(job.dataDir, 'query.duckdb');
-  if (access.mode === 'shared') {
-    const connection = await connectDuckDb(job.duckdb?.path ?? ownDatabase);
+export async function queryJob(runtime: JobRuntime, sql: string): Promise<Record<string, unknown>[]> {
+  const { views, files } = await queryViews(runtime);
+  const path = runtime.queryDatabase ?? join(runtime.job.dataDir, 'query.duckdb');
+  if (!runtime.readOnly) {
+    const connection = await connectDuckDb(path);
     try {
       return await runWithViews(connection, views, sql);
     } finally {
       connection.closeSync();
     }
   }
-  const path = access.duckdbPath ?? ownDatabase;
   // A database not created yet has no tables to read; the views still work on an empty in-memory one.
   const instance = existsSync(path) ? await DuckDBInstance.create(path, { access_mode: 'READ_ONLY' }) : await DuckDBInstance.create(':memory:');
   try {
@@ -78,9 +53,28 @@ export async function queryJob(runtime: JobRuntime, sql: string, access: QueryAc
   }
 }
 
+/** The CREATE VIEW statements of every export subscription (every project) whose connector offers a view, and the files they read. */
+async function queryViews(runtime: JobRuntime): Promise<{ views: string[]; files: string[] }> {
+  const { core } = runtime;
+  const offered: { subscription: string; select: string }[] = [];
+  const files: string[] = [];
+  for (const sub of core.allSubscriptions()) {
+    const found = exportTargetOf(core, runtime.connectorSettings, sub);
+    const view = await found?.factory.queryView?.(found.target);
+    if (!view) continue;
+    files.push(...view.files);
+    offered.push({ subscription: sub.name, select: view.select });
+  }
+  const names = queryViewNames(
+    offered.map((o) => o.subscription),
+    core.projectId,
+  );
+  return { views: offered.map((o) => `CREATE OR REPLACE TEMP VIEW ${quoteIdent(names.get(o.subscription)!)} AS ${o.select}`), files };
+}
+
 async function runWithViews(connection: DuckDBConnection, views: string[], sql: string): Promise<Record<string, unknown>[]> {
   for (const v of views) await connection.run(v);
-  return (await connection.runAndReadAll(sql)).getRowObjectsJson() as Record<string, unknown>[];
+  return (await connection.runAndReadAll(sql)).getRowObjectsJson();
 }
 
 /**
@@ -92,32 +86,4 @@ async function lockDown(connection: DuckDBConnection, files: string[]): Promise<
   await connection.run(`SET allowed_paths = [${files.map(quoteString).join(', ')}]`);
   await connection.run('SET enable_external_access = false');
   await connection.run('SET lock_configuration = true');
-}
-
-/**
- * The subscription's committed objects as local files, under `<dataDir>/cache/<project>/<id>/<uid>/<bucket>/`,
- * one file per object named by the escaped object name (names map to paths one to one: see pathSegment).
- */
-async function cacheObjects(runtime: JobRuntime, name: string): Promise<string[]> {
-  const subscription = { name, uid: runtime.core.identity(name).uid };
-  const dir = subscriptionDir(join(runtime.job.dataDir, 'cache'), subscription);
-  const manifest = Manifest.readOnly(manifestPath(runtime.job.dataDir, subscription));
-  const s3 = createS3Client(s3Connection(runtime.objectStorage));
-  try {
-    const files: string[] = [];
-    for (const entry of manifest.committed()) {
-      const file = join(dir, pathSegment(entry.bucket), pathSegment(entry.object));
-      if (!existsSync(file)) {
-        const res = await s3.send(new GetObjectCommand({ Bucket: entry.bucket, Key: entry.object }));
-        mkdirSync(dirname(file), { recursive: true });
-        // Whole or not at all: a cached file cut short by a crash would be read as the object.
-        writeFileAtomic(file, await res.Body!.transformToByteArray(), { sync: false });
-      }
-      files.push(file);
-    }
-    return files;
-  } finally {
-    manifest.close();
-    s3.destroy();
-  }
 }

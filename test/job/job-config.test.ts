@@ -42,7 +42,7 @@ describe('job file validation', () => {
     expect(loadJob('fixtures/demo/job.yaml').subscriptions).toHaveLength(2);
     const job = loadJob(write(base(), 'job.json'));
     expect(job.dataDir).toBe(join(dir.path, 'data'));
-    expect(job.duckdb?.path).toBe(join(dir.path, 'data/x.duckdb'));
+    expect(job.sections.duckdb).toEqual({ path: join(dir.path, 'data/x.duckdb'), init: [] });
   });
 
   it.each<[string, (j: ReturnType<typeof base>) => unknown, string]>([
@@ -89,7 +89,7 @@ describe('job file validation', () => {
   it('substitutes ${ENV} references and names the missing ones', () => {
     const job = { ...base(), objectStorage: { endpoint: '${S3_URL}', accessKeyId: '${KEY_ID}' } };
     expect(problems(job, { S3_URL: 'http://127.0.0.1:9000' })).toEqual(['objectStorage.accessKeyId: environment variable KEY_ID is not set']);
-    expect(loadJob(write(job), { S3_URL: 'http://x:1', KEY_ID: 'k' }).objectStorage?.endpoint).toBe('http://x:1');
+    expect(loadJob(write(job), { S3_URL: 'http://x:1', KEY_ID: 'k' }).sections.objectStorage).toMatchObject({ endpoint: 'http://x:1' });
   });
 });
 
