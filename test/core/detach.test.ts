@@ -3,7 +3,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import '../../fixtures/connectors/jsonl-file.js';
+import '../../examples/jsonl-file-connector/src/index.js';
 import type { ManualClock } from '../../src/core/clock.js';
 import type { OrderlyError } from '../../src/core/errors.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
