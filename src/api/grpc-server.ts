@@ -38,7 +38,7 @@ export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {
     const implementation: grpc.UntypedServiceImplementation = {};
     for (const method of Object.keys(service)) {
       if (method === 'StreamingPull') implementation[method] = ((call) => streamingPull(core, call, logger)) as grpc.handleBidiStreamingCall<StreamingPullRequest, unknown>;
-      else implementation[method] = methods[method] ? unary(method, methods[method]!, logger) : unimplemented(serviceName, method);
+      else implementation[method] = methods[method] ? unary(method, methods[method], logger) : unimplemented(serviceName, method);
     }
     server.addService(withUndecodableRequests(service), implementation);
   }

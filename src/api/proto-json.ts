@@ -34,7 +34,7 @@ interface Extension {
 export function fromProtoJson(type: protobuf.Type, json: unknown, at = ''): ProtoObject {
   const extensions: Extension[] = [];
   const plain = messageFromJson(type, json, at, [], extensions);
-  const shaped = type.toObject(type.fromObject(plain), MESSAGE_SHAPE) as ProtoObject;
+  const shaped = type.toObject(type.fromObject(plain), MESSAGE_SHAPE);
   for (const { path, value } of extensions) {
     const parent = path.slice(0, -1).reduce<ProtoObject>((o, p) => o[p], shaped);
     parent[path[path.length - 1]!] = value;
@@ -44,7 +44,7 @@ export function fromProtoJson(type: protobuf.Type, json: unknown, at = ''): Prot
 
 export function toProtoJson(type: protobuf.Type, value: object | undefined): Record<string, unknown> {
   const original = (value ?? {}) as ProtoObject;
-  const shaped = type.toObject(type.fromObject(original), MESSAGE_SHAPE) as ProtoObject;
+  const shaped = type.toObject(type.fromObject(original), MESSAGE_SHAPE);
   return messageToJson(type, shaped, original);
 }
 
@@ -122,7 +122,7 @@ const SCALAR_NOUNS: Record<string, string> = { string: 'string', bool: 'true/fal
 
 function enumFromJson(type: protobuf.Enum, value: unknown, where: string): string {
   if (typeof value === 'string' && Object.hasOwn(type.values, value)) return value;
-  if (typeof value === 'number' && Number.isInteger(value) && type.valuesById[value] !== undefined) return type.valuesById[value]!;
+  if (typeof value === 'number' && Number.isInteger(value) && type.valuesById[value] !== undefined) return type.valuesById[value];
   throw new InvalidArgumentError(where, `must be one of ${Object.keys(type.values).join(', ')}, got ${JSON.stringify(value) ?? String(value)}`);
 }
 
@@ -165,7 +165,7 @@ function scalarFromJson(type: string, value: unknown, where: string): unknown {
   if (!range) throw new Error(`proto-json: no JSON reading for the ${type} type`);
   const integer = (typeof value === 'number' && Number.isSafeInteger(value)) || (typeof value === 'string' && /^-?\d{1,20}$/.test(value));
   if (!integer) throw new InvalidArgumentError(where, 'must be an integer (a number or a decimal string)');
-  const n = BigInt(value as number | string);
+  const n = BigInt(value);
   if (n < range[0] || n > range[1]) throw new InvalidArgumentError(where, `is out of the ${type} range`);
   return type.endsWith('64') ? n.toString() : Number(n);
 }

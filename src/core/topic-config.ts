@@ -55,7 +55,7 @@ function checkLabels(labels: unknown): Record<string, string> {
 
 /** Stored settings as the core reads them (a store written before topics had settings holds `{}`). */
 export function topicSettings(stored: unknown): TopicSettings {
-  return stored && typeof stored === 'object' ? (stored as TopicSettings) : {};
+  return stored && typeof stored === 'object' ? (stored) : {};
 }
 
 /**

@@ -177,7 +177,7 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
 async function readWithAvsc(body: Buffer): Promise<{ header: avro.Schema; fields: string[]; values: Record<string, unknown>[] }> {
   const decoder = new avro.streams.BlockDecoder();
   let header: avro.Schema | undefined;
-  decoder.on('metadata', (type: avro.Type) => (header = type.schema() as avro.Schema));
+  decoder.on('metadata', (type: avro.Type) => (header = type.schema()));
   const values: Record<string, unknown>[] = [];
   decoder.on('data', (v: Record<string, unknown>) => values.push(v));
   Readable.from([body]).pipe(decoder);
