@@ -199,7 +199,7 @@ export class DuckDbTableWriter implements Connector {
     const versions = await connection.runAndReadAll(`SELECT pk, change_sequence FROM ${CDC_VERSIONS} WHERE table_name = $1`, [this.tableKey]);
     this.cdcVersions = new Map(versions.getRows().map(([k, v]) => [String(k), String(v)]));
     try {
-      this.mapper = new RowMapper(columns, pkColumns, this.config, this.context.subscription);
+      this.mapper = new RowMapper(columns, pkColumns, this.config, this.context.subscription, () => this.context.topicSchema?.());
     } catch (e) {
       if (e instanceof SchemaMismatch) throw new SinkStateError('SCHEMA_MISMATCH', e.message);
       throw e;

@@ -10,6 +10,7 @@ import { CommittedRanges } from './committed-ranges.js';
 import type { ObjectStorageConfig } from './config.js';
 import { Manifest, type ManifestObject } from './manifest.js';
 import { newWriterTag, objectNamer, uniqueId, type ObjectNamer } from './object-naming.js';
+import { RecordConversionError } from './record-format.js';
 import { RollingFile } from './rolling-file.js';
 import { classifyS3Error, createS3Client, s3Connection, type S3Failure } from './s3-client.js';
 
@@ -180,22 +181,44 @@ export class ObjectStorageWriter implements Connector {
     this.raiseFault();
     this.forgetExpiredIds();
     const duplicates: string[] = [];
+    // A message the format cannot take fails; later ones of its key wait (key order).
+    const refused = emptyResult();
+    const blocked = new Set<string>();
     for (const em of batch) {
       if (this.alreadyCommitted(em)) {
         duplicates.push(em.id);
         continue;
       }
+      const key = this.context.spec.enableMessageOrdering ? em.message.orderingKey : '';
+      if (key && blocked.has(key)) {
+        refused.deferred.push(em.id);
+        continue;
+      }
       const s = this.shardOf(em);
+      if (this.shards[s] && !this.shards[s]!.fits(em)) await this.seal(s);
       let file = this.shards[s];
       if (!file) {
         const openedAt = this.now();
         const counter = this.nameCounter++;
         const object = this.namer.name(openedAt, uniqueId(counter, this.writerTag));
-        file = await RollingFile.open(object, counter, join(this.spillDir, `${++this.spillCounter}.part`), openedAt, this.config);
+        file = await RollingFile.open(object, counter, join(this.spillDir, `${++this.spillCounter}.part`), openedAt, this.config, () => this.context.topicSchema?.());
         this.shards[s] = file;
       }
       const bytes = file.bytes;
-      await file.append(this.context.subscription, em);
+      try {
+        await file.append(this.context.subscription, em);
+      } catch (e) {
+        if (!(e instanceof RecordConversionError)) throw e;
+        refused.failed.push({ id: em.id, error: e.message, retryable: false });
+        if (key) blocked.add(key);
+        if (!file.records) {
+          // Nothing in it: not a file to upload.
+          this.shards[s] = undefined;
+          await file.close();
+          await file.remove();
+        }
+        continue;
+      }
       this.openMessages++;
       this.openBytes += file.bytes - bytes;
       if (file.full(this.config)) await this.seal(s);
@@ -208,6 +231,8 @@ export class ObjectStorageWriter implements Connector {
     if (!this.blocked) void this.startUploads();
     const result = this.takeFinished();
     result.written.push(...duplicates);
+    result.failed.push(...refused.failed);
+    result.deferred.push(...refused.deferred);
     return result;
   }
 

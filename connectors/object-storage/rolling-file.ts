@@ -1,5 +1,6 @@
 import { rm } from 'node:fs/promises';
 import type { ExportMessage } from '../../src/connector/connector.js';
+import type { TopicSchema } from '../../src/schema/topic-schema.js';
 import type { ObjectStorageConfig } from './config.js';
 import type { ManifestObject } from './manifest.js';
 import { openRecordFile, type RecordFileWriter } from './record-format.js';
@@ -24,10 +25,16 @@ export class RollingFile {
     private readonly writer: RecordFileWriter,
   ) {}
 
-  static async open(object: string, counter: number, localPath: string, openedAt: Date, config: ObjectStorageConfig): Promise<RollingFile> {
-    return new RollingFile(object, counter, localPath, openedAt, await openRecordFile(localPath, config.format));
+  static async open(object: string, counter: number, localPath: string, openedAt: Date, config: ObjectStorageConfig, topicSchema?: () => TopicSchema | undefined): Promise<RollingFile> {
+    return new RollingFile(object, counter, localPath, openedAt, await openRecordFile(localPath, config.format, topicSchema));
   }
 
+  /** False when the message needs a new file (another topic schema layout); see RecordFileWriter.fits. */
+  fits(em: ExportMessage): boolean {
+    return this.writer.fits(em.message);
+  }
+
+  /** Throws RecordConversionError (the file unchanged) for a message the format cannot take. */
   async append(subscription: string, em: ExportMessage): Promise<void> {
     await this.writer.append(subscription, em.message);
     this.deliveries.push(em);

@@ -9,6 +9,7 @@ const GRPC_CODES: Record<StatusCode, grpc.status> = {
   ALREADY_EXISTS: grpc.status.ALREADY_EXISTS,
   FAILED_PRECONDITION: grpc.status.FAILED_PRECONDITION,
   RESOURCE_EXHAUSTED: grpc.status.RESOURCE_EXHAUSTED,
+  ABORTED: grpc.status.ABORTED,
   INTERNAL: grpc.status.INTERNAL,
 };
 

@@ -1,24 +1,20 @@
 import { InvalidArgumentError } from '../core/errors.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Snapshot, SnapshotPatch } from '../core/snapshots.js';
-import { pageOf, type PageRequest } from '../schema/paging.js';
+import type { ProtoObject } from './proto-json.js';
 import { timestamp, timestampMs, type ProtoDuration } from './proto-mapping.js';
+import { listPage, projectId, required, type RpcHandler } from './rpc.js';
 import { maskFields } from './update-masks.js';
 import { isSet } from './unsupported-fields.js';
 
 /**
  * The snapshot RPCs of google.pubsub.v1 (Subscriber: CreateSnapshot, GetSnapshot, ListSnapshots,
- * UpdateSnapshot, DeleteSnapshot; Publisher: ListTopicSnapshots) over the core's snapshots, and the
- * mappings the REST routes share with them. Seek to a snapshot is part of the Seek RPC.
+ * UpdateSnapshot, DeleteSnapshot; Publisher: ListTopicSnapshots) over the core's snapshots, for gRPC and
+ * REST alike. Seek to a snapshot is part of the Seek RPC.
  */
 
-export function snapshotToProto(s: Snapshot): Record<string, unknown> {
+export function snapshotToProto(s: Snapshot): ProtoObject {
   return { name: s.name, topic: s.topic, expireTime: timestamp(s.expireTime), labels: s.labels };
-}
-
-/** proto3 JSON: the expire time in RFC 3339. */
-export function snapshotJson(s: Snapshot): Record<string, unknown> {
-  return { name: s.name, topic: s.topic, expireTime: new Date(s.expireTime).toISOString(), labels: s.labels };
 }
 
 /**
@@ -37,51 +33,37 @@ export function snapshotPatch(paths: string[], snapshot: { labels?: Record<strin
   return patch;
 }
 
-/** One page of the project's snapshots (ListSnapshots). */
-export function snapshotPage(core: PubSubCore, project: string, page: PageRequest): { snapshots: Snapshot[]; nextPageToken: string } {
-  const { items, nextPageToken } = pageOf(core.listSnapshots(project), page, (s) => s.name, 'ascending');
-  return { snapshots: items, nextPageToken };
-}
-
-/** One page of the names of a topic's snapshots (ListTopicSnapshots). */
-export function topicSnapshotPage(core: PubSubCore, topic: string, page: PageRequest): { snapshots: string[]; nextPageToken: string } {
-  const { items, nextPageToken } = pageOf(core.listTopicSnapshots(topic), page, (name) => name, 'ascending');
-  return { snapshots: items, nextPageToken };
-}
-
 /** CreateSnapshotRequest's `tags` (input only) are not kept by Orderly: refused rather than dropped. */
 export function refuseSnapshotTags(tags: unknown): void {
   if (isSet(tags)) throw new InvalidArgumentError('tags', 'is not supported by Orderly');
 }
 
-type Handler = (request: any) => Promise<unknown>;
+/** A bare id names a resource in the project of `owner` (a REST body's `"subscription": "orders"` means the URL's project). */
+export function inProjectOf(owner: unknown, kind: 'topics' | 'subscriptions' | 'snapshots', ref: string): string {
+  const project = typeof owner === 'string' ? /^projects\/([^/]+)\//.exec(owner)?.[1] : undefined;
+  return project && ref && !ref.includes('/') ? `projects/${project}/${kind}/${ref}` : ref;
+}
 
-/** gRPC handlers: requests as proto-loader decodes them (defaults filled, Timestamps as {seconds, nanos}). */
-export function snapshotRpcs(core: PubSubCore): { subscriber: Record<string, Handler>; publisher: Record<string, Handler> } {
-  const project = (p: string) => p.replace(/^projects\//, '');
+export function snapshotHandlers(core: PubSubCore): { subscriber: Record<string, RpcHandler>; publisher: Record<string, RpcHandler> } {
   return {
     subscriber: {
-      createSnapshot: async (r) => {
+      CreateSnapshot: async (r) => {
         refuseSnapshotTags(r.tags);
         if (!r.subscription) throw new InvalidArgumentError('subscription', 'is required');
-        return snapshotToProto(await core.createSnapshot(r.name, { subscription: r.subscription, labels: r.labels }));
+        return snapshotToProto(await core.createSnapshot(r.name, { subscription: inProjectOf(r.name, 'subscriptions', r.subscription), labels: r.labels }));
       },
-      getSnapshot: async (r) => snapshotToProto(core.getSnapshot(r.snapshot)),
-      listSnapshots: async (r) => {
-        const { snapshots, nextPageToken } = snapshotPage(core, project(r.project), { pageSize: r.pageSize, pageToken: r.pageToken });
-        return { snapshots: snapshots.map(snapshotToProto), nextPageToken };
+      GetSnapshot: async (r) => snapshotToProto(core.getSnapshot(r.snapshot)),
+      ListSnapshots: async (r) => listPage(r, core.listSnapshots(projectId(r.project)), (s) => s.name, 'snapshots', snapshotToProto),
+      UpdateSnapshot: async (r) => {
+        const snapshot: ProtoObject = required(r.snapshot, 'snapshot');
+        const expireTime = snapshot.expireTime ? timestampMs(snapshot.expireTime as ProtoDuration) : undefined;
+        const patch = snapshotPatch(required(r.updateMask, 'updateMask').paths, { labels: snapshot.labels, expireTime });
+        return snapshotToProto(await core.updateSnapshot(snapshot.name, patch));
       },
-      updateSnapshot: async (r) => {
-        if (!r.snapshot) throw new InvalidArgumentError('snapshot', 'is required');
-        if (!r.updateMask) throw new InvalidArgumentError('updateMask', 'is required');
-        const expireTime = r.snapshot.expireTime ? timestampMs(r.snapshot.expireTime as ProtoDuration) : undefined;
-        const patch = snapshotPatch(r.updateMask.paths, { labels: r.snapshot.labels, expireTime });
-        return snapshotToProto(await core.updateSnapshot(r.snapshot.name, patch));
-      },
-      deleteSnapshot: async (r) => core.deleteSnapshot(r.snapshot),
+      DeleteSnapshot: async (r) => core.deleteSnapshot(r.snapshot),
     },
     publisher: {
-      listTopicSnapshots: async (r) => topicSnapshotPage(core, r.topic, { pageSize: r.pageSize, pageToken: r.pageToken }),
+      ListTopicSnapshots: async (r) => listPage(r, core.listTopicSnapshots(r.topic), (name) => name, 'snapshots'),
     },
   };
 }

@@ -9,7 +9,7 @@ import { toStatus, UndecodableRequest } from './grpc-errors.js';
 import { receivedToProto } from './proto-mapping.js';
 
 /** google.pubsub.v1.StreamingPullRequest as proto-loader decodes it (int64 as strings, defaults filled). */
-interface StreamingPullRequest {
+export interface StreamingPullRequest {
   subscription: string;
   ackIds: string[];
   modifyDeadlineSeconds: number[];

@@ -3,6 +3,7 @@ import type { SubscriptionIdentity } from '../core/pubsub-core.js';
 import type { SubscriptionSpec } from '../core/subscription-config.js';
 import type { SubscriptionState } from '../core/consumer.js';
 import type { Logger } from '../log.js';
+import type { TopicSchema } from '../schema/topic-schema.js';
 
 /** One delivery handed to a connector. `id` names this delivery (not the message) in results. */
 export interface ExportMessage {
@@ -126,6 +127,12 @@ export interface ConnectorContext {
    * written or failed between calls. The runner then calls `flush('due')` soon to collect them.
    */
   notify(): void;
+  /**
+   * The subscription's topic schema, resolved at each call (it follows UpdateTopic and new revisions), for
+   * connectors that write with it (`useTopicSchema`); undefined when the topic has none. Absent in
+   * contexts made without a core (a connector then treats the topic as having no schema).
+   */
+  topicSchema?(): TopicSchema | undefined;
 }
 
 /**

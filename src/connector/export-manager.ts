@@ -83,6 +83,7 @@ export class ExportManager {
           settings,
           budget,
           notify: () => start.runner?.requestFlush(),
+          topicSchema: () => core.topicSchema(sub.topic),
         };
         // The first connector is made now (a setting it refuses fails this sync); later ones replace a
         // connector that failed.

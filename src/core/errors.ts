@@ -8,6 +8,7 @@ export type StatusCode =
   | 'ALREADY_EXISTS'
   | 'FAILED_PRECONDITION'
   | 'RESOURCE_EXHAUSTED'
+  | 'ABORTED'
   | 'INTERNAL';
 
 /** google.rpc.ErrorInfo: why, machine-readably, as Google's APIs attach it to some errors. */
@@ -36,6 +37,20 @@ export class InvalidArgumentError extends OrderlyError {
     detail: string,
   ) {
     super('INVALID_ARGUMENT', `${field}: ${detail}`);
+  }
+}
+
+/**
+ * A settings section names a field its reader does not know (a typo). `key` is the path of that field
+ * inside the section, so a validator that lists every problem can report it, drop it and check the rest.
+ */
+export class UnknownFieldError extends InvalidArgumentError {
+  constructor(
+    field: string,
+    readonly key: string[],
+    known: readonly string[],
+  ) {
+    super(field, `unknown field (known: ${known.join(', ')})`);
   }
 }
 

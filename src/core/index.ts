@@ -9,6 +9,8 @@ export { PubSubCore, type CoreOptions, type PullOptions, type Subscription, type
 export { pushEnvelope } from './push-delivery.js';
 export type { DeliveredMessage, MessageHandler, SubscribeOptions, Subscriber } from './subscriber.js';
 export type { SubscriptionInput, SubscriptionSpec } from './subscription-config.js';
+export type { TopicInput, TopicSettings } from './topic-config.js';
+export type { IamPolicy } from './iam-policies.js';
 export type { ConsumerRoom, ConsumerSpec, SubscriptionHandle, SubscriptionState } from './consumer.js';
 export type { MemoryOptions } from './memory-budget.js';
 export type { Snapshot, SnapshotPatch } from './snapshots.js';

@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { SchemaRegistry, type SchemaChange, type SchemaRecord, type TopicSchemaSettings } from '../schema/schema-registry.js';
+import { DELETED_SCHEMA } from '../schema/schema-name.js';
+import type { TopicSchema } from '../schema/topic-schema.js';
 import type { SnapshotRecord, Store, StoredMessage, SubscriptionRecord, TopicRecord } from '../store/store.js';
 import { InvalidAckIdsError, type AckResult } from './ack-results.js';
 import { systemClock, type Clock } from './clock.js';
@@ -22,14 +25,18 @@ import {
   type SubscriptionInput,
   type SubscriptionSpec,
 } from './subscription-config.js';
+import { IamPolicies } from './iam-policies.js';
 import { DEFAULT_PUSH_EGRESS, type PushEgress } from './push-egress.js';
 import { SubscriptionEvents, type SubscriptionListener } from './subscription-events.js';
 import type { SubscriptionMetrics } from './subscription-metrics.js';
 import { SubscriptionRuntime } from './subscription-runtime.js';
+import { applyTopicInput, checkTopicSchemaUse, topicSettings, type TopicInput, type TopicSettings } from './topic-config.js';
 
-export interface Topic {
+export interface Topic extends TopicSettings {
   name: string;
   labels: Record<string, string>;
+  /** Pub/Sub's topic state; Orderly's topics have no ingestion source, so always ACTIVE. */
+  state: 'ACTIVE';
 }
 
 export interface Subscription extends SubscriptionSpec {
@@ -37,6 +44,8 @@ export interface Subscription extends SubscriptionSpec {
   state: SubscriptionState;
   /** Detached from its topic (DetachSubscription): it receives nothing and pull fails with FAILED_PRECONDITION. */
   detached: boolean;
+  /** The topic's messageRetentionDuration (seconds), when it has one: how far back a seek always reaches. */
+  topicMessageRetentionDuration?: number;
 }
 
 /** Who a subscription is beyond its name: what export sinks key their progress by (see SubscriptionRecord). */
@@ -107,6 +116,10 @@ export class PubSubCore {
   private readonly pushEgress: PushEgress;
   private readonly snapshots: Snapshots;
   private closed = false;
+  /** SchemaService's schemas; topics' schemaSettings name them. Deleting one points its topics at `_deleted-schema_`. */
+  schemas!: SchemaRegistry;
+  /** Stored IAM policies (see IamPolicies: kept and returned, not enforced). */
+  readonly iam: IamPolicies;
 
   private constructor(options: CoreOptions) {
     this.store = options.store;
@@ -119,6 +132,7 @@ export class PubSubCore {
     this.window = { messages: memory.messagesPerSubscription, perKey: Math.min(memory.messagesPerKey, memory.messagesPerSubscription) };
     this.pushEgress = options.push ?? DEFAULT_PUSH_EGRESS;
     this.snapshots = new Snapshots(this.store, this.clock, this.projectId);
+    this.iam = new IamPolicies(this.store);
   }
 
   /** Loads topics and subscriptions; backlogs are read lazily, a window at a time. */
@@ -136,8 +150,27 @@ export class PubSubCore {
     this.fannedOutSeq = lastSeq;
     this.sequences = new SequenceAllocator(this.store, this.clock, lastSeq);
     for (const t of await this.store.listTopics()) this.topics.set(t.name, t);
+    const records = (await this.store.listSchemas()).map((row) => row.record as SchemaRecord);
+    this.schemas = new SchemaRegistry({ records, clock: this.clock, persist: (change) => this.persistSchema(change) });
+    await this.iam.load();
     for (const rec of await this.store.listSubscriptions()) this.startRuntime(rec);
     await this.snapshots.load();
+  }
+
+  /**
+   * A schema change made durable (the registry applies it once this resolves). A deleted schema's topics
+   * are pointed at `_deleted-schema_` first, as Pub/Sub does, and its IAM policy goes.
+   */
+  private async persistSchema(change: SchemaChange): Promise<void> {
+    if (change.kind === 'put') return this.store.putSchema({ name: change.record.name, record: change.record });
+    for (const rec of this.topics.values()) {
+      const settings = topicSettings(rec.settings);
+      if (settings.schemaSettings?.schema !== change.name) continue;
+      rec.settings = { ...settings, schemaSettings: { ...settings.schemaSettings, schema: DELETED_SCHEMA } };
+      await this.store.updateTopic(rec);
+    }
+    await this.store.deleteSchema(change.name);
+    await this.iam.drop(change.name);
   }
 
   /**
@@ -192,32 +225,39 @@ export class PubSubCore {
     return resourceName('subscriptions', ref, this.projectId, field);
   }
 
-  async createTopic(ref: string, options: { labels?: Record<string, string> } = {}): Promise<Topic> {
+  async createTopic(ref: string, input: TopicInput = {}): Promise<Topic> {
     const name = this.topicName(ref, 'name');
+    const { labels, settings } = applyTopicInput({ labels: {}, settings: {} }, input, (v, f) => this.schemas.checkTopicSettings(v, f));
     if (this.topics.has(name)) throw new AlreadyExistsError('Topic', name);
-    const rec = await this.store.createTopic(name, { ...(options.labels ?? {}) });
+    const rec = await this.store.createTopic(name, labels, settings);
     this.topics.set(name, rec);
-    return { name, labels: rec.labels };
+    return describeTopic(rec);
   }
 
   getTopic(ref: string): Topic {
-    const rec = this.topicRecord(ref);
-    return { name: rec.name, labels: rec.labels };
+    return describeTopic(this.topicRecord(ref));
   }
 
   hasTopic(ref: string): boolean {
     return this.topics.has(this.topicName(ref));
   }
 
-  async updateTopic(ref: string, patch: { labels?: Record<string, string> }): Promise<Topic> {
+  /** Changes the fields `patch` gives (`null` clears one); the rest stay as they are. */
+  async updateTopic(ref: string, patch: TopicInput): Promise<Topic> {
     const rec = this.topicRecord(ref);
-    if (patch.labels) rec.labels = { ...patch.labels };
-    await this.store.updateTopic(rec);
-    return { name: rec.name, labels: rec.labels };
+    const next = applyTopicInput({ labels: rec.labels, settings: topicSettings(rec.settings) }, patch, (v, f) => this.schemas.checkTopicSettings(v, f));
+    await this.store.updateTopic({ ...rec, ...next });
+    rec.labels = next.labels;
+    rec.settings = next.settings;
+    return describeTopic(rec);
   }
 
+  /** The project's topics, by name. */
   listTopics(project = this.projectId): Topic[] {
-    return [...this.topics.values()].filter((t) => projectOf(t.name) === project).map((t) => ({ name: t.name, labels: t.labels }));
+    return [...this.topics.values()]
+      .filter((t) => projectOf(t.name) === project)
+      .sort((a, b) => (a.name < b.name ? -1 : 1))
+      .map(describeTopic);
   }
 
   /** Deletes the topic; its subscriptions stay (topic shown as `_deleted-topic_`) and keep their backlog. */
@@ -225,11 +265,35 @@ export class PubSubCore {
     const rec = this.topicRecord(ref);
     await this.store.deleteTopic(rec.uid);
     this.topics.delete(rec.name);
+    await this.iam.drop(rec.name);
   }
 
+  /** The topic's subscriptions, by name. */
   listTopicSubscriptions(ref: string): string[] {
     const rec = this.topicRecord(ref);
-    return [...this.subs.values()].filter((s) => s.topicUid === rec.uid).map((s) => s.name);
+    return [...this.subs.values()]
+      .filter((s) => s.topicUid === rec.uid)
+      .map((s) => s.name)
+      .sort();
+  }
+
+  /**
+   * The topic's schema as an export reads it, resolved now (it follows UpdateTopic and the schema's
+   * revisions); undefined when the topic has no schemaSettings.
+   */
+  topicSchema(ref: string): TopicSchema | undefined {
+    // A subscription's topic may read `_deleted-topic_`, which is no topic name.
+    const rec = this.topics.get(ref) ?? (ref.includes('/') ? undefined : this.topics.get(`projects/${this.projectId}/topics/${ref}`));
+    const settings: TopicSchemaSettings | undefined = rec ? topicSettings(rec.settings).schemaSettings : undefined;
+    if (!settings || settings.schema === DELETED_SCHEMA || !this.schemas.has(settings.schema)) return undefined;
+    const schemas = this.schemas;
+    return {
+      schema: settings.schema,
+      type: schemas.get(settings.schema, 'BASIC').type,
+      encoding: settings.encoding,
+      revisions: schemas.revisionsInRange(settings),
+      revision: (schemaName, revisionId) => schemas.compiledRevision(schemaName, revisionId),
+    };
   }
 
   private topicRecord(ref: string): TopicRecord {
@@ -259,6 +323,7 @@ export class PubSubCore {
     const topic = this.topics.get(spec.topic);
     if (!topic) throw new NotFoundError('Topic', spec.topic);
     this.checkDeadLetterTopic(spec);
+    checkTopicSchemaUse(spec, topic.name, topicSettings(topic.settings), DELETED_SCHEMA);
     for (const validate of this.validators) validate(name, spec);
     // Delivery starts with messages published after creation: everything up to now is below the watermark.
     const rec: SubscriptionRecord = { name, uid: randomUUID(), adoptsNameKeyedProgress: false, topicUid: topic.uid, spec, lowSeq: this.fannedOutSeq, detached: false };
@@ -275,7 +340,11 @@ export class PubSubCore {
 
   getSubscription(ref: string): Subscription {
     const rt = this.runtime(ref);
-    return { name: rt.name, ...this.describeSpec(rt), state: rt.state, detached: rt.detached };
+    const subscription: Subscription = { name: rt.name, ...this.describeSpec(rt), state: rt.state, detached: rt.detached };
+    const topic = this.topics.get(rt.spec.topic);
+    const retention = topic?.uid === rt.topicUid ? topicSettings(topic.settings).messageRetentionDuration : undefined;
+    if (retention !== undefined) subscription.topicMessageRetentionDuration = retention;
+    return subscription;
   }
 
   private describeSpec(rt: SubscriptionRuntime): SubscriptionSpec {
@@ -316,6 +385,8 @@ export class PubSubCore {
     const next = normalizeSubscription(merged, (t, field) => this.topicName(t, field));
     checkImmutable(rt.spec, next);
     this.checkDeadLetterTopic(next);
+    const topic = this.topics.get(next.topic);
+    if (topic?.uid === rt.topicUid) checkTopicSchemaUse(next, topic.name, topicSettings(topic.settings), DELETED_SCHEMA);
     for (const validate of this.validators) validate(rt.name, next);
     await this.store.updateSubscriptionSpec(rt.name, next);
     rt.spec = next;
@@ -331,6 +402,7 @@ export class PubSubCore {
     this.identities.delete(rt.name);
     this.syncPush(rt);
     await this.store.deleteSubscription(rt.name);
+    await this.iam.drop(rt.name);
     this.events.emit({ type: 'deleted', subscription: rt.name });
   }
 
@@ -372,6 +444,12 @@ export class PubSubCore {
   async publish(topicRef: string, inputs: MessageInput[]): Promise<string[]> {
     const topic = this.topicRecord(topicRef);
     const messages = validateBatch(inputs);
+    const schema = topicSettings(topic.settings).schemaSettings;
+    if (schema) {
+      // Every message is checked before any is appended: a publish is accepted or refused whole.
+      const stamped = messages.map((m, i) => ({ ...m, attributes: { ...m.attributes, ...this.schemas.validateForTopic(schema, m.data, i).attributes } }));
+      return this.append(topic, stamped);
+    }
     return this.append(topic, messages);
   }
 
@@ -522,9 +600,22 @@ export class PubSubCore {
     return this.describeSnapshot(await this.snapshots.update(ref, patch));
   }
 
-  /** Deletes the snapshot; what only it held becomes subject to compaction. */
+  /** Deletes the snapshot; what only it held becomes subject to compaction. Its IAM policy goes too. */
   async deleteSnapshot(ref: string): Promise<void> {
+    const name = this.snapshots.get(ref).name;
     await this.snapshots.delete(ref);
+    await this.iam.drop(name);
+  }
+
+  /** Whether a live (not expired) snapshot of this name exists. */
+  hasSnapshot(ref: string): boolean {
+    try {
+      this.snapshots.get(ref);
+      return true;
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
   }
 
   snapshotName(ref: string, field = 'snapshot'): string {
@@ -573,7 +664,7 @@ export class PubSubCore {
 
   /** Expired snapshots are deleted first; a detached subscription holds nothing. */
   private async compactNow(): Promise<{ deletedMessages: number }> {
-    await this.snapshots.sweep();
+    if (await this.snapshots.sweep()) await this.iam.dropWhere((resource) => resource.includes('/snapshots/') && !this.hasSnapshot(resource));
     const views = [...this.subs.values()].map((rt) => ({
       name: rt.name,
       topicUid: rt.topicUid,
@@ -581,8 +672,8 @@ export class PubSubCore {
       messageRetentionDuration: rt.detached ? 0 : rt.spec.messageRetentionDuration,
       lowestHeldSeq: () => (rt.detached ? undefined : rt.lowestHeldSeq()),
     }));
-    const topicUids = [...this.topics.values()].map((t) => t.uid);
-    const plan = compactionPlan(views, topicUids, this.fannedOutSeq, this.clock.now(), this.snapshots.holds());
+    const topics = [...this.topics.values()].map((t) => ({ uid: t.uid, messageRetentionDuration: topicSettings(t.settings).messageRetentionDuration }));
+    const plan = compactionPlan(views, topics, this.fannedOutSeq, this.clock.now(), this.snapshots.holds());
     return this.store.compact(plan);
   }
 
@@ -613,4 +704,8 @@ function detachedError(name: string): FailedPreconditionError {
 function exactlyOnceResult(rt: SubscriptionRuntime, result: AckResult): AckResult {
   if (rt.exactlyOnce && result.invalidAckIds.length) throw new InvalidAckIdsError(rt.name, result.invalidAckIds);
   return result;
+}
+
+function describeTopic(rec: TopicRecord): Topic {
+  return { name: rec.name, labels: rec.labels, ...topicSettings(rec.settings), state: 'ACTIVE' };
 }

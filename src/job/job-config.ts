@@ -7,7 +7,7 @@ import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { checkExposure } from '../api/exposure.js';
 import { getConnector, exportSection, settingsSections } from '../connector/registry.js';
 import type { SettingsSection, StandardIssue } from '../connector/settings-section.js';
-import { OrderlyError } from '../core/errors.js';
+import { OrderlyError, UnknownFieldError } from '../core/errors.js';
 import { resourceName } from '../core/names.js';
 import { normalizeSubscription } from '../core/subscription-config.js';
 import { importPlugins, unloadedPlugins } from './plugins.js';
@@ -159,7 +159,13 @@ export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS
   // The job's own keys go to its schema (which calls any other key unknown), each section to its connector's.
   const own = Object.fromEntries(Object.entries(substituted).filter(([k]) => !sections.some((s) => s.key === k)));
   const parsed = jobSchema.safeParse(own);
-  if (!parsed.success) for (const issue of parsed.error.issues) problems.push(...formatIssue(issue));
+  const unknownKeys: PropertyKey[][] = [];
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      problems.push(...formatIssue(issue));
+      if (issue.code === 'unrecognized_keys') unknownKeys.push(...issue.keys.map((key) => [...issue.path, key]));
+    }
+  }
   const values: Record<string, unknown> = {};
   for (const section of sections) {
     if (substituted[section.key] !== undefined) values[section.key] = validateSection(section, substituted[section.key], problems);
@@ -168,32 +174,89 @@ export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS
   const base = dirname(resolve(file));
   const listed = Array.isArray(substituted.plugins) ? (substituted.plugins as unknown[]) : [];
   problems.unshift(...unloadedPlugins(listed, base).map(({ index, problem }) => `plugins[${index}]: ${problem}`));
+  // The checks beyond the file's shape run on every part that has the right shape once its unknown keys
+  // are set aside, so one run lists every problem: a typo does not hide a range error, nor a bad id both.
+  const present = new Set(sections.filter((section) => substituted[section.key] !== undefined).map((section) => section.key));
+  checkSettings(withoutPaths(own, unknownKeys), present, problems);
   if (!parsed.success || problems.length) throw new JobConfigError(file, problems);
   const job = parsed.data;
-  const topicNames = new Set(job.topics.map((t) => t.name));
-  job.topics.forEach((t, i) => check(problems, `topics[${i}]`, () => resourceName('topics', t.name, job.projectId, 'name')));
-  job.subscriptions.forEach((s, i) => {
-    const at = `subscriptions[${i}]`;
-    check(problems, at, () => resourceName('subscriptions', s.name, job.projectId, 'name'));
-    if (!topicNames.has(s.topic)) problems.push(`${at}.topic: no topic "${s.topic}" in topics`);
-    const dlt = s.deadLetterPolicy?.deadLetterTopic;
-    if (dlt && !topicNames.has(dlt)) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
-    check(problems, at, () => {
-      const spec = normalizeSubscription(s, (t, field) => resourceName('topics', t, job.projectId, field));
-      const section = exportSection(spec);
-      if (!section) return;
-      const factory = getConnector(section.connector);
-      factory.parseConfig(section.config);
-      if (factory.requiresSettings && factory.settings && !(factory.settings.key in values)) problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
-    });
-  });
-  if (job.endpoint) check(problems, 'endpoint', () => checkExposure(job.endpoint!, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
-  if (problems.length) throw new JobConfigError(file, problems);
   job.dataDir = resolve(base, job.dataDir);
   for (const section of sections) {
     if (section.key in values && section.resolvePaths) values[section.key] = section.resolvePaths(values[section.key], (path) => resolve(base, path));
   }
   return { ...job, file: resolve(file), sections: values };
+}
+
+const topic = jobSchema.shape.topics.unwrap().element;
+
+/**
+ * The checks zod's shapes cannot make — ids, references between entries, ranges, export sections,
+ * exposure — on every part of `doc` (the job's own keys) that has the right shape. `sections`: the
+ * connectors' settings sections the file has.
+ */
+function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<string>, problems: string[]): void {
+  const part = <T>(schema: z.ZodType<T>, value: unknown): T | undefined => {
+    const r = schema.safeParse(value);
+    return r.success ? r.data : undefined;
+  };
+  const projectId = part(jobSchema.shape.projectId, doc.projectId) ?? 'orderly-local';
+  const list = (value: unknown) => (Array.isArray(value) ? value : []);
+  const topicNames = new Set<string>();
+  list(doc.topics).forEach((raw, i) => {
+    const t = part(topic, raw);
+    if (!t) return;
+    topicNames.add(t.name);
+    check(problems, `topics[${i}]`, () => resourceName('topics', t.name, projectId, 'name'));
+  });
+  list(doc.subscriptions).forEach((raw, i) => {
+    const at = `subscriptions[${i}]`;
+    const name = (raw as { name?: unknown } | null)?.name;
+    if (typeof name === 'string') check(problems, at, () => resourceName('subscriptions', name, projectId, 'name'));
+    const s = part(subscription, raw);
+    if (!s) return;
+    if (!topicNames.has(s.topic)) problems.push(`${at}.topic: no topic "${s.topic}" in topics`);
+    const dlt = s.deadLetterPolicy?.deadLetterTopic;
+    if (dlt && !topicNames.has(dlt)) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
+    check(problems, at, () => {
+      const spec = normalizeSubscription(s, (t, field) => resourceName('topics', t, projectId, field));
+      const section = exportSection(spec);
+      if (!section) return;
+      const factory = getConnector(section.connector);
+      if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key)) problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
+      checkSection(problems, at, (config) => factory.parseConfig(config), section.config);
+    });
+  });
+  const endpoint = part(jobSchema.shape.endpoint, doc.endpoint);
+  if (endpoint) check(problems, 'endpoint', () => checkExposure(endpoint, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
+}
+
+/** A connector's section: every unknown field is reported and set aside, and the rest is checked too. */
+function checkSection(problems: string[], at: string, parse: (config: unknown) => unknown, config: unknown): void {
+  let rest = config;
+  for (let round = 0; round < MAX_SECTION_ROUNDS; round++) {
+    try {
+      parse(rest);
+      return;
+    } catch (e) {
+      if (!(e instanceof UnknownFieldError) || !rest || typeof rest !== 'object') throw e;
+      problems.push(`${at}.${e.message}`);
+      rest = withoutPaths(rest as Record<string, unknown>, [e.key]);
+    }
+  }
+}
+
+/** More unknown fields than this in one section: the rest of the section is not checked. */
+const MAX_SECTION_ROUNDS = 50;
+
+/** A copy of `doc` without the values at `paths`. */
+function withoutPaths(doc: Record<string, unknown>, paths: PropertyKey[][]): Record<string, unknown> {
+  if (!paths.length) return doc;
+  const copy = structuredClone(doc);
+  for (const path of paths) {
+    const parent = path.slice(0, -1).reduce<unknown>((o, p) => (o && typeof o === 'object' ? (o as Record<PropertyKey, unknown>)[p] : undefined), copy);
+    if (parent && typeof parent === 'object') delete (parent as Record<PropertyKey, unknown>)[path[path.length - 1]!];
+  }
+  return copy;
 }
 
 /** A section's settings as its schema (or parse function) returns them; its problems, with their paths, go to `problems`. */

@@ -11,6 +11,8 @@ import {
   type BacklogRow,
   type BacklogSource,
   type CompactionPlan,
+  type IamPolicyRow,
+  type SchemaRow,
   type SnapshotRecord,
   type SnapshotRequest,
   type Store,
@@ -50,6 +52,24 @@ const SCHEMA = `
     expire_time INTEGER NOT NULL, max_expire_time INTEGER NOT NULL, labels TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS snapshot_acks(snapshot INTEGER, seq INTEGER, PRIMARY KEY(snapshot, seq)) WITHOUT ROWID;
 `;
+
+/**
+ * Schemas, IAM policies and topic settings (issue #13), added beside schema version 2 rather than as a
+ * version of their own, so the step is independent of other additions: it creates what is missing and
+ * records that the topics table has its settings column (`meta.topic_settings`). Running it again
+ * changes nothing.
+ */
+function addSchemaAndTopicSettings(db: Database.Database): void {
+  db.exec(`
+    CREATE TABLE IF NOT EXISTS schemas(name TEXT PRIMARY KEY, record TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS iam_policies(resource TEXT PRIMARY KEY, policy TEXT NOT NULL);
+  `);
+  const done = db.prepare("SELECT v FROM meta WHERE k = 'topic_settings'").pluck().get() !== undefined;
+  if (done) return;
+  const columns = (db.prepare('PRAGMA table_info(topics)').all() as { name: string }[]).map((c) => c.name);
+  if (!columns.includes('settings')) db.exec("ALTER TABLE topics ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'");
+  db.prepare("INSERT INTO meta(k, v) VALUES ('topic_settings', '1')").run();
+}
 
 export interface SqliteStoreOptions {
   /**
@@ -234,6 +254,7 @@ export class SqliteStore implements Store {
       }
       // Written only when they change: opening a store (a damaged one included) leaves the file as it is.
       if (version !== String(SCHEMA_VERSION)) setMeta('schema', String(SCHEMA_VERSION));
+      addSchemaAndTopicSettings(this.db);
       const id = meta('store_id') ?? randomUUID();
       if (meta('store_id') !== id) setMeta('store_id', id);
       return id;
@@ -257,21 +278,50 @@ export class SqliteStore implements Store {
   }
 
   async listTopics(): Promise<TopicRecord[]> {
-    const rows = this.db.prepare('SELECT uid, name, labels FROM topics ORDER BY name').all() as { uid: number; name: string; labels: string }[];
-    return rows.map((r) => ({ uid: r.uid, name: r.name, labels: JSON.parse(r.labels) }));
+    const rows = this.db.prepare('SELECT uid, name, labels, settings FROM topics ORDER BY name').all() as { uid: number; name: string; labels: string; settings: string }[];
+    return rows.map((r) => ({ uid: r.uid, name: r.name, labels: JSON.parse(r.labels), settings: JSON.parse(r.settings) }));
   }
 
-  async createTopic(name: string, labels: Record<string, string>): Promise<TopicRecord> {
-    const info = this.db.prepare('INSERT INTO topics(name, labels) VALUES (?, ?)').run(name, JSON.stringify(labels));
-    return { uid: Number(info.lastInsertRowid), name, labels };
+  async createTopic(name: string, labels: Record<string, string>, settings: unknown): Promise<TopicRecord> {
+    const info = this.db.prepare('INSERT INTO topics(name, labels, settings) VALUES (?, ?, ?)').run(name, JSON.stringify(labels), JSON.stringify(settings));
+    return { uid: Number(info.lastInsertRowid), name, labels, settings };
   }
 
   async updateTopic(topic: TopicRecord): Promise<void> {
-    this.db.prepare('UPDATE topics SET labels = ? WHERE uid = ?').run(JSON.stringify(topic.labels), topic.uid);
+    this.db.prepare('UPDATE topics SET labels = ?, settings = ? WHERE uid = ?').run(JSON.stringify(topic.labels), JSON.stringify(topic.settings), topic.uid);
   }
 
   async deleteTopic(uid: number): Promise<void> {
     this.db.prepare('DELETE FROM topics WHERE uid = ?').run(uid);
+  }
+
+  async listSchemas(): Promise<SchemaRow[]> {
+    const rows = this.db.prepare('SELECT name, record FROM schemas ORDER BY name').all() as { name: string; record: string }[];
+    return rows.map((r) => ({ name: r.name, record: JSON.parse(r.record) }));
+  }
+
+  async putSchema(schema: SchemaRow): Promise<void> {
+    this.db
+      .prepare('INSERT INTO schemas(name, record) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET record = excluded.record')
+      .run(schema.name, JSON.stringify(schema.record));
+  }
+
+  async deleteSchema(name: string): Promise<void> {
+    this.db.prepare('DELETE FROM schemas WHERE name = ?').run(name);
+  }
+
+  async listIamPolicies(): Promise<IamPolicyRow[]> {
+    const rows = this.db.prepare('SELECT resource, policy FROM iam_policies ORDER BY resource').all() as { resource: string; policy: string }[];
+    return rows.map((r) => ({ resource: r.resource, policy: JSON.parse(r.policy) }));
+  }
+
+  async putIamPolicy(resource: string, policy: unknown): Promise<void> {
+    if (policy === undefined) this.db.prepare('DELETE FROM iam_policies WHERE resource = ?').run(resource);
+    else {
+      this.db
+        .prepare('INSERT INTO iam_policies(resource, policy) VALUES (?, ?) ON CONFLICT(resource) DO UPDATE SET policy = excluded.policy')
+        .run(resource, JSON.stringify(policy));
+    }
   }
 
   async listSubscriptions(): Promise<SubscriptionRecord[]> {

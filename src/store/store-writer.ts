@@ -26,6 +26,7 @@ export interface WirePlan {
   deleteUpTo: [number, number][];
   deletePublishedBefore: [number, number][];
   keepFromSeq: [number, number][];
+  keepPublishedSince: [number, number][];
 }
 
 /** What the main thread asks of the writer thread; each request is answered once, by id. */
@@ -223,6 +224,7 @@ export class StoreWriter {
         deleteUpTo: [...plan.deleteUpTo],
         deletePublishedBefore: [...plan.deletePublishedBefore],
         keepFromSeq: [...plan.keepFromSeq],
+        keepPublishedSince: [...plan.keepPublishedSince],
       },
     });
     return { deletedMessages };

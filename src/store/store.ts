@@ -22,6 +22,20 @@ export interface TopicRecord {
   uid: number;
   name: string;
   labels: Record<string, string>;
+  /** The topic's other settings (retention, schema settings) as JSON-safe data; the core owns its shape. */
+  settings: unknown;
+}
+
+/** A stored schema (SchemaService): its name and its JSON-safe record, whose shape src/schema owns. */
+export interface SchemaRow {
+  name: string;
+  record: unknown;
+}
+
+/** A resource's IAM policy (GetIamPolicy/SetIamPolicy), JSON-safe, shape owned by the core. */
+export interface IamPolicyRow {
+  resource: string;
+  policy: unknown;
 }
 
 export interface SubscriptionRecord {
@@ -110,9 +124,19 @@ export interface Store {
   lastKeySeq(topicUid: number, orderingKey: string): number;
 
   listTopics(): Promise<TopicRecord[]>;
-  createTopic(name: string, labels: Record<string, string>): Promise<TopicRecord>;
+  createTopic(name: string, labels: Record<string, string>, settings: unknown): Promise<TopicRecord>;
+  /** Writes the topic's labels and settings. */
   updateTopic(topic: TopicRecord): Promise<void>;
   deleteTopic(uid: number): Promise<void>;
+
+  listSchemas(): Promise<SchemaRow[]>;
+  /** Creates or replaces a schema's record. */
+  putSchema(schema: SchemaRow): Promise<void>;
+  deleteSchema(name: string): Promise<void>;
+
+  listIamPolicies(): Promise<IamPolicyRow[]>;
+  /** Sets a resource's policy; `undefined` removes it (the resource was deleted). */
+  putIamPolicy(resource: string, policy: unknown): Promise<void>;
 
   listSubscriptions(): Promise<SubscriptionRecord[]>;
   createSubscription(sub: SubscriptionRecord): Promise<void>;
@@ -184,6 +208,11 @@ export interface CompactionPlan {
   deletePublishedBefore: Map<number, number>;
   /** Topic uid -> keep its messages with seq >= this, whatever the rules above say (a live snapshot holds them). */
   keepFromSeq: Map<number, number>;
+  /**
+   * Topic uid -> keep its messages published at or after this time, acked or not (the topic's own
+   * messageRetentionDuration): `deleteUpTo` spares them; `deletePublishedBefore` is never later.
+   */
+  keepPublishedSince: Map<number, number>;
 }
 
 export class StoreCorruptError extends Error {

@@ -110,8 +110,11 @@ async function compact(store: number, plan: WirePlan): Promise<number> {
   // What a live snapshot holds stays, whatever the acks or the retention say.
   const keepFrom = new Map(plan.keepFromSeq);
   const below = (uid: number) => keepFrom.get(uid) ?? Number.MAX_SAFE_INTEGER;
+  // A topic's own retention keeps its recent messages even when every subscription acked them (seek).
+  const keepSince = new Map(plan.keepPublishedSince);
   for (const [uid, upTo] of plan.deleteUpTo) {
-    for (let n: number; (n = deleteChunk('topic_uid = ? AND seq <= ? AND seq < ?', [uid, upTo, below(uid)])) > 0; ) {
+    const since = keepSince.get(uid) ?? Number.MAX_SAFE_INTEGER;
+    for (let n: number; (n = deleteChunk('topic_uid = ? AND seq <= ? AND seq < ? AND publish_time < ?', [uid, upTo, below(uid), since])) > 0; ) {
       deleted += n;
       await yieldToMessages();
     }

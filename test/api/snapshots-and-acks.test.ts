@@ -269,7 +269,8 @@ describe('snapshots over REST', () => {
     expect((await call('GET', 'topics/rest-snap-topic/snapshots')).json).toEqual({ snapshots: [snap('rest-snap'), snap('rest-snap-2')] });
 
     expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { labels: { b: '2' } }, updateMask: 'labels' })).json.labels).toEqual({ b: '2' });
-    expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { labels: {} } })).json.error.message).toMatch(/^updateMask: must name at least one field/);
+    expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { labels: {} } })).json.error.message).toMatch(/^updateMask: is required/);
+    expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { labels: {} }, updateMask: '' })).json.error.message).toMatch(/^updateMask: must name at least one field/);
     expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { topic: 'x' }, updateMask: 'topic' })).json.error.message).toMatch(/^updateMask: unknown or read-only field path "topic"/);
 
     const pulled = await call('POST', 'subscriptions/rest-snap-sub:pull', { maxMessages: 10, returnImmediately: true });

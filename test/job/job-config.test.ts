@@ -62,12 +62,28 @@ describe('job file validation', () => {
     expect(found.some((p) => p.startsWith(message)), `got ${JSON.stringify(found)}`).toBe(true);
   });
 
-  it('reports every problem at once', () => {
+  it('reports every problem at once: unknown keys hide no range errors, bad ids hide neither (issue #13)', () => {
     const job = base();
     const found = problems({ ...job, colour: 'red', subscriptions: [{ ...job.subscriptions[0], ackDeadlineSeconds: 5 }, { ...job.subscriptions[1], topic: 'nope' }] });
-    expect(found).toEqual(['colour: unknown key (a typo? see docs/configuration.md)']);
-    const semantic = problems({ ...job, subscriptions: [{ ...job.subscriptions[0], ackDeadlineSeconds: 5 }, { ...job.subscriptions[1], topic: 'nope' }] });
-    expect(semantic).toHaveLength(2);
+    expect(found).toEqual([
+      'colour: unknown key (a typo? see docs/configuration.md)',
+      'subscriptions[0].ackDeadlineSeconds: must be an integer between 10 and 600, got 5',
+      'subscriptions[1].topic: no topic "nope" in topics',
+    ]);
+    // A typo'd key in a subscription, a bad id and an out-of-range maxDuration in the same subscription.
+    const files = { ...job.subscriptions[1], name: '1bad', enableMessageOrderring: true, cloudStorageConfig: { bucket: 'exports', maxDuration: '30s', maxDurtion: '5m', avroConfig: { writeMetdata: true } } };
+    expect(problems({ ...job, subscriptions: [job.subscriptions[0], files] })).toEqual([
+      'subscriptions[1].enableMessageOrderring: unknown key (a typo? see docs/configuration.md)',
+      expect.stringMatching(/^subscriptions\[1\]\.name: invalid id "1bad"/),
+      expect.stringMatching(/^subscriptions\[1\]\.cloudStorageConfig\.maxDurtion: unknown field \(known: /),
+      'subscriptions[1].cloudStorageConfig.avroConfig.writeMetdata: unknown field (known: writeMetadata, useTopicSchema)',
+      'subscriptions[1].cloudStorageConfig.maxDuration: must be between 60s and 600s, got 30s',
+    ]);
+    // Wrong types elsewhere do not stop the checks of the parts that are right.
+    expect(problems({ ...job, metrics: { port: 'x' }, subscriptions: [{ ...job.subscriptions[0], ackDeadlineSeconds: 5 }] })).toEqual([
+      'metrics.port: Invalid input: expected number, received string',
+      'subscriptions[0].ackDeadlineSeconds: must be an integer between 10 and 600, got 5',
+    ]);
   });
 
   it('substitutes ${ENV} references and names the missing ones', () => {

@@ -83,6 +83,27 @@ describe('restart on the same store', () => {
   });
 });
 
+describe('a store made before schemas and topic settings', () => {
+  it('opens with its topics as they were; the added tables and column come once, and hold what is set after', async () => {
+    let { core } = await openCore(dir.path);
+    await core.createTopic('orders', { labels: { team: 'a' } });
+    await core.close();
+    // What the version before wrote: no schemas or IAM tables, no topics.settings column, no marker.
+    const db = new Database(join(dir.path, 'orderly.sqlite'));
+    db.exec("DROP TABLE schemas; DROP TABLE iam_policies; ALTER TABLE topics DROP COLUMN settings; DELETE FROM meta WHERE k = 'topic_settings';");
+    db.close();
+    ({ core } = await openCore(dir.path));
+    expect(core.getTopic('orders')).toEqual({ name: 'projects/p/topics/orders', labels: { team: 'a' }, state: 'ACTIVE' });
+    await core.schemas.create({ parent: 'projects/p', schemaId: 'plain', schema: { type: 'AVRO', definition: '"string"' } });
+    await core.updateTopic('orders', { messageRetentionDuration: '1h', schemaSettings: { schema: 'projects/p/schemas/plain', encoding: 'JSON' } });
+    await core.close();
+    ({ core } = await openCore(dir.path));
+    expect(core.getTopic('orders')).toMatchObject({ messageRetentionDuration: 3600, schemaSettings: { schema: 'projects/p/schemas/plain' } });
+    expect(core.schemas.has('projects/p/schemas/plain')).toBe(true);
+    await core.close();
+  });
+});
+
 describe('a bad store file is an error naming the file, never a reset', () => {
   it('garbage bytes', async () => {
     const file = join(dir.path, 'orderly.sqlite');
