@@ -1,22 +1,9 @@
-import type { StoredMessage } from '../store/store.js';
-import type { Lease } from './lease-manager.js';
+import type { Entry as DeliveryEntry, Lease as DeliveryLease } from './delivery.js';
 
-export interface Entry {
-  /** Without its payload when `spilled` (the store has it). */
-  message: StoredMessage;
-  /** Left out of memory to stay within the subscription's payload budget; read back when delivered. */
-  spilled: boolean;
-  /** Pub/Sub's size of the message (payload included): flow control and backlog bytes. */
-  size: number;
-  acked: boolean;
-  /** Nacks + expiries so far; drives deliveryAttempt, backoff and dead-lettering. */
-  failures: number;
-  lease?: Lease;
-  /** Times handed out so far (any cause); above 0 the next delivery is a redelivery. */
-  deliveries: number;
-  /** Why the last delivery failed, when a sink said so (becomes CloudPubSubDeadLetterSourceDeliveryErrorMessage). */
-  lastError?: string;
-}
+/** One message in this queue's window. */
+export type Entry = DeliveryEntry<KeyQueue>;
+/** One delivery of a message of this queue. */
+export type Lease = DeliveryLease<KeyQueue>;
 
 /**
  * The delivery window of one ordering key (or of one loose message, on unordered subscriptions and for

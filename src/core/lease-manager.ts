@@ -1,13 +1,8 @@
-import type { Entry, KeyQueue } from './key-queue.js';
+import type { Entry, Lease } from './delivery.js';
 
-export interface Lease {
-  ackId: string;
-  queue: KeyQueue;
-  entry: Entry;
-  deadline: number;
-  consumer: string;
-  /** When it was granted: keep-alive (ConsumerSpec.keepAliveSeconds) counts from here. */
-  grantedAt: number;
+/** What a lease is held in: the key's queue, which counts its deliveries out. */
+interface LeaseQueue {
+  outstanding: number;
 }
 
 /**
@@ -15,8 +10,8 @@ export interface Lease {
  * once its lease ends (ack, nack, expiry, or revocation by an earlier message's redelivery) it is stale,
  * and acks or modacks that name it are accepted and ignored, as Pub/Sub does.
  */
-export class LeaseManager {
-  private readonly leases = new Map<string, Lease>();
+export class LeaseManager<Q extends LeaseQueue> {
+  private readonly leases = new Map<string, Lease<Q>>();
   private readonly perConsumer = new Map<string, number>();
   private counter = 0;
   private earliest = Infinity;
@@ -27,8 +22,8 @@ export class LeaseManager {
     return this.leases.size;
   }
 
-  grant(queue: KeyQueue, entry: Entry, now: number, deadline: number, consumer: string): Lease {
-    const lease: Lease = { ackId: `${this.prefix}-${entry.message.seq}-${++this.counter}`, queue, entry, deadline, consumer, grantedAt: now };
+  grant(queue: Q, entry: Entry<Q>, now: number, deadline: number, consumer: string): Lease<Q> {
+    const lease: Lease<Q> = { ackId: `${this.prefix}-${entry.message.seq}-${++this.counter}`, queue, entry, deadline, consumer, grantedAt: now };
     this.leases.set(lease.ackId, lease);
     entry.lease = lease;
     queue.outstanding++;
@@ -42,16 +37,16 @@ export class LeaseManager {
     return this.perConsumer.get(consumer) ?? 0;
   }
 
-  get(ackId: string): Lease | undefined {
+  get(ackId: string): Lease<Q> | undefined {
     return this.leases.get(ackId);
   }
 
-  extend(lease: Lease, deadline: number): void {
+  extend(lease: Lease<Q>, deadline: number): void {
     lease.deadline = deadline;
     if (deadline < this.earliest) this.earliest = deadline;
   }
 
-  end(lease: Lease): void {
+  end(lease: Lease<Q>): void {
     if (!this.leases.delete(lease.ackId)) return;
     if (lease.entry.lease === lease) lease.entry.lease = undefined;
     lease.queue.outstanding--;
@@ -61,9 +56,9 @@ export class LeaseManager {
   }
 
   /** Leases past their deadline, oldest deadline first. Cheap when nothing is due. */
-  due(now: number): Lease[] {
+  due(now: number): Lease<Q>[] {
     if (now < this.earliest) return [];
-    const due: Lease[] = [];
+    const due: Lease<Q>[] = [];
     let earliest = Infinity;
     for (const lease of this.leases.values()) {
       if (lease.deadline <= now) due.push(lease);

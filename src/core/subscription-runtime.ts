@@ -5,8 +5,8 @@ import type { Clock } from './clock.js';
 import type { ConsumerRoom, ConsumerSpec, SubscriptionHandle, SubscriptionState } from './consumer.js';
 import { InvalidArgumentError, NotFoundError, type OrderlyError } from './errors.js';
 import { parseFilter, type Filter } from './filter.js';
-import { KeyQueue, type Entry } from './key-queue.js';
-import { LeaseManager, type Lease } from './lease-manager.js';
+import { KeyQueue, type Entry, type Lease } from './key-queue.js';
+import { LeaseManager } from './lease-manager.js';
 import type { PayloadBudget } from './memory-budget.js';
 import { messageSize, type PubsubMessage, type ReceivedMessage } from './message.js';
 import { retryDelayMs } from './retry-backoff.js';
@@ -46,7 +46,7 @@ export class SubscriptionRuntime implements BacklogSink {
   state: SubscriptionState = 'ACTIVE';
   /** Detached from its topic (DetachSubscription): closed for good, its backlog dropped; it stays listed. */
   detached = false;
-  readonly leases: LeaseManager;
+  readonly leases: LeaseManager<KeyQueue>;
   readonly counters: DeliveryCounters = emptyCounters();
   private filter: Filter;
   private readonly keyed = new Map<string, KeyQueue>();

@@ -7,17 +7,10 @@ const graph = importGraph(root, ['src', 'connectors', 'examples', 'test', 'bench
 const importsOf = (from: RegExp) => graph.edges.filter((e) => from.test(e.from));
 const show = (edges: { from: string; to: string }[]) => edges.map((e) => `${e.from} -> ${e.to}`);
 
-/**
- * Cycles known and owned elsewhere, each listed until it is gone (the test fails when one no longer
- * exists, so the list cannot outlive them).
- * - src/core key-queue <-> lease-manager: type-only (each names the other's types); for the core's owners.
- */
-const KNOWN_CYCLES = [['src/core/key-queue.ts', 'src/core/lease-manager.ts']];
 
 describe('the layers (import graph of src, connectors, examples, test, bench)', () => {
   it('has no import cycle (type-only imports included)', () => {
-    const found = cycles(graph.edges).map((c) => c.join(' <-> '));
-    expect(found).toEqual(KNOWN_CYCLES.map((c) => c.join(' <-> ')));
+    expect(cycles(graph.edges).map((c) => c.join(' <-> '))).toEqual([]);
   });
 
   it('src/api imports nothing from src/connector or connectors/: the API knows nothing of exports', () => {
