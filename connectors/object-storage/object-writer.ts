@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { SinkStateError, emptyCounters, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
 import { subscriptionDir } from '../../src/connector/sink-paths.js';
 import { durableRename } from '../../src/store/durable-file.js';
-import { CommittedRanges } from './committed-ranges.js';
+import { CommittedRanges } from '../../src/connector/committed-ranges.js';
 import type { ObjectStorageConfig } from './config.js';
 import { Manifest, type ManifestObject } from './manifest.js';
 import { newWriterTag, objectNamer, uniqueId, type ObjectNamer } from './object-naming.js';

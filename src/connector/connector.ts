@@ -4,7 +4,11 @@ import type { SubscriptionSpec } from '../core/subscription-config.js';
 import type { SubscriptionState } from '../core/consumer.js';
 import type { Logger } from '../log.js';
 
-/** One delivery handed to a connector. `id` names this delivery (not the message) in results. */
+/**
+ * One delivery handed to a connector. `id` names this delivery (not the message) in results. A message
+ * from a source without per-key sequences (a remote Pub/Sub) has `sequence` 0: recognise it by its
+ * `messageId` (see `redeliveryMark` in redelivery-filter.ts).
+ */
 export interface ExportMessage {
   id: string;
   message: PubsubMessage;
@@ -44,6 +48,18 @@ export class SinkStateError extends Error {
   ) {
     super(message);
     this.name = 'SinkStateError';
+  }
+}
+
+/**
+ * The sink takes one writer at a time and another process holds it (a DuckDB file another worker has
+ * open). Thrown from `open()`: the runner waits as a standby — nothing is pulled from the subscription,
+ * status shows this message — and tries again about once a second, taking over once the holder is gone.
+ */
+export class SinkBusyError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SinkBusyError';
   }
 }
 
@@ -117,6 +133,13 @@ export interface ConnectorContext {
    * written or failed between calls. The runner then calls `flush('due')` soon to collect them.
    */
   notify(): void;
+  /**
+   * Set when other workers (other `orderly run` processes, on this machine or others) may export the same
+   * subscription at the same time — a remote Pub/Sub subscription shared by a fleet. Keep what the others
+   * must see (manifests) in the sink itself, never on this machine's disk, and never assume you are the
+   * only writer. The id names this worker (in status, object metadata, manifests).
+   */
+  fleet?: { workerId: string };
 }
 
 export interface ConnectorSettings {

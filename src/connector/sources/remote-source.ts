@@ -1,0 +1,278 @@
+import { DebugMessage, Duration, type Message, type PubSub, type Subscription } from '@google-cloud/pubsub';
+import type { google } from '@google-cloud/pubsub/build/protos/protos.js';
+import type { ReceivedMessage } from '../../core/message.js';
+import type { SubscriptionSpec } from '../../core/subscription-config.js';
+import type { Logger } from '../../log.js';
+import { Backoff } from '../backoff.js';
+import { KeyTailGuard } from './key-tail-guard.js';
+import { describeRemoteError, endpointLabel, type RemoteEndpoint } from './remote-endpoint.js';
+import { SourceError, type DeliveryHandle, type ExportSource, type SourceConsumer, type SourceStatus } from './source.js';
+
+/** The export sections a remote export may carry (the same fields as a local export subscription). */
+export type ExportSection = Pick<SubscriptionSpec, 'bigqueryConfig' | 'cloudStorageConfig' | 'exportConfig'>;
+
+export interface RemoteSourceOptions {
+  client: PubSub;
+  endpoint: RemoteEndpoint;
+  /** The remote subscription's full name. */
+  subscription: string;
+  /** The job asks for per-key order: a remote subscription with ordering off is refused. */
+  ordered: boolean;
+  section: ExportSection;
+  /** The runner's budget: the client's flow control, so it never holds more than the runner takes. */
+  budget: { messages: number; bytes: number };
+  /** How long the client keeps extending a held message's lease (an open file, an upload), in minutes. */
+  maxExtensionMinutes: number;
+  /** StreamingPull streams per worker. */
+  streams: number;
+  logger: Logger;
+  backoff?: () => Backoff;
+}
+
+/** How long a call reading the subscription's settings may take before it counts as unreachable. */
+const METADATA_TIMEOUT_MS = 10_000;
+
+/**
+ * An existing subscription on a remote Pub/Sub v1 endpoint (Google Cloud Pub/Sub, or any compatible
+ * one), read through Google's client with StreamingPull: its flow control sized by the runner's budget,
+ * its lease management extending what the runner holds (up to `maxExtensionMinutes`), each key's
+ * messages in the order the stream brings them. A nack tells Pub/Sub to redeliver the key's tail in
+ * order; this worker then nacks, never delivers, every later message of that key it holds or receives
+ * until the key starts over (KeyTailGuard). Dead letters follow the remote subscription's own
+ * deadLetterPolicy (each nack counts a delivery attempt there). A stream that fails is reopened with
+ * backoff, its state and reason shown in status.
+ */
+export class RemoteSource implements ExportSource {
+  readonly subscription: string;
+  private readonly location: string;
+  private state: SourceStatus['state'] = 'connecting';
+  private error?: string;
+  private retries = 0;
+  private sub?: Subscription;
+  private consumer?: SourceConsumer;
+  /** Delivery id -> the client's message, while the runner holds it. */
+  private readonly held = new Map<string, Message>();
+  private nextDelivery = 0;
+  private readonly guard = new KeyTailGuard();
+  private incoming: ReceivedMessage[] = [];
+  private detached = false;
+  private readonly backoff: Backoff;
+  private reopenTimer?: NodeJS.Timeout;
+  private spec?: SubscriptionSpec;
+
+  constructor(private readonly options: RemoteSourceOptions) {
+    this.subscription = options.subscription;
+    this.location = endpointLabel(options.endpoint);
+    this.backoff = options.backoff?.() ?? new Backoff();
+  }
+
+  async prepare(): Promise<SubscriptionSpec> {
+    const { client, subscription, endpoint, ordered, section } = this.options;
+    let metadata: google.pubsub.v1.ISubscription;
+    try {
+      [metadata] = await client.subscription(subscription).getMetadata({ timeout: METADATA_TIMEOUT_MS, maxRetries: 0 });
+    } catch (e) {
+      throw this.failed(describeRemoteError(e, subscription, endpoint));
+    }
+    if (metadata.pushConfig?.pushEndpoint || metadata.bigqueryConfig?.table || metadata.cloudStorageConfig?.bucket) {
+      throw this.failed(
+        new SourceError(`remote subscription ${subscription} at ${this.location} is a push or export subscription; an Orderly export reads a pull subscription`, 'refused'),
+      );
+    }
+    if (ordered && !metadata.enableMessageOrdering) {
+      throw this.failed(
+        new SourceError(
+          `remote subscription ${subscription} at ${this.location} has message ordering off, but the job asks for per-key order ` +
+            '(enableMessageOrdering: true); ordering is fixed when a subscription is created: create one with --enable-message-ordering, ' +
+            'or set enableMessageOrdering: false for this export',
+          'refused',
+        ),
+      );
+    }
+    this.spec = specOf(metadata, section);
+    return this.spec;
+  }
+
+  private failed(e: SourceError): SourceError {
+    this.state = e.kind;
+    this.error = e.message;
+    this.retries++;
+    return e;
+  }
+
+  attach(consumer: SourceConsumer): DeliveryHandle {
+    this.consumer = consumer;
+    this.open();
+    const source = this;
+    return {
+      get attached() {
+        return !source.detached;
+      },
+      isLive: (id) => this.held.has(id),
+      acknowledge: async (ids) => {
+        for (const id of ids) {
+          const m = this.held.get(id);
+          if (!m) continue;
+          this.held.delete(id);
+          m.ack();
+        }
+      },
+      nack: (ids) => {
+        for (const id of ids) this.nack(id);
+      },
+      detach: () => this.detach(),
+    };
+  }
+
+  /** Nacks a delivery and every later delivery of its key this worker holds; the key waits to start over. */
+  private nack(id: string): void {
+    const m = this.held.get(id);
+    if (!m) return;
+    this.held.delete(id);
+    m.nack();
+    const key = m.orderingKey ?? '';
+    if (!this.spec?.enableMessageOrdering || key === '') return;
+    this.guard.fail(key, m.id, Date.now());
+    for (const [other, later] of this.held) {
+      if ((later.orderingKey ?? '') === key && Number(other) > Number(id)) {
+        this.held.delete(other);
+        later.nack();
+      }
+    }
+  }
+
+  private open(): void {
+    const { client, subscription, budget, maxExtensionMinutes, streams } = this.options;
+    const sub = client.subscription(subscription, {
+      flowControl: { maxMessages: budget.messages, maxBytes: budget.bytes, allowExcessMessages: false },
+      maxExtensionTime: Duration.from({ minutes: maxExtensionMinutes }),
+      streamingOptions: { maxStreams: streams },
+    });
+    sub.on('message', (m: Message) => this.receive(m));
+    sub.on('error', (e: unknown) => this.streamFailed(e));
+    // The client retries a broken stream by itself; it says so here, and status shows it.
+    sub.on('debug', (d: unknown) => {
+      if (d instanceof DebugMessage && d.error && this.state === 'streaming') {
+        this.state = 'retrying';
+        this.error = describeRemoteError(d.error, subscription, this.options.endpoint).message;
+      }
+    });
+    this.sub = sub;
+    this.state = 'streaming';
+    this.error = undefined;
+    this.retries = 0;
+    this.backoff.reset();
+  }
+
+  private receive(m: Message): void {
+    if (this.detached) {
+      m.nack();
+      return;
+    }
+    if (this.state !== 'streaming') {
+      this.state = 'streaming';
+      this.error = undefined;
+    }
+    const key = m.orderingKey ?? '';
+    if (!this.guard.admit(key, m.id, m.received)) {
+      m.nack();
+      return;
+    }
+    const id = String(++this.nextDelivery);
+    this.held.set(id, m);
+    this.incoming.push({
+      ackId: id,
+      message: {
+        messageId: m.id,
+        publishTime: new Date(m.publishTime.getTime()),
+        data: m.data,
+        attributes: { ...m.attributes },
+        orderingKey: key,
+        // Pub/Sub numbers no key's messages: sinks recognise these by message id.
+        sequence: 0,
+      },
+      deliveryAttempt: m.deliveryAttempt ?? 0,
+    });
+    // The client hands messages over one at a time; the runner takes them in batches.
+    if (this.incoming.length === 1) setImmediate(() => this.deliverIncoming());
+  }
+
+  private deliverIncoming(): void {
+    const batch = this.incoming;
+    this.incoming = [];
+    // Nacked meanwhile (a failure of their key) or detached: not delivered.
+    const live = batch.filter((r) => this.held.has(r.ackId));
+    if (live.length) this.consumer?.deliver(live);
+  }
+
+  /** The client gave up on the stream (it retries transient failures itself): reopened after a backoff. */
+  private streamFailed(e: unknown): void {
+    const error = describeRemoteError(e, this.subscription, this.options.endpoint);
+    this.state = 'retrying';
+    this.error = error.message;
+    this.retries++;
+    this.options.logger.error({ subscription: this.subscription, error: error.message }, 'remote subscription stream failed; reopening it with backoff');
+    this.closeStream();
+    if (this.detached || this.reopenTimer) return;
+    this.reopenTimer = setTimeout(() => {
+      this.reopenTimer = undefined;
+      this.prepare().then(
+        () => {
+          if (!this.detached) this.open();
+        },
+        (failure: unknown) => this.streamFailed(failure),
+      );
+    }, this.backoff.next());
+  }
+
+  /** Closes the stream; the client nacks what it still leases, so what this worker held comes again. */
+  private closeStream(): void {
+    const sub = this.sub;
+    this.sub = undefined;
+    this.held.clear();
+    this.incoming = [];
+    if (!sub) return;
+    sub.removeAllListeners('message');
+    sub.close().catch((e: unknown) => this.options.logger.warn({ subscription: this.subscription, error: (e as Error).message }, 'closing the remote stream failed'));
+  }
+
+  private detach(): void {
+    this.detached = true;
+    clearTimeout(this.reopenTimer);
+    this.closeStream();
+  }
+
+  setState(): void {
+    // A remote subscription keeps no sink state of Orderly's: status shows the export's state.
+  }
+
+  status(): SourceStatus {
+    return { location: this.location, state: this.state, error: this.error, retries: this.retries };
+  }
+
+  /** Keys waiting for a failed message to come back (their later messages are nacked meanwhile). */
+  get keysWaiting(): number {
+    return this.guard.waiting;
+  }
+}
+
+/** The subscription's settings as the export uses them: the remote subscription's own, and the job's export section. */
+function specOf(m: google.pubsub.v1.ISubscription, section: ExportSection): SubscriptionSpec {
+  const seconds = (d: google.protobuf.IDuration | null | undefined, fallback: number) => (d?.seconds !== undefined && d.seconds !== null ? Number(d.seconds) : fallback);
+  const spec: SubscriptionSpec = {
+    topic: m.topic ?? '',
+    ackDeadlineSeconds: m.ackDeadlineSeconds || 10,
+    messageRetentionDuration: seconds(m.messageRetentionDuration, 7 * 86400),
+    retainAckedMessages: m.retainAckedMessages === true,
+    enableMessageOrdering: m.enableMessageOrdering === true,
+    filter: m.filter ?? '',
+    enableExactlyOnceDelivery: m.enableExactlyOnceDelivery === true,
+    labels: { ...(m.labels ?? {}) },
+    ...section,
+  };
+  if (m.deadLetterPolicy?.deadLetterTopic) {
+    spec.deadLetterPolicy = { deadLetterTopic: m.deadLetterPolicy.deadLetterTopic, maxDeliveryAttempts: m.deadLetterPolicy.maxDeliveryAttempts || 5 };
+  }
+  if (m.retryPolicy) spec.retryPolicy = { minimumBackoff: seconds(m.retryPolicy.minimumBackoff, 10), maximumBackoff: seconds(m.retryPolicy.maximumBackoff, 600) };
+  return spec;
+}
