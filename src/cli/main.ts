@@ -8,6 +8,7 @@ import { resolve } from 'node:path';
 import { jobSchema, loadJob, JobConfigError, type JobConfig } from '../job/job-config.js';
 import { readLock } from '../job/job-lock.js';
 import { JobRuntime } from '../job/job-runtime.js';
+import { fleetStatus, flatRow } from '../job/fleet-status.js';
 import { statusOf } from '../job/metrics.js';
 import { queryJob } from '../job/query.js';
 import { keepServingOnUnexpectedErrors } from '../job/unexpected-errors.js';
@@ -45,12 +46,13 @@ export async function main(argv: string[]): Promise<number> {
     .command('run')
     .description('run a job until SIGINT/SIGTERM: store, exports, metrics; shutdown drains and finalizes files')
     .argument('<job>', 'job file')
-    .addHelpText('after', '\nExample:\n  $ orderly run job.yaml   # Ctrl-C stops it cleanly')
-    .action(async (file: string) => {
+    .option('--worker-id <id>', 'this worker\'s id, for a job with remote: exports (default: ORDERLY_WORKER_ID, remote.workerId, else <host>-<pid>)')
+    .addHelpText('after', '\nExample:\n  $ orderly run job.yaml   # Ctrl-C stops it cleanly\n  $ orderly run job.yaml --worker-id exporter-2   # one more worker of a remote export')
+    .action(async (file: string, o: { workerId?: string }) => {
       const logger = createLogger();
       keepServingOnUnexpectedErrors(logger);
-      const runtime = await JobRuntime.start(loadJob(file), logger, { serveMetrics: true });
-      logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort }, 'job running');
+      const runtime = await JobRuntime.start(loadJob(file), logger, { serveMetrics: true, workerId: o.workerId });
+      logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort, worker: runtime.workerId }, 'job running');
       const signal = await untilStopSignal();
       logger.info({ signal }, 'stopping: finishing writes, finalizing open files');
       const timer = setTimeout(() => {
@@ -104,13 +106,12 @@ export async function main(argv: string[]): Promise<number> {
     .addHelpText('after', '\nExample:\n  $ orderly status job.yaml --json')
     .action(async (file: string, o: { json?: boolean }) => {
       const job = loadJob(file);
-      const running = readLock(job.dataDir);
-      let status: ReturnType<typeof statusOf>;
-      if (running?.metrics) status = (await (await fetch(`${running.metrics}/status`)).json()) as typeof status;
+      const running = job.remote ? undefined : readLock(job.dataDir);
+      let status: (ReturnType<typeof statusOf>[number] | Awaited<ReturnType<typeof fleetStatus>>[number])[];
+      if (job.remote) status = await fleetStatus(job);
+      else if (running?.metrics) status = (await (await fetch(`${running.metrics}/status`)).json()) as typeof status;
       else status = await withJob(job, async (runtime) => statusOf(runtime.core));
-      out(status, o.json, () =>
-        console.table(status.map((s) => ({ ...s, hotKeys: s.hotKeys.map((k) => `${k.orderingKey}:${k.backlog}`).join(' ') }))),
-      );
+      out(status, o.json, () => (status.length ? console.table(status.map(flatRow)) : console.log('no worker of this job runs on this machine')));
     });
 
   program

@@ -32,7 +32,7 @@ export function registeredConnectors(): string[] {
 /** Pub/Sub's export fields map to the built-ins; `exportConfig.connector` names any registered one. */
 export const BUILT_IN_FOR = { bigqueryConfig: 'duckdb-table', cloudStorageConfig: 'object-storage' } as const;
 
-export function exportSection(spec: SubscriptionSpec): { connector: string; field: string; config: unknown } | undefined {
+export function exportSection(spec: Pick<SubscriptionSpec, 'bigqueryConfig' | 'cloudStorageConfig' | 'exportConfig'>): { connector: string; field: string; config: unknown } | undefined {
   if (spec.bigqueryConfig) return { connector: BUILT_IN_FOR.bigqueryConfig, field: 'bigqueryConfig', config: spec.bigqueryConfig };
   if (spec.cloudStorageConfig) return { connector: BUILT_IN_FOR.cloudStorageConfig, field: 'cloudStorageConfig', config: spec.cloudStorageConfig };
   if (spec.exportConfig) {

@@ -37,6 +37,42 @@ const subscription = z.strictObject({
   labels: labels.optional(),
 });
 
+/**
+ * Exports that read existing subscriptions of a remote Pub/Sub v1 endpoint instead of the embedded core:
+ * Google Cloud Pub/Sub (the default; Application Default Credentials), or any compatible endpoint by
+ * host. Any number of workers (`orderly run` processes, on one or many machines) run the same job; Pub/Sub
+ * spreads the subscription's keys over them.
+ */
+const remoteExport = z.strictObject({
+  /** An existing subscription: a bare id (in remote.projectId) or `projects/<p>/subscriptions/<id>`. */
+  subscription: z.string().min(1),
+  /** The export needs per-key order: refused, at start, if the remote subscription has ordering off. */
+  enableMessageOrdering: z.boolean().default(false),
+  bigqueryConfig: z.record(z.string(), z.unknown()).optional(),
+  cloudStorageConfig: z.record(z.string(), z.unknown()).optional(),
+  exportConfig: z.looseObject({ connector: z.string() }).optional(),
+});
+
+const remote = z.strictObject({
+  /** `host:port` of a compatible endpoint (another `orderly serve`), reached as PUBSUB_EMULATOR_HOST is; unset: Google Cloud Pub/Sub. */
+  endpoint: z.string().regex(/^[^\s/:]+:\d+$/, 'host:port, e.g. "10.0.0.5:8085"').optional(),
+  /** The remote project (default: the job's projectId). */
+  projectId: z.string().optional(),
+  /** Bearer token of an `orderly serve` started with one; write `${ORDERLY_TOKEN}` rather than the token. */
+  authToken: z.string().optional(),
+  /** This worker's id (default: --worker-id, ORDERLY_WORKER_ID, else <host>-<pid>). */
+  workerId: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, '1-64 letters, digits, ".", "_" or "-"').optional(),
+  /** The most messages and payload bytes one worker holds unacked per export (its share of the backlog). */
+  flowControl: z
+    .strictObject({ maxMessages: z.number().int().min(100).max(1_000_000).optional(), maxBytes: z.number().int().min(1024 * 1024).optional() })
+    .optional(),
+  /** How long a held message's lease is extended (a file open, an upload), in minutes. */
+  maxExtensionMinutes: z.number().min(1).max(24 * 60).default(60),
+  /** StreamingPull streams per export and worker. */
+  streams: z.number().int().min(1).max(16).default(2),
+  exports: z.array(remoteExport).min(1),
+});
+
 export const jobSchema = z.strictObject({
   projectId: z.string().regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'a Pub/Sub project id (6-30 lowercase letters, digits, "-")').default('orderly-local'),
   dataDir: z.string().default('./orderly-data'),
@@ -71,6 +107,7 @@ export const jobSchema = z.strictObject({
   push: z.strictObject({ allowLinkLocal: z.boolean().default(false) }).default({ allowLinkLocal: false }),
   topics: z.array(z.strictObject({ name: z.string(), labels: labels.optional() })).default([]),
   subscriptions: z.array(subscription).default([]),
+  remote: remote.optional(),
 });
 
 export type JobConfig = z.infer<typeof jobSchema> & { file: string };
@@ -123,12 +160,37 @@ export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): Job
       if (spec.bigqueryConfig && !job.duckdb) problems.push(`${at}.bigqueryConfig: needs the job's duckdb.path`);
     });
   });
+  if (job.remote) checkRemote(job, problems);
   if (job.endpoint) check(problems, 'endpoint', () => checkExposure(job.endpoint!, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
   if (problems.length) throw new JobConfigError(file, problems);
   const base = dirname(resolve(file));
   job.dataDir = resolve(base, job.dataDir);
   if (job.duckdb) job.duckdb.path = resolve(base, job.duckdb.path);
   return { ...job, file: resolve(file) };
+}
+
+/** A remote job runs as a fleet worker: only remote exports, each with one export section its connector accepts. */
+function checkRemote(job: z.infer<typeof jobSchema>, problems: string[]): void {
+  if (job.topics.length || job.subscriptions.length) {
+    problems.push('remote: a job that exports from a remote Pub/Sub runs as a fleet worker; put local topics and subscriptions in another job file');
+  }
+  job.remote!.exports.forEach((e, i) => {
+    const at = `remote.exports[${i}]`;
+    const sections = (['bigqueryConfig', 'cloudStorageConfig', 'exportConfig'] as const).filter((k) => e[k] !== undefined);
+    if (sections.length !== 1) {
+      problems.push(`${at}: needs exactly one of bigqueryConfig, cloudStorageConfig, exportConfig${sections.length ? `, got ${sections.join(' and ')}` : ''}`);
+      return;
+    }
+    check(problems, at, () => {
+      const section = exportSection({ bigqueryConfig: e.bigqueryConfig, cloudStorageConfig: e.cloudStorageConfig, exportConfig: e.exportConfig })!;
+      getConnector(section.connector).parseConfig(section.config);
+    });
+    if (e.bigqueryConfig && !job.duckdb) problems.push(`${at}.bigqueryConfig: needs the job's duckdb.path`);
+  });
+  const names = job.remote!.exports.map((e) => (e.subscription.startsWith('projects/') ? e.subscription : `projects/${job.remote!.projectId ?? job.projectId}/subscriptions/${e.subscription}`));
+  names.forEach((n, i) => {
+    if (names.indexOf(n) !== i) problems.push(`remote.exports[${i}].subscription: ${n} is exported twice; one export per remote subscription`);
+  });
 }
 
 /**

@@ -1,6 +1,7 @@
+import { rmSync } from 'node:fs';
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
-import { ExportManager } from '../connector/export-manager.js';
+import { ExportManager, type RemoteExports } from '../connector/export-manager.js';
 import { PubSubCore } from '../core/pubsub-core.js';
 import { closeDuckDb, queryDuckDb } from '../duckdb/database.js';
 import type { Logger } from '../log.js';
@@ -10,6 +11,7 @@ import type { JobConfig } from './job-config.js';
 import { acquireLock } from './job-lock.js';
 import { serveMetrics } from './metrics.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
+import { resolveWorkerId, sweepGoneWorkers, workerDir } from './worker.js';
 
 /**
  * A running job: the store, the embedded S3 server if asked for, the DuckDB database, the reconciled
@@ -26,17 +28,22 @@ export class JobRuntime {
     readonly metricsUrl?: string,
     /** The port the Pub/Sub endpoint listens on, when the job serves one. */
     readonly endpointPort?: number,
+    /** For a job that exports from a remote Pub/Sub: this process's worker id. */
+    readonly workerId?: string,
   ) {}
 
   /**
    * `withExports: false` opens everything but starts no export (status, query, publish);
    * `serveMetrics` (run, serve) also serves the metrics and, if the job has one, the Pub/Sub endpoint;
    * `endpointFlags` names its exposure settings as the user gave them (CLI flags) in error messages.
+   * A job with `remote:` runs as one worker of a fleet (`workerId`: see resolveWorkerId): its lock, local
+   * store and spill files live in its own folder under the data directory, so any number of workers run
+   * the same job file on one machine.
    */
   static async start(
     job: JobConfig,
     logger: Logger,
-    options: { withExports?: boolean; serveMetrics?: boolean; endpointFlags?: EndpointOptions['flags'] } = {},
+    options: { withExports?: boolean; serveMetrics?: boolean; endpointFlags?: EndpointOptions['flags']; workerId?: string } = {},
   ): Promise<JobRuntime> {
     registerBuiltInConnectors();
     const cleanups: (() => Promise<void> | void)[] = [];
@@ -44,10 +51,19 @@ export class JobRuntime {
       for (const c of cleanups.reverse()) await c();
     };
     try {
-      cleanups.push(acquireLock(job.dataDir));
+      const workerId = job.remote ? resolveWorkerId(options.workerId, job.remote.workerId) : undefined;
+      let dataDir = job.dataDir;
+      if (workerId) {
+        sweepGoneWorkers(job.dataDir);
+        dataDir = workerDir(job.dataDir, workerId);
+        // Its folder holds nothing once it stopped (spill files are uploaded or come again): removed last.
+        const dir = dataDir;
+        cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+      }
+      cleanups.push(acquireLock(dataDir));
       let s3: EmbeddedS3 | undefined;
       if (job.objectStorage?.embedded) {
-        s3 = await startEmbeddedS3(job.dataDir, job.objectStorage.buckets);
+        s3 = await startEmbeddedS3(dataDir, job.objectStorage.buckets);
         cleanups.push(() => s3!.close());
       }
       const { embedded: _e, buckets: _b, ...connection } = job.objectStorage ?? { embedded: false, buckets: [] };
@@ -58,13 +74,19 @@ export class JobRuntime {
         cleanups.push(() => closeDuckDb(path));
       }
       const core = await PubSubCore.open({
-        store: SqliteStore.open(job.dataDir, { durability: job.durability }),
+        store: SqliteStore.open(dataDir, { durability: job.durability }),
         projectId: job.projectId,
         push: { allowLinkLocal: job.push.allowLinkLocal },
       });
       cleanups.push(() => core.close());
       const reconciled = await reconcile(core, job);
-      const exports = new ExportManager({ core, settings: { dataDir: job.dataDir, duckdbPath: job.duckdb?.path, objectStorage }, logger });
+      const exports = new ExportManager({
+        core,
+        settings: { dataDir, duckdbPath: job.duckdb?.path, objectStorage },
+        logger,
+        remote: workerId ? remoteExports(job, workerId) : undefined,
+        runner: job.remote?.flowControl ? { maxOutstandingMessages: job.remote.flowControl.maxMessages, maxOutstandingBytes: job.remote.flowControl.maxBytes } : undefined,
+      });
       cleanups.push(() => exports.stop());
       if (options.withExports !== false) await exports.start();
       let metricsUrl: string | undefined;
@@ -82,9 +104,9 @@ export class JobRuntime {
       }
       if (metricsUrl || endpointPort !== undefined) {
         // Tell other commands where to reach this job (status reads /status, publish the endpoint).
-        acquireLock(job.dataDir, { metrics: metricsUrl, endpoint: endpointPort === undefined ? undefined : `${job.endpoint!.host}:${endpointPort}` });
+        acquireLock(dataDir, { metrics: metricsUrl, endpoint: endpointPort === undefined ? undefined : `${job.endpoint!.host}:${endpointPort}` });
       }
-      return new JobRuntime(job, core, exports, reconciled, objectStorage, cleanups, metricsUrl, endpointPort);
+      return new JobRuntime(job, core, exports, reconciled, objectStorage, cleanups, metricsUrl, endpointPort, workerId);
     } catch (e) {
       await undo();
       throw e;
@@ -95,4 +117,22 @@ export class JobRuntime {
   async stop(): Promise<void> {
     while (this.cleanups.length) await this.cleanups.pop()!();
   }
+}
+
+/** The job's `remote:` section as the export manager takes it. */
+function remoteExports(job: JobConfig, workerId: string): RemoteExports {
+  const remote = job.remote!;
+  return {
+    endpoint: remote.endpoint,
+    projectId: remote.projectId ?? job.projectId,
+    authToken: remote.authToken,
+    workerId,
+    maxExtensionMinutes: remote.maxExtensionMinutes,
+    streams: remote.streams,
+    exports: remote.exports.map(({ subscription, enableMessageOrdering, bigqueryConfig, cloudStorageConfig, exportConfig }) => ({
+      subscription,
+      enableMessageOrdering,
+      section: { bigqueryConfig, cloudStorageConfig, exportConfig },
+    })),
+  };
 }

@@ -3,16 +3,44 @@ import type { AddressInfo } from 'node:net';
 import { Gauge, Registry } from 'prom-client';
 import type { ConnectorCounters } from '../connector/connector.js';
 import type { ExportManager } from '../connector/export-manager.js';
+import type { ExportRunner } from '../connector/export-runner.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { projectOf, shortId } from '../core/names.js';
 import { unexpectedErrorCount } from './unexpected-errors.js';
 
 const STATES = ['ACTIVE', 'RESOURCE_ERROR', 'PERMISSION_DENIED', 'NOT_FOUND', 'SCHEMA_MISMATCH', 'IN_TRANSIT_LOCATION_RESTRICTION'];
 
+/**
+ * A remote export's row: what this worker sees of it. Pub/Sub's v1 API reports no backlog (Cloud
+ * Monitoring does), so `backlog` is what this worker holds: delivered to it and not yet acked.
+ */
+function remoteRow(subscription: string, runner: ExportRunner) {
+  const source = runner.sourceStatus();
+  return {
+    subscription,
+    worker: runner.workerId,
+    /** The remote endpoint, and whether the worker is streaming from it (or why not). */
+    source,
+    sourceRetryAt: runner.stats.sourceRetryAt,
+    state: runner.stats.state,
+    stateReason: runner.stats.stateReason,
+    /** Set while another worker holds the sink (a DuckDB file) and this one waits to take over. */
+    standby: runner.stats.standby,
+    backlog: runner.outstanding,
+    keysInFlight: runner.keysInFlight(),
+    lastCommitAt: runner.stats.lastCommitAt,
+    exported: runner.stats.written,
+    exportErrors: runner.stats.errors,
+    lastExportError: runner.stats.lastError,
+  };
+}
+
+export type RemoteStatus = ReturnType<typeof remoteRow>;
+
 /** Per subscription (every project), read once: the /status row and the delivery counters. */
 function snapshot(core: PubSubCore, exports?: ExportManager) {
   const now = core.clock.now();
-  return core.allSubscriptions().map((s) => {
+  const local = core.allSubscriptions().map((s) => {
     const m = core.metrics(s.name, 5);
     const runner = exports?.runner(s.name);
     const status = {
@@ -31,17 +59,25 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
       /** Unexpected failures of the export sink (each reopened it), and the last one, kept after recovery. */
       exportErrors: runner?.stats.errors ?? 0,
       lastExportError: runner?.stats.lastError,
+      lastCommitAt: runner?.stats.lastCommitAt,
     };
-    return { status, counters: m.counters, connector: runner?.connectorCounters };
+    return { status, counters: m.counters, connector: runner?.connectorCounters, remote: undefined };
   });
+  const remote = [...(exports?.remoteExports() ?? [])].map(([name, runner]) => {
+    const status = remoteRow(name, runner);
+    return { status, counters: undefined, connector: runner.connectorCounters, remote: status };
+  });
+  return [...local, ...remote];
 }
 
 type Snapshot = ReturnType<typeof snapshot>[number];
 
-/** Per subscription: what `orderly status` and the /status endpoint show. */
+/** Per subscription: what `orderly status` and the /status endpoint show (remote exports: this worker's view). */
 export function statusOf(core: PubSubCore, exports?: ExportManager) {
   return snapshot(core, exports).map((s) => s.status);
 }
+
+export type StatusRow = ReturnType<typeof statusOf>[number];
 
 /**
  * Prometheus metrics (computed from the live state at each scrape) and /status as JSON, served on
@@ -66,13 +102,13 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
       },
     });
   gauge('orderly_backlog_messages', 'Unacked messages per subscription', (s) => s.status.backlog);
-  gauge('orderly_oldest_unacked_message_age_seconds', 'Age of the oldest unacked message', (s) => s.status.oldestUnackedAgeSeconds);
-  gauge('orderly_delivered_total', 'Deliveries (including redeliveries)', (s) => s.counters.delivered);
-  gauge('orderly_redelivered_total', 'Redeliveries', (s) => s.counters.redelivered);
-  gauge('orderly_acked_total', 'Acks', (s) => s.counters.acked);
-  gauge('orderly_nacked_total', 'Nacks', (s) => s.counters.nacked);
-  gauge('orderly_expired_total', 'Lease expiries', (s) => s.counters.expired);
-  gauge('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (s) => s.counters.deadLettered);
+  gauge('orderly_oldest_unacked_message_age_seconds', 'Age of the oldest unacked message', (s) => ('oldestUnackedAgeSeconds' in s.status ? s.status.oldestUnackedAgeSeconds : 0));
+  gauge('orderly_delivered_total', 'Deliveries (including redeliveries)', (s) => s.counters?.delivered ?? 0);
+  gauge('orderly_redelivered_total', 'Redeliveries', (s) => s.counters?.redelivered ?? 0);
+  gauge('orderly_acked_total', 'Acks', (s) => s.counters?.acked ?? 0);
+  gauge('orderly_nacked_total', 'Nacks', (s) => s.counters?.nacked ?? 0);
+  gauge('orderly_expired_total', 'Lease expiries', (s) => s.counters?.expired ?? 0);
+  gauge('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (s) => s.counters?.deadLettered ?? 0);
   gauge('orderly_exported_total', 'Messages written by the export connector', (s) => s.status.exported);
   gauge('orderly_export_errors_total', 'Unexpected failures of the export sink (each one reopened it after a backoff)', (s) => s.status.exportErrors);
   const counter = (name: string, help: string, key: keyof ConnectorCounters) => gauge(name, help, (s) => s.connector?.[key] ?? 0);
@@ -80,6 +116,25 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
   counter('orderly_objects_written_total', 'Objects committed to object storage', 'objectsWritten');
   counter('orderly_bytes_uploaded_total', 'Bytes uploaded to object storage', 'bytesUploaded');
   counter('orderly_upload_retries_total', 'Object uploads that failed and will be retried', 'uploadRetries');
+  // A fleet worker's own view of each remote export, labelled by worker (every worker of a fleet reports its share).
+  const workerGauge = (name: string, help: string, value: (s: RemoteStatus) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['subscription', 'worker'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const { remote } of current) if (remote) this.set({ subscription: remote.subscription, worker: remote.worker ?? '' }, value(remote));
+      },
+    });
+  workerGauge('orderly_worker_keys_in_flight', 'Ordering keys with messages this worker holds unacked (remote exports)', (r) => r.keysInFlight);
+  workerGauge('orderly_worker_held_messages', 'Messages delivered to this worker and not yet acked (remote exports)', (r) => r.backlog);
+  workerGauge('orderly_worker_streaming', '1 while this worker streams from the remote subscription, else 0', (r) => (r.source.state === 'streaming' ? 1 : 0));
+  workerGauge('orderly_worker_standby', '1 while this worker waits for another to release the sink (a DuckDB file)', (r) => (r.standby ? 1 : 0));
+  workerGauge('orderly_worker_last_commit_timestamp_seconds', 'When this worker last acked messages durable at the sink (0: never)', (r) =>
+    r.lastCommitAt ? Date.parse(r.lastCommitAt) / 1000 : 0,
+  );
   new Gauge({
     name: 'orderly_published_total',
     help: 'Messages published per topic since start',
