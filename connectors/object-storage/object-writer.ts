@@ -111,7 +111,7 @@ export class ObjectStorageWriter implements Connector {
 
   private openManifest(s3: S3Client): ManifestLog {
     const { context, config } = this;
-    if (context.fleet) return new BucketManifest(s3, config.bucket, { name: context.subscription, uid: context.identity.uid }, context.logger);
+    if (context.fleet) return new BucketManifest(s3, config.bucket, { name: context.subscription, uid: context.identity.uid }, context.fleet.workerId, context.logger);
     if (context.identity.adoptsNameKeyedProgress) this.adoptNameKeyedManifest();
     return new LocalManifestLog(this.manifestPath, s3, config.bucket, context.logger);
   }

@@ -1,6 +1,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
 import { auditSubscription } from '../../connectors/object-storage/audit.js';
+import { auditFleetSubscription } from '../../connectors/object-storage/fleet-audit.js';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { isLoopback } from '../api/exposure.js';
 import { OrderlyError } from '../core/errors.js';
@@ -11,6 +12,7 @@ import { JobRuntime } from '../job/job-runtime.js';
 import { fleetStatus, flatRow } from '../job/fleet-status.js';
 import { statusOf } from '../job/metrics.js';
 import { queryJob } from '../job/query.js';
+import { findRemoteExport, sharedObjectStorage } from '../job/remote-job.js';
 import { keepServingOnUnexpectedErrors } from '../job/unexpected-errors.js';
 import { createLogger } from '../log.js';
 import { runDemo } from './demo.js';
@@ -122,7 +124,19 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly audit job.yaml orders-to-files --json')
     .action(async (file: string, name: string, o: { json?: boolean }) => {
-      await withJob(loadJob(file), async (runtime) => {
+      const job = loadJob(file);
+      const failed = (r: Awaited<ReturnType<typeof auditSubscription>>) => r.missing.count + r.duplicates.count + r.outOfOrderInFile.count + r.objectErrors.count > 0;
+      if (job.remote) {
+        // A fleet's manifest lives in the bucket: read from there, from any machine, with no worker running here.
+        const found = findRemoteExport(job, name);
+        if (!found.export.cloudStorageConfig) throw new OrderlyError('INVALID_ARGUMENT', `${found.subscription} is not an object-storage (cloudStorageConfig) export`);
+        const config = parseObjectStorageConfig(found.export.cloudStorageConfig);
+        const report = await auditFleetSubscription({ name: found.subscription, uid: found.identity.uid }, config, { objectStorage: sharedObjectStorage(job) });
+        out(report, o.json, () => printAudit(report));
+        if (failed(report)) process.exitCode = 1;
+        return;
+      }
+      await withJob(job, async (runtime) => {
         const sub = runtime.core.getSubscription(name);
         if (!sub.cloudStorageConfig) throw new OrderlyError('INVALID_ARGUMENT', `${sub.name} is not an object-storage (cloudStorageConfig) subscription`);
         const report = await auditSubscription({ name: sub.name, uid: runtime.core.identity(sub.name).uid }, parseObjectStorageConfig(sub.cloudStorageConfig), {
@@ -130,7 +144,7 @@ export async function main(argv: string[]): Promise<number> {
           objectStorage: runtime.objectStorage,
         });
         out(report, o.json, () => printAudit(report));
-        if (report.missing.count + report.duplicates.count + report.outOfOrderInFile.count + report.objectErrors.count) process.exitCode = 1;
+        if (failed(report)) process.exitCode = 1;
       });
     });
 
@@ -207,8 +221,13 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-export function printAudit(r: Awaited<ReturnType<typeof auditSubscription>>): void {
-  console.log(`objects ${r.objects}, records ${r.records}, keys ${r.keys} (${r.recordLevel ? 'checked record by record' : 'checked from manifest ranges'})`);
+export function printAudit(r: Awaited<ReturnType<typeof auditSubscription>> | Awaited<ReturnType<typeof auditFleetSubscription>>): void {
+  if ('messages' in r) {
+    console.log(
+      `objects ${r.objects} from ${r.workers.length} worker(s), records ${r.records}, messages in the manifest view ${r.messages} ` +
+        `(${r.superseded} redelivered copies superseded), keys ${r.keys}, uploads pending ${r.pendingUploads}; order checked by ${r.orderBy}`,
+    );
+  } else console.log(`objects ${r.objects}, records ${r.records}, keys ${r.keys} (${r.recordLevel ? 'checked record by record' : 'checked from manifest ranges'})`);
   for (const [label, f] of [
     ['missing sequences', r.missing],
     ['duplicates', r.duplicates],

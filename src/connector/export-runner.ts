@@ -442,7 +442,7 @@ export class ExportRunner {
       }
     }
     // Detached only now: until the final flush is acked, the core keeps what the connector holds leased.
-    this.handle?.detach();
+    await this.handle?.detach();
     for (const t of this.timers) t.cancel();
     try {
       await connector?.close();

@@ -174,6 +174,9 @@ function checkRemote(job: z.infer<typeof jobSchema>, problems: string[]): void {
   if (job.topics.length || job.subscriptions.length) {
     problems.push('remote: a job that exports from a remote Pub/Sub runs as a fleet worker; put local topics and subscriptions in another job file');
   }
+  if (job.objectStorage?.embedded) {
+    problems.push('objectStorage.embedded: each worker would run its own S3 server; remote exports need object storage every worker reaches (endpoint:)');
+  }
   job.remote!.exports.forEach((e, i) => {
     const at = `remote.exports[${i}]`;
     const sections = (['bigqueryConfig', 'cloudStorageConfig', 'exportConfig'] as const).filter((k) => e[k] !== undefined);

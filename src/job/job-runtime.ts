@@ -1,7 +1,7 @@
 import { rmSync } from 'node:fs';
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
-import { ExportManager, type RemoteExports } from '../connector/export-manager.js';
+import { ExportManager } from '../connector/export-manager.js';
 import { PubSubCore } from '../core/pubsub-core.js';
 import { closeDuckDb, queryDuckDb } from '../duckdb/database.js';
 import type { Logger } from '../log.js';
@@ -11,6 +11,7 @@ import type { JobConfig } from './job-config.js';
 import { acquireLock } from './job-lock.js';
 import { serveMetrics } from './metrics.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
+import { remoteExportsOf } from './remote-job.js';
 import { resolveWorkerId, sweepGoneWorkers, workerDir } from './worker.js';
 
 /**
@@ -84,7 +85,7 @@ export class JobRuntime {
         core,
         settings: { dataDir, duckdbPath: job.duckdb?.path, objectStorage },
         logger,
-        remote: workerId ? remoteExports(job, workerId) : undefined,
+        remote: workerId ? remoteExportsOf(job, workerId) : undefined,
         runner: job.remote?.flowControl ? { maxOutstandingMessages: job.remote.flowControl.maxMessages, maxOutstandingBytes: job.remote.flowControl.maxBytes } : undefined,
       });
       cleanups.push(() => exports.stop());
@@ -119,20 +120,3 @@ export class JobRuntime {
   }
 }
 
-/** The job's `remote:` section as the export manager takes it. */
-function remoteExports(job: JobConfig, workerId: string): RemoteExports {
-  const remote = job.remote!;
-  return {
-    endpoint: remote.endpoint,
-    projectId: remote.projectId ?? job.projectId,
-    authToken: remote.authToken,
-    workerId,
-    maxExtensionMinutes: remote.maxExtensionMinutes,
-    streams: remote.streams,
-    exports: remote.exports.map(({ subscription, enableMessageOrdering, bigqueryConfig, cloudStorageConfig, exportConfig }) => ({
-      subscription,
-      enableMessageOrdering,
-      section: { bigqueryConfig, cloudStorageConfig, exportConfig },
-    })),
-  };
-}

@@ -3,7 +3,9 @@ import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
-import { Manifest } from '../../connectors/object-storage/manifest.js';
+import { readFleetManifest } from '../../connectors/object-storage/bucket-manifest.js';
+import { Manifest, type ManifestObject } from '../../connectors/object-storage/manifest.js';
+import { manifestView } from '../../connectors/object-storage/manifest-view.js';
 import { manifestPath } from '../../connectors/object-storage/object-writer.js';
 import { createS3Client, s3Connection } from '../../connectors/object-storage/s3-client.js';
 import { pathSegment, subscriptionDir } from '../connector/sink-paths.js';
@@ -13,6 +15,7 @@ import { connectDuckDb } from '../duckdb/database.js';
 import { quoteIdent, quoteString } from '../duckdb/sql.js';
 import { writeFileAtomic } from '../store/durable-file.js';
 import type { JobRuntime } from './job-runtime.js';
+import { findRemoteExport } from './remote-job.js';
 
 /**
  * How a query reaches the job's DuckDB database:
@@ -38,14 +41,26 @@ export async function queryJob(runtime: JobRuntime, sql: string, access: QueryAc
     if (!sub.cloudStorageConfig) continue;
     const config = parseObjectStorageConfig(sub.cloudStorageConfig);
     if (config.format.kind !== 'parquet') continue;
-    const cached = await cacheObjects(runtime, sub.name);
+    const subscription = { name: sub.name, uid: runtime.core.identity(sub.name).uid };
+    const manifest = Manifest.readOnly(manifestPath(runtime.job.dataDir, subscription));
+    const cached = await cacheObjects(runtime, subscription, manifest.committed()).finally(() => manifest.close());
     files.push(...cached);
-    const view = quoteIdent(shortId(sub.name).replaceAll('-', '_'));
-    views.push(
-      cached.length
-        ? `CREATE OR REPLACE TEMP VIEW ${view} AS SELECT * FROM read_parquet([${cached.map(quoteString).join(', ')}], filename = true, file_row_number = true)`
-        : `CREATE OR REPLACE TEMP VIEW ${view} AS SELECT NULL AS data WHERE false`,
-    );
+    views.push(parquetView(sub.name, cached, []));
+  }
+  // A fleet's exports (remote subscriptions): every worker's objects, from the manifest in the bucket, each
+  // message once (records a copy in an earlier object supersedes are left out: see manifestView).
+  for (const e of job.remote?.exports ?? []) {
+    if (!e.cloudStorageConfig) continue;
+    const config = parseObjectStorageConfig(e.cloudStorageConfig);
+    if (config.format.kind !== 'parquet') continue;
+    const { subscription, identity } = findRemoteExport(job, e.subscription);
+    const target = { name: subscription, uid: identity.uid };
+    const s3 = createS3Client(s3Connection(runtime.objectStorage));
+    const view = manifestView(await readFleetManifest(s3, config.bucket, target).finally(() => s3.destroy()));
+    const cached = await cacheObjects(runtime, target, view.objects.map((o) => o.entry));
+    files.push(...cached);
+    const superseded = view.objects.flatMap((o, i) => o.counts.flatMap((counts, row) => (counts ? [] : [[cached[i]!, row] as const])));
+    views.push(parquetView(subscription, cached, superseded));
   }
   const ownDatabase = join(job.dataDir, 'query.duckdb');
   if (access.mode === 'shared') {
@@ -78,6 +93,19 @@ export async function queryJob(runtime: JobRuntime, sql: string, access: QueryAc
   }
 }
 
+/**
+ * A view named after the subscription (`-` as `_`) over its cached Parquet objects, without the records
+ * `superseded` names (file, row).
+ */
+function parquetView(subscription: string, files: string[], superseded: (readonly [string, number])[]): string {
+  const view = quoteIdent(shortId(subscription).replaceAll('-', '_'));
+  if (!files.length) return `CREATE OR REPLACE TEMP VIEW ${view} AS SELECT NULL AS data WHERE false`;
+  const read = `SELECT * FROM read_parquet([${files.map(quoteString).join(', ')}], filename = true, file_row_number = true)`;
+  if (!superseded.length) return `CREATE OR REPLACE TEMP VIEW ${view} AS ${read}`;
+  const rows = superseded.map(([file, row]) => `(${quoteString(file)}, ${row})`).join(', ');
+  return `CREATE OR REPLACE TEMP VIEW ${view} AS SELECT * FROM (${read}) AS r WHERE NOT EXISTS (SELECT 1 FROM (VALUES ${rows}) AS s(f, n) WHERE s.f = r.filename AND s.n = r.file_row_number)`;
+}
+
 async function runWithViews(connection: DuckDBConnection, views: string[], sql: string): Promise<Record<string, unknown>[]> {
   for (const v of views) await connection.run(v);
   return (await connection.runAndReadAll(sql)).getRowObjectsJson() as Record<string, unknown>[];
@@ -98,14 +126,12 @@ async function lockDown(connection: DuckDBConnection, files: string[]): Promise<
  * The subscription's committed objects as local files, under `<dataDir>/cache/<project>/<id>/<uid>/<bucket>/`,
  * one file per object named by the escaped object name (names map to paths one to one: see pathSegment).
  */
-async function cacheObjects(runtime: JobRuntime, name: string): Promise<string[]> {
-  const subscription = { name, uid: runtime.core.identity(name).uid };
+async function cacheObjects(runtime: JobRuntime, subscription: { name: string; uid: string }, entries: ManifestObject[]): Promise<string[]> {
   const dir = subscriptionDir(join(runtime.job.dataDir, 'cache'), subscription);
-  const manifest = Manifest.readOnly(manifestPath(runtime.job.dataDir, subscription));
   const s3 = createS3Client(s3Connection(runtime.objectStorage));
   try {
     const files: string[] = [];
-    for (const entry of manifest.committed()) {
+    for (const entry of entries) {
       const file = join(dir, pathSegment(entry.bucket), pathSegment(entry.object));
       if (!existsSync(file)) {
         const res = await s3.send(new GetObjectCommand({ Bucket: entry.bucket, Key: entry.object }));
@@ -117,7 +143,6 @@ async function cacheObjects(runtime: JobRuntime, name: string): Promise<string[]
     }
     return files;
   } finally {
-    manifest.close();
     s3.destroy();
   }
 }

@@ -51,7 +51,7 @@ export class EmbeddedSource implements ExportSource {
       isLive: (id) => handle.isLive(id),
       acknowledge: (ids) => handle.acknowledge(ids),
       nack: (ids, error) => handle.modifyAckDeadline(ids, 0, error),
-      detach: () => handle.detach(),
+      detach: async () => handle.detach(),
     };
   }
 

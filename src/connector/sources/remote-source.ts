@@ -148,7 +148,7 @@ export class RemoteSource implements ExportSource {
       maxExtensionTime: Duration.from({ minutes: maxExtensionMinutes }),
       streamingOptions: { maxStreams: streams },
     });
-    sub.on('message', (m: Message) => this.receive(m));
+    sub.on('message', (m: Message) => this.receive(sub, m));
     sub.on('error', (e: unknown) => this.streamFailed(e));
     // The client retries a broken stream by itself; it says so here, and status shows it.
     sub.on('debug', (d: unknown) => {
@@ -164,8 +164,9 @@ export class RemoteSource implements ExportSource {
     this.backoff.reset();
   }
 
-  private receive(m: Message): void {
-    if (this.detached) {
+  private receive(from: Subscription, m: Message): void {
+    // A stream being closed (or this source detached): the message comes again.
+    if (this.detached || from !== this.sub) {
       m.nack();
       return;
     }
@@ -212,7 +213,7 @@ export class RemoteSource implements ExportSource {
     this.error = error.message;
     this.retries++;
     this.options.logger.error({ subscription: this.subscription, error: error.message }, 'remote subscription stream failed; reopening it with backoff');
-    this.closeStream();
+    void this.closeStream();
     if (this.detached || this.reopenTimer) return;
     this.reopenTimer = setTimeout(() => {
       this.reopenTimer = undefined;
@@ -225,21 +226,25 @@ export class RemoteSource implements ExportSource {
     }, this.backoff.next());
   }
 
-  /** Closes the stream; the client nacks what it still leases, so what this worker held comes again. */
-  private closeStream(): void {
+  /**
+   * Closes the stream once the acks sent are through; the client nacks what it still leases, so what this
+   * worker held comes again.
+   */
+  private async closeStream(): Promise<void> {
     const sub = this.sub;
     this.sub = undefined;
     this.held.clear();
     this.incoming = [];
     if (!sub) return;
-    sub.removeAllListeners('message');
-    sub.close().catch((e: unknown) => this.options.logger.warn({ subscription: this.subscription, error: (e as Error).message }, 'closing the remote stream failed'));
+    // Closed before its listeners go: removing the last 'message' listener makes the client close the
+    // stream by itself, without waiting for the acks just sent.
+    await sub.close().catch((e: unknown) => this.options.logger.warn({ subscription: this.subscription, error: (e as Error).message }, 'closing the remote stream failed'));
   }
 
-  private detach(): void {
+  private async detach(): Promise<void> {
     this.detached = true;
     clearTimeout(this.reopenTimer);
-    this.closeStream();
+    await this.closeStream();
   }
 
   setState(): void {

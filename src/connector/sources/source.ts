@@ -49,8 +49,8 @@ export interface DeliveryHandle {
    * the dead-letter topic; a remote one only counts the delivery attempt).
    */
   nack(ackIds: string[], error: string): void;
-  /** Stops deliveries; what the runner still holds is released (it comes again). */
-  detach(): void;
+  /** Stops deliveries, once the acks sent are through; what the runner still holds is released (it comes again). */
+  detach(): Promise<void>;
 }
 
 /** A source's own condition, shown next to the sink's state in status. */
