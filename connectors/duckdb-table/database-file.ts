@@ -1,4 +1,6 @@
-import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import type { DuckDBInstance } from '@duckdb/node-api';
+import { statSync } from 'node:fs';
+import { duckDbFile, duckDbHeader } from '../../src/duckdb/database.js';
 
 /**
  * The database file is not the one the writer opened any more (deleted, replaced, truncated, header
@@ -18,28 +20,21 @@ export class DuckDbFileError extends Error {
 /** A DuckDB file begins with a 8-byte checksum, then this. */
 const DUCKDB_MAGIC = Buffer.from('DUCK');
 
-/** What is wrong with the database file, if anything; `opened` is the file the instance opened. */
-export function databaseFileProblem(path: string, opened: { dev: number; ino: number } | undefined): string | undefined {
+/**
+ * What is wrong with the database file, if anything: the path must still name the file `instance` opened,
+ * and that file must start with a DuckDB header (read through the instance's own descriptor, which keeps
+ * DuckDB's lock on the file: see duckDbHeader).
+ */
+export function databaseFileProblem(path: string, instance: DuckDBInstance): string | undefined {
   let stat;
   try {
     stat = statSync(path);
   } catch {
     return 'was deleted';
   }
+  const opened = duckDbFile(instance);
   if (opened && (stat.dev !== opened.dev || stat.ino !== opened.ino)) return 'was replaced by another file';
-  const header = Buffer.alloc(12);
-  const fd = openSync(path, 'r');
-  try {
-    readSync(fd, header, 0, header.length, 0);
-  } finally {
-    closeSync(fd);
-  }
+  const header = duckDbHeader(instance, 12);
   return header.subarray(8, 12).equals(DUCKDB_MAGIC) ? undefined : 'has no DuckDB header (truncated or overwritten)';
 }
 
-/** DuckDB's refusal to open a file another process has open for writing ("Conflicting lock is held in ... (PID n)"). */
-export function lockHolder(error: unknown): string | undefined {
-  const message = (error as Error).message ?? String(error);
-  if (!/Could not set lock on file/i.test(message)) return undefined;
-  return /\(PID (\d+)\)/.exec(message)?.[1] ?? 'another process';
-}

@@ -2,12 +2,12 @@ import type { DuckDBAppender, DuckDBConnection, DuckDBInstance } from '@duckdb/n
 import { SinkBusyError, SinkStateError, emptyCounters, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
 import { FailedKeys } from '../../src/connector/failed-keys.js';
 import { RedeliveryFilter } from '../../src/connector/redelivery-filter.js';
-import { discardDuckDb, duckDbFile, openDuckDb } from '../../src/duckdb/database.js';
+import { discardDuckDb, duckDbLockHolder, openDuckDb } from '../../src/duckdb/database.js';
 import { quoteIdent } from '../../src/duckdb/sql.js';
 import { appendCell } from './append-cell.js';
 import { CdcApplier, type Change } from './cdc-apply.js';
 import type { DuckDbTableConfig } from './config.js';
-import { databaseFileProblem, DuckDbFileError, lockHolder } from './database-file.js';
+import { databaseFileProblem, DuckDbFileError } from './database-file.js';
 import { ConversionError } from './json-to-column.js';
 import { adoptNameKeyedProgress } from './legacy-progress.js';
 import { ProgressLog } from './progress-log.js';
@@ -41,9 +41,8 @@ export class DuckDbTableWriter implements Connector {
   private readonly filter: RedeliveryFilter;
   private readonly cdc: CdcApplier;
   private readonly target: string;
-  /** The database instance the writer connected through, and the file (device, inode) it opened. */
+  /** The database instance the writer connected through. */
   private instance?: DuckDBInstance;
-  private file?: { dev: number; ino: number };
   private readonly subscription: { name: string; uid: string };
 
   constructor(
@@ -64,11 +63,10 @@ export class DuckDbTableWriter implements Connector {
       try {
         this.instance = await openDuckDb(this.databasePath);
       } catch (e) {
-        const holder = lockHolder(e);
+        const holder = duckDbLockHolder(e);
         if (holder === undefined) throw e;
         throw new SinkBusyError(`standby: DuckDB database ${this.databasePath} is open in another process (pid ${holder}); this worker takes over once it exits`);
       }
-      this.file = duckDbFile(this.instance);
       const connection = await this.instance.connect();
       try {
         await this.checkFile();
@@ -93,7 +91,7 @@ export class DuckDbTableWriter implements Connector {
    * afresh, and DuckDbFileError is thrown.
    */
   private async checkFile(): Promise<void> {
-    const problem = databaseFileProblem(this.databasePath, this.file);
+    const problem = this.instance ? databaseFileProblem(this.databasePath, this.instance) : undefined;
     if (problem === undefined) return;
     this.connection?.closeSync();
     this.connection = undefined;

@@ -3,7 +3,7 @@ import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
 import { ExportManager } from '../connector/export-manager.js';
 import { PubSubCore } from '../core/pubsub-core.js';
-import { closeDuckDb, queryDuckDb } from '../duckdb/database.js';
+import { closeDuckDb, duckDbLockHolder, queryDuckDb } from '../duckdb/database.js';
 import type { Logger } from '../log.js';
 import { SqliteStore } from '../store/sqlite-store.js';
 import { startEmbeddedS3, type EmbeddedS3 } from './embedded-s3.js';
@@ -71,7 +71,14 @@ export class JobRuntime {
       const objectStorage = s3 ? s3.settings : job.objectStorage ? connection : undefined;
       if (job.duckdb) {
         const path = job.duckdb.path;
-        for (const sql of job.duckdb.init) await queryDuckDb(path, sql);
+        try {
+          for (const sql of job.duckdb.init) await queryDuckDb(path, sql);
+        } catch (e) {
+          // A fleet's DuckDB file has one writer: another worker holds it (and ran these); this one waits as a standby.
+          const holder = workerId ? duckDbLockHolder(e) : undefined;
+          if (holder === undefined) throw e;
+          logger.info({ duckdb: path, holder }, 'the DuckDB file is held by another worker; its init statements are left to it');
+        }
         cleanups.push(() => closeDuckDb(path));
       }
       const core = await PubSubCore.open({
