@@ -216,7 +216,7 @@ export class ExportManager {
     await Promise.all([...this.runners.values(), ...this.remoteRunners.values()].map((r) => ('runner' in r ? r.runner : r).stop()));
     this.runners.clear();
     this.remoteRunners.clear();
-    await this.remoteClient?.close();
+    await this.remoteClient?.close().catch((e: unknown) => this.options.logger.warn({ error: (e as Error).message }, 'closing the remote Pub/Sub client failed'));
     this.remoteClient = undefined;
   }
 }

@@ -70,7 +70,10 @@ export class RemoteSource implements ExportSource {
     const { client, subscription, endpoint, ordered, section } = this.options;
     let metadata: google.pubsub.v1.ISubscription;
     try {
-      [metadata] = await client.subscription(subscription).getMetadata({ timeout: METADATA_TIMEOUT_MS, maxRetries: 0 });
+      // Google's credentials first, on their own: a failure there inside a call also leaves a rejection
+      // the client never handles.
+      if (!endpoint.endpoint) await client.auth.getClient();
+      [metadata] = await client.subscription(subscription).getMetadata({ timeout: METADATA_TIMEOUT_MS, retry: null });
     } catch (e) {
       throw this.failed(describeRemoteError(e, subscription, endpoint));
     }
@@ -90,6 +93,9 @@ export class RemoteSource implements ExportSource {
       );
     }
     this.spec = specOf(metadata, section);
+    // Reachable: streaming starts once the sink is open (a standby waits here).
+    this.state = 'connecting';
+    this.error = undefined;
     return this.spec;
   }
 
