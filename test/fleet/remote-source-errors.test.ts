@@ -1,6 +1,7 @@
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
 import { loadJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
 import { statusOf, type RemoteStatus } from '../../src/job/metrics.js';
@@ -28,25 +29,28 @@ afterAll(async () => {
   for (const d of dirs) d.remove();
 });
 
+const METADATA_TABLE = 'CREATE TABLE events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes JSON)';
+
 /** A worker of a job with one remote export (DuckDB), run in this process; its export's status row. */
-async function worker(host: string, subscription: string, remoteSettings: Record<string, unknown> = {}) {
+async function worker(
+  host: string,
+  subscription: string,
+  remoteSettings: Record<string, unknown> = {},
+  table: { init: string; bigqueryConfig: Record<string, unknown> } = { init: METADATA_TABLE, bigqueryConfig: { table: 'p.main.events', writeMetadata: true } },
+) {
   const dir = tempDir('orderly-remote-err-');
   dirs.push(dir);
+  const duckdbPath = join(dir.path, 'export.duckdb');
   const file = writeRemoteJob(
     dir.path,
     host,
-    {
-      duckdb: {
-        path: join(dir.path, 'export.duckdb'),
-        init: ['CREATE TABLE events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes JSON)'],
-      },
-    },
-    { exports: [{ subscription, enableMessageOrdering: true, bigqueryConfig: { table: 'p.main.events', writeMetadata: true } }], ...remoteSettings },
+    { duckdb: { path: duckdbPath, init: [table.init] } },
+    { exports: [{ subscription, enableMessageOrdering: true, bigqueryConfig: table.bigqueryConfig }], ...remoteSettings },
   );
   const job = loadJob(file);
   const runtime = await JobRuntime.start(job, createLogger({ level: 'silent' }), { serveMetrics: true });
   const status = () => statusOf(runtime.core, runtime.exports).find((r): r is RemoteStatus => 'worker' in r)!;
-  return { file, runtime, status };
+  return { file, runtime, status, duckdbPath };
 }
 
 /** Waits until the source has failed at least `retries` times, then returns the status row. */
@@ -145,6 +149,47 @@ describe('a remote source that cannot be read: a clear error naming it, retried 
       await runtime.stop();
     }
   });
+});
+
+describe('a message the sink refuses, from a remote subscription', () => {
+  it('is nacked and the rest of its key waits; the remote deadLetterPolicy takes it; then the key goes on, in order', async () => {
+    const client = remote.client();
+    const [dead] = await client.createTopic('cdc-dead');
+    const [deadLetters] = await dead.createSubscription('cdc-dead-sub');
+    const [topic] = await client.createTopic('cdc');
+    await topic.createSubscription('cdc-table', {
+      enableMessageOrdering: true,
+      deadLetterPolicy: { deadLetterTopic: `projects/${PROJECT}/topics/cdc-dead`, maxDeliveryAttempts: 5 },
+    });
+    const publisher = client.topic('cdc', { messageOrdering: true });
+    const rows = ['a:1', 'a:2:bad', 'a:3', 'a:4', 'a:5', 'b:1', 'b:2', 'b:3'];
+    for (const r of rows) {
+      const [k, n, bad] = r.split(':');
+      await publisher.publishMessage({ json: { k, n: bad ? 'not a number' : Number(n) }, orderingKey: k! });
+    }
+    const { runtime, duckdbPath } = await worker(remote.host, 'cdc-table', {}, {
+      init: 'CREATE TABLE kv(k VARCHAR, n INTEGER)',
+      bigqueryConfig: { table: 'p.main.kv', useTableSchema: true },
+    });
+    try {
+      const received: string[] = [];
+      deadLetters.on('message', (m) => {
+        received.push(`${m.data.toString()} ${m.attributes.CloudPubSubDeadLetterSourceDeliveryCount}`);
+        m.ack();
+      });
+      await waitFor('the refused message in the dead-letter topic', () => received.length > 0, 30_000);
+      expect(received).toEqual(['{"k":"a","n":"not a number"} 5']);
+      await waitFor('the rest of key a', async () => (await queryDuckDb(duckdbPath, 'SELECT count(*) AS n FROM kv'))[0]!.n === 7n, 30_000);
+      const written = await queryDuckDb(duckdbPath, 'SELECT k, n FROM kv ORDER BY rowid');
+      const of = (k: string) => written.filter((r) => r.k === k).map((r) => r.n);
+      expect(of('a')).toEqual([1, 3, 4, 5]);
+      expect(of('b')).toEqual([1, 2, 3]);
+      await deadLetters.close();
+    } finally {
+      await runtime.stop();
+      await closeDuckDb(duckdbPath);
+    }
+  }, 60_000);
 });
 
 /** The subscription on the token-guarded server (created once, with the token). */

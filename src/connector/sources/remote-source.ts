@@ -138,13 +138,14 @@ export class RemoteSource implements ExportSource {
     m.nack();
     const key = m.orderingKey ?? '';
     if (!this.spec?.enableMessageOrdering || key === '') return;
-    this.guard.fail(key, m.id, Date.now());
-    for (const [other, later] of this.held) {
-      if ((later.orderingKey ?? '') === key && Number(other) > Number(id)) {
-        this.held.delete(other);
-        later.nack();
-      }
+    const later: string[] = [];
+    for (const [other, next] of this.held) {
+      if ((next.orderingKey ?? '') !== key || Number(other) < Number(id)) continue;
+      this.held.delete(other);
+      next.nack();
+      later.push(next.id);
     }
+    this.guard.fail(key, m.id, Date.now(), later);
   }
 
   private open(): void {
@@ -258,12 +259,7 @@ export class RemoteSource implements ExportSource {
   }
 
   status(): SourceStatus {
-    return { location: this.location, state: this.state, error: this.error, retries: this.retries };
-  }
-
-  /** Keys waiting for a failed message to come back (their later messages are nacked meanwhile). */
-  get keysWaiting(): number {
-    return this.guard.waiting;
+    return { location: this.location, state: this.state, error: this.error, retries: this.retries, keysWaiting: this.guard.waiting };
   }
 }
 

@@ -63,6 +63,8 @@ export interface SourceStatus {
   error?: string;
   /** Failed attempts to reach the subscription since it last streamed. */
   retries: number;
+  /** Ordering keys whose later messages are held back until a failed message of theirs comes again (a remote source). */
+  keysWaiting?: number;
 }
 
 /** The source cannot serve the subscription now (missing, unreachable, refused credentials, a setting it will not honour). */
