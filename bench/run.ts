@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, each against its own same-run baseline. Each benchmark runs in a
  * fresh process (baseline and measurement together), so one's heap and native caches do not slow the
- * next. `npm run bench -- <name>` runs one: core, duckdb, objects, client.
+ * next. `npm run bench -- <name>` runs one: core, duckdb, objects, client, scaling.
  */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -10,12 +10,14 @@ import { benchCore } from './core.js';
 import { benchDuckDbExport } from './duckdb-export.js';
 import { benchObjectExport } from './object-export.js';
 import { report, type BenchResult } from './report.js';
+import { benchScaling } from './scaling.js';
 
 const benchmarks: Record<string, [string, () => Promise<BenchResult[]>]> = {
   core: ['core: 1 KB messages, 10,000 ordering keys (baseline: raw SQLite inserts, same pragmas)', benchCore],
   duckdb: ['DuckDB export: 1 KB JSON, 10,000 keys (baseline: raw DuckDB appender, same rows)', benchDuckDbExport],
   objects: ['object-storage export: 1 KB JSON, 10,000 keys (baseline: DuckDB COPY TO parquet + one PutObject)', benchObjectExport],
   client: ["Pub/Sub endpoint: Google's Node client, 1 KB, 1,000 keys, ordering (baseline: the same through the library API)", benchClient],
+  scaling: ['worker fleets: 1-3 `orderly run` workers export one remote subscription from `orderly serve` to S3 (baseline: the embedded core, one process)', benchScaling],
 };
 
 // The AWS SDK warns on Node 20 at client creation; the benchmarks' output is a report, not a log.
