@@ -6,8 +6,8 @@ import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
 import { publishKeyed, startRemote, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
 
-const MESSAGES = 6000;
-const KEYS = 200;
+const MESSAGES = 4000;
+const KEYS = 100;
 const KILLS = 3;
 
 describe('a remote export into a DuckDB table, its worker SIGKILLed again and again', () => {

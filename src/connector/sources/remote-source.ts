@@ -31,6 +31,8 @@ export interface RemoteSourceOptions {
 
 /** How long a call reading the subscription's settings may take before it counts as unreachable. */
 const METADATA_TIMEOUT_MS = 10_000;
+/** Stream ends the client retries as a matter of course (its stream timeout, a cancel): OK, CANCELLED, DEADLINE_EXCEEDED. */
+const ROUTINE_STREAM_ENDS = [0, 1, 4];
 
 /**
  * An existing subscription on a remote Pub/Sub v1 endpoint (Google Cloud Pub/Sub, or any compatible
@@ -58,6 +60,7 @@ export class RemoteSource implements ExportSource {
   private detached = false;
   private readonly backoff: Backoff;
   private reopenTimer?: NodeJS.Timeout;
+  private probing?: NodeJS.Timeout;
   private spec?: SubscriptionSpec;
 
   constructor(private readonly options: RemoteSourceOptions) {
@@ -157,18 +160,46 @@ export class RemoteSource implements ExportSource {
     });
     sub.on('message', (m: Message) => this.receive(sub, m));
     sub.on('error', (e: unknown) => this.streamFailed(e));
-    // The client retries a broken stream by itself; it says so here, and status shows it.
+    // The client retries a broken stream by itself and says so here: status shows it until the endpoint
+    // answers again (streams also end routinely, with DEADLINE_EXCEEDED or CANCELLED: not a failure).
     sub.on('debug', (d: unknown) => {
-      if (d instanceof DebugMessage && d.error && this.state === 'streaming') {
-        this.state = 'retrying';
-        this.error = describeRemoteError(d.error, subscription, this.options.endpoint).message;
-      }
+      const error = d instanceof DebugMessage ? d.error : undefined;
+      const code = (error as { code?: unknown } | undefined)?.code;
+      if (typeof code !== 'number' || ROUTINE_STREAM_ENDS.includes(code) || this.state !== 'streaming') return;
+      this.state = 'retrying';
+      this.error = describeRemoteError(error, subscription, this.options.endpoint).message;
+      this.probe();
     });
     this.sub = sub;
     this.state = 'streaming';
     this.error = undefined;
     this.retries = 0;
     this.backoff.reset();
+  }
+
+  /** While the client retries a broken stream: asks the endpoint, with backoff, until it answers (then streaming again). */
+  private probe(): void {
+    if (this.probing || this.detached) return;
+    this.probing = setTimeout(() => {
+      this.probing = undefined;
+      if (this.state !== 'retrying' || this.detached || !this.sub) return;
+      this.options.client
+        .subscription(this.subscription)
+        .getMetadata({ timeout: METADATA_TIMEOUT_MS, retry: null })
+        .then(
+          () => {
+            if (this.state !== 'retrying') return;
+            this.state = 'streaming';
+            this.error = undefined;
+            this.backoff.reset();
+          },
+          (e: unknown) => {
+            this.error = describeRemoteError(e, this.subscription, this.options.endpoint).message;
+            this.retries++;
+            this.probe();
+          },
+        );
+    }, this.backoff.next());
   }
 
   private receive(from: Subscription, m: Message): void {
@@ -251,6 +282,7 @@ export class RemoteSource implements ExportSource {
   private async detach(): Promise<void> {
     this.detached = true;
     clearTimeout(this.reopenTimer);
+    clearTimeout(this.probing);
     await this.closeStream();
   }
 
