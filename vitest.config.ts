@@ -1,8 +1,21 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
+const source = (path: string) => fileURLToPath(new URL(path, import.meta.url));
+
 export default defineConfig({
+  // examples/ import Orderly by its package name; inside this repository that is the source.
+  resolve: {
+    alias: [
+      { find: /^orderly$/, replacement: source('./src/index.ts') },
+      { find: /^orderly\/connector$/, replacement: source('./src/connector/index.ts') },
+      { find: /^orderly\/testing$/, replacement: source('./src/testing/index.ts') },
+    ],
+  },
   test: {
     include: ['test/**/*.test.ts', 'connectors/**/*.test.ts'],
+    // Tests that spawn the CLI run dist/: built first when a source changed.
+    globalSetup: ['test/build-dist.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',

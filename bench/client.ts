@@ -4,12 +4,11 @@
  * through the in-process library API (publish -> subscribe callback -> ack) in the same run.
  */
 import { PubSub, type Message } from '@google-cloud/pubsub';
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
-import { time, type BenchResult } from './report.js';
+import { ratioTable, time, type BenchOutput } from './report.js';
+import { startOrderlyServe } from './serve-process.js';
 import { ackAll } from './workload.js';
 
 const MESSAGES = Math.min(Number(process.env.BENCH_MESSAGES ?? 50_000), 20_000);
@@ -38,18 +37,10 @@ async function inProcess(): Promise<number> {
 }
 
 async function throughClient(): Promise<number> {
-  const dir = tempDir('orderly-bench-');
-  const bin = fileURLToPath(new URL('../bin/orderly.js', import.meta.url));
-  const server = spawn(process.execPath, [bin, 'serve', '--port', '0', '--data-dir', dir.path], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const server = await startOrderlyServe();
   try {
-    const host = await new Promise<string>((resolve) =>
-      server.stdout!.on('data', (c) => {
-        const m = /PUBSUB_EMULATOR_HOST=(\S+)\)/.exec(String(c));
-        if (m) resolve(m[1]!);
-      }),
-    );
     process.env.METADATA_SERVER_DETECTION = 'none';
-    const pubsub = new PubSub({ projectId: 'bench-project', apiEndpoint: host, emulatorMode: true });
+    const pubsub = new PubSub({ projectId: server.projectId, apiEndpoint: server.host, emulatorMode: true });
     const [topic] = await pubsub.createTopic('bench');
     const [subscription] = await topic.createSubscription('bench-sub', { enableMessageOrdering: true });
     topic.setPublishOptions({ messageOrdering: true, batching: { maxMessages: 100, maxMilliseconds: 5 } });
@@ -70,17 +61,15 @@ async function throughClient(): Promise<number> {
     await pubsub.close();
     return MESSAGES / seconds;
   } finally {
-    server.kill('SIGTERM');
-    await new Promise((r) => server.once('exit', r));
-    dir.remove();
+    await server.stop();
   }
 }
 
-export async function benchClient(): Promise<BenchResult[]> {
+export async function benchClient(): Promise<BenchOutput> {
   const baseline = await inProcess();
   const client = await throughClient();
-  return [
+  return ratioTable([
     { name: 'in-process publish -> callback -> ack (baseline)', perSecond: baseline, baseline },
     { name: '@google-cloud/pubsub publish + StreamingPull (ordering) via orderly serve', perSecond: client, baseline, extra: `${MESSAGES} messages, ${KEYS} keys` },
-  ];
+  ]);
 }

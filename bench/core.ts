@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
-import { time, warm, type BenchResult } from './report.js';
+import { ratioTable, time, warm, type BenchOutput } from './report.js';
 import { ackAll } from './workload.js';
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 50_000);
@@ -66,7 +66,7 @@ async function publishAll(core: PubSubCore): Promise<void> {
   await Promise.all(inflight);
 }
 
-export async function benchCore(): Promise<BenchResult[]> {
+export async function benchCore(): Promise<BenchOutput> {
   const baseline = await warm(rawSqlite);
   const publish = await warm(() => withCore(async (core) => {
     await core.createSubscription('bench-sub', { topic: 'bench', enableMessageOrdering: true });
@@ -82,9 +82,9 @@ export async function benchCore(): Promise<BenchResult[]> {
     await subscriber.close();
     return MESSAGES / seconds;
   }));
-  return [
+  return ratioTable([
     { name: 'raw SQLite insert (baseline)', perSecond: baseline, baseline },
     { name: 'core publish (ordered sub, 10k keys)', perSecond: publish, baseline },
     { name: 'core publish -> callback -> ack', perSecond: endToEnd, baseline },
-  ];
+  ]);
 }

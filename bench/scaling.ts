@@ -26,7 +26,7 @@ import { PubSubCore } from '../src/core/pubsub-core.js';
 import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
-import { time, type BenchResult } from './report.js';
+import { ratioTable, time, type BenchOutput, type BenchResult } from './report.js';
 import { startBenchS3, type BenchS3 } from './s3-endpoint.js';
 import { payload } from './workload.js';
 
@@ -192,7 +192,7 @@ async function embedded(s3: BenchS3): Promise<number> {
 
 const mbps = (perSecond: number) => `${((perSecond * payloadBytes) / 1024 / 1024).toFixed(1)} MB/s of payload`;
 
-export async function benchScaling(): Promise<BenchResult[]> {
+export async function benchScaling(): Promise<BenchOutput> {
   process.env.METADATA_SERVER_DETECTION = 'none';
   const s3 = await startBenchS3();
   const dir = tempDir('orderly-bench-scaling-');
@@ -217,7 +217,7 @@ export async function benchScaling(): Promise<BenchResult[]> {
         extra: `${mbps(rate)}; ${MESSAGES.toLocaleString('en-US')} msgs of ${payloadBytes} B over ${KEYS} keys, ${WORKER_BUDGET} held per worker`,
       });
     }
-    return results;
+    return ratioTable(results);
   } finally {
     await remote.close();
     await s3.close();

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '../../src/core/errors.js';
+import { InvalidArgumentError, UnknownFieldError } from '../../src/core/errors.js';
 
 /** Pub/Sub's `bigqueryConfig`, as Orderly maps it onto DuckDB. */
 export interface DuckDbTableConfig {
@@ -9,6 +9,8 @@ export interface DuckDbTableConfig {
   /** table -> DuckDB table */
   tableName: string;
   useTableSchema: boolean;
+  /** Message data decoded with the topic's schema, its top-level fields in same-named columns (docs/schemas.md). */
+  useTopicSchema: boolean;
   writeMetadata: boolean;
   dropUnknownFields: boolean;
 }
@@ -19,7 +21,7 @@ export function parseDuckDbTableConfig(raw: unknown): DuckDbTableConfig {
   if (!raw || typeof raw !== 'object') throw new InvalidArgumentError(FIELD, 'must be an object');
   const c = raw as Record<string, unknown>;
   const known = ['table', 'useTopicSchema', 'useTableSchema', 'writeMetadata', 'dropUnknownFields', 'serviceAccountEmail', 'state'];
-  for (const k of Object.keys(c)) if (!known.includes(k)) throw new InvalidArgumentError(`${FIELD}.${k}`, `unknown field (known: ${known.join(', ')})`);
+  for (const k of Object.keys(c)) if (!known.includes(k)) throw new UnknownFieldError(`${FIELD}.${k}`, [k], known);
   if (typeof c.table !== 'string') throw new InvalidArgumentError(`${FIELD}.table`, 'is required: "project.dataset.table"');
   // BigQuery also accepts the legacy "project:dataset.table".
   const parts = c.table.replace(':', '.').split('.');
@@ -32,17 +34,16 @@ export function parseDuckDbTableConfig(raw: unknown): DuckDbTableConfig {
   if (c.useTopicSchema && c.useTableSchema) {
     throw new InvalidArgumentError(`${FIELD}.useTableSchema`, 'useTopicSchema and useTableSchema are mutually exclusive');
   }
-  if (c.useTopicSchema) {
-    throw new InvalidArgumentError(`${FIELD}.useTopicSchema`, 'Orderly topics have no schemas; use useTableSchema to map JSON fields to columns');
+  if (c.dropUnknownFields && !c.useTableSchema && !c.useTopicSchema) {
+    throw new InvalidArgumentError(`${FIELD}.dropUnknownFields`, 'only applies with useTableSchema or useTopicSchema');
   }
-  if (c.dropUnknownFields && !c.useTableSchema) {
-    throw new InvalidArgumentError(`${FIELD}.dropUnknownFields`, 'only applies with useTableSchema');
-  }
+  if (c.serviceAccountEmail !== undefined && typeof c.serviceAccountEmail !== 'string') throw new InvalidArgumentError(`${FIELD}.serviceAccountEmail`, 'must be a string');
   return {
     table: c.table,
     schema: parts[1]!,
     tableName: parts[2]!,
     useTableSchema: c.useTableSchema === true,
+    useTopicSchema: c.useTopicSchema === true,
     writeMetadata: c.writeMetadata === true,
     dropUnknownFields: c.dropUnknownFields === true,
   };

@@ -1,15 +1,40 @@
-import { InvalidArgumentError } from '../../src/core/errors.js';
+import { z } from 'zod';
+import { lazyConnector } from '../../src/connector/lazy-connector.js';
 import type { ConnectorFactory } from '../../src/connector/registry.js';
+import type { SettingsSection } from '../../src/connector/settings-section.js';
+import { InvalidArgumentError } from '../../src/core/errors.js';
 import { parseDuckDbTableConfig, type DuckDbTableConfig } from './config.js';
-import { DuckDbTableWriter } from './table-writer.js';
+
+/** The job's DuckDB database: `duckdb: { path, init }` in the job file. */
+const duckdbSection: SettingsSection<{ path: string; init: string[] }> = {
+  key: 'duckdb',
+  schema: z.strictObject({ path: z.string(), init: z.array(z.string()).default([]) }),
+  resolvePaths: (settings, resolvePath) => ({ ...settings, path: resolvePath(settings.path) }),
+  async open({ path, init }, { readOnly, logger }) {
+    // Read-only commands leave the file alone: no setup statements, and the query opens it itself.
+    const { closeDuckDb, duckDbLockHolder, queryDuckDb } = await import('../../src/duckdb/database.js');
+    try {
+      if (!readOnly) for (const sql of init) await queryDuckDb(path, sql);
+    } catch (e) {
+      // Another process (a worker of the same fleet) holds the file and ran these: its exports wait as standbys.
+      const holder = duckDbLockHolder(e);
+      if (holder === undefined) throw e;
+      logger.info({ duckdb: path, holder }, 'the DuckDB file is open in another process; its init statements are left to it');
+    }
+    return { settings: { duckdbPath: path }, queryDatabase: path, close: () => closeDuckDb(path) };
+  },
+};
 
 /** `bigqueryConfig` subscriptions: rows into a table of the job's DuckDB database. */
-export const duckdbTableConnector: ConnectorFactory<DuckDbTableConfig> = {
+export const duckdbTableConnector: ConnectorFactory<DuckDbTableConfig, { path: string; init: string[] }> = {
   name: 'duckdb-table',
   parseConfig: parseDuckDbTableConfig,
+  settings: duckdbSection,
+  requiresSettings: 'duckdb.path',
+  counters: { rowsAppended: { metric: 'orderly_rows_appended_total', help: 'Rows appended to DuckDB tables' } },
   create(config, context) {
     const path = context.settings.duckdbPath;
-    if (!path) throw new InvalidArgumentError('duckdb', 'bigqueryConfig subscriptions need a DuckDB database file (settings.duckdbPath)');
-    return new DuckDbTableWriter(config, context, path);
+    if (typeof path !== 'string') throw new InvalidArgumentError('duckdb', 'bigqueryConfig subscriptions need a DuckDB database file (the job\'s duckdb.path)');
+    return lazyConnector(async () => new (await import('./table-writer.js')).DuckDbTableWriter(config, context, path));
   },
 };

@@ -1,5 +1,8 @@
 import { DuckDBTypeId, blobValue, timestampValue, type DuckDBType, type DuckDBValue } from '@duckdb/node-api';
 import type { ExportMessage } from '../../src/connector/connector.js';
+import { decodeStoredMessage, MessageSchemaError, type TopicSchema } from '../../src/schema/topic-schema.js';
+import type { CompiledSchema } from '../../src/schema/schema-definition.js';
+import { ColumnValueError, columnDefinitionsSql, mapSchemaToTable, UnmappableSchemaError, type TableMapping } from '../../src/schema/type-mapping.js';
 import type { DuckDbTableConfig } from './config.js';
 import { ConversionError, toColumnValue } from './json-to-column.js';
 
@@ -21,16 +24,29 @@ export type Row =
 
 /** Columns BigQuery's writeMetadata fills; Orderly adds ordering_key and sequence. */
 const METADATA = ['subscription_name', 'message_id', 'publish_time', 'data', 'attributes'] as const;
+/** With useTopicSchema the data is in the schema's columns: writeMetadata needs the others, `data` is optional. */
+const TOPIC_SCHEMA_METADATA = ['subscription_name', 'message_id', 'publish_time', 'attributes'] as const;
 const ORDERLY_METADATA = ['ordering_key', 'sequence'] as const;
 const CDC_FIELDS = ['_CHANGE_TYPE', '_CHANGE_SEQUENCE_NUMBER'];
+
+/** Where the columns of one schema revision go in the table (-1: dropped, dropUnknownFields). */
+interface RevisionColumns {
+  mapping: TableMapping;
+  at: number[];
+}
 
 /**
  * Turns a message into a table row per bigqueryConfig. Throws SchemaMismatch (the table cannot take
  * this configuration at all) from the constructor, and ConversionError (this message does not fit) from
- * `map`.
+ * `map`. With useTopicSchema a message is decoded with the schema revision it was published under and
+ * its fields go to the columns docs/schemas.md maps them to; a revision whose columns the table lacks (or
+ * types differently) is a SchemaMismatch, found when the first message of that revision comes.
  */
 export class RowMapper {
   private readonly byName = new Map<string, number>();
+  /** Column positions by lower-case name: DuckDB names are case-insensitive. */
+  private readonly byFoldedName = new Map<string, number>();
+  private readonly revisions = new Map<string, RevisionColumns>();
   /** Column positions of the metadata fields, looked up once (map() runs per message). */
   private readonly at: Partial<Record<(typeof METADATA)[number] | (typeof ORDERLY_METADATA)[number], number>> = {};
   private readonly notNull: number[];
@@ -40,20 +56,29 @@ export class RowMapper {
     readonly primaryKey: string[],
     private readonly config: DuckDbTableConfig,
     private readonly subscription: string,
+    private readonly topicSchema: () => TopicSchema | undefined = () => undefined,
   ) {
-    columns.forEach((c, i) => this.byName.set(c.name, i));
+    columns.forEach((c, i) => {
+      this.byName.set(c.name, i);
+      this.byFoldedName.set(c.name.toLowerCase(), i);
+    });
     for (const name of [...METADATA, ...ORDERLY_METADATA]) this.at[name] = this.byName.get(name);
     this.notNull = columns.flatMap((c, i) => (c.nullable ? [] : [i]));
     const missing: string[] = [];
-    if (config.writeMetadata) missing.push(...METADATA.filter((m) => !this.byName.has(m)));
-    else if (!config.useTableSchema && !this.byName.has('data')) missing.push('data');
+    if (config.writeMetadata) missing.push(...(config.useTopicSchema ? TOPIC_SCHEMA_METADATA : METADATA).filter((m) => !this.byName.has(m)));
+    else if (!config.useTableSchema && !config.useTopicSchema && !this.byName.has('data')) missing.push('data');
     if (missing.length) {
       throw new SchemaMismatch(
         `table ${config.table} lacks the column(s) ${missing.join(', ')} that ${config.writeMetadata ? 'writeMetadata' : 'a table without useTableSchema'} needs`,
       );
     }
+    if (config.useTopicSchema) {
+      // The layout the topic has now must fit at once; older revisions are checked as their messages come.
+      const layout = this.topicSchema()?.revisions.at(-1);
+      if (layout) this.revisionColumns(`${this.topicSchema()!.schema}@${layout.revisionId}`, layout.schema);
+    }
     const data = this.byName.get('data');
-    if (data !== undefined && !config.useTableSchema) {
+    if (data !== undefined && !config.useTableSchema && !config.useTopicSchema) {
       const t = columns[data]!.type;
       if (t.typeId !== DuckDBTypeId.BLOB && t.typeId !== DuckDBTypeId.VARCHAR) {
         throw new SchemaMismatch(`table ${config.table}: column data is ${t.toString()}; it must be BLOB, VARCHAR or JSON`);
@@ -66,6 +91,7 @@ export class RowMapper {
     const at = this.at;
     const m = em.message;
     let record: Record<string, unknown> | undefined;
+    if (this.config.useTopicSchema) this.topicSchemaCells(em, cells);
     if (this.config.useTableSchema) {
       record = parseJsonObject(m.data);
       for (const [field, value] of Object.entries(record)) {
@@ -80,7 +106,7 @@ export class RowMapper {
         cells[i] = toColumnValue(value, this.columns[i]!.type, field, this.config);
       }
     }
-    if (at.data !== undefined && (this.config.writeMetadata || !this.config.useTableSchema)) cells[at.data] = this.dataCell(em, at.data);
+    if (at.data !== undefined && (this.config.writeMetadata || (!this.config.useTableSchema && !this.config.useTopicSchema))) cells[at.data] = this.dataCell(em, at.data);
     if (this.config.writeMetadata) {
       cells[at.subscription_name!] = this.subscription;
       cells[at.message_id!] = m.messageId;
@@ -99,6 +125,70 @@ export class RowMapper {
     const changeType = record?._CHANGE_TYPE;
     if (changeType === undefined) return { kind: 'append', cells };
     return this.change(record!, cells, changeType);
+  }
+
+  /** Decodes the message with its schema revision and fills that revision's columns. */
+  private topicSchemaCells(em: ExportMessage, cells: Cell[]): void {
+    const topic = this.topicSchema();
+    let values: DuckDBValue[];
+    let columns: RevisionColumns;
+    try {
+      if (!topic) throw new MessageSchemaError('the topic has no schema any more (schemaSettings), so useTopicSchema cannot read the message');
+      const { schemaName, revisionId, schema, decoded } = decodeStoredMessage(topic, em.message);
+      columns = this.revisionColumns(`${schemaName}@${revisionId}`, schema);
+      values = columns.mapping.row(decoded);
+    } catch (e) {
+      if (e instanceof MessageSchemaError) throw new ConversionError('data', e.message);
+      if (e instanceof ColumnValueError) throw new ConversionError(e.path, e.message);
+      throw e;
+    }
+    values.forEach((v, j) => {
+      const i = columns.at[j]!;
+      if (i >= 0) cells[i] = v;
+    });
+  }
+
+  /**
+   * The table columns a schema revision's fields go to, checked once per revision: each field needs a
+   * column of the same name and the mapped type (nullable if the field is), unless dropUnknownFields drops
+   * it; every NOT NULL column without a default must be filled by a field or the metadata.
+   */
+  private revisionColumns(revision: string, schema: CompiledSchema): RevisionColumns {
+    const known = this.revisions.get(revision);
+    if (known) return known;
+    const { table } = this.config;
+    let mapping: TableMapping;
+    try {
+      mapping = mapSchemaToTable(schema);
+    } catch (e) {
+      if (e instanceof UnmappableSchemaError) throw new SchemaMismatch(`table ${table}: ${e.message}`);
+      throw e;
+    }
+    const expected = `the topic schema (${revision}) maps to the columns ${columnDefinitionsSql(mapping.columns)}`;
+    const at = mapping.columns.map((c) => {
+      const i = this.byName.get(c.name) ?? this.byFoldedName.get(c.name.toLowerCase());
+      if (i === undefined) {
+        if (this.config.dropUnknownFields) return -1;
+        throw new SchemaMismatch(`table ${table} has no column "${c.name}" for the topic schema's field (set dropUnknownFields to drop it); ${expected}`);
+      }
+      const column = this.columns[i]!;
+      if (this.config.writeMetadata && isMetadata(column.name)) {
+        throw new SchemaMismatch(`table ${table}: the topic schema's field "${c.name}" has the name of a metadata column that writeMetadata fills`);
+      }
+      if (duckdbTypeText(column.type.toString()) !== duckdbTypeText(c.duckdbType)) {
+        throw new SchemaMismatch(`table ${table}: column "${column.name}" is ${column.type.toString()}, but the topic schema's field maps to ${c.duckdbType}; ${expected}`);
+      }
+      if (c.nullable && !column.nullable) throw new SchemaMismatch(`table ${table}: column "${column.name}" is NOT NULL, but the topic schema's field may be null; ${expected}`);
+      return i;
+    });
+    const filled = new Set(at);
+    const metadata = this.config.writeMetadata ? [...METADATA, ...ORDERLY_METADATA].map((m) => this.byName.get(m)) : [];
+    for (const i of metadata) if (i !== undefined) filled.add(i);
+    const unfilled = this.columns.find((c, i) => !c.nullable && !c.hasDefault && !filled.has(i));
+    if (unfilled) throw new SchemaMismatch(`table ${table}: column "${unfilled.name}" is NOT NULL without a default, and no field of the topic schema (${revision}) fills it`);
+    const result = { mapping, at };
+    this.revisions.set(revision, result);
+    return result;
   }
 
   private change(record: Record<string, unknown>, cells: Cell[], changeType: unknown): Row {
@@ -135,6 +225,11 @@ export class RowMapper {
 }
 
 export class SchemaMismatch extends Error {}
+
+/** A DuckDB type as DuckDB prints it back (TIMESTAMPTZ is its alias), to compare a table's type with a mapped one. */
+function duckdbTypeText(sql: string): string {
+  return sql.replaceAll('TIMESTAMPTZ', 'TIMESTAMP WITH TIME ZONE');
+}
 
 function isMetadata(field: string): boolean {
   return (METADATA as readonly string[]).includes(field) || (ORDERLY_METADATA as readonly string[]).includes(field);

@@ -1,5 +1,5 @@
 import type { DuckDBAppender, DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
-import { SinkBusyError, SinkStateError, emptyCounters, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import { SinkBusyError, SinkStateError, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
 import { FailedKeys } from '../../src/connector/failed-keys.js';
 import { RedeliveryFilter } from '../../src/connector/redelivery-filter.js';
 import { discardDuckDb, duckDbLockHolder, openDuckDb } from '../../src/duckdb/database.js';
@@ -35,7 +35,7 @@ interface Pending {
 export class DuckDbTableWriter implements Connector {
   private connection?: DuckDBConnection;
   private mapper?: RowMapper;
-  readonly counters = emptyCounters();
+  readonly counters = { rowsAppended: 0 };
   private progress?: ProgressLog;
   private readonly writtenIds: DuckDbWrittenIds;
   private readonly filter: RedeliveryFilter;
@@ -127,7 +127,7 @@ export class DuckDbTableWriter implements Connector {
     const pkColumns = (pk.getRowObjectsJson()[0]?.constraint_column_names as string[] | undefined) ?? [];
     await this.cdc.load(connection);
     try {
-      this.mapper = new RowMapper(columns, pkColumns, this.config, this.context.subscription);
+      this.mapper = new RowMapper(columns, pkColumns, this.config, this.context.subscription, () => this.context.topicSchema?.());
     } catch (e) {
       if (e instanceof SchemaMismatch) throw new SinkStateError('SCHEMA_MISMATCH', e.message);
       throw e;

@@ -1,4 +1,5 @@
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { AuditResult, ExportTarget } from '../../src/connector/capabilities.js';
 import type { ObjectStorageConfig, OutputFormat } from './config.js';
 import { Manifest, type ManifestObject } from './manifest.js';
 import { manifestPath } from './object-writer.js';
@@ -120,6 +121,29 @@ export async function auditSubscription(
     manifest.close();
     s3.destroy();
   }
+}
+
+/** The audit as `orderly audit` shows it (the connector's `audit` capability). Cross-file skew is information, not a failure. */
+export async function auditExport(target: ExportTarget<ObjectStorageConfig>): Promise<AuditResult> {
+  // A fleet's export (a remote subscription): its manifest lives in the bucket.
+  if (target.shared) return (await import('./fleet-audit.js')).auditFleetExport(target);
+  const r = await auditSubscription(
+    { name: target.subscription, uid: target.identity.uid },
+    target.config,
+    { dataDir: target.settings.dataDir, objectStorage: target.settings.objectStorage as Record<string, unknown> | undefined },
+  );
+  const check = (label: string, f: AuditFinding, failing = true) => ({ label, count: f.count, examples: f.examples, failing });
+  return {
+    summary: `objects ${r.objects}, records ${r.records}, keys ${r.keys} (${r.recordLevel ? 'checked record by record' : 'checked from manifest ranges'})`,
+    checks: [
+      check('missing sequences', r.missing),
+      check('duplicates', r.duplicates),
+      check('out of order inside a file', r.outOfOrderInFile),
+      check('keys with cross-file skew', r.skewedKeys, false),
+      check('object errors', r.objectErrors),
+    ],
+    report: r,
+  };
 }
 
 function rangeSeqs(range: ManifestObject['keys'][string]): number[] {

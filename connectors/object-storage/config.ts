@@ -1,10 +1,11 @@
 import { checkRange, parseDuration } from '../../src/core/duration.js';
-import { InvalidArgumentError } from '../../src/core/errors.js';
+import { InvalidArgumentError, UnknownFieldError } from '../../src/core/errors.js';
 import { checkPrefix, DEFAULT_DATETIME_FORMAT, parseDatetimeFormat } from './object-naming.js';
 
 export type OutputFormat =
   | { kind: 'text' }
-  | { kind: 'avro'; writeMetadata: boolean }
+  /** `useTopicSchema`: records laid out by the topic's schema (docs/schemas.md), not Pub/Sub's `data` record. */
+  | { kind: 'avro'; writeMetadata: boolean; useTopicSchema?: boolean }
   | { kind: 'parquet'; writeMetadata: boolean; compression: 'UNCOMPRESSED' | 'GZIP' | 'SNAPPY' };
 
 /** Pub/Sub's `cloudStorageConfig` (plus Orderly's `parquetConfig` and `shards`). */
@@ -30,7 +31,7 @@ const KNOWN = [
 export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
   if (!raw || typeof raw !== 'object') throw new InvalidArgumentError(F, 'must be an object');
   const c = raw as Record<string, unknown>;
-  for (const k of Object.keys(c)) if (!KNOWN.includes(k)) throw new InvalidArgumentError(`${F}.${k}`, `unknown field (known: ${KNOWN.join(', ')})`);
+  for (const k of Object.keys(c)) if (!KNOWN.includes(k)) throw new UnknownFieldError(`${F}.${k}`, [k], KNOWN);
   if (typeof c.bucket !== 'string' || !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(c.bucket)) {
     throw new InvalidArgumentError(`${F}.bucket`, `must be a bucket name (3-63 lowercase letters, digits, "." and "-"), got ${JSON.stringify(c.bucket)}`);
   }
@@ -51,8 +52,11 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
   const sub = (k: string) => (c[k] ?? {}) as Record<string, unknown>;
   if (formats[0] === 'avroConfig') {
     const a = sub('avroConfig');
-    if (a.useTopicSchema) throw new InvalidArgumentError(`${F}.avroConfig.useTopicSchema`, 'Orderly topics have no schemas');
-    format = { kind: 'avro', writeMetadata: a.writeMetadata === true };
+    for (const k of Object.keys(a)) {
+      if (k !== 'writeMetadata' && k !== 'useTopicSchema') throw new UnknownFieldError(`${F}.avroConfig.${k}`, ['avroConfig', k], ['writeMetadata', 'useTopicSchema']);
+      if (a[k] !== undefined && typeof a[k] !== 'boolean') throw new InvalidArgumentError(`${F}.avroConfig.${k}`, `must be true or false, got ${JSON.stringify(a[k])}`);
+    }
+    format = { kind: 'avro', writeMetadata: a.writeMetadata === true, ...(a.useTopicSchema === true ? { useTopicSchema: true } : {}) };
   } else if (formats[0] === 'parquetConfig') {
     const p = sub('parquetConfig');
     const compression = (p.compression ?? 'SNAPPY') as string;
@@ -71,6 +75,7 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
   if (!Number.isInteger(maxMessages) || maxMessages < 1000) {
     throw new InvalidArgumentError(`${F}.maxMessages`, `must be an integer of at least 1000, got ${JSON.stringify(c.maxMessages)}`);
   }
+  if (c.serviceAccountEmail !== undefined && typeof c.serviceAccountEmail !== 'string') throw new InvalidArgumentError(`${F}.serviceAccountEmail`, 'must be a string');
   const shards = Number(c.shards ?? 1);
   if (!Number.isInteger(shards) || shards < 1 || shards > 64) throw new InvalidArgumentError(`${F}.shards`, `must be an integer between 1 and 64, got ${JSON.stringify(c.shards)}`);
   return {

@@ -1,4 +1,5 @@
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { AuditResult, ExportTarget } from '../../src/connector/capabilities.js';
 import type { AuditFinding, AuditReport } from './audit.js';
 import { fleetManifestPrefix, listKeys, readFleetManifest } from './bucket-manifest.js';
 import type { ObjectStorageConfig } from './config.js';
@@ -125,18 +126,29 @@ export async function auditFleetObjects(s3: S3Client, subscription: { name: stri
   return report;
 }
 
-/** The audit of a fleet's export, from the job's S3 settings. Changes nothing. */
-export async function auditFleetSubscription(
-  subscription: { name: string; uid: string },
-  config: ObjectStorageConfig,
-  settings: { objectStorage?: Record<string, unknown> },
-): Promise<FleetAuditReport> {
-  const s3 = createS3Client(s3Connection(settings.objectStorage));
+/** The audit of a fleet's export (the `audit` capability for a shared target), from the job's S3 settings. Changes nothing. */
+export async function auditFleetExport(target: ExportTarget<ObjectStorageConfig>): Promise<AuditResult> {
+  const s3 = createS3Client(s3Connection(target.settings.objectStorage as Record<string, unknown> | undefined));
+  let r: FleetAuditReport;
   try {
-    return await auditFleetObjects(s3, subscription, config);
+    r = await auditFleetObjects(s3, { name: target.subscription, uid: target.identity.uid }, target.config);
   } finally {
     s3.destroy();
   }
+  const check = (label: string, f: AuditFinding, failing = true) => ({ label, count: f.count, examples: f.examples, failing });
+  return {
+    summary:
+      `objects ${r.objects} from ${r.workers.length} worker(s), records ${r.records}, messages in the manifest view ${r.messages} ` +
+      `(${r.superseded} redelivered copies superseded), keys ${r.keys}, uploads pending ${r.pendingUploads}; order checked by ${r.orderBy}`,
+    checks: [
+      check('missing messages', r.missing),
+      check('duplicates in the manifest view', r.duplicates),
+      check('out of order inside a file', r.outOfOrderInFile),
+      check('keys with cross-file skew', r.skewedKeys, false),
+      check('object errors', r.objectErrors),
+    ],
+    report: r,
+  };
 }
 
 function iso(ms: number): string {

@@ -1,10 +1,45 @@
+import { z } from 'zod';
+import { lazyConnector } from '../../src/connector/lazy-connector.js';
 import type { ConnectorFactory } from '../../src/connector/registry.js';
+import type { SettingsSection } from '../../src/connector/settings-section.js';
 import { parseObjectStorageConfig, type ObjectStorageConfig } from './config.js';
-import { ObjectStorageWriter } from './object-writer.js';
+
+const objectStorageSettings = z.strictObject({
+  endpoint: z.string().optional(),
+  region: z.string().optional(),
+  accessKeyId: z.string().optional(),
+  secretAccessKey: z.string().optional(),
+  forcePathStyle: z.boolean().optional(),
+  /** Start an S3 server (s3rver) on 127.0.0.1 inside Orderly, storing under dataDir: no external service. */
+  embedded: z.boolean().default(false),
+  buckets: z.array(z.string()).default([]),
+});
+
+/**
+ * The S3/MinIO connection: `objectStorage:` in the job file (else the standard environment variables), or
+ * `embedded: true` for an S3 server inside Orderly. Connectors get the connection as `settings.objectStorage`.
+ */
+const objectStorageSection: SettingsSection<z.infer<typeof objectStorageSettings>> = {
+  key: 'objectStorage',
+  schema: objectStorageSettings,
+  async open({ embedded, buckets, ...connection }, { dataDir }) {
+    if (!embedded) return { settings: { objectStorage: connection } };
+    const s3 = await (await import('./embedded-s3.js')).startEmbeddedS3(dataDir, buckets);
+    return { settings: { objectStorage: s3.settings }, close: () => s3.close() };
+  },
+};
 
 /** `cloudStorageConfig` subscriptions: rolling files on S3/MinIO. */
-export const objectStorageConnector: ConnectorFactory<ObjectStorageConfig> = {
+export const objectStorageConnector: ConnectorFactory<ObjectStorageConfig, z.infer<typeof objectStorageSettings>> = {
   name: 'object-storage',
   parseConfig: parseObjectStorageConfig,
-  create: (config, context) => new ObjectStorageWriter(config, context),
+  settings: objectStorageSection,
+  counters: {
+    objectsWritten: { metric: 'orderly_objects_written_total', help: 'Objects committed to object storage' },
+    bytesUploaded: { metric: 'orderly_bytes_uploaded_total', help: 'Bytes uploaded to object storage' },
+    uploadRetries: { metric: 'orderly_upload_retries_total', help: 'Object uploads that failed and will be retried' },
+  },
+  create: (config, context) => lazyConnector(async () => new (await import('./object-writer.js')).ObjectStorageWriter(config, context)),
+  audit: async (target) => (await import('./audit.js')).auditExport(target),
+  queryView: async (target) => (await import('./query-view.js')).parquetView(target),
 };

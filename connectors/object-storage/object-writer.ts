@@ -2,7 +2,8 @@ import { HeadBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { existsSync, mkdirSync, rmdirSync, rmSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { emptyCounters, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import { emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import { FailedKeys } from '../../src/connector/failed-keys.js';
 import { keyHash } from '../../src/connector/key-hash.js';
 import { RedeliveryFilter, RememberedIds, retentionCutoff } from '../../src/connector/redelivery-filter.js';
 import { subscriptionDir } from '../../src/connector/sink-paths.js';
@@ -12,6 +13,7 @@ import type { ObjectStorageConfig } from './config.js';
 import type { ManifestObject } from './manifest.js';
 import { BucketFailure, LocalManifestLog, type ManifestLog } from './manifest-log.js';
 import { newWriterTag, objectNamer, uniqueId, type ObjectNamer } from './object-naming.js';
+import { RecordConversionError } from './record-format.js';
 import { RollingFile } from './rolling-file.js';
 import { classifyS3Error, createS3Client, s3Connection } from './s3-client.js';
 import { stateError, UploadQueue } from './upload-queue.js';
@@ -52,7 +54,7 @@ export class ObjectStorageWriter implements Connector {
   /** The next object name's counter: above every name the manifest has seen (see uniqueId). */
   private nameCounter = 1;
   private readonly writerTag = newWriterTag();
-  readonly counters = emptyCounters();
+  readonly counters = { objectsWritten: 0, bytesUploaded: 0, uploadRetries: 0 };
   private readonly ids = new RememberedIds();
   private readonly filter: RedeliveryFilter;
   private idsPrunedAt = 0;
@@ -170,23 +172,47 @@ export class ObjectStorageWriter implements Connector {
     uploads.raiseFault();
     this.forgetExpiredIds();
     const duplicates: string[] = [];
+    // A message the format cannot take fails; later ones of its key wait (key order).
+    const refused = emptyResult();
+    const failedKeys = new FailedKeys(this.context.spec.enableMessageOrdering);
     const written = await this.filter.written(batch);
     for (const em of batch) {
       if (written.has(em.id)) {
         duplicates.push(em.id);
         continue;
       }
+      if (failedKeys.blocks(em.message)) {
+        refused.deferred.push(em.id);
+        continue;
+      }
       const s = this.shardOf(em);
+      if (this.shards[s] && !this.shards[s]!.fits(em)) await this.seal(s);
       let file = this.shards[s];
       if (!file) {
         const openedAt = this.now();
         const counter = this.nameCounter++;
         const object = this.namer.name(openedAt, uniqueId(counter, this.writerTag));
-        file = await RollingFile.open(object, counter, join(this.spillDir, `${++this.spillCounter}.part`), openedAt, this.config, this.context.fleet !== undefined);
+        file = await RollingFile.open(object, counter, join(this.spillDir, `${++this.spillCounter}.part`), openedAt, this.config, {
+          detailed: this.context.fleet !== undefined,
+          topicSchema: () => this.context.topicSchema?.(),
+        });
         this.shards[s] = file;
       }
       const bytes = file.bytes;
-      await file.append(this.context.subscription, em, this.filter.mark(em.message));
+      try {
+        await file.append(this.context.subscription, em, this.filter.mark(em.message));
+      } catch (e) {
+        if (!(e instanceof RecordConversionError)) throw e;
+        refused.failed.push({ id: em.id, error: e.message, retryable: false });
+        failedKeys.fail(em.message);
+        if (!file.records) {
+          // Nothing in it: not a file to upload.
+          this.shards[s] = undefined;
+          await file.close();
+          await file.remove();
+        }
+        continue;
+      }
       this.openMessages++;
       this.openBytes += file.bytes - bytes;
       if (file.full(this.config)) await this.seal(s);
@@ -199,6 +225,8 @@ export class ObjectStorageWriter implements Connector {
     uploads.kick();
     const result = uploads.take();
     result.written.push(...duplicates);
+    result.failed.push(...refused.failed);
+    result.deferred.push(...refused.deferred);
     return result;
   }
 

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import type { PubsubMessage } from '../../src/core/message.js';
+import { duckDbSettings } from '../../src/duckdb/database.js';
 import { quoteString } from '../../src/duckdb/sql.js';
 
 export type ParquetCompression = 'UNCOMPRESSED' | 'GZIP' | 'SNAPPY';
@@ -17,7 +18,7 @@ let tables = 0;
 function scratchDb(): Promise<DuckDBInstance> {
   // DuckDB creates the directory only if it ever spills.
   const spill = join(tmpdir(), `orderly-parquet-${process.pid}`);
-  scratch ??= DuckDBInstance.create(':memory:', { memory_limit: '512MB', temp_directory: spill, preserve_insertion_order: 'true' });
+  scratch ??= DuckDBInstance.create(':memory:', duckDbSettings({ temp_directory: spill, preserve_insertion_order: 'true' }));
   return scratch;
 }
 

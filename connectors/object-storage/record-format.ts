@@ -3,6 +3,9 @@ import { once } from 'node:events';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { Readable } from 'node:stream';
 import type { PubsubMessage } from '../../src/core/message.js';
+import { avroFileLayout, type AvroFileLayout } from '../../src/schema/avro-file-schema.js';
+import { avroType } from '../../src/schema/avro-types.js';
+import { decodeStoredMessage, messageSchemaOf, MessageSchemaError, type TopicSchema } from '../../src/schema/topic-schema.js';
 import type { OutputFormat } from './config.js';
 import { ParquetFile, readParquetRows } from './parquet-file.js';
 
@@ -14,11 +17,19 @@ export interface ExportedRecord {
   messageId?: string;
   attributes?: Record<string, string>;
   publishTimeMicros?: number;
+  /** A record of a topic-schema file (avroConfig.useTopicSchema), as the file's own schema reads it. */
+  value?: Record<string, unknown>;
 }
 
 /** Appends records to a local file (spilled to disk, so a large file never sits in memory). */
 export interface RecordFileWriter {
+  /** Throws RecordConversionError, with the file unchanged, for a message that cannot become a record. */
   append(subscription: string, m: PubsubMessage): Promise<void>;
+  /**
+   * False when the message needs another layout than this file's (a topic schema revision the file's
+   * schema does not cover, committed after the file opened): the writer rolls the file first.
+   */
+  fits(m: PubsubMessage): boolean;
   close(): Promise<void>;
   /** Payload and metadata bytes appended so far (the roll-on-maxBytes measure). */
   readonly bytes: number;
@@ -59,7 +70,17 @@ function metadataBytes(subscription: string, m: PubsubMessage): number {
   return n;
 }
 
-export async function openRecordFile(path: string, format: OutputFormat): Promise<RecordFileWriter> {
+/** A message that cannot be written in this format (it fails; the rest of its key waits behind it). */
+export class RecordConversionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RecordConversionError';
+  }
+}
+
+const fitsAny = () => true;
+
+export async function openRecordFile(path: string, format: OutputFormat, topicSchema: () => TopicSchema | undefined = () => undefined): Promise<RecordFileWriter> {
   if (format.kind === 'parquet') {
     const file = await ParquetFile.create(path, format.writeMetadata, format.compression);
     let bytes = 0;
@@ -67,6 +88,7 @@ export async function openRecordFile(path: string, format: OutputFormat): Promis
       get bytes() {
         return bytes;
       },
+      fits: fitsAny,
       async append(subscription, m) {
         file.append(subscription, m, format.writeMetadata ? JSON.stringify(metadataRecord(subscription, m).attributes) : '');
         bytes += format.writeMetadata ? metadataBytes(subscription, m) : m.data.byteLength;
@@ -77,6 +99,7 @@ export async function openRecordFile(path: string, format: OutputFormat): Promis
   const file = createWriteStream(path);
   const opened = once(file, 'open');
   await opened;
+  if (format.kind === 'avro' && format.useTopicSchema) return topicSchemaWriter(file, format.writeMetadata, topicSchema);
   if (format.kind === 'avro') {
     const type = format.writeMetadata ? AVRO_METADATA : AVRO_PLAIN;
     const encoder = new avro.streams.BlockEncoder(type, { codec: 'null' });
@@ -86,6 +109,7 @@ export async function openRecordFile(path: string, format: OutputFormat): Promis
       get bytes() {
         return bytes;
       },
+      fits: fitsAny,
       async append(subscription, m) {
         const ok = encoder.write(format.writeMetadata ? metadataRecord(subscription, m) : { data: m.data });
         bytes += format.writeMetadata ? metadataBytes(subscription, m) : m.data.byteLength;
@@ -118,6 +142,7 @@ function textWriter(file: WriteStream): RecordFileWriter {
     get bytes() {
       return bytes;
     },
+    fits: fitsAny,
     async append(_subscription, m) {
       bytes += m.data.byteLength + 1;
       parts.push(m.data, newline);
@@ -132,6 +157,95 @@ function textWriter(file: WriteStream): RecordFileWriter {
   };
 }
 
+/**
+ * An Avro file laid out by the topic's schema (avroConfig.useTopicSchema; docs/schemas.md "Avro files with
+ * the topic schema"). The file's schema is one revision's: the newest of the topic's range when the first
+ * message comes, if that message's revision is in the range, else the message's own. Messages of older
+ * revisions in the range are converted by Avro schema resolution (revisions of a schema are compatible
+ * both ways); a message of any other revision does not fit, and the writer starts a new file for it.
+ */
+function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchema: () => TopicSchema | undefined): RecordFileWriter {
+  const layouts = new Map<string, AvroFileLayout>();
+  const layoutOf = (schemaName: string, revisionId: string, topic: TopicSchema | undefined): AvroFileLayout => {
+    const key = `${schemaName}@${revisionId}`;
+    let layout = layouts.get(key);
+    if (!layout) {
+      if (!topic) throw new MessageSchemaError('the topic has no schema any more (schemaSettings), so useTopicSchema cannot read the message');
+      layout = avroFileLayout(topic.revision(schemaName, revisionId), writeMetadata);
+      layouts.set(key, layout);
+    }
+    return layout;
+  };
+  let chosen: { key: string; layout: AvroFileLayout; covers: Set<string>; encoder: avro.streams.BlockEncoder } | undefined;
+  const resolvers = new Map<string, avro.Resolver>();
+  let bytes = 0;
+  return {
+    get bytes() {
+      return bytes;
+    },
+    fits(m) {
+      if (!chosen) return true;
+      try {
+        const { schemaName, revisionId } = messageSchemaOf(m.attributes);
+        return chosen.covers.has(`${schemaName}@${revisionId}`);
+      } catch {
+        return true; // append refuses it
+      }
+    },
+    async append(subscription, m) {
+      let record: unknown;
+      try {
+        const topic = topicSchema();
+        if (!topic) throw new MessageSchemaError('the topic has no schema any more (schemaSettings), so useTopicSchema cannot read the message');
+        const { schemaName, revisionId, decoded } = decodeStoredMessage(topic, m);
+        const key = `${schemaName}@${revisionId}`;
+        if (!chosen) {
+          const inRange = schemaName === topic.schema ? topic.revisions.map((r) => `${topic.schema}@${r.revisionId}`) : [];
+          const layoutKey = inRange.includes(key) ? inRange[inRange.length - 1]! : key;
+          const [name, id] = [layoutKey.slice(0, layoutKey.lastIndexOf('@')), layoutKey.slice(layoutKey.lastIndexOf('@') + 1)];
+          const layout = layoutOf(name, id, topic);
+          const encoder = new avro.streams.BlockEncoder(layout.type, { codec: 'null', writeHeader: true });
+          encoder.pipe(file);
+          chosen = { key: layoutKey, layout, covers: new Set(inRange.includes(key) ? inRange : [key]), encoder };
+        }
+        const own = layoutOf(schemaName, revisionId, topic);
+        const metadata = writeMetadata ? recordMetadata(subscription, m) : undefined;
+        record = own.record(decoded, metadata);
+        if (key !== chosen.key) {
+          let resolver = resolvers.get(key);
+          if (!resolver) {
+            resolver = chosen.layout.type.createResolver(own.type);
+            resolvers.set(key, resolver);
+          }
+          record = chosen.layout.type.fromBuffer(own.type.toBuffer(record), resolver);
+        }
+      } catch (e) {
+        if (e instanceof MessageSchemaError) throw new RecordConversionError(e.message);
+        throw new RecordConversionError(`the message cannot be written with the topic schema: ${(e as Error).message}`);
+      }
+      const ok = chosen!.encoder.write(record);
+      bytes += writeMetadata ? metadataBytes(subscription, m) : m.data.byteLength;
+      if (!ok) await once(chosen!.encoder, 'drain');
+    },
+    async close() {
+      if (chosen) chosen.encoder.end();
+      else file.end();
+      await once(file, 'finish');
+    },
+  };
+}
+
+function recordMetadata(subscription: string, m: PubsubMessage) {
+  return {
+    subscriptionName: subscription,
+    messageId: m.messageId,
+    publishTimeMicros: BigInt(m.publishTime.getTime()) * 1000n,
+    attributes: m.attributes,
+    orderingKey: m.orderingKey,
+    sequence: BigInt(m.sequence),
+  };
+}
+
 /** Reads an object's records back (text: one record per line, payload only). */
 export async function readRecords(body: Buffer, format: OutputFormat): Promise<ExportedRecord[]> {
   if (format.kind === 'text') {
@@ -141,8 +255,11 @@ export async function readRecords(body: Buffer, format: OutputFormat): Promise<E
   }
   if (format.kind === 'avro') {
     const records: ExportedRecord[] = [];
-    const decoder = new avro.streams.BlockDecoder({ readerSchema: format.writeMetadata ? AVRO_METADATA : AVRO_PLAIN });
-    decoder.on('data', (r: Record<string, unknown>) => records.push(toRecord(r)));
+    // A topic-schema file is read with its own schema (from its header), longs as bigints.
+    const decoder = format.useTopicSchema
+      ? new avro.streams.BlockDecoder({ parseHook: (schema) => avroType(schema) })
+      : new avro.streams.BlockDecoder({ readerSchema: format.writeMetadata ? AVRO_METADATA : AVRO_PLAIN });
+    decoder.on('data', (r: Record<string, unknown>) => records.push(toRecord(r, format.useTopicSchema === true)));
     Readable.from([body]).pipe(decoder);
     await once(decoder, 'end');
     return records;
@@ -154,8 +271,8 @@ export async function readRecords(body: Buffer, format: OutputFormat): Promise<E
   });
 }
 
-function toRecord(r: Record<string, unknown>): ExportedRecord {
-  const rec: ExportedRecord = { data: Buffer.from(r.data as Uint8Array) };
+function toRecord(r: Record<string, unknown>, topicSchema = false): ExportedRecord {
+  const rec: ExportedRecord = topicSchema ? { data: Buffer.alloc(0), value: r } : { data: Buffer.from(r.data as Uint8Array) };
   if (r.ordering_key !== undefined) rec.orderingKey = String(r.ordering_key);
   if (r.sequence !== undefined) rec.sequence = Number(r.sequence);
   if (r.message_id !== undefined) rec.messageId = String(r.message_id);

@@ -1,6 +1,7 @@
 import { rm } from 'node:fs/promises';
 import type { ExportMessage } from '../../src/connector/connector.js';
 import type { RedeliveryMark } from '../../src/connector/redelivery-filter.js';
+import type { TopicSchema } from '../../src/schema/topic-schema.js';
 import type { ObjectStorageConfig } from './config.js';
 import type { ManifestObject } from './manifest.js';
 import { openRecordFile, type RecordFileWriter } from './record-format.js';
@@ -30,10 +31,23 @@ export class RollingFile {
     private readonly detailed: boolean,
   ) {}
 
-  static async open(object: string, counter: number, localPath: string, openedAt: Date, config: ObjectStorageConfig, detailed = false): Promise<RollingFile> {
-    return new RollingFile(object, counter, localPath, openedAt, await openRecordFile(localPath, config.format), detailed);
+  static async open(
+    object: string,
+    counter: number,
+    localPath: string,
+    openedAt: Date,
+    config: ObjectStorageConfig,
+    options: { detailed?: boolean; topicSchema?: () => TopicSchema | undefined } = {},
+  ): Promise<RollingFile> {
+    return new RollingFile(object, counter, localPath, openedAt, await openRecordFile(localPath, config.format, options.topicSchema), options.detailed ?? false);
   }
 
+  /** False when the message needs a new file (another topic schema layout); see RecordFileWriter.fits. */
+  fits(em: ExportMessage): boolean {
+    return this.writer.fits(em.message);
+  }
+
+  /** Throws RecordConversionError (the file unchanged) for a message the format cannot take. */
   async append(subscription: string, em: ExportMessage, mark: RedeliveryMark): Promise<void> {
     await this.writer.append(subscription, em.message);
     this.deliveries.push(em);

@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { OrderlyError, type StatusCode } from '../core/errors.js';
 import type { Logger } from '../log.js';
+import { statusDetailsBin } from './status-details.js';
 
 const GRPC_CODES: Record<StatusCode, grpc.status> = {
   INVALID_ARGUMENT: grpc.status.INVALID_ARGUMENT,
@@ -8,15 +9,20 @@ const GRPC_CODES: Record<StatusCode, grpc.status> = {
   ALREADY_EXISTS: grpc.status.ALREADY_EXISTS,
   FAILED_PRECONDITION: grpc.status.FAILED_PRECONDITION,
   RESOURCE_EXHAUSTED: grpc.status.RESOURCE_EXHAUSTED,
+  ABORTED: grpc.status.ABORTED,
   INTERNAL: grpc.status.INTERNAL,
 };
 
 /**
- * OrderlyErrors become Pub/Sub's status codes. Anything else is a defect in Orderly, not in the request:
- * it is logged with its stack and answered INTERNAL.
+ * OrderlyErrors become Pub/Sub's status codes (with their ErrorInfo, if any, as status details). Anything
+ * else is a defect in Orderly, not in the request: it is logged with its stack and answered INTERNAL.
  */
 export function toStatus(e: unknown, logger: Logger | undefined, method: string): grpc.StatusObject {
-  if (e instanceof OrderlyError) return { code: GRPC_CODES[e.code], details: e.message, metadata: new grpc.Metadata() };
+  if (e instanceof OrderlyError) {
+    const metadata = new grpc.Metadata();
+    if (e.errorInfo) metadata.set('grpc-status-details-bin', statusDetailsBin(GRPC_CODES[e.code], e.message, e.errorInfo));
+    return { code: GRPC_CODES[e.code], details: e.message, metadata };
+  }
   logger?.error({ err: e, method }, 'internal error in a gRPC call');
   return { code: grpc.status.INTERNAL, details: `Orderly internal error in ${method} (logged by the server)`, metadata: new grpc.Metadata() };
 }

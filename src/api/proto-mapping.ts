@@ -1,8 +1,18 @@
 import { formatDuration } from '../core/duration.js';
+import type { IamPolicy } from '../core/iam-policies.js';
 import type { ReceivedMessage } from '../core/message.js';
 import type { Subscription, Topic } from '../core/pubsub-core.js';
 import type { SubscriptionInput } from '../core/subscription-config.js';
-import { refuseUnsupported } from './unsupported-fields.js';
+import type { TopicInput } from '../core/topic-config.js';
+import type { SchemaResource } from '../schema/schema-registry.js';
+import type { ProtoObject } from './proto-json.js';
+import { isSet, refuseUnsupported } from './unsupported-fields.js';
+
+/**
+ * The one mapping between the core's resources and google.pubsub.v1 messages (as MESSAGE_SHAPE shapes
+ * them). gRPC sends these objects as they are; REST writes them as proto3 JSON (proto-json.ts), so both
+ * transports answer alike.
+ */
 
 /** google.protobuf.Duration / Timestamp as proto-loader hands them over (int64 as string). */
 export interface ProtoDuration {
@@ -10,21 +20,39 @@ export interface ProtoDuration {
   nanos?: number;
 }
 
-const seconds = (d: ProtoDuration | null | undefined): number | undefined =>
-  d ? Number(d.seconds ?? 0) + (d.nanos ?? 0) / 1e9 : undefined;
+const seconds = (d: ProtoDuration | null | undefined): number | undefined => (d ? Number(d.seconds ?? 0) + (d.nanos ?? 0) / 1e9 : undefined);
 const duration = (s: number): ProtoDuration => ({ seconds: String(Math.floor(s)), nanos: Math.round((s % 1) * 1e9) });
 export const timestamp = (ms: number): ProtoDuration => ({ seconds: String(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 });
 export const timestampMs = (t: ProtoDuration): number => Number(t.seconds ?? 0) * 1000 + Math.floor((t.nanos ?? 0) / 1e6);
 
-export function topicToProto(t: Topic): Record<string, unknown> {
-  return { name: t.name, labels: t.labels };
+export function topicToProto(t: Topic): ProtoObject {
+  return {
+    name: t.name,
+    labels: t.labels,
+    messageRetentionDuration: t.messageRetentionDuration === undefined ? null : duration(t.messageRetentionDuration),
+    schemaSettings: t.schemaSettings ?? null,
+    state: t.state,
+  };
 }
 
 /**
- * A proto Subscription (defaults filled by proto-loader) to the core's input; empty configs mean "none".
- * `at` prefixes field names in errors ("subscription." inside an UpdateSubscriptionRequest).
+ * A proto Topic's settable fields as the core's input (unset ones as `null`). Unsupported fields it sets
+ * are refused (`at` prefixes their names), unless `refuse` is false (an update looks only at its mask).
  */
-export function subscriptionFromProto(p: Record<string, any>, at = ''): SubscriptionInput {
+export function topicFromProto(t: ProtoObject, at = '', refuse = true): Required<TopicInput> {
+  if (refuse) refuseUnsupported(t, 'topic', at);
+  return {
+    labels: t.labels ?? {},
+    messageRetentionDuration: seconds(t.messageRetentionDuration) ?? null,
+    schemaSettings: t.schemaSettings ?? null,
+  };
+}
+
+/**
+ * A proto Subscription (defaults filled by proto-loader) to the core's input; an export section or push
+ * config left at its defaults means "none". `at` prefixes field names in errors ("subscription.").
+ */
+export function subscriptionFromProto(p: ProtoObject, at = ''): SubscriptionInput {
   refuseUnsupported(p, 'subscription', at);
   refuseUnsupported(p.pushConfig, 'pushConfig', `${at}pushConfig.`);
   const input: SubscriptionInput = {
@@ -42,28 +70,56 @@ export function subscriptionFromProto(p: Record<string, any>, at = ''): Subscrip
   }
   if (p.retryPolicy) input.retryPolicy = { minimumBackoff: seconds(p.retryPolicy.minimumBackoff), maximumBackoff: seconds(p.retryPolicy.maximumBackoff) };
   if (p.expirationPolicy) input.expirationPolicy = { ttl: seconds(p.expirationPolicy.ttl) ?? null };
-  if (p.pushConfig?.pushEndpoint) input.pushConfig = { pushEndpoint: p.pushConfig.pushEndpoint, attributes: p.pushConfig.attributes };
-  if (p.bigqueryConfig?.table) {
+  if (isSet(p.pushConfig)) input.pushConfig = pushConfigFromProto(p.pushConfig);
+  if (isSet(p.bigqueryConfig)) {
     const b = p.bigqueryConfig;
-    input.bigqueryConfig = { table: b.table.replace(':', '.'), useTopicSchema: b.useTopicSchema, useTableSchema: b.useTableSchema, writeMetadata: b.writeMetadata, dropUnknownFields: b.dropUnknownFields };
+    input.bigqueryConfig = setFields({
+      table: typeof b.table === 'string' ? b.table.replace(':', '.') : b.table,
+      useTopicSchema: b.useTopicSchema,
+      useTableSchema: b.useTableSchema,
+      writeMetadata: b.writeMetadata,
+      dropUnknownFields: b.dropUnknownFields,
+      serviceAccountEmail: b.serviceAccountEmail,
+    });
   }
-  if (p.cloudStorageConfig?.bucket) {
-    const c = p.cloudStorageConfig;
-    const config: Record<string, unknown> = { bucket: c.bucket };
-    if (c.filenamePrefix) config.filenamePrefix = c.filenamePrefix;
-    if (c.filenameSuffix) config.filenameSuffix = c.filenameSuffix;
-    if (c.filenameDatetimeFormat) config.filenameDatetimeFormat = c.filenameDatetimeFormat;
-    if (c.avroConfig) config.avroConfig = { writeMetadata: c.avroConfig.writeMetadata, useTopicSchema: c.avroConfig.useTopicSchema || undefined };
-    else config.textConfig = {};
-    if (c.maxDuration) config.maxDuration = formatDuration(seconds(c.maxDuration)!);
-    if (Number(c.maxBytes)) config.maxBytes = Number(c.maxBytes);
-    if (Number(c.maxMessages)) config.maxMessages = Number(c.maxMessages);
-    input.cloudStorageConfig = config;
-  }
+  if (isSet(p.cloudStorageConfig)) input.cloudStorageConfig = cloudStorageFromProto(p.cloudStorageConfig);
+  // Orderly's own (REST and job files): a third-party export connector.
+  if (p.exportConfig !== undefined) input.exportConfig = p.exportConfig;
   return input;
 }
 
-export function subscriptionToProto(s: Subscription): Record<string, unknown> {
+export function pushConfigFromProto(c: ProtoObject): NonNullable<SubscriptionInput['pushConfig']> {
+  const config: NonNullable<SubscriptionInput['pushConfig']> = { pushEndpoint: c.pushEndpoint, attributes: c.attributes ?? {} };
+  if (c.oidcToken) config.oidcToken = { serviceAccountEmail: c.oidcToken.serviceAccountEmail, audience: c.oidcToken.audience };
+  if (c.noWrapper) config.noWrapper = { writeMetadata: c.noWrapper.writeMetadata };
+  return config;
+}
+
+function cloudStorageFromProto(c: ProtoObject): Record<string, unknown> {
+  const config: Record<string, unknown> = setFields({
+    bucket: c.bucket,
+    filenamePrefix: c.filenamePrefix,
+    filenameSuffix: c.filenameSuffix,
+    filenameDatetimeFormat: c.filenameDatetimeFormat,
+    serviceAccountEmail: c.serviceAccountEmail,
+    // Orderly's own (REST and job files): Parquet files and parallel files.
+    parquetConfig: c.parquetConfig,
+    shards: c.shards,
+  });
+  if (c.avroConfig) config.avroConfig = setFields({ writeMetadata: c.avroConfig.writeMetadata, useTopicSchema: c.avroConfig.useTopicSchema });
+  else if (c.textConfig || config.parquetConfig === undefined) config.textConfig = {};
+  if (c.maxDuration) config.maxDuration = formatDuration(seconds(c.maxDuration)!);
+  if (Number(c.maxBytes)) config.maxBytes = Number(c.maxBytes);
+  if (Number(c.maxMessages)) config.maxMessages = Number(c.maxMessages);
+  return config;
+}
+
+/** The fields that are set (not undefined, null, false, 0 or ""), so a stored section holds what was given. */
+function setFields(fields: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(fields).filter(([, v]) => isSet(v) || (typeof v === 'object' && v !== null)));
+}
+
+export function subscriptionToProto(s: Subscription): ProtoObject {
   const state = s.state === 'ACTIVE' ? 'ACTIVE' : 'RESOURCE_ERROR';
   return {
     name: s.name,
@@ -78,14 +134,45 @@ export function subscriptionToProto(s: Subscription): Record<string, unknown> {
     deadLetterPolicy: s.deadLetterPolicy ?? null,
     retryPolicy: s.retryPolicy ? { minimumBackoff: duration(s.retryPolicy.minimumBackoff), maximumBackoff: duration(s.retryPolicy.maximumBackoff) } : null,
     expirationPolicy: s.expirationPolicy ? { ttl: s.expirationPolicy.ttl === null ? null : duration(s.expirationPolicy.ttl) } : null,
-    pushConfig: s.pushConfig ?? {},
+    pushConfig: s.pushConfig ? pushConfigToProto(s.pushConfig) : {},
     bigqueryConfig: s.bigqueryConfig ? { ...s.bigqueryConfig, state: s.state } : null,
     cloudStorageConfig: s.cloudStorageConfig ? cloudStorageToProto(s.cloudStorageConfig, s.state) : null,
+    topicMessageRetentionDuration: s.topicMessageRetentionDuration === undefined ? null : duration(s.topicMessageRetentionDuration),
     state,
+    detached: s.detached,
+    ...(s.exportConfig ? { exportConfig: s.exportConfig } : {}),
   };
 }
 
-export function receivedToProto(m: ReceivedMessage): Record<string, unknown> {
+function pushConfigToProto(c: NonNullable<Subscription['pushConfig']>): ProtoObject {
+  return {
+    pushEndpoint: c.pushEndpoint,
+    attributes: c.attributes,
+    ...(c.oidcToken ? { oidcToken: c.oidcToken } : {}),
+    ...(c.noWrapper ? { noWrapper: c.noWrapper } : {}),
+  };
+}
+
+function cloudStorageToProto(c: Record<string, any>, state: string): ProtoObject {
+  const maxDuration = c.maxDuration === undefined ? undefined : typeof c.maxDuration === 'number' ? c.maxDuration : Number.parseFloat(c.maxDuration);
+  const format = c.avroConfig ? { avroConfig: { writeMetadata: !!c.avroConfig.writeMetadata, useTopicSchema: !!c.avroConfig.useTopicSchema } } : c.parquetConfig ? {} : { textConfig: {} };
+  return {
+    bucket: c.bucket,
+    filenamePrefix: c.filenamePrefix ?? '',
+    filenameSuffix: c.filenameSuffix ?? '',
+    filenameDatetimeFormat: c.filenameDatetimeFormat ?? '',
+    ...format,
+    ...(maxDuration !== undefined ? { maxDuration: duration(maxDuration) } : {}),
+    maxBytes: String(c.maxBytes ?? 0),
+    maxMessages: String(c.maxMessages ?? 0),
+    serviceAccountEmail: c.serviceAccountEmail ?? '',
+    state,
+    ...(c.parquetConfig !== undefined ? { parquetConfig: c.parquetConfig } : {}),
+    ...(c.shards !== undefined ? { shards: c.shards } : {}),
+  };
+}
+
+export function receivedToProto(m: ReceivedMessage): ProtoObject {
   return {
     ackId: m.ackId,
     deliveryAttempt: m.deliveryAttempt,
@@ -99,17 +186,19 @@ export function receivedToProto(m: ReceivedMessage): Record<string, unknown> {
   };
 }
 
-function cloudStorageToProto(c: Record<string, any>, state: string): Record<string, unknown> {
-  const maxDuration = c.maxDuration === undefined ? undefined : typeof c.maxDuration === 'number' ? c.maxDuration : Number.parseFloat(c.maxDuration);
+export function schemaToProto(s: SchemaResource): ProtoObject {
+  return { name: s.name, type: s.type, definition: s.definition ?? '', revisionId: s.revisionId, revisionCreateTime: timestamp(Date.parse(s.revisionCreateTime)) };
+}
+
+export function policyToProto(p: IamPolicy): ProtoObject {
+  return { version: p.version, bindings: p.bindings, auditConfigs: p.auditConfigs, etag: Buffer.from(p.etag, 'base64') };
+}
+
+export function policyFromProto(p: ProtoObject): IamPolicy {
   return {
-    bucket: c.bucket,
-    filenamePrefix: c.filenamePrefix ?? '',
-    filenameSuffix: c.filenameSuffix ?? '',
-    filenameDatetimeFormat: c.filenameDatetimeFormat ?? '',
-    ...(c.avroConfig ? { avroConfig: { writeMetadata: !!c.avroConfig.writeMetadata } } : { textConfig: {} }),
-    ...(maxDuration !== undefined ? { maxDuration: duration(maxDuration) } : {}),
-    maxBytes: String(c.maxBytes ?? 0),
-    maxMessages: String(c.maxMessages ?? 0),
-    state,
+    version: p.version ?? 0,
+    bindings: ((p.bindings ?? []) as ProtoObject[]).map((b) => ({ role: b.role, members: b.members ?? [], ...(b.condition ? { condition: b.condition } : {}) })),
+    auditConfigs: p.auditConfigs ?? [],
+    etag: p.etag?.length ? Buffer.from(p.etag).toString('base64') : '',
   };
 }

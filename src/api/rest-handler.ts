@@ -1,22 +1,21 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { formatDuration } from '../core/duration.js';
 import { InvalidArgumentError, OrderlyError, type StatusCode } from '../core/errors.js';
-import type { ReceivedMessage } from '../core/message.js';
-import type { PubSubCore, Subscription } from '../core/pubsub-core.js';
-import type { SubscriptionInput } from '../core/subscription-config.js';
+import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
-import { subscriptionPatch, topicPatch } from './update-masks.js';
 import { UNAUTHENTICATED_MESSAGE } from './bearer-auth.js';
 import { MAX_REST_BODY } from './endpoint-limits.js';
-import type { z } from 'zod';
-import { parseBody, restBodies } from './rest-schemas.js';
-
+import { toProtoJson } from './proto-json.js';
+import { pubsubHandlers } from './pubsub-services.js';
+import { pubsubRoot } from './pubsub-proto.js';
+import { restRequest, restRoutes } from './rest-routes.js';
+import { errorInfoJson } from './status-details.js';
 
 const HTTP_STATUS: Record<StatusCode, number> = {
   INVALID_ARGUMENT: 400,
   FAILED_PRECONDITION: 400,
   NOT_FOUND: 404,
   ALREADY_EXISTS: 409,
+  ABORTED: 409,
   RESOURCE_EXHAUSTED: 429,
   INTERNAL: 500,
 };
@@ -32,8 +31,6 @@ class Refused extends Error {
   }
 }
 
-type Route = { method: string; pattern: RegExp; handle: (m: RegExpExecArray, body: unknown) => Promise<unknown> };
-
 export interface RestOptions {
   /** When set, every request's Authorization header must pass it. */
   authorization?: (header: string | undefined) => boolean;
@@ -41,79 +38,36 @@ export interface RestOptions {
 }
 
 /**
- * Pub/Sub's REST/JSON v1 API (proto3 JSON: camelCase, base64 `data`, `"600s"` durations, RFC 3339 times,
- * int64 as strings), as Google's emulator serves it beside gRPC. Every body is checked against its
- * route's schema first; errors use Google's JSON error body, a 4xx for anything wrong with the request.
+ * Pub/Sub's REST/JSON v1 API, as Google's emulator serves it beside gRPC: each route is a gRPC method
+ * transcoded by its `google.api.http` annotation (rest-routes.ts), the body and query are decoded as
+ * proto3 JSON into the method's request (proto-json.ts), and the same handler as gRPC answers, written
+ * back as proto3 JSON. Errors use Google's JSON error body, a 4xx for anything wrong with the request.
  */
 export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: IncomingMessage, res: ServerResponse) => void {
-  const P = '/v1/projects/([^/:]+)';
-  const route = <S extends z.ZodType>(method: string, path: string, schema: S, handle: (m: RegExpExecArray, b: z.output<S>) => Promise<unknown>): Route => ({
-    method,
-    pattern: new RegExp(`^${P}${path}$`),
-    handle: (m, raw) => handle(m, parseBody(schema, raw)),
-  });
-  const B = restBodies;
-  const topic = (m: RegExpExecArray, b?: { name?: string }) => resourceFromPath(core, 'topics', m, b?.name);
-  const sub = (m: RegExpExecArray, b?: { name?: string }) => resourceFromPath(core, 'subscriptions', m, b?.name);
-  const routes: Route[] = [
-    route('PUT', '/topics/([^/:]+)', B.topic, async (m, b) => topicJson(await core.createTopic(topic(m, b), { labels: b.labels }))),
-    route('GET', '/topics/([^/:]+)', B.empty, async (m) => topicJson(core.getTopic(topic(m)))),
-    route('PATCH', '/topics/([^/:]+)', B.updateTopic, async (m, b) => {
-      const patch = topicPatch(b.updateMask ?? [], b.topic ?? {});
-      return topicJson(await core.updateTopic(topic(m, b.topic), patch));
-    }),
-    route('DELETE', '/topics/([^/:]+)', B.empty, async (m) => core.deleteTopic(topic(m))),
-    route('GET', '/topics', B.empty, async (m) => ({ topics: core.listTopics(decodeSegment(m[1]!)).map(topicJson) })),
-    route('GET', '/topics/([^/:]+)/subscriptions', B.empty, async (m) => ({ subscriptions: core.listTopicSubscriptions(topic(m)) })),
-    route('GET', '/topics/([^/:]+)/snapshots', B.empty, async (m) => {
-      core.getTopic(topic(m));
-      return { snapshots: [] };
-    }),
-    route('POST', '/topics/([^/:]+):publish', B.publish, async (m, b) => ({
-      messageIds: await core.publish(topic(m), b.messages.map(({ data, attributes, orderingKey }) => ({ data, attributes, orderingKey }))),
-    })),
-    route('PUT', '/subscriptions/([^/:]+)', B.subscription, async (m, b) => {
-      const { name: _name, topicMessageRetentionDuration: _t, state: _s, analyticsHubSubscriptionInfo: _a, ...input } = b;
-      return subscriptionJson(await core.createSubscription(sub(m, b), input as SubscriptionInput));
-    }),
-    route('GET', '/subscriptions/([^/:]+)', B.empty, async (m) => subscriptionJson(core.getSubscription(sub(m)))),
-    route('PATCH', '/subscriptions/([^/:]+)', B.updateSubscription, async (m, b) => {
-      const patch = subscriptionPatch(b.updateMask ?? [], (b.subscription ?? {}) as Record<string, unknown>);
-      return subscriptionJson(await core.updateSubscription(sub(m, b.subscription), patch));
-    }),
-    route('DELETE', '/subscriptions/([^/:]+)', B.empty, async (m) => core.deleteSubscription(sub(m))),
-    route('POST', '/subscriptions/([^/:]+):detach', B.empty, async (m) => core.deleteSubscription(sub(m))),
-    route('GET', '/subscriptions', B.empty, async (m) => ({ subscriptions: core.listSubscriptions(decodeSegment(m[1]!)).map(subscriptionJson) })),
-    route('GET', '/snapshots', B.empty, async () => ({ snapshots: [] })),
-    route('POST', '/subscriptions/([^/:]+):pull', B.pull, async (m, b) => ({
-      receivedMessages: (await core.pull(sub(m), { maxMessages: b.maxMessages || 100, waitMs: b.returnImmediately ? 0 : 5_000 })).map(receivedJson),
-    })),
-    route('POST', '/subscriptions/([^/:]+):acknowledge', B.acknowledge, async (m, b) => core.acknowledge(sub(m), b.ackIds ?? [])),
-    route('POST', '/subscriptions/([^/:]+):modifyAckDeadline', B.modifyAckDeadline, async (m, b) =>
-      core.modifyAckDeadline(sub(m), b.ackIds ?? [], b.ackDeadlineSeconds ?? 0),
-    ),
-    route('POST', '/subscriptions/([^/:]+):seek', B.seek, async (m, b) => {
-      if (b.time === undefined) throw new InvalidArgumentError('time', 'is required: Orderly seeks to a time (snapshots are not supported)');
-      await core.seek(sub(m), b.time);
-      return {};
-    }),
-    route('POST', '/subscriptions/([^/:]+):modifyPushConfig', B.modifyPushConfig, async (m, b) =>
-      core.updateSubscription(sub(m), { pushConfig: b.pushConfig?.pushEndpoint ? b.pushConfig : null }).then(() => ({})),
-    ),
-  ];
+  const routes = restRoutes(pubsubRoot());
+  const handlers = pubsubHandlers(core);
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     if (options.authorization && !options.authorization(req.headers.authorization)) throw new Refused(401, 'UNAUTHENTICATED', UNAUTHENTICATED_MESSAGE);
-    const path = (req.url ?? '').split('?')[0]!;
+    const url = req.url ?? '';
+    const queryAt = url.indexOf('?');
+    const path = queryAt < 0 ? url : url.slice(0, queryAt);
+    const query = new URLSearchParams(queryAt < 0 ? '' : url.slice(queryAt + 1));
     const forPath = routes.filter((r) => r.pattern.test(path));
     const matched = forPath.find((r) => r.method === req.method);
     if (!matched) {
-      const allowed = forPath.map((r) => r.method);
+      const allowed = [...new Set(forPath.map((r) => r.method))].sort();
       throw new Refused(404, 'NOT_FOUND', allowed.length ? `no method ${req.method} on ${path} (allowed: ${allowed.join(', ')})` : `no such path: ${path}`);
     }
+    const alt = query.get('alt');
+    if (alt !== null && alt !== 'json') throw new InvalidArgumentError('alt', `only "json" is served, got ${JSON.stringify(alt)}`);
     const body = await readBody(req);
-    const result = await matched.handle(matched.pattern.exec(path)!, body);
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(result ?? {}));
+    const request = restRequest(matched, matched.pattern.exec(path)!, body, query);
+    const handler = handlers[matched.service]?.[matched.rpc];
+    if (!handler) throw new Refused(501, 'UNIMPLEMENTED', `Orderly does not implement ${matched.service}.${matched.rpc} yet`);
+    const response = toProtoJson(matched.responseType, (await handler(request)) ?? {});
+    const pretty = query.get('prettyPrint');
+    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(pretty === 'true' ? JSON.stringify(response, null, 2) : JSON.stringify(response));
   };
 
   return (req, res) => {
@@ -134,25 +88,10 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
       }
       const message = e instanceof OrderlyError || e instanceof Refused ? e.message : 'Orderly internal error (logged by the server)';
       if (res.headersSent) return void res.destroy();
-      res.writeHead(status, headers).end(JSON.stringify({ error: { code: status, message, status: code } }));
+      const details = e instanceof OrderlyError && e.errorInfo ? { details: [errorInfoJson(e.errorInfo)] } : {};
+      res.writeHead(status, headers).end(JSON.stringify({ error: { code: status, message, status: code, ...details } }));
     });
   };
-}
-
-/** A topic or subscription name from the URL; a name in the body, if any, must be the same one. */
-function resourceFromPath(core: PubSubCore, kind: 'topics' | 'subscriptions', m: RegExpExecArray, bodyName: string | undefined): string {
-  const name = `projects/${decodeSegment(m[1]!)}/${kind}/${decodeSegment(m[2]!)}`;
-  const full = kind === 'topics' ? core.topicName(name, 'name') : core.subscriptionName(name, 'name');
-  if (bodyName !== undefined && bodyName !== full) throw new InvalidArgumentError('name', `must match the name in the URL (${full}), got ${JSON.stringify(bodyName)}`);
-  return full;
-}
-
-function decodeSegment(segment: string): string {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    throw new InvalidArgumentError('request path', `malformed percent-encoding in ${JSON.stringify(segment.slice(0, 100))}`);
-  }
 }
 
 /** The JSON body, or undefined when there is none; refuses more than MAX_REST_BODY bytes without reading them. */
@@ -181,36 +120,4 @@ function readBody(req: IncomingMessage): Promise<unknown> {
       }
     });
   });
-}
-
-function topicJson(t: { name: string; labels: Record<string, string> }) {
-  return { name: t.name, labels: t.labels };
-}
-
-function subscriptionJson(s: Subscription): Record<string, unknown> {
-  const d = (x: number) => formatDuration(x);
-  return {
-    ...s,
-    state: s.state === 'ACTIVE' ? 'ACTIVE' : 'RESOURCE_ERROR',
-    messageRetentionDuration: d(s.messageRetentionDuration),
-    retryPolicy: s.retryPolicy && { minimumBackoff: d(s.retryPolicy.minimumBackoff), maximumBackoff: d(s.retryPolicy.maximumBackoff) },
-    // proto3 JSON leaves an unset field out: no ttl means the subscription never expires.
-    expirationPolicy: s.expirationPolicy && (s.expirationPolicy.ttl === null ? {} : { ttl: d(s.expirationPolicy.ttl) }),
-    bigqueryConfig: s.bigqueryConfig && { ...s.bigqueryConfig, state: s.state },
-    cloudStorageConfig: s.cloudStorageConfig && { ...s.cloudStorageConfig, state: s.state },
-  };
-}
-
-function receivedJson(m: ReceivedMessage) {
-  return {
-    ackId: m.ackId,
-    deliveryAttempt: m.deliveryAttempt,
-    message: {
-      data: m.message.data.toString('base64'),
-      attributes: m.message.attributes,
-      messageId: m.message.messageId,
-      publishTime: m.message.publishTime.toISOString(),
-      orderingKey: m.message.orderingKey,
-    },
-  };
 }

@@ -1,6 +1,7 @@
 import type * as grpc from '@grpc/grpc-js';
+import type { AckResult } from '../core/ack-results.js';
 import type { SubscriptionHandle } from '../core/consumer.js';
-import { InvalidArgumentError, NotFoundError } from '../core/errors.js';
+import { InvalidArgumentError } from '../core/errors.js';
 import type { ReceivedMessage } from '../core/message.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
@@ -8,7 +9,7 @@ import { toStatus, UndecodableRequest } from './grpc-errors.js';
 import { receivedToProto } from './proto-mapping.js';
 
 /** google.pubsub.v1.StreamingPullRequest as proto-loader decodes it (int64 as strings, defaults filled). */
-interface StreamingPullRequest {
+export interface StreamingPullRequest {
   subscription: string;
   ackIds: string[];
   modifyDeadlineSeconds: number[];
@@ -24,8 +25,10 @@ const DEFAULT_MAX_OUTSTANDING_MESSAGES = 1000;
 /**
  * One StreamingPull stream is one consumer (a key with outstanding messages stays on its stream); acks
  * and modacks may come on the stream or as unary calls, and ack ids stay valid after their stream ended.
- * A request the server cannot honour (a bad deadline, a deleted subscription) ends this stream with its
- * status code; other streams and calls are not affected.
+ * A request the server cannot honour (a bad deadline, a deleted or detached subscription) ends this
+ * stream with its status code; other streams and calls are not affected. On an exactly-once subscription
+ * the stream confirms each request's acks and modacks (`acknowledgeConfirmation`,
+ * `modifyAckDeadlineConfirmation`), once the acks are durable.
  */
 export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<StreamingPullRequest, unknown>, logger?: Logger): void {
   let handle: SubscriptionHandle | undefined;
@@ -48,6 +51,7 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
     if (deadline !== 0 && (!Number.isInteger(deadline) || deadline < 10 || deadline > 600)) {
       throw new InvalidArgumentError('streamAckDeadlineSeconds', `must be an integer between 10 and 600, got ${deadline}`);
     }
+    // A missing subscription ends the stream now with NOT_FOUND; a detached one (in attach) with FAILED_PRECONDITION.
     const name = core.getSubscription(req.subscription).name;
     // Pub/Sub: zero or less means no client-side limit; the default keeps one stream from taking everything.
     const maxMessages = Number(req.maxOutstandingMessages) > 0 ? Number(req.maxOutstandingMessages) : DEFAULT_MAX_OUTSTANDING_MESSAGES;
@@ -56,13 +60,10 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
       ackDeadlineSeconds: deadline || undefined,
       room: () => ({ messages: maxMessages - opened.outstanding(), bytes: maxBytes }),
       deliver: (batch: ReceivedMessage[]) => {
-        call.write({
-          receivedMessages: batch.map(receivedToProto),
-          subscriptionProperties: { messageOrderingEnabled: opened.spec.enableMessageOrdering, exactlyOnceDeliveryEnabled: opened.spec.enableExactlyOnceDelivery },
-        });
+        call.write({ receivedMessages: batch.map(receivedToProto), subscriptionProperties: properties(opened) });
       },
-      // As Pub/Sub does, a stream ends with NOT_FOUND when its subscription is deleted.
-      detached: () => fail(new NotFoundError('Subscription', name)),
+      // As Pub/Sub does, a stream ends with NOT_FOUND when its subscription is deleted, FAILED_PRECONDITION when detached.
+      detached: (reason) => fail(reason),
     });
     return opened;
   };
@@ -81,12 +82,14 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
     seconds.forEach((s, i) => {
       if (!Number.isInteger(s) || s < 0 || s > 600) throw new InvalidArgumentError(`modifyDeadlineSeconds[${i}]`, `must be an integer between 0 and 600, got ${s}`);
     });
-    if (req.ackIds.length) await stream.acknowledge(req.ackIds);
+    const acked = req.ackIds.length ? await stream.acknowledge(req.ackIds) : undefined;
     const bySeconds = new Map<number, string[]>();
     ids.forEach((id, i) => bySeconds.set(seconds[i]!, [...(bySeconds.get(seconds[i]!) ?? []), id]));
-    for (const [s, group] of bySeconds) stream.modifyAckDeadline(group, s);
+    const modacked: AckResult[] = [];
+    for (const [s, group] of bySeconds) modacked.push(stream.modifyAckDeadline(group, s));
     // Acks and modacks change what the stream may receive next.
     stream.kick();
+    if (stream.spec.enableExactlyOnceDelivery && !ended && (acked || modacked.length)) call.write(confirmation(stream, acked, modacked));
   };
 
   call.on('data', (req: StreamingPullRequest | UndecodableRequest) => {
@@ -109,4 +112,26 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
     close();
   });
   call.on('error', close);
+}
+
+function properties(stream: SubscriptionHandle): Record<string, boolean> {
+  return { messageOrderingEnabled: stream.spec.enableMessageOrdering, exactlyOnceDeliveryEnabled: stream.spec.enableExactlyOnceDelivery };
+}
+
+/**
+ * The exactly-once answer to one request's acks and modacks. Orderly settles acks in any order and only
+ * reports durable acks as done, so `unorderedAckIds` and `temporaryFailedAckIds` stay empty (a failed
+ * durable write ends the stream instead).
+ */
+function confirmation(stream: SubscriptionHandle, acked: AckResult | undefined, modacked: AckResult[]): Record<string, unknown> {
+  const response: Record<string, unknown> = { receivedMessages: [], subscriptionProperties: properties(stream) };
+  if (acked) response.acknowledgeConfirmation = { ackIds: acked.ackIds, invalidAckIds: acked.invalidAckIds, unorderedAckIds: [], temporaryFailedAckIds: [] };
+  if (modacked.length) {
+    response.modifyAckDeadlineConfirmation = {
+      ackIds: modacked.flatMap((r) => r.ackIds),
+      invalidAckIds: modacked.flatMap((r) => r.invalidAckIds),
+      temporaryFailedAckIds: [],
+    };
+  }
+  return response;
 }

@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from '../core/errors.js';
 import type { SubscriptionInput } from '../core/subscription-config.js';
+import type { TopicInput } from '../core/topic-config.js';
 import { UNSUPPORTED_FIELDS } from './unsupported-fields.js';
 
 /** Subscription fields an update mask may name (the core refuses changing the immutable ones). */
@@ -22,17 +23,25 @@ export function subscriptionPatch(paths: string[], subscription: Record<string, 
   return patch as Partial<SubscriptionInput>;
 }
 
-/** The labels patch of a topic update (labels are the only topic field Orderly keeps). */
-export function topicPatch(paths: string[], topic: { labels?: Record<string, string> }): { labels: Record<string, string> } {
+/** Topic fields an update mask may name. */
+const TOPIC_UPDATABLE = new Set(['labels', 'messageRetentionDuration', 'schemaSettings']);
+
+/**
+ * The patch an update mask selects from `topic` (its settable fields, unset ones as null): exactly the
+ * masked fields change, a masked field the topic leaves out is cleared, the others stay.
+ */
+export function topicPatch(paths: string[], topic: Required<TopicInput>): TopicInput {
+  const patch: Record<string, unknown> = {};
   for (const [path, field] of maskFields(paths)) {
     if ((UNSUPPORTED_FIELDS.topic as readonly string[]).includes(field)) throw new InvalidArgumentError(`updateMask: ${path}`, 'is not supported by Orderly');
-    if (field !== 'labels') throw new InvalidArgumentError('updateMask', `unknown or read-only field path ${JSON.stringify(path)}`);
+    if (!TOPIC_UPDATABLE.has(field)) throw new InvalidArgumentError('updateMask', `unknown or read-only field path ${JSON.stringify(path)}`);
+    patch[field] = topic[field as keyof TopicInput];
   }
-  return { labels: topic.labels ?? {} };
+  return patch as TopicInput;
 }
 
 /** [path as given, camelCase field] for each path of an update mask, which must name at least one. */
-function maskFields(paths: string[]): [string, string][] {
+export function maskFields(paths: string[]): [string, string][] {
   if (!paths.length) throw new InvalidArgumentError('updateMask', 'must name at least one field to update');
   return paths.map((p) => [p, p.trim().replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())]);
 }

@@ -2,18 +2,17 @@ import { Presets, SingleBar } from 'cli-progress';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { auditSubscription } from '../../connectors/object-storage/audit.js';
-import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
-import { loadJob } from '../job/job-config.js';
+import { auditExport } from '../job/export-audit.js';
+import { parseJob, readJobDocument } from '../job/job-config.js';
 import { JobRuntime } from '../job/job-runtime.js';
 import { queryJob } from '../job/query.js';
 import { createLogger } from '../log.js';
-import { printAudit } from './main.js';
+import { packageFile } from '../package-file.js';
+import { printAudit } from './print-audit.js';
 import { publishFile } from './publish-file.js';
 
-const JOB = fileURLToPath(new URL('../../fixtures/demo/job.yaml', import.meta.url));
-const EVENTS = fileURLToPath(new URL('../../fixtures/demo/orders.jsonl', import.meta.url));
+const JOB = packageFile('fixtures/demo/job.yaml');
+const EVENTS = packageFile('fixtures/demo/orders.jsonl');
 
 /**
  * `orderly demo`: runs fixtures/demo/job.yaml on embedded defaults (a temporary data directory, a DuckDB
@@ -22,10 +21,12 @@ const EVENTS = fileURLToPath(new URL('../../fixtures/demo/orders.jsonl', import.
  */
 export async function runDemo(o: { dataDir?: string }): Promise<void> {
   const dataDir = resolve(o.dataDir ?? mkdtempSync(join(tmpdir(), 'orderly-demo-')));
-  const job = loadJob(JOB);
-  job.dataDir = dataDir;
-  job.duckdb!.path = join(dataDir, 'demo.duckdb');
-  job.metrics = undefined;
+  // The demo's own job file, with its data (the store, the DuckDB file, the S3 server's) in dataDir.
+  const document = readJobDocument(JOB);
+  const duckdb = document.duckdb as Record<string, unknown>;
+  const demo: Record<string, unknown> = { ...document, dataDir, duckdb: { ...duckdb, path: join(dataDir, 'demo.duckdb') } };
+  delete demo.metrics;
+  const job = parseJob(demo, JOB);
   const runtime = await JobRuntime.start(job, createLogger({ level: 'warn' }));
   try {
     const { core, exports } = runtime;
@@ -65,9 +66,8 @@ export async function runDemo(o: { dataDir?: string }): Promise<void> {
                FROM orders_to_parquet)`,
       ),
     );
-    const sub = core.getSubscription('orders-to-parquet');
     console.log('Order audit of the Parquet files:');
-    printAudit(await auditSubscription({ name: sub.name, uid: core.identity(sub.name).uid }, parseObjectStorageConfig(sub.cloudStorageConfig), { dataDir, objectStorage: runtime.objectStorage }));
+    printAudit(await auditExport(runtime, 'orders-to-parquet'));
   } finally {
     await runtime.stop();
     if (!o.dataDir) rmSync(dataDir, { recursive: true, force: true });

@@ -1,23 +1,23 @@
 import { Command, CommanderError, Option } from 'commander';
-import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
-import { auditSubscription } from '../../connectors/object-storage/audit.js';
-import { auditFleetSubscription } from '../../connectors/object-storage/fleet-audit.js';
+import { resolve } from 'node:path';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { isLoopback } from '../api/exposure.js';
 import { OrderlyError } from '../core/errors.js';
-import { resolve } from 'node:path';
-import { jobSchema, loadJob, JobConfigError, type JobConfig } from '../job/job-config.js';
-import { readLock } from '../job/job-lock.js';
-import { JobRuntime } from '../job/job-runtime.js';
-import { fleetStatus, flatRow } from '../job/fleet-status.js';
-import { statusOf } from '../job/metrics.js';
-import { queryJob } from '../job/query.js';
-import { findRemoteExport, sharedObjectStorage } from '../job/remote-job.js';
-import { keepServingOnUnexpectedErrors } from '../job/unexpected-errors.js';
-import { createLogger } from '../log.js';
-import { runDemo } from './demo.js';
-import { publishFile, type PublishBatch } from './publish-file.js';
 import type { MessageInput } from '../core/message.js';
+import type { JobConfig } from '../job/job-config.js';
+import type { JobRuntime } from '../job/job-runtime.js';
+import type { statusOf } from '../job/metrics.js';
+import type { PublishBatch } from './publish-file.js';
+
+// Each command imports what it needs when it runs: `orderly --help` or `orderly validate` must not load
+// DuckDB, the AWS SDK, gRPC or the store.
+const loadJobFile = async (file: string) => (await import('../job/job-config.js')).loadJobWithPlugins(file);
+const createLogger = async (options?: { level?: string }) => (await import('../log.js')).createLogger(options);
+const keepServingOnUnexpectedErrors = async () => {
+  const logger = await createLogger();
+  (await import('../job/unexpected-errors.js')).keepServingOnUnexpectedErrors(logger);
+  return logger;
+};
 
 const json = new Option('--json', 'print the result as JSON');
 const out = (value: unknown, asJson: boolean | undefined, text: () => void) => (asJson ? console.log(JSON.stringify(value, null, 2)) : text());
@@ -37,8 +37,8 @@ export async function main(argv: string[]): Promise<number> {
     .argument('<job>', 'job file (YAML or JSON)')
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly validate fixtures/demo/job.yaml')
-    .action((file: string, o: { json?: boolean }) => {
-      const job = loadJob(file);
+    .action(async (file: string, o: { json?: boolean }) => {
+      const job = await loadJobFile(file);
       out({ valid: true, topics: job.topics.length, subscriptions: job.subscriptions.length }, o.json, () =>
         console.log(`${file}: valid (${job.topics.length} topics, ${job.subscriptions.length} subscriptions)`),
       );
@@ -48,15 +48,17 @@ export async function main(argv: string[]): Promise<number> {
     .command('run')
     .description('run a job until SIGINT/SIGTERM: store, exports, metrics; shutdown drains and finalizes files')
     .argument('<job>', 'job file')
-    .option('--worker-id <id>', 'this worker\'s id, for a job with remote: exports (default: ORDERLY_WORKER_ID, remote.workerId, else <host>-<pid>)')
+    .option('--worker-id <id>', "this worker's id, for a job with remote: exports (default: ORDERLY_WORKER_ID, remote.workerId, else <host>-<pid>)")
     .addHelpText('after', '\nExample:\n  $ orderly run job.yaml   # Ctrl-C stops it cleanly\n  $ orderly run job.yaml --worker-id exporter-2   # one more worker of a remote export')
     .action(async (file: string, o: { workerId?: string }) => {
-      const logger = createLogger();
-      keepServingOnUnexpectedErrors(logger);
-      const runtime = await JobRuntime.start(loadJob(file), logger, { serveMetrics: true, workerId: o.workerId });
+      const logger = await keepServingOnUnexpectedErrors();
+      const job = await loadJobFile(file);
+      const { JobRuntime } = await import('../job/job-runtime.js');
+      const runtime = await JobRuntime.start(job, logger, { serveMetrics: true, workerId: o.workerId });
       logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort, worker: runtime.workerId }, 'job running');
-      const signal = await untilStopSignal();
+      const signal = await untilStopSignal(runtime);
       logger.info({ signal }, 'stopping: finishing writes, finalizing open files');
+      if (signal === 'failure') process.exitCode = 1;
       const timer = setTimeout(() => {
         logger.error('shutdown took over 60 s; exiting (unacked messages will be delivered again)');
         process.exit(1);
@@ -77,13 +79,15 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly publish job.yaml --topic order-changes --file orders.jsonl --ordering-key-field order_id')
     .action(async (file: string, o: { topic: string; file: string; orderingKeyField?: string; attributesField?: string; json?: boolean }) => {
-      const job = loadJob(file);
+      const job = await loadJobFile(file);
+      const { readLock } = await import('../job/job-lock.js');
+      const { publishFile } = await import('./publish-file.js');
       const running = readLock(job.dataDir);
       if (running && !running.endpoint) {
         throw new OrderlyError('FAILED_PRECONDITION', `the job is running (pid ${running.pid}) without a Pub/Sub endpoint: add endpoint: to the job file, or stop it and publish here`);
       }
       // A running job is reached through its endpoint; otherwise the store is opened here.
-      const runtime = running ? undefined : await JobRuntime.start(job, createLogger(), { withExports: false });
+      const runtime = running ? undefined : await (await import('../job/job-runtime.js')).JobRuntime.start(job, await createLogger(), { withExports: false });
       const publish: PublishBatch = runtime
         ? (messages) => runtime.core.publish(o.topic, messages)
         : (messages) => publishOverRest(running!.endpoint!, job.projectId, o.topic, messages, job.endpoint?.authToken ?? process.env.ORDERLY_TOKEN);
@@ -107,62 +111,67 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly status job.yaml --json')
     .action(async (file: string, o: { json?: boolean }) => {
-      const job = loadJob(file);
-      const running = job.remote ? undefined : readLock(job.dataDir);
-      let status: (ReturnType<typeof statusOf>[number] | Awaited<ReturnType<typeof fleetStatus>>[number])[];
-      if (job.remote) status = await fleetStatus(job);
-      else if (running?.metrics) status = (await (await fetch(`${running.metrics}/status`)).json()) as typeof status;
-      else status = await withJob(job, async (runtime) => statusOf(runtime.core));
-      out(status, o.json, () => (status.length ? console.table(status.map(flatRow)) : console.log('no worker of this job runs on this machine')));
+      const job = await loadJobFile(file);
+      if (job.remote) {
+        // A fleet worker of a remote export: every worker of the job running on this machine.
+        const { fleetStatus, flatRow } = await import('../job/fleet-status.js');
+        const rows = await fleetStatus(job);
+        out(rows, o.json, () => (rows.length ? console.table(rows.map(flatRow)) : console.log('no worker of this job runs on this machine')));
+        return;
+      }
+      const running = (await import('../job/job-lock.js')).readLock(job.dataDir);
+      let status: ReturnType<typeof statusOf>;
+      if (running?.metrics) status = (await (await fetch(`${running.metrics}/status`)).json()) as typeof status;
+      else {
+        const { statusOf } = await import('../job/metrics.js');
+        status = await withJob(job, async (runtime) => statusOf(runtime.core));
+      }
+      out(status, o.json, () => {
+        const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
+        console.table(
+          status.map(({ residentBytes, payloadLimitBytes: _limit, ...s }) => ({
+            ...s,
+            hotKeys: s.hotKeys.map((k) => `${k.orderingKey}:${k.backlog}`).join(' '),
+            exportCounters: s.exportCounters && Object.entries(s.exportCounters).map(([name, n]) => `${name}=${n}`).join(' '),
+            residentPayload: mib(residentBytes),
+          })),
+        );
+        const resident = status.reduce((n, s) => n + s.residentBytes, 0);
+        if (status[0]) console.log(`payload memory: ${mib(resident)} of ${mib(status[0].payloadLimitBytes)} (memory.payloadBytes)`);
+      });
     });
 
   program
     .command('audit')
-    .description('check per-key order across the files of an object-storage subscription')
+    .description("check per-key order of what an export subscription wrote, read back from its sink (connectors that offer it: object-storage's files)")
     .argument('<job>', 'job file')
     .argument('<subscription>', 'subscription name')
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly audit job.yaml orders-to-files --json')
     .action(async (file: string, name: string, o: { json?: boolean }) => {
-      const job = loadJob(file);
-      const failed = (r: Awaited<ReturnType<typeof auditSubscription>>) => r.missing.count + r.duplicates.count + r.outOfOrderInFile.count + r.objectErrors.count > 0;
-      if (job.remote) {
-        // A fleet's manifest lives in the bucket: read from there, from any machine, with no worker running here.
-        const found = findRemoteExport(job, name);
-        if (!found.export.cloudStorageConfig) throw new OrderlyError('INVALID_ARGUMENT', `${found.subscription} is not an object-storage (cloudStorageConfig) export`);
-        const config = parseObjectStorageConfig(found.export.cloudStorageConfig);
-        const report = await auditFleetSubscription({ name: found.subscription, uid: found.identity.uid }, config, { objectStorage: sharedObjectStorage(job) });
-        out(report, o.json, () => printAudit(report));
-        if (failed(report)) process.exitCode = 1;
-        return;
-      }
-      await withJob(job, async (runtime) => {
-        const sub = runtime.core.getSubscription(name);
-        if (!sub.cloudStorageConfig) throw new OrderlyError('INVALID_ARGUMENT', `${sub.name} is not an object-storage (cloudStorageConfig) subscription`);
-        const report = await auditSubscription({ name: sub.name, uid: runtime.core.identity(sub.name).uid }, parseObjectStorageConfig(sub.cloudStorageConfig), {
-          dataDir: runtime.job.dataDir,
-          objectStorage: runtime.objectStorage,
-        });
-        out(report, o.json, () => printAudit(report));
-        if (failed(report)) process.exitCode = 1;
+      const { auditExport } = await import('../job/export-audit.js');
+      const { auditFailed, printAudit } = await import('./print-audit.js');
+      await withJob(await loadJobFile(file), async (runtime) => {
+        const audit = await auditExport(runtime, name);
+        out(audit.report, o.json, () => printAudit(audit));
+        if (auditFailed(audit)) process.exitCode = 1;
       });
     });
 
   program
     .command('query')
-    .description('SQL over the job\'s DuckDB database and its Parquet exports (one view per subscription); read-only unless --write')
+    .description('SQL over the job\'s DuckDB database and its exports (a view per subscription whose connector offers one); read-only unless --write')
     .argument('<job>', 'job file')
     .argument('<sql>', 'the query')
     .option('--write', 'let the SQL change the database and read or write files (COPY, ATTACH, DROP, ...); also runs the job\'s duckdb.init')
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly query job.yaml "SELECT status, count(*) FROM analytics.orders GROUP BY ALL"')
     .action(async (file: string, sql: string, o: { json?: boolean; write?: boolean }) => {
-      const job = loadJob(file);
-      // Read-only, the job is opened without its DuckDB database (so no init statement writes to it), and the
-      // query opens the file itself, read-only: nothing else in this process holds it.
-      const rows = o.write
-        ? await withJob(job, (runtime) => queryJob(runtime, sql, { mode: 'shared' }))
-        : await withJob({ ...job, duckdb: undefined }, (runtime) => queryJob(runtime, sql, { mode: 'read-only', duckdbPath: job.duckdb?.path }));
+      const job = await loadJobFile(file);
+      const { queryJob } = await import('../job/query.js');
+      // Read-only, the job's sections open nothing for writing (so no init statement writes to the database),
+      // and the query opens the file itself, read-only: nothing else in this process holds it.
+      const rows = await withJob(job, (runtime) => queryJob(runtime, sql), { readOnly: !o.write });
       out(rows, o.json, () => console.table(rows));
     });
 
@@ -182,9 +191,8 @@ export async function main(argv: string[]): Promise<number> {
         '  $ ORDERLY_TOKEN=$(openssl rand -hex 24) orderly serve --host 0.0.0.0 --allow-remote',
     )
     .action(async (o: { config?: string; host: string; port: string; dataDir: string; allowRemote?: boolean; authToken?: string; idleTimeout?: string }) => {
-      const logger = createLogger();
-      keepServingOnUnexpectedErrors(logger);
-      const job = o.config ? loadJob(o.config) : { ...jobSchema.parse({ dataDir: resolve(o.dataDir) }), file: '(none)' };
+      const logger = await keepServingOnUnexpectedErrors();
+      const job = o.config ? await loadJobFile(o.config) : (await import('../job/job-config.js')).bareJob(resolve(o.dataDir));
       const idleTimeoutSeconds = o.idleTimeout === undefined ? (job.endpoint?.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS) : Number(o.idleTimeout);
       if (!(idleTimeoutSeconds >= 1 && idleTimeoutSeconds <= 3600)) throw new OrderlyError('INVALID_ARGUMENT', `--idle-timeout: must be 1 to 3600 seconds, got ${o.idleTimeout}`);
       const endpoint = {
@@ -195,12 +203,13 @@ export async function main(argv: string[]): Promise<number> {
         idleTimeoutSeconds,
       };
       const flags = { allowRemote: '--allow-remote', authToken: '--auth-token or ORDERLY_TOKEN' };
+      const { JobRuntime } = await import('../job/job-runtime.js');
       const runtime = await JobRuntime.start({ ...job, endpoint }, logger, { serveMetrics: true, endpointFlags: flags });
       const port = runtime.endpointPort!;
       const auth = endpoint.authToken ? '; every call needs "authorization: Bearer <token>"' : '';
       if (!isLoopback(o.host)) console.error(`orderly serve: WARNING: ${o.host} is reachable from other machines; only callers with the token get in`);
       console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})${auth}`);
-      await untilStopSignal();
+      if ((await untilStopSignal(runtime)) === 'failure') process.exitCode = 1;
       await runtime.stop();
     });
 
@@ -209,7 +218,7 @@ export async function main(argv: string[]): Promise<number> {
     .description('export a CDC stream of order changes to DuckDB and Parquet files (no external service needed)')
     .option('--data-dir <dir>', 'where the demo keeps its data (default: a temporary directory, removed afterwards)')
     .addHelpText('after', '\nExample:\n  $ orderly demo\n  $ orderly demo --data-dir ./orderly-data')
-    .action(async (o: { dataDir?: string }) => runDemo(o));
+    .action(async (o: { dataDir?: string }) => (await import('./demo.js')).runDemo(o));
 
   try {
     await program.parseAsync(argv);
@@ -217,25 +226,8 @@ export async function main(argv: string[]): Promise<number> {
   } catch (e) {
     if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
     console.error(`orderly: ${e instanceof Error ? e.message : String(e)}`);
-    return e instanceof JobConfigError || (e instanceof OrderlyError && e.code === 'INVALID_ARGUMENT') ? 2 : 1;
-  }
-}
-
-export function printAudit(r: Awaited<ReturnType<typeof auditSubscription>> | Awaited<ReturnType<typeof auditFleetSubscription>>): void {
-  if ('messages' in r) {
-    console.log(
-      `objects ${r.objects} from ${r.workers.length} worker(s), records ${r.records}, messages in the manifest view ${r.messages} ` +
-        `(${r.superseded} redelivered copies superseded), keys ${r.keys}, uploads pending ${r.pendingUploads}; order checked by ${r.orderBy}`,
-    );
-  } else console.log(`objects ${r.objects}, records ${r.records}, keys ${r.keys} (${r.recordLevel ? 'checked record by record' : 'checked from manifest ranges'})`);
-  for (const [label, f] of [
-    ['missing sequences', r.missing],
-    ['duplicates', r.duplicates],
-    ['out of order inside a file', r.outOfOrderInFile],
-    ['keys with cross-file skew', r.skewedKeys],
-    ['object errors', r.objectErrors],
-  ] as const) {
-    console.log(`  ${label}: ${f.count}${f.examples.length ? `  e.g. ${f.examples.slice(0, 2).join('; ')}` : ''}`);
+    // Invalid job files (JobConfigError) and arguments are usage errors.
+    return e instanceof OrderlyError && e.code === 'INVALID_ARGUMENT' ? 2 : 1;
   }
 }
 
@@ -254,8 +246,9 @@ async function publishOverRest(endpoint: string, projectId: string, topic: strin
 }
 
 /** Opens the job's data directory without starting exports, runs `fn`, and always closes it again. */
-async function withJob<T>(job: JobConfig, fn: (runtime: JobRuntime) => Promise<T>): Promise<T> {
-  const runtime = await JobRuntime.start(job, createLogger(), { withExports: false });
+async function withJob<T>(job: JobConfig, fn: (runtime: JobRuntime) => Promise<T>, options: { readOnly?: boolean } = {}): Promise<T> {
+  const { JobRuntime } = await import('../job/job-runtime.js');
+  const runtime = await JobRuntime.start(job, await createLogger(), { withExports: false, ...options });
   try {
     return await fn(runtime);
   } finally {
@@ -278,9 +271,11 @@ function ignoreEpipe(e: NodeJS.ErrnoException): void {
   if (e.code !== 'EPIPE') throw e;
 }
 
-function untilStopSignal(): Promise<'SIGINT' | 'SIGTERM'> {
+/** A stop signal, or the job failing on its own (then the process ends with exit code 1). */
+function untilStopSignal(runtime: JobRuntime): Promise<'SIGINT' | 'SIGTERM' | 'failure'> {
   return new Promise((resolve) => {
     process.once('SIGINT', () => resolve('SIGINT'));
     process.once('SIGTERM', () => resolve('SIGTERM'));
+    void runtime.failure.then(() => resolve('failure'));
   });
 }

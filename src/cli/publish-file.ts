@@ -71,9 +71,9 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
 function toMessage(text: string, o: PublishFileOptions): MessageInput {
   let record: Record<string, unknown>;
   try {
-    record = JSON.parse(text);
+    record = JSON.parse(text) as Record<string, unknown>;
   } catch (e) {
-    throw new Error(`not JSON: ${(e as Error).message}`);
+    throw new Error(`not JSON: ${(e as Error).message}`, { cause: e });
   }
   const message: MessageInput = { data: text };
   if (o.orderingKeyField) {

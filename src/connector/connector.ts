@@ -3,15 +3,19 @@ import type { SubscriptionIdentity } from '../core/pubsub-core.js';
 import type { SubscriptionSpec } from '../core/subscription-config.js';
 import type { SubscriptionState } from '../core/consumer.js';
 import type { Logger } from '../log.js';
+import type { TopicSchema } from '../schema/topic-schema.js';
 
-/**
- * One delivery handed to a connector. `id` names this delivery (not the message) in results. A message
- * from a source without per-key sequences (a remote Pub/Sub) has `sequence` 0: recognise it by its
- * `messageId` (see `redeliveryMark` in redelivery-filter.ts).
- */
+/** One delivery handed to a connector. `id` names this delivery (not the message) in results. */
 export interface ExportMessage {
+  /** Names this delivery in a WriteResult. */
   id: string;
+  /**
+   * The message: data, attributes, ordering key, its per-key `sequence` (from 1) and `messageId`. A source
+   * without per-key sequences (a remote Pub/Sub) gives `sequence` 0: recognise such a message by its
+   * `messageId` (see `redeliveryMark`).
+   */
   message: PubsubMessage;
+  /** 1 for the first delivery, more for redeliveries. */
   deliveryAttempt: number;
 }
 
@@ -42,6 +46,7 @@ export interface WriteResult {
  * dead-lettered), retries with backoff, and goes back to ACTIVE when a write succeeds.
  */
 export class SinkStateError extends Error {
+  /** @param state the subscription's state while the sink is unusable; @param message why, shown in status */
   constructor(
     readonly state: Exclude<SubscriptionState, 'ACTIVE'>,
     message: string,
@@ -90,25 +95,28 @@ export class SinkBusyError extends Error {
  * and never reporting `written` for a message they did not find at the sink.
  */
 export interface Connector {
-  /** Optional running totals for metrics (rows appended, objects written, bytes uploaded, upload retries). */
-  readonly counters?: Readonly<ConnectorCounters>;
+  /**
+   * Running totals this connector keeps, by name (`{ rowsAppended: 12 }`): shown by `orderly status`, and as
+   * Prometheus metrics when the factory declares them (`ConnectorFactory.counters`). They keep counting
+   * across the connectors the runner makes after failures.
+   */
+  readonly counters?: ConnectorCounters;
+  /** Connect and check the sink; throw SinkStateError when it is unusable (retried with backoff). */
   open(): Promise<void>;
+  /** Write a batch (each key's messages in publish order); resolve once what it reports `written` is durable. */
   write(batch: ExportMessage[]): Promise<WriteResult>;
+  /** Finalize buffered deliveries: what is due (`'due'`), or everything (`'all'`), and report them. */
   flush(mode: 'due' | 'all'): Promise<WriteResult>;
+  /** Release resources (after the final flush, a failed open, or an unexpected error). */
   close(): Promise<void>;
 }
 
-export interface ConnectorCounters {
-  rowsAppended: number;
-  objectsWritten: number;
-  bytesUploaded: number;
-  uploadRetries: number;
-}
-
-export const emptyCounters = (): ConnectorCounters => ({ rowsAppended: 0, objectsWritten: 0, bytesUploaded: 0, uploadRetries: 0 });
+/** A connector's running totals, by name. */
+export type ConnectorCounters = Readonly<Record<string, number>>;
 
 /** What a connector is given besides its own config section. */
 export interface ConnectorContext {
+  /** The subscription's full name (`projects/<project>/subscriptions/<id>`). */
   subscription: string;
   /**
    * Key sink progress (last sequences, written ids, manifests) by `identity.uid`: a subscription deleted
@@ -118,9 +126,11 @@ export interface ConnectorContext {
    * its own; adopt it under the uid once.
    */
   identity: SubscriptionIdentity;
+  /** The subscription's settings (ordering, retry and dead-letter policies, the export section). */
   spec: SubscriptionSpec;
+  /** A logger bound to the subscription. */
   logger: Logger;
-  /** Job-level settings a connector may need (DuckDB file, S3 connection, data directory). */
+  /** Job-level settings: the data directory and what the job's settings sections provide. */
   settings: ConnectorSettings;
   /**
    * The most deliveries (and payload bytes) the runner holds unsettled. Once it holds that much it calls
@@ -134,19 +144,31 @@ export interface ConnectorContext {
    */
   notify(): void;
   /**
+   * The subscription's topic schema, resolved at each call (it follows UpdateTopic and new revisions), for
+   * connectors that write with it (`useTopicSchema`); undefined when the topic has none. Absent in
+   * contexts made without a core (a connector then treats the topic as having no schema).
+   */
+  topicSchema?(): TopicSchema | undefined;
+  /**
    * Set when other workers (other `orderly run` processes, on this machine or others) may export the same
    * subscription at the same time — a remote Pub/Sub subscription shared by a fleet. Keep what the others
    * must see (manifests) in the sink itself, never on this machine's disk, and never assume you are the
-   * only writer. The id names this worker (in status, object metadata, manifests).
+   * only writer. The id names this worker (in status and manifests).
    */
   fleet?: { workerId: string };
 }
 
+/**
+ * Job-level settings every connector of a job is given: the job's data directory (keep per-subscription
+ * state under `subscriptionDir(dataDir, ...)`), and what each settings section of the job file provides
+ * (see `SettingsSection.open`: a connector reads the keys its own section provides).
+ */
 export interface ConnectorSettings {
-  dataDir: string;
-  duckdbPath?: string;
-  objectStorage?: Record<string, unknown>;
-  [other: string]: unknown;
+  /** The job's data directory (absolute). */
+  readonly dataDir: string;
+  /** What the job's settings sections provide, by key (e.g. `duckdbPath`, `objectStorage`). */
+  readonly [provided: string]: unknown;
 }
 
+/** A result that reports nothing: every delivery of the call is still buffered. */
 export const emptyResult = (): WriteResult => ({ written: [], failed: [], deferred: [] });

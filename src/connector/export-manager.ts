@@ -96,7 +96,7 @@ export class ExportManager {
     identity: SubscriptionIdentity,
     spec: SubscriptionSpec,
     start: { runner?: ExportRunner },
-    fleet?: ConnectorContext['fleet'],
+    extra: Pick<ConnectorContext, 'fleet' | 'topicSchema'>,
   ): (spec: SubscriptionSpec) => Connector {
     const section = exportSection(spec)!;
     const factory = getConnector(section.connector);
@@ -110,7 +110,7 @@ export class ExportManager {
       settings,
       budget: this.budget(),
       notify: () => start.runner?.requestFlush(),
-      ...(fleet ? { fleet } : {}),
+      ...extra,
     });
     let first: Connector | undefined = factory.create(config, context(spec));
     return (current) => {
@@ -124,7 +124,8 @@ export class ExportManager {
     const { core, logger } = this.options;
     const { backoff, ...tuning } = this.options.runner ?? {};
     const exports = core.allSubscriptions().flatMap((sub) => {
-      const section = exportSection(sub);
+      // A detached subscription receives nothing: its runner stops.
+      const section = sub.detached ? undefined : exportSection(sub);
       return section ? [{ sub, text: JSON.stringify(section), identity: core.identity(sub.name) }] : [];
     });
     const current = (name: string) => this.runners.get(name);
@@ -132,7 +133,8 @@ export class ExportManager {
       .filter(({ sub, identity, text }) => current(sub.name)?.uid !== identity.uid || current(sub.name)?.section !== text)
       .map(({ sub, text, identity }) => {
         const start: { runner?: ExportRunner } = {};
-        return { sub, identity, text, start, createConnector: this.connectorMaker(sub.name, identity, sub, start) };
+        const createConnector = this.connectorMaker(sub.name, identity, sub, start, { topicSchema: () => core.topicSchema(sub.topic) });
+        return { sub, identity, text, start, createConnector };
       });
     const wanted = new Map(exports.map(({ sub, identity, text }) => [sub.name, `${identity.uid} ${text}`]));
     for (const [name, { uid, section, runner }] of this.runners) {
@@ -176,7 +178,8 @@ export class ExportManager {
         labels: {},
         ...entry.section,
       };
-      const createConnector = this.connectorMaker(subscription, remoteIdentity(subscription), assumed, start, { workerId: remote.workerId });
+      // A remote topic's schema is not read: a connector treats the topic as having none.
+      const createConnector = this.connectorMaker(subscription, remoteIdentity(subscription), assumed, start, { fleet: { workerId: remote.workerId } });
       const source = new RemoteSource({
         client: this.remoteClient,
         endpoint: remote,

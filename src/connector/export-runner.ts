@@ -4,7 +4,7 @@ import { messageSize, type ReceivedMessage } from '../core/message.js';
 import type { SubscriptionSpec } from '../core/subscription-config.js';
 import type { Logger } from '../log.js';
 import { Backoff } from './backoff.js';
-import { emptyCounters, SinkBusyError, SinkStateError, type Connector, type ConnectorCounters, type WriteResult } from './connector.js';
+import { SinkBusyError, SinkStateError, type Connector, type ConnectorCounters, type WriteResult } from './connector.js';
 import { SourceError, type DeliveryHandle, type ExportSource, type SourceConsumer, type SourceStatus } from './sources/source.js';
 
 export interface ExportRunnerOptions {
@@ -27,7 +27,7 @@ export interface ExportRunnerOptions {
    * holds this many is asked to finalize them (`flush('all')`), so this also caps a rolling file.
    */
   maxOutstandingMessages?: number;
-  /** Most payload bytes held at once (default 256 MiB), the same way. */
+  /** Most payload bytes held at once (default 64 MiB), the same way. */
   maxOutstandingBytes?: number;
   /** How often `flush('due')` runs, in ms (default 1000). */
   flushIntervalMs?: number;
@@ -59,7 +59,7 @@ export interface ExportStats {
 type Op = { kind: 'write' } | { kind: 'flush'; mode: 'due' | 'all' };
 
 /** The runner's default budget of unsettled deliveries (ConnectorContext.budget). */
-export const DEFAULT_BUDGET = { messages: 20_000, bytes: 256 * 1024 * 1024 };
+export const DEFAULT_BUDGET = { messages: 20_000, bytes: 64 * 1024 * 1024 };
 
 /**
  * Drives one connector from one subscription: takes ordered deliveries from its source (the embedded core
@@ -90,7 +90,7 @@ export class ExportRunner {
   /** The open connector (after a stop, the last one); undefined while none is open. */
   private connector?: Connector;
   /** Totals of the connectors closed after failures, so the counters keep counting up. */
-  private retired?: ConnectorCounters;
+  private retired?: Record<string, number>;
   /** An unexpected failure happened, and no write or flush has succeeded since. */
   private faulted = false;
   private attached = false;
@@ -245,7 +245,7 @@ export class ExportRunner {
   }
 
   private async retire(connector: Connector): Promise<void> {
-    if (connector.counters) this.retired = addCounters(this.retired ?? emptyCounters(), connector.counters);
+    if (connector.counters) this.retired = addCounters(this.retired ?? {}, connector.counters);
     try {
       await connector.close();
     } catch (e) {
@@ -396,7 +396,7 @@ export class ExportRunner {
   }
 
   /** The connectors' own totals (rows appended, objects written, ...), when they keep them. */
-  get connectorCounters(): Readonly<ConnectorCounters> | undefined {
+  get connectorCounters(): ConnectorCounters | undefined {
     const current = this.connector?.counters;
     if (!this.retired) return current;
     return current ? addCounters({ ...this.retired }, current) : this.retired;
@@ -456,7 +456,7 @@ function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-function addCounters(into: ConnectorCounters, more: Readonly<ConnectorCounters>): ConnectorCounters {
-  for (const k of Object.keys(into) as (keyof ConnectorCounters)[]) into[k] += more[k];
+function addCounters(into: Record<string, number>, more: ConnectorCounters): Record<string, number> {
+  for (const [k, n] of Object.entries(more)) into[k] = (into[k] ?? 0) + n;
   return into;
 }

@@ -1,37 +1,105 @@
-import { InvalidArgumentError } from '../core/errors.js';
+import { InvalidArgumentError, OrderlyError } from '../core/errors.js';
 import type { SubscriptionSpec } from '../core/subscription-config.js';
+import type { AuditResult, CounterMetric, ExportTarget, QueryView } from './capabilities.js';
 import type { Connector, ConnectorContext } from './connector.js';
+import type { SettingsSection } from './settings-section.js';
 
 /**
  * A connector type. Built-ins and third-party connectors register the same way:
- * `registerConnector({ name, parseConfig, create })`.
+ * `registerConnector({ name, parseConfig, create, ...capabilities })`. The command line and the job runtime
+ * find everything connector-specific here — settings section, audit, query views, counters — and never
+ * import a connector.
+ *
+ * @typeParam Config the subscription's export section, as `parseConfig` returns it
+ * @typeParam Settings the job file settings section, as its schema returns it
  */
-export interface ConnectorFactory<Config = unknown> {
+export interface ConnectorFactory<Config = unknown, Settings = unknown> {
+  /** The name `exportConfig: { connector: <name> }` selects. */
   name: string;
   /** Validates the subscription's config section; throw InvalidArgumentError naming the field. */
   parseConfig(raw: unknown): Config;
+  /**
+   * Makes a connector for one subscription. Called when its export starts, and again for a new connector
+   * after an unexpected failure. Throw InvalidArgumentError for settings it cannot work with. Keep heavy
+   * imports out of the module that registers the factory (see `lazyConnector`): commands that only read
+   * the job file load it too.
+   */
   create(config: Config, context: ConnectorContext): Connector;
+  /** The connector's own top-level section of the job file, if it has one. */
+  settings?: SettingsSection<Settings>;
+  /**
+   * Set when subscriptions of this connector cannot run without `settings` in the job file: what they
+   * need, as the error names it (`subscriptions[0].bigqueryConfig: needs the job's duckdb.path`).
+   */
+  requiresSettings?: string;
+  /** Prometheus metrics for the connector's `counters`, by counter name. */
+  counters?: Readonly<Record<string, CounterMetric>>;
+  /** Checks per-key order of what a subscription exported, read back from the sink (`orderly audit`). */
+  audit?(target: ExportTarget<Config>): Promise<AuditResult>;
+  /** A DuckDB view over what a subscription exported (`orderly query`); undefined when there is none. */
+  queryView?(target: ExportTarget<Config>): Promise<QueryView | undefined>;
 }
 
-const factories = new Map<string, ConnectorFactory<unknown>>();
+const factories = new Map<string, ConnectorFactory>();
 
-export function registerConnector<C>(factory: ConnectorFactory<C>): void {
-  factories.set(factory.name, factory as ConnectorFactory<unknown>);
+/**
+ * Registers a connector type under its name (importing the module that calls this is the registration).
+ * Registering the same factory again does nothing; another factory under a taken name, or a settings
+ * section key that another connector declares with another section, is an error.
+ */
+export function registerConnector<C, S = unknown>(factory: ConnectorFactory<C, S>): void {
+  const known = factories.get(factory.name);
+  if (known === (factory as ConnectorFactory)) return;
+  if (!/^[a-z0-9][a-z0-9._-]*$/.test(factory.name)) {
+    throw new InvalidArgumentError('connector name', `must be lowercase letters, digits, ".", "_" and "-", got ${JSON.stringify(factory.name)}`);
+  }
+  if (known) throw new OrderlyError('ALREADY_EXISTS', `a different connector is already registered as "${factory.name}"`);
+  const section = factory.settings;
+  for (const other of factories.values()) {
+    if (section && other.settings && other.settings.key === section.key && other.settings !== (section as SettingsSection)) {
+      throw new OrderlyError('ALREADY_EXISTS', `connector "${factory.name}": the job file section "${section.key}" belongs to connector "${other.name}"`);
+    }
+  }
+  factories.set(factory.name, factory);
 }
 
-export function getConnector(name: string): ConnectorFactory<unknown> {
+/** The factory registered under `name`, or an InvalidArgumentError listing the registered ones. */
+export function getConnector(name: string): ConnectorFactory {
   const f = factories.get(name);
   if (!f) throw new InvalidArgumentError('exportConfig.connector', `no connector named "${name}" (registered: ${[...factories.keys()].join(', ') || 'none'})`);
   return f;
 }
 
+/** The registered connectors' names, in registration order. */
 export function registeredConnectors(): string[] {
   return [...factories.keys()];
+}
+
+/** The job file sections the registered connectors declare (each once), in registration order. */
+export function settingsSections(): SettingsSection[] {
+  return [...new Set([...factories.values()].flatMap((f) => (f.settings ? [f.settings] : [])))];
+}
+
+/**
+ * Every counter metric the registered connectors declare, each once, with the counter that feeds it per
+ * connector (connectors may report one metric from counters of different names).
+ */
+export function counterMetrics(): (CounterMetric & { counterOf: Record<string, string> })[] {
+  const byMetric = new Map<string, CounterMetric & { counterOf: Record<string, string> }>();
+  for (const f of factories.values()) {
+    for (const [counter, { metric, help }] of Object.entries(f.counters ?? {})) {
+      const entry = byMetric.get(metric) ?? { metric, help, counterOf: {} };
+      entry.counterOf[f.name] = counter;
+      byMetric.set(metric, entry);
+    }
+  }
+  return [...byMetric.values()];
 }
 
 /** Pub/Sub's export fields map to the built-ins; `exportConfig.connector` names any registered one. */
 export const BUILT_IN_FOR = { bigqueryConfig: 'duckdb-table', cloudStorageConfig: 'object-storage' } as const;
 
+/** The subscription's export section: which connector runs it, the field it came from, and its config. */
 export function exportSection(spec: Pick<SubscriptionSpec, 'bigqueryConfig' | 'cloudStorageConfig' | 'exportConfig'>): { connector: string; field: string; config: unknown } | undefined {
   if (spec.bigqueryConfig) return { connector: BUILT_IN_FOR.bigqueryConfig, field: 'bigqueryConfig', config: spec.bigqueryConfig };
   if (spec.cloudStorageConfig) return { connector: BUILT_IN_FOR.cloudStorageConfig, field: 'cloudStorageConfig', config: spec.cloudStorageConfig };

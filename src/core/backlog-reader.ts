@@ -3,6 +3,8 @@ import type { BacklogRow, BacklogSource, Store } from '../store/store.js';
 /** What the reader needs of the subscription it fills. */
 export interface BacklogSink {
   readonly ordered: boolean;
+  /** Exactly-once delivery: an ack, once confirmed, is final, so acked rows are never delivered again. */
+  readonly exactlyOnce: boolean;
   /** Messages the subscription may still take into memory now. */
   room(): number;
   /** Messages of this ordering key in memory now. */
@@ -22,6 +24,8 @@ interface Overflow {
 }
 
 const READ_CHUNK = 1000;
+/** Seqs counted per step in the background (a few ms each). */
+const COUNT_RANGE = 50_000;
 
 /**
  * Reads one subscription's backlog from the store lazily, so memory holds a window of it, never all of
@@ -32,14 +36,20 @@ const READ_CHUNK = 1000;
  *
  * After a restart or seek the rows carry the stored ack state: an acked row is skipped, unless an earlier
  * message of its key is unacked — then it is delivered again, Pub/Sub's ordered redelivery rule applied to
- * the deliveries the restart interrupted (`resumed`).
+ * the deliveries the restart interrupted (`resumed`). On an exactly-once subscription an acked row stays
+ * acked: a confirmed ack is final there.
  */
 export class BacklogReader {
   /** Every message of the topic with seq <= cursor has been looked at (taken, skipped, or left to its key's overflow). */
   private cursor: number;
   private behind = true;
-  /** Unacked messages after the cursor (acked ones a restart delivers again count once read). */
-  private unread: number;
+  /**
+   * Unacked messages after the cursor that are counted (acked ones a restart delivers again count once
+   * read). Rows up to `restartSeq` are counted in the background a range at a time (`countSome`: counting
+   * a large backlog at once would stall the event loop), later ones as they are published.
+   */
+  private unread = 0;
+  private countedUpTo: number;
   private readonly overflow = new Map<string, Overflow>();
   private readonly resumed = new Set<string>();
   /** Rows up to here were published before this start (or seek); only they can be acked before being read. */
@@ -55,7 +65,8 @@ export class BacklogReader {
   ) {
     this.cursor = lowSeq;
     this.restartSeq = lastSeq;
-    this.unread = store.countUnacked(source, lowSeq);
+    this.countedUpTo = lowSeq;
+    this.countSome();
   }
 
   /** Back to `lowSeq` after a seek: everything after it is read again from the store. */
@@ -65,7 +76,24 @@ export class BacklogReader {
     this.behind = true;
     this.overflow.clear();
     this.resumed.clear();
-    this.unread = this.store.countUnacked(this.source, lowSeq);
+    this.unread = 0;
+    this.countedUpTo = lowSeq;
+    this.countSome();
+  }
+
+  /** Counts the next range of the backlog's unacked messages (for the metric); true while more remain. */
+  countSome(): boolean {
+    if (this.countedUpTo >= this.restartSeq) return false;
+    const from = Math.max(this.countedUpTo, this.cursor);
+    const to = Math.min(from + COUNT_RANGE, this.restartSeq);
+    if (to > from) this.unread += this.store.countUnacked(this.source, from, to);
+    this.countedUpTo = to;
+    return to < this.restartSeq;
+  }
+
+  /** The row is in the count: counted in the background already, or published after the start. */
+  private counted(seq: number): boolean {
+    return seq <= this.countedUpTo || seq > this.restartSeq;
   }
 
   get isBehind(): boolean {
@@ -79,13 +107,9 @@ export class BacklogReader {
   offer(row: BacklogRow): boolean {
     const { seq, orderingKey } = row.message;
     if (seq <= this.cursor) return false; // already read from the store
-    if (this.behind) {
-      this.unread++;
-      return false;
-    }
-    if (this.sink.room() <= 0) {
+    if (this.behind || this.sink.room() <= 0) {
       this.behind = true;
-      this.unread++;
+      if (seq > this.restartSeq) this.unread++;
       return false;
     }
     this.cursor = seq;
@@ -107,12 +131,14 @@ export class BacklogReader {
       const rows = this.store.scan(this.source, this.cursor, limit, this.sink.payloadRoom());
       for (const row of rows) {
         this.cursor = row.message.seq;
-        if (!row.acked && this.unread > 0) this.unread--;
+        if (!row.acked && this.counted(row.message.seq) && this.unread > 0) this.unread--;
         this.consider(row, row.message.orderingKey);
       }
       if (rows.length < limit) {
+        // Everything is in memory: nothing is left to count either.
         this.behind = false;
         this.unread = 0;
+        this.countedUpTo = Math.max(this.countedUpTo, this.restartSeq);
       }
       if (this.cursor >= this.restartSeq) this.resumed.clear();
     }
@@ -131,8 +157,8 @@ export class BacklogReader {
     const limit = Math.min(this.perKey - this.sink.keyLoad(orderingKey), this.sink.room());
     if (limit <= 0) return false;
     const rows = this.store.scanKey(this.source, orderingKey, over.fromKeySeq, this.cursor, limit, this.sink.payloadRoom());
-    // Every row here is after one the key still owes, so acked ones are delivered again too.
-    for (const row of rows) this.sink.admit(row);
+    // Every row here is after one the key still owes, so acked ones are delivered again too (not on exactly-once).
+    for (const row of rows) if (!row.acked || !this.sink.exactlyOnce) this.sink.admit(row);
     const last = rows[rows.length - 1];
     if (rows.length < limit || !last) this.overflow.delete(orderingKey);
     else {
@@ -153,7 +179,7 @@ export class BacklogReader {
       }
     }
     if (row.acked) {
-      if (!keyed || !this.resumed.has(key)) return;
+      if (!keyed || !this.resumed.has(key) || this.sink.exactlyOnce) return;
     } else if (keyed && row.message.seq <= this.restartSeq) {
       this.resumed.add(key);
     }

@@ -1,3 +1,5 @@
+import type { AckResult } from './ack-results.js';
+import type { OrderlyError } from './errors.js';
 import type { ReceivedMessage } from './message.js';
 import type { SubscriptionSpec } from './subscription-config.js';
 
@@ -43,13 +45,16 @@ export interface ConsumerSpec {
   /** Called (synchronously, from dispatch) before every delivery. */
   room(): ConsumerRoom;
   deliver(batch: ReceivedMessage[]): void;
-  /** The subscription was deleted: nothing more arrives and the ack ids handed out are stale. */
-  detached?(): void;
+  /**
+   * The subscription was deleted (NOT_FOUND) or detached from its topic (FAILED_PRECONDITION): nothing more
+   * arrives and the ack ids handed out are stale. `reason` is the error to end with.
+   */
+  detached?(reason: OrderlyError): void;
 }
 
 /**
  * A consumer's port to one subscription. Everything a consumer does to the subscription goes through
- * it; it stays valid across a seek and becomes inert once the subscription is deleted (`attached` false).
+ * it; it stays valid across a seek and becomes inert once the subscription is deleted or detached (`attached` false).
  */
 export interface SubscriptionHandle {
   readonly subscription: string;
@@ -62,10 +67,13 @@ export interface SubscriptionHandle {
   isLive(ackId: string): boolean;
   /** Deliveries out to this consumer and not yet settled. */
   outstanding(): number;
-  /** Resolves once the acks are durable. Stale or unknown ack ids are ignored, as Pub/Sub does. */
-  acknowledge(ackIds: string[]): Promise<void>;
+  /**
+   * Resolves once the acks are durable, with what became of each id. Stale or unknown ack ids change
+   * nothing (they come back as `invalidAckIds`; Pub/Sub ignores them unless the subscription is exactly-once).
+   */
+  acknowledge(ackIds: string[]): Promise<AckResult>;
   /** 0 seconds nacks (`error` says why, for the dead-letter topic); otherwise the lease runs that long from now. */
-  modifyAckDeadline(ackIds: string[], seconds: number, error?: string): void;
+  modifyAckDeadline(ackIds: string[], seconds: number, error?: string): AckResult;
   /** Stops deliveries to this consumer; what it holds stays leased until settled or expired. */
   detach(): void;
 }

@@ -8,9 +8,20 @@ export type StatusCode =
   | 'ALREADY_EXISTS'
   | 'FAILED_PRECONDITION'
   | 'RESOURCE_EXHAUSTED'
+  | 'ABORTED'
   | 'INTERNAL';
 
+/** google.rpc.ErrorInfo: why, machine-readably, as Google's APIs attach it to some errors. */
+export interface ErrorInfo {
+  reason: string;
+  domain: string;
+  metadata: Record<string, string>;
+}
+
 export class OrderlyError extends Error {
+  /** Sent as the status details Google's clients read (gRPC `grpc-status-details-bin`, JSON `error.details`). */
+  declare readonly errorInfo?: ErrorInfo;
+
   constructor(
     readonly code: StatusCode,
     message: string,
@@ -26,6 +37,20 @@ export class InvalidArgumentError extends OrderlyError {
     detail: string,
   ) {
     super('INVALID_ARGUMENT', `${field}: ${detail}`);
+  }
+}
+
+/**
+ * A settings section names a field its reader does not know (a typo). `key` is the path of that field
+ * inside the section, so a validator that lists every problem can report it, drop it and check the rest.
+ */
+export class UnknownFieldError extends InvalidArgumentError {
+  constructor(
+    field: string,
+    readonly key: string[],
+    known: readonly string[],
+  ) {
+    super(field, `unknown field (known: ${known.join(', ')})`);
   }
 }
 

@@ -64,23 +64,25 @@ export class KeyQueue {
     return this.items[this.head];
   }
 
-  /** Hands out the next undelivered entry, or undefined. */
+  /** Hands out the next undelivered entry, or undefined; acked ones (see `rewindTo`) are passed over. */
   takeNext(): Entry | undefined {
+    while (this.next < this.items.length && this.items[this.next]!.acked) this.next++;
     if (this.next >= this.items.length) return undefined;
     return this.items[this.next++];
   }
 
   /**
    * Makes `entry` and every later entry of the window deliverable again (Pub/Sub's ordered redelivery
-   * rule); returns the later entries that were out, so their leases can be revoked.
+   * rule); returns the later entries that were out, so their leases can be revoked. With `keepAcked`
+   * (exactly-once delivery: a confirmed ack is never undone) the later entries already acked stay acked.
    */
-  rewindTo(entry: Entry): Entry[] {
+  rewindTo(entry: Entry, keepAcked = false): Entry[] {
     const at = this.items.indexOf(entry, this.head);
     if (at < 0) return [];
     const revoked: Entry[] = [];
     for (let i = at + 1; i < this.next; i++) {
       const later = this.items[i]!;
-      later.acked = false;
+      if (!keepAcked) later.acked = false;
       if (later.lease) revoked.push(later);
     }
     this.next = at;

@@ -1,15 +1,15 @@
 import { InvalidArgumentError } from './errors.js';
 
 /**
- * Resources are named as Pub/Sub names them (`projects/P/topics/T`, `projects/P/subscriptions/S`);
- * a bare id is taken to be in the core's default project.
+ * Resources are named as Pub/Sub names them (`projects/P/topics/T`, `projects/P/subscriptions/S`,
+ * `projects/P/snapshots/S`); a bare id is taken to be in the core's default project.
  */
-export type ResourceKind = 'topics' | 'subscriptions';
+export type ResourceKind = 'topics' | 'subscriptions' | 'snapshots';
 
 const ID = /^[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}$/;
 
 export function resourceName(kind: ResourceKind, nameOrId: string, defaultProject: string, field = 'name'): string {
-  const full = /^projects\/([^/]+)\/(topics|subscriptions)\/([^/]+)$/.exec(nameOrId);
+  const full = /^projects\/([^/]+)\/(topics|subscriptions|snapshots)\/([^/]+)$/.exec(nameOrId);
   const project = full ? full[1]! : defaultProject;
   const id = full ? full[3]! : nameOrId;
   if (full && full[2] !== kind) throw new InvalidArgumentError(field, `expected a ${kind.slice(0, -1)} name, got ${nameOrId}`);

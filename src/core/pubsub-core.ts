@@ -1,5 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { Store, StoredMessage, SubscriptionRecord, TopicRecord } from '../store/store.js';
+import { SchemaRegistry, type SchemaChange, type SchemaRecord, type TopicSchemaSettings } from '../schema/schema-registry.js';
+import { DELETED_SCHEMA } from '../schema/schema-name.js';
+import type { TopicSchema } from '../schema/topic-schema.js';
+import type { SnapshotRecord, Store, StoredMessage, SubscriptionRecord, TopicRecord } from '../store/store.js';
+import { InvalidAckIdsError, type AckResult } from './ack-results.js';
 import { systemClock, type Clock } from './clock.js';
 import { compactionPlan } from './compaction-plan.js';
 import type { ConsumerSpec, SubscriptionHandle, SubscriptionState } from './consumer.js';
@@ -13,6 +17,7 @@ import { projectOf, resourceName } from './names.js';
 import { pullOnce } from './pull-consumer.js';
 import { PushDelivery } from './push-delivery.js';
 import { SequenceAllocator } from './sequence-allocator.js';
+import { Snapshots, type Snapshot, type SnapshotPatch } from './snapshots.js';
 import { Subscriber, type MessageHandler, type SubscribeOptions } from './subscriber.js';
 import {
   checkImmutable,
@@ -20,19 +25,27 @@ import {
   type SubscriptionInput,
   type SubscriptionSpec,
 } from './subscription-config.js';
+import { IamPolicies } from './iam-policies.js';
 import { DEFAULT_PUSH_EGRESS, type PushEgress } from './push-egress.js';
 import { SubscriptionEvents, type SubscriptionListener } from './subscription-events.js';
 import type { SubscriptionMetrics } from './subscription-metrics.js';
 import { SubscriptionRuntime } from './subscription-runtime.js';
+import { applyTopicInput, checkTopicSchemaUse, topicSettings, type TopicInput, type TopicSettings } from './topic-config.js';
 
-export interface Topic {
+export interface Topic extends TopicSettings {
   name: string;
   labels: Record<string, string>;
+  /** Pub/Sub's topic state; Orderly's topics have no ingestion source, so always ACTIVE. */
+  state: 'ACTIVE';
 }
 
 export interface Subscription extends SubscriptionSpec {
   name: string;
   state: SubscriptionState;
+  /** Detached from its topic (DetachSubscription): it receives nothing and pull fails with FAILED_PRECONDITION. */
+  detached: boolean;
+  /** The topic's messageRetentionDuration (seconds), when it has one: how far back a seek always reaches. */
+  topicMessageRetentionDuration?: number;
 }
 
 /** Who a subscription is beyond its name: what export sinks key their progress by (see SubscriptionRecord). */
@@ -49,6 +62,11 @@ export interface CoreOptions {
   compactEveryMs?: number;
   /** Called when a background durable write fails (the affected messages will be delivered again). */
   onStoreError?: (error: unknown) => void;
+  /**
+   * The store turned out to be unusable after it opened (Store.onFatal: damage found by the background
+   * integrity check): every write fails from now on, so a process should stop (default: logged).
+   */
+  onStoreFatal?: (error: Error) => void;
   /**
    * What the core keeps in memory (see MemoryOptions); the rest of every backlog stays in the store and is
    * read as it is needed, so memory is bounded by these settings, not by the backlog.
@@ -96,7 +114,12 @@ export class PubSubCore {
   private readonly window: { messages: number; perKey: number };
   private compacting?: Promise<unknown>;
   private readonly pushEgress: PushEgress;
+  private readonly snapshots: Snapshots;
   private closed = false;
+  /** SchemaService's schemas; topics' schemaSettings name them. Deleting one points its topics at `_deleted-schema_`. */
+  schemas!: SchemaRegistry;
+  /** Stored IAM policies (see IamPolicies: kept and returned, not enforced). */
+  readonly iam: IamPolicies;
 
   private constructor(options: CoreOptions) {
     this.store = options.store;
@@ -108,11 +131,14 @@ export class PubSubCore {
     this.payloads = new PayloadBudget(memory.payloadBytes);
     this.window = { messages: memory.messagesPerSubscription, perKey: Math.min(memory.messagesPerKey, memory.messagesPerSubscription) };
     this.pushEgress = options.push ?? DEFAULT_PUSH_EGRESS;
+    this.snapshots = new Snapshots(this.store, this.clock, this.projectId);
+    this.iam = new IamPolicies(this.store);
   }
 
   /** Loads topics and subscriptions; backlogs are read lazily, a window at a time. */
   static async open(options: CoreOptions): Promise<PubSubCore> {
     const core = new PubSubCore(options);
+    options.store.onFatal(options.onStoreFatal ?? ((e) => console.error(`orderly: ${e.message}`)));
     await core.load();
     core.timers.push(core.clock.setInterval(() => core.tick(), options.tickMs ?? 100));
     core.timers.push(core.clock.setInterval(() => core.compactInBackground(), options.compactEveryMs ?? 60_000));
@@ -124,7 +150,27 @@ export class PubSubCore {
     this.fannedOutSeq = lastSeq;
     this.sequences = new SequenceAllocator(this.store, this.clock, lastSeq);
     for (const t of await this.store.listTopics()) this.topics.set(t.name, t);
+    const records = (await this.store.listSchemas()).map((row) => row.record as SchemaRecord);
+    this.schemas = new SchemaRegistry({ records, clock: this.clock, persist: (change) => this.persistSchema(change) });
+    await this.iam.load();
     for (const rec of await this.store.listSubscriptions()) this.startRuntime(rec);
+    await this.snapshots.load();
+  }
+
+  /**
+   * A schema change made durable (the registry applies it once this resolves). A deleted schema's topics
+   * are pointed at `_deleted-schema_` first, as Pub/Sub does, and its IAM policy goes.
+   */
+  private async persistSchema(change: SchemaChange): Promise<void> {
+    if (change.kind === 'put') return this.store.putSchema({ name: change.record.name, record: change.record });
+    for (const rec of this.topics.values()) {
+      const settings = topicSettings(rec.settings);
+      if (settings.schemaSettings?.schema !== change.name) continue;
+      rec.settings = { ...settings, schemaSettings: { ...settings.schemaSettings, schema: DELETED_SCHEMA } };
+      await this.store.updateTopic(rec);
+    }
+    await this.store.deleteSchema(change.name);
+    await this.iam.drop(change.name);
   }
 
   /**
@@ -150,13 +196,17 @@ export class PubSubCore {
     );
     this.subs.set(rec.name, runtime);
     this.identities.set(rec.name, { uid: rec.uid, adoptsNameKeyedProgress: rec.adoptsNameKeyedProgress });
+    if (rec.detached) {
+      runtime.detached = true;
+      runtime.close(detachedError(rec.name));
+    }
     this.syncPush(runtime);
     return runtime;
   }
 
-  /** Starts or stops the push worker to match the subscription's pushConfig. */
+  /** Starts or stops the push worker to match the subscription's pushConfig (a detached one pushes nothing). */
   private syncPush(runtime: SubscriptionRuntime): void {
-    const wantsPush = this.subs.get(runtime.name) === runtime && runtime.spec.pushConfig !== undefined;
+    const wantsPush = this.subs.get(runtime.name) === runtime && runtime.spec.pushConfig !== undefined && !runtime.detached;
     const pusher = this.pushers.get(runtime.name);
     if (wantsPush && !pusher) this.pushers.set(runtime.name, new PushDelivery((spec) => runtime.attach(spec), this.pushEgress, this.onStoreError));
     if (!wantsPush && pusher) {
@@ -175,32 +225,39 @@ export class PubSubCore {
     return resourceName('subscriptions', ref, this.projectId, field);
   }
 
-  async createTopic(ref: string, options: { labels?: Record<string, string> } = {}): Promise<Topic> {
+  async createTopic(ref: string, input: TopicInput = {}): Promise<Topic> {
     const name = this.topicName(ref, 'name');
+    const { labels, settings } = applyTopicInput({ labels: {}, settings: {} }, input, (v, f) => this.schemas.checkTopicSettings(v, f));
     if (this.topics.has(name)) throw new AlreadyExistsError('Topic', name);
-    const rec = await this.store.createTopic(name, { ...(options.labels ?? {}) });
+    const rec = await this.store.createTopic(name, labels, settings);
     this.topics.set(name, rec);
-    return { name, labels: rec.labels };
+    return describeTopic(rec);
   }
 
   getTopic(ref: string): Topic {
-    const rec = this.topicRecord(ref);
-    return { name: rec.name, labels: rec.labels };
+    return describeTopic(this.topicRecord(ref));
   }
 
   hasTopic(ref: string): boolean {
     return this.topics.has(this.topicName(ref));
   }
 
-  async updateTopic(ref: string, patch: { labels?: Record<string, string> }): Promise<Topic> {
+  /** Changes the fields `patch` gives (`null` clears one); the rest stay as they are. */
+  async updateTopic(ref: string, patch: TopicInput): Promise<Topic> {
     const rec = this.topicRecord(ref);
-    if (patch.labels) rec.labels = { ...patch.labels };
-    await this.store.updateTopic(rec);
-    return { name: rec.name, labels: rec.labels };
+    const next = applyTopicInput({ labels: rec.labels, settings: topicSettings(rec.settings) }, patch, (v, f) => this.schemas.checkTopicSettings(v, f));
+    await this.store.updateTopic({ ...rec, ...next });
+    rec.labels = next.labels;
+    rec.settings = next.settings;
+    return describeTopic(rec);
   }
 
+  /** The project's topics, by name. */
   listTopics(project = this.projectId): Topic[] {
-    return [...this.topics.values()].filter((t) => projectOf(t.name) === project).map((t) => ({ name: t.name, labels: t.labels }));
+    return [...this.topics.values()]
+      .filter((t) => projectOf(t.name) === project)
+      .sort((a, b) => (a.name < b.name ? -1 : 1))
+      .map(describeTopic);
   }
 
   /** Deletes the topic; its subscriptions stay (topic shown as `_deleted-topic_`) and keep their backlog. */
@@ -208,11 +265,35 @@ export class PubSubCore {
     const rec = this.topicRecord(ref);
     await this.store.deleteTopic(rec.uid);
     this.topics.delete(rec.name);
+    await this.iam.drop(rec.name);
   }
 
+  /** The topic's subscriptions, by name. */
   listTopicSubscriptions(ref: string): string[] {
     const rec = this.topicRecord(ref);
-    return [...this.subs.values()].filter((s) => s.topicUid === rec.uid).map((s) => s.name);
+    return [...this.subs.values()]
+      .filter((s) => s.topicUid === rec.uid)
+      .map((s) => s.name)
+      .sort();
+  }
+
+  /**
+   * The topic's schema as an export reads it, resolved now (it follows UpdateTopic and the schema's
+   * revisions); undefined when the topic has no schemaSettings.
+   */
+  topicSchema(ref: string): TopicSchema | undefined {
+    // A subscription's topic may read `_deleted-topic_`, which is no topic name.
+    const rec = this.topics.get(ref) ?? (ref.includes('/') ? undefined : this.topics.get(`projects/${this.projectId}/topics/${ref}`));
+    const settings: TopicSchemaSettings | undefined = rec ? topicSettings(rec.settings).schemaSettings : undefined;
+    if (!settings || settings.schema === DELETED_SCHEMA || !this.schemas.has(settings.schema)) return undefined;
+    const schemas = this.schemas;
+    return {
+      schema: settings.schema,
+      type: schemas.get(settings.schema, 'BASIC').type,
+      encoding: settings.encoding,
+      revisions: schemas.revisionsInRange(settings),
+      revision: (schemaName, revisionId) => schemas.compiledRevision(schemaName, revisionId),
+    };
   }
 
   private topicRecord(ref: string): TopicRecord {
@@ -242,9 +323,10 @@ export class PubSubCore {
     const topic = this.topics.get(spec.topic);
     if (!topic) throw new NotFoundError('Topic', spec.topic);
     this.checkDeadLetterTopic(spec);
+    checkTopicSchemaUse(spec, topic.name, topicSettings(topic.settings), DELETED_SCHEMA);
     for (const validate of this.validators) validate(name, spec);
     // Delivery starts with messages published after creation: everything up to now is below the watermark.
-    const rec: SubscriptionRecord = { name, uid: randomUUID(), adoptsNameKeyedProgress: false, topicUid: topic.uid, spec, lowSeq: this.fannedOutSeq };
+    const rec: SubscriptionRecord = { name, uid: randomUUID(), adoptsNameKeyedProgress: false, topicUid: topic.uid, spec, lowSeq: this.fannedOutSeq, detached: false };
     await this.store.createSubscription(rec);
     this.startRuntime(rec);
     this.events.emit({ type: 'created', subscription: name });
@@ -258,13 +340,20 @@ export class PubSubCore {
 
   getSubscription(ref: string): Subscription {
     const rt = this.runtime(ref);
-    return { name: rt.name, ...this.describeSpec(rt), state: rt.state };
+    const subscription: Subscription = { name: rt.name, ...this.describeSpec(rt), state: rt.state, detached: rt.detached };
+    const topic = this.topics.get(rt.spec.topic);
+    const retention = topic?.uid === rt.topicUid ? topicSettings(topic.settings).messageRetentionDuration : undefined;
+    if (retention !== undefined) subscription.topicMessageRetentionDuration = retention;
+    return subscription;
   }
 
   private describeSpec(rt: SubscriptionRuntime): SubscriptionSpec {
-    // A topic deleted and created again under the same name is another topic (another uid).
-    const topicLive = this.topics.get(rt.spec.topic)?.uid === rt.topicUid;
-    return { ...rt.spec, topic: topicLive ? rt.spec.topic : DELETED_TOPIC };
+    return { ...rt.spec, topic: this.topicLive(rt) ? rt.spec.topic : DELETED_TOPIC };
+  }
+
+  /** A topic deleted and created again under the same name is another topic (another uid). */
+  private topicLive(rt: SubscriptionRuntime): boolean {
+    return this.topics.get(rt.spec.topic)?.uid === rt.topicUid;
   }
 
   hasSubscription(ref: string): boolean {
@@ -296,6 +385,8 @@ export class PubSubCore {
     const next = normalizeSubscription(merged, (t, field) => this.topicName(t, field));
     checkImmutable(rt.spec, next);
     this.checkDeadLetterTopic(next);
+    const topic = this.topics.get(next.topic);
+    if (topic?.uid === rt.topicUid) checkTopicSchemaUse(next, topic.name, topicSettings(topic.settings), DELETED_SCHEMA);
     for (const validate of this.validators) validate(rt.name, next);
     await this.store.updateSubscriptionSpec(rt.name, next);
     rt.spec = next;
@@ -311,7 +402,25 @@ export class PubSubCore {
     this.identities.delete(rt.name);
     this.syncPush(rt);
     await this.store.deleteSubscription(rt.name);
+    await this.iam.drop(rt.name);
     this.events.emit({ type: 'deleted', subscription: rt.name });
+  }
+
+  /**
+   * Detaches the subscription from its topic, as Pub/Sub's DetachSubscription: it stays (listed, with
+   * `detached: true`) but its backlog is dropped and nothing more reaches it; pull and streaming pull fail
+   * with FAILED_PRECONDITION, push stops, and so does its export (the export manager follows the
+   * 'updated' event). Detaching a detached subscription changes nothing.
+   */
+  async detachSubscription(ref: string): Promise<void> {
+    const rt = this.runtime(ref);
+    if (rt.detached) return;
+    // Closed first, so no ack of a delivery still out lands after the backlog is dropped.
+    rt.detached = true;
+    rt.close(detachedError(rt.name));
+    this.syncPush(rt);
+    await this.store.detachSubscription(rt.name, this.fannedOutSeq);
+    this.events.emit({ type: 'updated', subscription: rt.name });
   }
 
   /** For export connectors: reflect the sink's health in the subscription's `state`. */
@@ -335,6 +444,12 @@ export class PubSubCore {
   async publish(topicRef: string, inputs: MessageInput[]): Promise<string[]> {
     const topic = this.topicRecord(topicRef);
     const messages = validateBatch(inputs);
+    const schema = topicSettings(topic.settings).schemaSettings;
+    if (schema) {
+      // Every message is checked before any is appended: a publish is accepted or refused whole.
+      const stamped = messages.map((m, i) => ({ ...m, attributes: { ...m.attributes, ...this.schemas.validateForTopic(schema, m.data, i).attributes } }));
+      return this.append(topic, stamped);
+    }
     return this.append(topic, messages);
   }
 
@@ -384,13 +499,19 @@ export class PubSubCore {
     return pullOnce(this.runtime(subRef), options.maxMessages ?? 100, options.waitMs ?? 0);
   }
 
-  async acknowledge(subRef: string, ackIds: string[]): Promise<void> {
-    await this.runtime(subRef).acknowledge(ackIds);
+  /**
+   * Acks the ids whose lease is still valid, durably. Others are ignored, as Pub/Sub does — except on an
+   * exactly-once subscription, where they fail the call with InvalidAckIdsError (after the valid ones were acked).
+   */
+  async acknowledge(subRef: string, ackIds: string[]): Promise<AckResult> {
+    const rt = this.runtime(subRef);
+    return exactlyOnceResult(rt, await rt.acknowledge(ackIds));
   }
 
-  /** 0 = nack. `error` says why (export connectors), carried to the dead-letter topic. */
-  async modifyAckDeadline(subRef: string, ackIds: string[], seconds: number, error?: string): Promise<void> {
-    this.runtime(subRef).modifyAckDeadline(ackIds, seconds, error);
+  /** 0 = nack. `error` says why (export connectors), carried to the dead-letter topic. Invalid ids: as `acknowledge`. */
+  async modifyAckDeadline(subRef: string, ackIds: string[], seconds: number, error?: string): Promise<AckResult> {
+    const rt = this.runtime(subRef);
+    return exactlyOnceResult(rt, rt.modifyAckDeadline(ackIds, seconds, error));
   }
 
   /** Streaming/callback delivery; see `Subscriber`. */
@@ -401,15 +522,113 @@ export class PubSubCore {
 
   /** Messages published before `time` become acked, later ones unacked (if still retained). */
   async seek(subRef: string, time: Date | number): Promise<void> {
-    const rt = this.runtime(subRef);
+    const rt = this.attachable(subRef);
     const at = typeof time === 'number' ? time : time.getTime();
     // A compaction in flight would raise the watermark the seek lowers.
     await this.compacting?.catch(() => undefined);
-    const rec: SubscriptionRecord = { name: rt.name, ...this.identity(rt.name), topicUid: rt.topicUid, spec: rt.spec, lowSeq: 0 };
     // The store waits for queued acks to land first; deliveries still out are forgotten by reset, so an
     // ack arriving during the seek finds its lease gone instead of undoing the replay.
-    const lowSeq = await this.store.seek(rec, at);
+    const lowSeq = await this.store.seek(this.record(rt), at);
     rt.reset(lowSeq, this.sequences.last);
+  }
+
+  /**
+   * Gives the subscription exactly the snapshot's acknowledgement state: what the snapshot holds unacked
+   * is delivered again (on an ordered subscription per key in order, with the redelivery rule: an acked
+   * message after an unacked one of its key comes again too, unless the subscription is exactly-once).
+   * The snapshot must be of the subscription's topic (FAILED_PRECONDITION otherwise).
+   */
+  async seekToSnapshot(subRef: string, snapshotRef: string): Promise<void> {
+    const rt = this.attachable(subRef);
+    const snapshot = this.snapshots.get(snapshotRef);
+    if (snapshot.topicUid !== rt.topicUid) {
+      throw new FailedPreconditionError(
+        `snapshot ${snapshot.name} is of topic ${this.topicNameOf(snapshot.topicUid)} and subscription ${rt.name} of ${this.describeSpec(rt).topic}: a subscription can only seek to a snapshot of its own topic`,
+      );
+    }
+    await this.compacting?.catch(() => undefined);
+    const lowSeq = await this.store.seekToSnapshot(this.record(rt), snapshot.uid);
+    if (lowSeq === undefined) throw new NotFoundError('Snapshot', snapshot.name);
+    rt.reset(lowSeq, this.sequences.last);
+  }
+
+  /** The subscription's runtime, if it can deliver: FAILED_PRECONDITION once detached. */
+  private attachable(subRef: string): SubscriptionRuntime {
+    const rt = this.runtime(subRef);
+    if (rt.detached) throw detachedError(rt.name);
+    return rt;
+  }
+
+  private record(rt: SubscriptionRuntime): SubscriptionRecord {
+    return { name: rt.name, ...this.identity(rt.name), topicUid: rt.topicUid, spec: rt.spec, lowSeq: 0, detached: rt.detached };
+  }
+
+  // ---- snapshots ----
+
+  /**
+   * Takes a snapshot of the subscription's acknowledgement state (Pub/Sub's CreateSnapshot): every message
+   * unacked now, plus everything published to its topic from now on. It lives 7 days from the oldest
+   * message it holds; refused (FAILED_PRECONDITION) if that leaves less than an hour. An empty `ref` gets a
+   * generated name, as over gRPC in Pub/Sub.
+   */
+  async createSnapshot(ref: string, options: { subscription: string; labels?: Record<string, string> }): Promise<Snapshot> {
+    if (ref !== '') this.snapshots.name(ref, 'name');
+    const rt = this.attachable(options.subscription);
+    if (!this.topicLive(rt)) throw new FailedPreconditionError(`the topic of subscription ${rt.name} was deleted: a snapshot holds messages of a topic`);
+    // A compaction planned before the snapshot existed must not run alongside it.
+    await this.compacting?.catch(() => undefined);
+    const source = { name: rt.name, topicUid: rt.topicUid, retentionSeconds: rt.spec.messageRetentionDuration };
+    return this.describeSnapshot(await this.snapshots.create(ref, source, options.labels));
+  }
+
+  getSnapshot(ref: string): Snapshot {
+    return this.describeSnapshot(this.snapshots.get(ref));
+  }
+
+  /** The project's snapshots, by name. */
+  listSnapshots(project = this.projectId): Snapshot[] {
+    return this.snapshots.list(project).map((s) => this.describeSnapshot(s));
+  }
+
+  /** The names of the topic's snapshots, in order. */
+  listTopicSnapshots(topicRef: string): string[] {
+    return this.snapshots.ofTopic(this.topicRecord(topicRef).uid).map((s) => s.name);
+  }
+
+  /** Changes the labels and/or expireTime `patch` gives (see Snapshots.update). */
+  async updateSnapshot(ref: string, patch: SnapshotPatch): Promise<Snapshot> {
+    return this.describeSnapshot(await this.snapshots.update(ref, patch));
+  }
+
+  /** Deletes the snapshot; what only it held becomes subject to compaction. Its IAM policy goes too. */
+  async deleteSnapshot(ref: string): Promise<void> {
+    const name = this.snapshots.get(ref).name;
+    await this.snapshots.delete(ref);
+    await this.iam.drop(name);
+  }
+
+  /** Whether a live (not expired) snapshot of this name exists. */
+  hasSnapshot(ref: string): boolean {
+    try {
+      this.snapshots.get(ref);
+      return true;
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+  }
+
+  snapshotName(ref: string, field = 'snapshot'): string {
+    return this.snapshots.name(ref, field);
+  }
+
+  private describeSnapshot(rec: SnapshotRecord): Snapshot {
+    return { name: rec.name, topic: this.topicNameOf(rec.topicUid), expireTime: rec.expireTime, labels: { ...rec.labels } };
+  }
+
+  private topicNameOf(uid: number): string {
+    for (const t of this.topics.values()) if (t.uid === uid) return t.name;
+    return DELETED_TOPIC;
   }
 
   metrics(subRef: string, topN?: number): SubscriptionMetrics {
@@ -443,15 +662,18 @@ export class PubSubCore {
     return run;
   }
 
-  private compactNow(): Promise<{ deletedMessages: number }> {
+  /** Expired snapshots are deleted first; a detached subscription holds nothing. */
+  private async compactNow(): Promise<{ deletedMessages: number }> {
+    if (await this.snapshots.sweep()) await this.iam.dropWhere((resource) => resource.includes('/snapshots/') && !this.hasSnapshot(resource));
     const views = [...this.subs.values()].map((rt) => ({
       name: rt.name,
       topicUid: rt.topicUid,
-      retainAckedMessages: rt.spec.retainAckedMessages,
-      messageRetentionDuration: rt.spec.messageRetentionDuration,
-      lowestHeldSeq: () => rt.lowestHeldSeq(),
+      retainAckedMessages: rt.spec.retainAckedMessages && !rt.detached,
+      messageRetentionDuration: rt.detached ? 0 : rt.spec.messageRetentionDuration,
+      lowestHeldSeq: () => (rt.detached ? undefined : rt.lowestHeldSeq()),
     }));
-    const plan = compactionPlan(views, [...this.topics.values()].map((t) => t.uid), this.fannedOutSeq, this.clock.now());
+    const topics = [...this.topics.values()].map((t) => ({ uid: t.uid, messageRetentionDuration: topicSettings(t.settings).messageRetentionDuration }));
+    const plan = compactionPlan(views, topics, this.fannedOutSeq, this.clock.now(), this.snapshots.holds());
     return this.store.compact(plan);
   }
 
@@ -470,4 +692,20 @@ export class PubSubCore {
     for (const rt of this.subs.values()) rt.close();
     await this.store.close();
   }
+}
+
+function detachedError(name: string): FailedPreconditionError {
+  return new FailedPreconditionError(
+    `subscription ${name} is detached from its topic (DetachSubscription): it receives no messages; delete it and create it again to receive messages`,
+  );
+}
+
+/** On an exactly-once subscription, ack ids that were no longer valid fail the call, as Pub/Sub answers. */
+function exactlyOnceResult(rt: SubscriptionRuntime, result: AckResult): AckResult {
+  if (rt.exactlyOnce && result.invalidAckIds.length) throw new InvalidAckIdsError(rt.name, result.invalidAckIds);
+  return result;
+}
+
+function describeTopic(rec: TopicRecord): Topic {
+  return { name: rec.name, labels: rec.labels, ...topicSettings(rec.settings), state: 'ACTIVE' };
 }

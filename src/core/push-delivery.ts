@@ -1,7 +1,8 @@
 import type { ConsumerSpec, SubscriptionHandle } from './consumer.js';
 import { OrderlyError } from './errors.js';
 import type { ReceivedMessage } from './message.js';
-import { checkPushAttributes, postJson, PushEgressRefused, type PushEgress } from './push-egress.js';
+import { checkPushAttributes, messageHeaderProblem, post, PushEgressRefused, type PushEgress } from './push-egress.js';
+import type { PushConfigSpec } from './subscription-config.js';
 
 const MAX_CONCURRENT_REQUESTS = 100;
 
@@ -21,6 +22,29 @@ export function pushEnvelope(subscription: string, m: ReceivedMessage): unknown 
     subscription,
     ...(m.deliveryAttempt ? { deliveryAttempt: m.deliveryAttempt } : {}),
   };
+}
+
+/**
+ * The HTTP request for one message: Pub/Sub's JSON envelope, or with payload unwrapping (`noWrapper`) the
+ * message data as the body, and with `writeMetadata` the metadata in `x-goog-pubsub-*` headers and each
+ * attribute as a header of its own, as Pub/Sub sends them. Throws PushEgressRefused for an attribute that
+ * cannot be a header (the delivery fails, naming it).
+ */
+export function pushRequest(subscription: string, m: ReceivedMessage, config: PushConfigSpec): { body: string | Buffer; headers: Record<string, string> } {
+  if (!config.noWrapper) return { body: JSON.stringify(pushEnvelope(subscription, m)), headers: { ...config.attributes, 'content-type': 'application/json' } };
+  const headers: Record<string, string> = { ...config.attributes, 'content-type': 'application/octet-stream' };
+  if (config.noWrapper.writeMetadata) {
+    for (const [name, value] of Object.entries(m.message.attributes)) {
+      const problem = messageHeaderProblem(name, value);
+      if (problem) throw new PushEgressRefused(problem);
+      headers[name.toLowerCase() === 'content-type' ? 'content-type' : name] = value;
+    }
+    headers['x-goog-pubsub-subscription-name'] = subscription;
+    headers['x-goog-pubsub-message-id'] = m.message.messageId;
+    headers['x-goog-pubsub-publish-time'] = m.message.publishTime.toISOString();
+    if (m.message.orderingKey) headers['x-goog-pubsub-ordering-key'] = m.message.orderingKey;
+  }
+  return { body: m.message.data, headers };
 }
 
 /**
@@ -53,12 +77,13 @@ export class PushDelivery {
   private async send(m: ReceivedMessage): Promise<void> {
     this.inflight++;
     const { spec, subscription } = this.handle;
-    const { pushEndpoint, attributes } = spec.pushConfig!;
+    const config = spec.pushConfig!;
     let failure: string | undefined = 'no answer';
     try {
       // A subscription stored before attributes were checked at creation is refused here instead.
-      checkPushAttributes(attributes);
-      const status = await postJson(pushEndpoint, JSON.stringify(pushEnvelope(subscription, m)), attributes, {
+      checkPushAttributes(config.attributes);
+      const { body, headers } = pushRequest(subscription, m, config);
+      const status = await post(config.pushEndpoint, body, headers, {
         timeoutMs: spec.ackDeadlineSeconds * 1000,
         egress: this.egress,
       });

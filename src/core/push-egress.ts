@@ -42,25 +42,43 @@ const RESERVED_HEADERS = new Set([
 /** Refuses attributes that are not usable as HTTP headers, or that name a reserved one. */
 export function checkPushAttributes(attributes: Record<string, unknown>): void {
   for (const [name, value] of Object.entries(attributes)) {
-    const field = `pushConfig.attributes["${name.slice(0, 100)}"]`;
-    if (!/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(name)) throw new InvalidArgumentError(field, 'is not a valid HTTP header name');
-    if (RESERVED_HEADERS.has(name.toLowerCase())) {
-      throw new InvalidArgumentError(field, `would set the ${name} header, which push attributes may not set (hop-by-hop, framing and auth headers are reserved)`);
-    }
-    if (typeof value !== 'string') throw new InvalidArgumentError(field, 'must be a string');
-    if (/[\0-\x08\x0a-\x1f\x7f]/.test(value)) throw new InvalidArgumentError(field, 'must not contain control characters');
+    const problem = headerProblem(name, value, RESERVED_HEADERS);
+    if (problem) throw new InvalidArgumentError(`pushConfig.attributes["${name.slice(0, 100)}"]`, problem);
   }
+}
+
+/**
+ * Message attributes an unwrapped push (`noWrapper.writeMetadata`) sends as headers: a message may set its
+ * Content-Type this way, as Pub/Sub's payload unwrapping allows; the other reserved headers it may not.
+ */
+const RESERVED_MESSAGE_HEADERS = new Set([...RESERVED_HEADERS].filter((h) => h !== 'content-type'));
+
+/** Why a message attribute cannot be sent as a header of an unwrapped push, if it cannot. */
+export function messageHeaderProblem(name: string, value: string): string | undefined {
+  const problem = headerProblem(name, value, RESERVED_MESSAGE_HEADERS);
+  return problem && `message attribute ${JSON.stringify(name.slice(0, 100))} cannot be sent as an HTTP header (payload unwrapping writes attributes as headers): it ${problem}`;
+}
+
+function headerProblem(name: string, value: unknown, reserved: Set<string>): string | undefined {
+  if (!/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(name)) return 'is not a valid HTTP header name';
+  if (reserved.has(name.toLowerCase()) || name.toLowerCase().startsWith('x-goog-pubsub-')) {
+    return `would set the ${name} header, which may not be set this way (hop-by-hop, framing, auth and x-goog-pubsub- headers are reserved)`;
+  }
+  if (typeof value !== 'string') return 'must be a string';
+  // Header values are Latin-1 text without control characters (a tab is allowed).
+  if (/[\0-\x08\x0a-\x1f\x7f]|[^\0-\xff]/.test(value)) return 'must not contain control characters or characters beyond Latin-1';
+  return undefined;
 }
 
 /** A refused destination; the delivery fails (and the message is nacked) with this message. */
 export class PushEgressRefused extends Error {}
 
 /**
- * POSTs `body` to `url` and resolves with the HTTP status. Redirects are not followed (a 3xx is the
+ * POSTs `body` (with `headers`, which name its content-type) to `url` and resolves with the HTTP status. Redirects are not followed (a 3xx is the
  * answer); unless allowed, a link-local address is refused, checked on the address actually connected
  * to, after DNS resolution, so a name that resolves there (or later rebinds there) is caught too.
  */
-export function postJson(url: string, body: string, headers: Record<string, string>, options: { timeoutMs: number; egress: PushEgress }): Promise<number> {
+export function post(url: string, body: string | Buffer, headers: Record<string, string>, options: { timeoutMs: number; egress: PushEgress }): Promise<number> {
   const target = new URL(url);
   const literal = target.hostname.replace(/^\[|\]$/g, '');
   if (!options.egress.allowLinkLocal && isLinkLocal(literal)) return Promise.reject(refused(literal));
@@ -80,7 +98,7 @@ export function postJson(url: string, body: string, headers: Record<string, stri
       target,
       {
         method: 'POST',
-        headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        headers: { ...headers, 'content-length': Buffer.byteLength(body) },
         lookup,
         signal: AbortSignal.timeout(options.timeoutMs),
       },

@@ -8,12 +8,14 @@ const KEY_CACHE = 100_000;
 /**
  * Hands out the store-wide sequence (the message id, publish order) and each ordering key's own
  * sequence, synchronously and strictly in call order, so a key's sequence order is its publish order.
- * A key's last sequence is cached for recently used keys only: memory does not grow with the number of
- * keys ever published. A key is forgotten only once its last message is committed, so the store's answer
+ * A key's last sequence is cached for a bounded number of keys (the longest-cached go first): memory does
+ * not grow with the number of keys ever published. A key is forgotten only once its last message is committed, so the store's answer
  * for it is never stale.
  */
 export class SequenceAllocator {
-  private readonly keys = new Map<string, { keySeq: number; seq: number }>();
+  /** Per topic uid: ordering key -> its last key sequence and the seq that carried it. */
+  private readonly keys = new Map<number, Map<string, { keySeq: number; seq: number }>>();
+  private cached = 0;
   private lastPublishTime = 0;
   /** Every message up to this seq is committed. */
   private durable: number;
@@ -32,17 +34,24 @@ export class SequenceAllocator {
 
   allocate(topicUid: number, messages: ValidMessage[]): StoredMessage[] {
     const publishTime = (this.lastPublishTime = Math.max(this.lastPublishTime, this.clock.now()));
-    const stored = messages.map((m) => {
-      const k = `${topicUid}\u0000${m.orderingKey}`;
-      const known = this.keys.get(k);
-      const keySeq = (known ? known.keySeq : this.store.lastKeySeq(topicUid, m.orderingKey)) + 1;
+    let keys = this.keys.get(topicUid);
+    if (!keys) this.keys.set(topicUid, (keys = new Map()));
+    const stored: StoredMessage[] = new Array(messages.length);
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i]!;
       const seq = ++this.lastSeq;
-      // Re-inserted so the Map's order is least recently used first.
-      this.keys.delete(k);
-      this.keys.set(k, { keySeq, seq });
-      return { seq, topicUid, orderingKey: m.orderingKey, keySeq, publishTime, data: m.data, attributes: m.attributes };
-    });
-    this.evict();
+      let known = keys.get(m.orderingKey);
+      if (known) {
+        known.keySeq++;
+        known.seq = seq;
+      } else {
+        known = { keySeq: this.store.lastKeySeq(topicUid, m.orderingKey) + 1, seq };
+        keys.set(m.orderingKey, known);
+        this.cached++;
+      }
+      stored[i] = { seq, topicUid, orderingKey: m.orderingKey, keySeq: known.keySeq, publishTime, data: m.data, attributes: m.attributes };
+    }
+    if (this.cached > KEY_CACHE) this.evict();
     return stored;
   }
 
@@ -51,11 +60,15 @@ export class SequenceAllocator {
     if (seq > this.durable) this.durable = seq;
   }
 
+  /** Forgets the longest-cached keys whose last message is committed (a Map iterates in insertion order). */
   private evict(): void {
-    if (this.keys.size <= KEY_CACHE) return;
-    for (const [k, v] of this.keys) {
-      if (this.keys.size <= KEY_CACHE || v.seq > this.durable) return;
-      this.keys.delete(k);
+    for (const keys of this.keys.values()) {
+      for (const [key, v] of keys) {
+        if (this.cached <= KEY_CACHE * 0.9) return;
+        if (v.seq > this.durable) continue;
+        keys.delete(key);
+        this.cached--;
+      }
     }
   }
 }

@@ -15,7 +15,7 @@ export interface SubscriptionInput {
   retryPolicy?: { minimumBackoff?: DurationInput; maximumBackoff?: DurationInput } | null;
   enableExactlyOnceDelivery?: boolean;
   expirationPolicy?: { ttl?: DurationInput | null } | null;
-  pushConfig?: { pushEndpoint?: string; attributes?: Record<string, string> } | null;
+  pushConfig?: PushConfigInput | null;
   bigqueryConfig?: Record<string, unknown> | null;
   cloudStorageConfig?: Record<string, unknown> | null;
   /** Orderly's own: a third-party export connector by registered name, with its settings. */
@@ -36,11 +36,30 @@ export interface SubscriptionSpec {
   enableExactlyOnceDelivery: boolean;
   /** ttl in seconds; null = never expires. Kept for API fidelity; Orderly does not delete idle subscriptions. */
   expirationPolicy?: { ttl: number | null };
-  pushConfig?: { pushEndpoint: string; attributes: Record<string, string> };
+  pushConfig?: PushConfigSpec;
   bigqueryConfig?: Record<string, unknown>;
   cloudStorageConfig?: Record<string, unknown>;
   exportConfig?: { connector: string } & Record<string, unknown>;
   labels: Record<string, string>;
+}
+
+export interface PushConfigInput {
+  pushEndpoint?: string;
+  attributes?: Record<string, string>;
+  oidcToken?: { serviceAccountEmail?: string; audience?: string } | null;
+  noWrapper?: { writeMetadata?: boolean } | null;
+}
+
+export interface PushConfigSpec {
+  pushEndpoint: string;
+  attributes: Record<string, string>;
+  /**
+   * Stored and returned only: Orderly cannot mint Google-signed OIDC tokens, so push requests carry no
+   * Authorization header (docs/api-coverage.md).
+   */
+  oidcToken?: { serviceAccountEmail: string; audience: string };
+  /** Payload unwrapping: the request body is the message data; with writeMetadata, metadata in headers. */
+  noWrapper?: { writeMetadata: boolean };
 }
 
 export const DEFAULTS = {
@@ -140,6 +159,16 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
     if (typeof attributes !== 'object' || Array.isArray(attributes)) throw new InvalidArgumentError('pushConfig.attributes', 'must be an object of string values');
     checkPushAttributes(attributes);
     spec.pushConfig = { pushEndpoint: endpoint, attributes: { ...attributes } };
+    const { oidcToken, noWrapper } = input.pushConfig!;
+    if (oidcToken) {
+      const email = oidcToken.serviceAccountEmail ?? '';
+      if (typeof email !== 'string' || !/^[^@\s]+@[^@\s]+$/.test(email)) {
+        throw new InvalidArgumentError('pushConfig.oidcToken.serviceAccountEmail', `must be a service account email, got ${JSON.stringify(email)}`);
+      }
+      if (typeof (oidcToken.audience ?? '') !== 'string') throw new InvalidArgumentError('pushConfig.oidcToken.audience', 'must be a string');
+      spec.pushConfig.oidcToken = { serviceAccountEmail: email, audience: oidcToken.audience ?? '' };
+    }
+    if (noWrapper) spec.pushConfig.noWrapper = { writeMetadata: bool('pushConfig.noWrapper.writeMetadata', noWrapper.writeMetadata) };
   }
   if (hasConfig(input.bigqueryConfig)) spec.bigqueryConfig = { ...input.bigqueryConfig };
   if (hasConfig(input.cloudStorageConfig)) spec.cloudStorageConfig = { ...input.cloudStorageConfig };

@@ -1,8 +1,9 @@
 import type { BacklogRow, Store, StoredMessage } from '../store/store.js';
+import type { AckResult } from './ack-results.js';
 import { BacklogReader, type BacklogSink } from './backlog-reader.js';
 import type { Clock } from './clock.js';
 import type { ConsumerRoom, ConsumerSpec, SubscriptionHandle, SubscriptionState } from './consumer.js';
-import { InvalidArgumentError, NotFoundError } from './errors.js';
+import { InvalidArgumentError, NotFoundError, type OrderlyError } from './errors.js';
 import { parseFilter, type Filter } from './filter.js';
 import { KeyQueue, type Entry } from './key-queue.js';
 import { LeaseManager, type Lease } from './lease-manager.js';
@@ -43,6 +44,8 @@ interface Attached {
  */
 export class SubscriptionRuntime implements BacklogSink {
   state: SubscriptionState = 'ACTIVE';
+  /** Detached from its topic (DetachSubscription): closed for good, its backlog dropped; it stays listed. */
+  detached = false;
   readonly leases: LeaseManager;
   readonly counters: DeliveryCounters = emptyCounters();
   private filter: Filter;
@@ -58,6 +61,8 @@ export class SubscriptionRuntime implements BacklogSink {
   /** Overflowing keys that drained enough to read more of theirs back. */
   private readonly refillKeys = new Set<string>();
   private closed = false;
+  /** Why the runtime was closed, for consumers that still act on it (deleted: NOT_FOUND; detached: FAILED_PRECONDITION). */
+  private closedBy?: OrderlyError;
   private nextConsumer = 0;
   /** Entries in memory (waiting, outstanding, or acked behind an earlier outstanding one). */
   private held = 0;
@@ -87,6 +92,11 @@ export class SubscriptionRuntime implements BacklogSink {
 
   get ordered(): boolean {
     return this.spec.enableMessageOrdering;
+  }
+
+  /** Exactly-once delivery: a confirmed ack is final, and settling a lease that ended fails. */
+  get exactlyOnce(): boolean {
+    return this.spec.enableExactlyOnceDelivery;
   }
 
   // ---- the backlog window (BacklogSink) ----
@@ -159,7 +169,8 @@ export class SubscriptionRuntime implements BacklogSink {
     // Overflowing keys first: their messages are older than any still unread.
     for (const key of this.refillKeys) if (this.reader.refillKey(key)) this.refillKeys.delete(key);
     const more = this.reader.fill();
-    if (more) this.scheduleFill();
+    const counting = this.reader.countSome();
+    if (more || counting) this.scheduleFill();
     this.scheduleDispatch();
   }
 
@@ -173,6 +184,7 @@ export class SubscriptionRuntime implements BacklogSink {
 
   /** The port consumers use; see `SubscriptionHandle`. */
   attach(spec: ConsumerSpec): SubscriptionHandle {
+    if (this.closedBy) throw this.closedBy;
     const id = `c${++this.nextConsumer}`;
     const consumer: Attached = { id, affinity: spec.affinity ?? id, spec };
     this.consumers.set(id, consumer);
@@ -180,7 +192,7 @@ export class SubscriptionRuntime implements BacklogSink {
     this.scheduleDispatch();
     const runtime = this;
     const live = () => {
-      if (runtime.closed) throw new NotFoundError('Subscription', runtime.name);
+      if (runtime.closed) throw runtime.closedBy ?? new NotFoundError('Subscription', runtime.name);
     };
     return {
       subscription: this.name,
@@ -195,11 +207,11 @@ export class SubscriptionRuntime implements BacklogSink {
       outstanding: () => this.leases.countFor(id),
       acknowledge: async (ackIds) => {
         live();
-        await this.acknowledge(ackIds);
+        return this.acknowledge(ackIds);
       },
       modifyAckDeadline: (ackIds, seconds, error) => {
         live();
-        this.modifyAckDeadline(ackIds, seconds, error);
+        return this.modifyAckDeadline(ackIds, seconds, error);
       },
       detach: () => {
         this.consumers.delete(id);
@@ -284,9 +296,10 @@ export class SubscriptionRuntime implements BacklogSink {
       room.bytes -= entry.size;
     }
     queue.affinity = consumer.affinity;
-    if (expired.length) {
+    // Acked entries passed over (exactly-once redelivery keeps them acked) may now be trimmed too.
+    if (expired.length || queue.first()?.acked) {
       queue.trimAcked(this.dropped);
-      this.persistAcks(expired);
+      if (expired.length) this.persistAcks(expired);
       this.afterTrim(queue);
     }
     this.refresh(queue);
@@ -305,12 +318,21 @@ export class SubscriptionRuntime implements BacklogSink {
 
   // ---- settling ----
 
-  /** Acks; stale or unknown ack ids are ignored. Resolves once the acks are durable. */
-  async acknowledge(ackIds: string[]): Promise<void> {
+  /**
+   * Acks the ids whose lease is valid, in the order given; the others change nothing (`invalidAckIds`).
+   * Resolves once the acks are durable.
+   */
+  async acknowledge(ackIds: string[]): Promise<AckResult> {
+    const now = this.hooks.clock.now();
+    const result: AckResult = { ackIds: [], invalidAckIds: [] };
     const seqs: number[] = [];
-    for (const ackId of ackIds) {
-      const lease = this.leases.get(ackId);
-      if (!lease) continue;
+    for (const ackId of new Set(ackIds)) {
+      const lease = this.validLease(ackId, now);
+      if (!lease) {
+        result.invalidAckIds.push(ackId);
+        continue;
+      }
+      result.ackIds.push(ackId);
       lease.entry.acked = true;
       this.leases.end(lease);
       lease.queue.trimAcked(this.dropped);
@@ -321,25 +343,55 @@ export class SubscriptionRuntime implements BacklogSink {
     }
     this.scheduleDispatch();
     if (seqs.length) await this.hooks.store.ack(this.name, seqs);
+    return result;
   }
 
-  /** 0 seconds is a nack; otherwise the lease runs that long from now. Stale ids are ignored. */
-  modifyAckDeadline(ackIds: string[], seconds: number, error?: string): void {
+  /**
+   * 0 seconds is a nack; otherwise the lease runs that long from now. Ids whose lease is not valid change
+   * nothing (`invalidAckIds`). The leases are looked up first: a nack that revokes a later message of its
+   * key (the redelivery rule) does not make that message's nack in the same request fail.
+   */
+  modifyAckDeadline(ackIds: string[], seconds: number, error?: string): AckResult {
     if (!Number.isInteger(seconds) || seconds < 0 || seconds > 600) {
       throw new InvalidArgumentError('ackDeadlineSeconds', `must be an integer between 0 and 600, got ${seconds}`);
     }
     const now = this.hooks.clock.now();
-    for (const ackId of ackIds) {
-      const lease = this.leases.get(ackId);
-      if (!lease) continue;
+    const result: AckResult = { ackIds: [], invalidAckIds: [] };
+    const valid: Lease[] = [];
+    for (const ackId of new Set(ackIds)) {
+      const lease = this.validLease(ackId, now);
+      if (lease) valid.push(lease);
+      else result.invalidAckIds.push(ackId);
+    }
+    for (const lease of valid) {
+      if (this.leases.get(lease.ackId) !== lease) {
+        // Revoked by an earlier id of this request (the redelivery rule): a nack's purpose is met, an extension's not.
+        (seconds === 0 ? result.ackIds : result.invalidAckIds).push(lease.ackId);
+        continue;
+      }
+      result.ackIds.push(lease.ackId);
       if (seconds === 0) this.fail(lease, 'nack', error);
       else this.leases.extend(lease, now + seconds * 1000);
     }
     this.scheduleDispatch();
+    return result;
   }
 
   isLive(ackId: string): boolean {
     return this.leases.get(ackId) !== undefined;
+  }
+
+  /**
+   * The lease an ack id names, if it is still valid. On an exactly-once subscription a lease past its
+   * deadline ends here (as the next tick would end it), so settling it fails instead of racing the tick.
+   */
+  private validLease(ackId: string, now: number): Lease | undefined {
+    const lease = this.leases.get(ackId);
+    if (lease && this.exactlyOnce && lease.deadline <= now) {
+      this.expire(lease, now);
+      return this.leases.get(ackId);
+    }
+    return lease;
   }
 
   /**
@@ -350,19 +402,25 @@ export class SubscriptionRuntime implements BacklogSink {
     const now = this.hooks.clock.now();
     for (const lease of this.leases.due(now)) {
       if (this.leases.get(lease.ackId) !== lease || lease.deadline > now) continue;
-      const keepAlive = this.consumers.get(lease.consumer)?.spec;
-      if (keepAlive?.keepAliveSeconds !== undefined && now - lease.grantedAt < keepAlive.keepAliveSeconds * 1000) {
-        this.leases.extend(lease, now + (keepAlive.ackDeadlineSeconds ?? this.spec.ackDeadlineSeconds) * 1000);
-      } else this.fail(lease, 'expired');
+      this.expire(lease, now);
     }
     for (const queue of this.delayed) if (queue.notBefore <= now) this.refresh(queue);
     this.scheduleDispatch();
   }
 
+  /** A lease past its deadline: kept alive if its consumer asked for that (within keepAliveSeconds), else it fails. */
+  private expire(lease: Lease, now: number): void {
+    const keepAlive = this.consumers.get(lease.consumer)?.spec;
+    if (keepAlive?.keepAliveSeconds !== undefined && now - lease.grantedAt < keepAlive.keepAliveSeconds * 1000) {
+      this.leases.extend(lease, now + (keepAlive.ackDeadlineSeconds ?? this.spec.ackDeadlineSeconds) * 1000);
+    } else this.fail(lease, 'expired');
+  }
+
   /**
    * A delivery failed (nack or expiry). The message and, for an ordering key, every later message of
-   * the key become deliverable again, in order, even later ones already acked; past maxDeliveryAttempts
-   * the message goes to the dead-letter topic and the key moves on.
+   * the key become deliverable again, in order, even later ones already acked (except on an exactly-once
+   * subscription, where a confirmed ack is final); past maxDeliveryAttempts the message goes to the
+   * dead-letter topic and the key moves on.
    */
   private fail(lease: Lease, cause: 'nack' | 'expired', error?: string): void {
     const { entry, queue } = lease;
@@ -370,7 +428,7 @@ export class SubscriptionRuntime implements BacklogSink {
     entry.failures++;
     if (error !== undefined) entry.lastError = error;
     this.counters[cause === 'nack' ? 'nacked' : 'expired']++;
-    for (const later of queue.rewindTo(entry)) this.leases.end(later.lease!);
+    for (const later of queue.rewindTo(entry, this.exactlyOnce)) this.leases.end(later.lease!);
     this.hooks.store.setFailures(this.name, entry.message.seq, entry.failures).catch(this.hooks.onStoreError);
     const policy = this.spec.deadLetterPolicy;
     const forwarded = policy && entry.failures >= policy.maxDeliveryAttempts ? this.hooks.deadLetter(this, entry) : false;
@@ -492,14 +550,18 @@ export class SubscriptionRuntime implements BacklogSink {
     this.refillKeys.clear();
   }
 
-  /** The subscription is gone (deleted, or the core closes): consumers are told, leases become stale. */
-  close(): void {
+  /**
+   * The subscription is gone (deleted, detached, or the core closes): consumers are told why, leases become
+   * stale, and attaching again fails with `reason`.
+   */
+  close(reason: OrderlyError = new NotFoundError('Subscription', this.name)): void {
     if (this.closed) return;
     this.forget();
     this.closed = true;
+    this.closedBy = reason;
     const consumers = [...this.consumers.values()];
     this.consumers.clear();
-    for (const c of consumers) c.spec.detached?.();
+    for (const c of consumers) c.spec.detached?.(reason);
   }
 }
 

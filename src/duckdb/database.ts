@@ -8,6 +8,23 @@ import { dirname, resolve } from 'node:path';
  * while the export writes (MVCC: a query sees committed rows).
  */
 const instances = new Map<string, Promise<DuckDBInstance>>();
+
+/**
+ * Memory and threads every DuckDB instance Orderly opens may use (the export databases and the Parquet
+ * writer's scratch database). DuckDB's own default is 80% of the machine's memory; Orderly's keeps an
+ * exporter's whole process within a few hundred MiB (job file: memory.duckdb).
+ */
+let limits = { memoryLimit: '128MB', threads: 2 };
+
+/** Applies to instances opened from now on. */
+export function setDuckDbLimits(next: { memoryLimit?: string; threads?: number }): void {
+  limits = { ...limits, ...next };
+}
+
+/** DuckDB settings for a new instance, with Orderly's limits. */
+export function duckDbSettings(extra: Record<string, string> = {}): Record<string, string> {
+  return { memory_limit: limits.memoryLimit, threads: String(limits.threads), ...extra };
+}
 /** The file (device, inode) each instance opened: the path may come to name another file later. */
 const openedFiles = new WeakMap<DuckDBInstance, { dev: number; ino: number }>();
 /**
@@ -27,7 +44,7 @@ export function openDuckDb(path: string): Promise<DuckDBInstance> {
     mkdirSync(dirname(file), { recursive: true });
     // A 64 MB WAL before each automatic checkpoint (DuckDB's default is 16 MB): at the default, checkpoints
     // took ~40% of the export's commit time (bench/duckdb-export.ts).
-    instance = DuckDBInstance.create(file, { checkpoint_threshold: '64MB' }).then(
+    instance = DuckDBInstance.create(file, duckDbSettings({ checkpoint_threshold: '64MB' })).then(
       (created) => {
         const { dev, ino } = statSync(file);
         openedFiles.set(created, { dev, ino });

@@ -1,5 +1,7 @@
 import type { JobConfig } from './job-config.js';
-import type { RemoteStatus, StatusRow } from './metrics.js';
+import type { RemoteStatus, statusOf } from './metrics.js';
+
+type StatusRow = ReturnType<typeof statusOf>[number] | RemoteStatus;
 import { localWorkers } from './worker.js';
 
 /** One worker's row in `orderly status` of a remote job. */
@@ -27,16 +29,14 @@ export async function fleetStatus(job: JobConfig): Promise<WorkerRow[]> {
   return rows;
 }
 
-/** A status row as one line of a table: nested fields folded into text. */
-export function flatRow(row: StatusRow | WorkerRow): Record<string, unknown> {
-  if ('source' in row) {
-    const { source, lastExportError, ...rest } = row;
-    return {
-      ...rest,
-      source: `${source.location} ${source.state}${source.error ? `: ${source.error}` : ''}`,
-      lastExportError: lastExportError?.message,
-    };
-  }
-  if ('hotKeys' in row) return { ...row, hotKeys: row.hotKeys.map((k) => `${k.orderingKey}:${k.backlog}`).join(' ') };
-  return row;
+/** A worker's row as one line of a table: nested fields folded into text. */
+export function flatRow(row: WorkerRow): Record<string, unknown> {
+  if (!('source' in row)) return row;
+  const { source, lastExportError, exportCounters, ...rest } = row;
+  return {
+    ...rest,
+    source: `${source.location} ${source.state}${source.error ? `: ${source.error}` : ''}`,
+    lastExportError: lastExportError?.message,
+    exportCounters: exportCounters && Object.entries(exportCounters).map(([name, n]) => `${name}=${n}`).join(' '),
+  };
 }

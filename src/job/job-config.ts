@@ -5,17 +5,32 @@ import { z } from 'zod';
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { checkExposure } from '../api/exposure.js';
-import { getConnector, exportSection } from '../connector/registry.js';
-import { OrderlyError } from '../core/errors.js';
+import { getConnector, exportSection, settingsSections } from '../connector/registry.js';
+import type { SettingsSection, StandardIssue } from '../connector/settings-section.js';
+import { OrderlyError, UnknownFieldError } from '../core/errors.js';
 import { resourceName } from '../core/names.js';
-import { normalizeSubscription, type SubscriptionInput } from '../core/subscription-config.js';
+import { normalizeSubscription } from '../core/subscription-config.js';
+import { importPlugins, unloadedPlugins } from './plugins.js';
 
 /**
- * The job file: one YAML (or JSON) document declaring where data lives, the object-storage connection,
- * the topics and the subscriptions, with Pub/Sub's own field names. Unknown keys are errors.
+ * The job file: one YAML (or JSON) document declaring where data lives, the plugins to load, the topics
+ * and the subscriptions, with Pub/Sub's own field names, and the connectors' own settings sections
+ * (`duckdb:`, `objectStorage:`, ...: see SettingsSection). Unknown keys are errors.
  */
 const duration = z.union([z.number().nonnegative(), z.string().regex(/^\d+(\.\d+)?(ms|s|m|h|d)?$/, 'a duration like "300s" or "5m"')]);
 const labels = z.record(z.string(), z.string());
+const BYTE_UNITS: Record<string, number> = { '': 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
+/** A size in bytes: a number, or a string like "64MiB", "512MB", "2GiB". */
+const byteSize = z.union([
+  z.number().int().min(1),
+  z
+    .string()
+    .regex(/^\d+(\.\d+)?\s*([kmg]i?b|b)?$/i, 'a size like 64MiB, 512MB or a number of bytes')
+    .transform((text) => {
+      const [, amount, unit] = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text)!;
+      return Math.round(Number(amount) * BYTE_UNITS[unit!.toLowerCase()]!);
+    }),
+], { error: 'a size like 64MiB, 512MB or a number of bytes' });
 
 const subscription = z.strictObject({
   name: z.string(),
@@ -77,19 +92,28 @@ export const jobSchema = z.strictObject({
   projectId: z.string().regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'a Pub/Sub project id (6-30 lowercase letters, digits, "-")').default('orderly-local'),
   dataDir: z.string().default('./orderly-data'),
   durability: z.enum(['fsync', 'process']).default('fsync'),
-  duckdb: z.strictObject({ path: z.string(), init: z.array(z.string()).default([]) }).optional(),
-  objectStorage: z
+  /** What a running job keeps in memory (docs/configuration.md#memory); the defaults keep it within ~300 MiB. */
+  memory: z
     .strictObject({
-      endpoint: z.string().optional(),
-      region: z.string().optional(),
-      accessKeyId: z.string().optional(),
-      secretAccessKey: z.string().optional(),
-      forcePathStyle: z.boolean().optional(),
-      /** Start an S3 server (s3rver) on 127.0.0.1 inside Orderly, storing under dataDir: no external service. */
-      embedded: z.boolean().default(false),
-      buckets: z.array(z.string()).default([]),
+      payloadBytes: byteSize.default(64 * 1024 * 1024),
+      messagesPerSubscription: z.number().int().min(100).max(10_000_000).default(20_000),
+      messagesPerKey: z.number().int().min(1).max(10_000_000).default(1_000),
+      exportBytes: byteSize.default(64 * 1024 * 1024),
+      exportMessages: z.number().int().min(100).max(10_000_000).default(20_000),
+      duckdb: byteSize.default(128 * 1024 * 1024),
+      duckdbThreads: z.number().int().min(1).max(256).default(2),
     })
-    .optional(),
+    .default({
+      payloadBytes: 64 * 1024 * 1024,
+      messagesPerSubscription: 20_000,
+      messagesPerKey: 1_000,
+      exportBytes: 64 * 1024 * 1024,
+      exportMessages: 20_000,
+      duckdb: 128 * 1024 * 1024,
+      duckdbThreads: 2,
+    }),
+  /** Modules that register connectors (package names, or paths relative to the job file), loaded first. */
+  plugins: z.array(z.string().min(1)).default([]),
   metrics: z.strictObject({ host: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9464) }).optional(),
   /** The Pub/Sub v1 endpoint (gRPC and REST) that `orderly run` serves; `orderly serve` always does. */
   endpoint: z
@@ -110,7 +134,16 @@ export const jobSchema = z.strictObject({
   remote: remote.optional(),
 });
 
-export type JobConfig = z.infer<typeof jobSchema> & { file: string };
+/**
+ * A validated job: the job's own settings, the connectors' settings sections present in the file (validated
+ * by their sections, by key), and the file it came from (absolute).
+ */
+export type JobConfig = z.infer<typeof jobSchema> & { file: string; sections: Readonly<Record<string, unknown>> };
+
+/** A job with nothing but a data directory (`orderly serve` without a job file). */
+export function bareJob(dataDir: string): JobConfig {
+  return { ...jobSchema.parse({ dataDir }), file: '(none)', sections: {} };
+}
 
 export class JobConfigError extends OrderlyError {
   constructor(
@@ -129,68 +162,202 @@ export const MAX_JOB_FILE_BYTES = 1024 * 1024;
 /** Aliases a job file may expand: enough for shared blocks, far too few for an exponential "billion laughs". */
 const MAX_YAML_ALIASES = 100;
 
-/** Reads, substitutes `${ENV}` references, validates everything (all errors at once) and resolves paths. */
-export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
-  registerBuiltInConnectors();
+/**
+ * Loads a job file and the plugins it lists (`plugins:`) first, so their connectors and settings sections
+ * are known when the rest is validated. What the command line does.
+ */
+export async function loadJobWithPlugins(file: string, env: NodeJS.ProcessEnv = process.env): Promise<JobConfig> {
   const raw = readJobDocument(file);
+  const plugins = substituteEnv(raw.plugins, env, 'plugins', []);
+  if (Array.isArray(plugins) && plugins.every((p) => typeof p === 'string')) {
+    const failed = await importPlugins(plugins, dirname(resolve(file)));
+    if (failed.length) throw new JobConfigError(file, failed);
+  }
+  return parseJob(raw, file, env);
+}
+
+/**
+ * Reads, substitutes `${ENV}` references, validates everything (all errors at once) and resolves paths.
+ * Imports no plugin: a job that lists plugins is refused unless they are loaded (see loadJobWithPlugins).
+ */
+export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
+  return parseJob(readJobDocument(file), file, env);
+}
+
+/** The job in `raw` (the document `loadJob` read from `file`), validated; paths resolved against the file's folder. */
+export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
+  registerBuiltInConnectors();
   const problems: string[] = [];
-  const substituted = substituteEnv(raw, env, '', problems);
-  const parsed = jobSchema.safeParse(substituted);
+  const substituted = substituteEnv(raw, env, '', problems) as Record<string, unknown>;
+  const sections = settingsSections();
+  const ownKeys = Object.keys(jobSchema.shape);
+  const clash = sections.find((s) => ownKeys.includes(s.key));
+  if (clash) throw new OrderlyError('INVALID_ARGUMENT', `a connector declares the job file section "${clash.key}", which is one of the job's own keys`);
+  // The job's own keys go to its schema (which calls any other key unknown), each section to its connector's.
+  const own = Object.fromEntries(Object.entries(substituted).filter(([k]) => !sections.some((s) => s.key === k)));
+  const parsed = jobSchema.safeParse(own);
+  const unknownKeys: PropertyKey[][] = [];
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
-      if (issue.code === 'unrecognized_keys') {
-        for (const key of issue.keys) problems.push(`${formatPath([...issue.path, key])}: unknown key (a typo? see docs/configuration.md)`);
-      } else problems.push(`${formatPath(issue.path)}: ${issue.message}`);
+      problems.push(...formatIssue(issue));
+      if (issue.code === 'unrecognized_keys') unknownKeys.push(...issue.keys.map((key) => [...issue.path, key]));
     }
-    throw new JobConfigError(file, problems);
   }
+  const values: Record<string, unknown> = {};
+  for (const section of sections) {
+    if (substituted[section.key] !== undefined) values[section.key] = validateSection(section, substituted[section.key], problems);
+  }
+  // A plugin not loaded yet leaves its sections unknown and its connectors missing: say why first.
+  const base = dirname(resolve(file));
+  const listed = Array.isArray(substituted.plugins) ? (substituted.plugins as unknown[]) : [];
+  problems.unshift(...unloadedPlugins(listed, base).map(({ index, problem }) => `plugins[${index}]: ${problem}`));
+  // The checks beyond the file's shape run on every part that has the right shape once its unknown keys
+  // are set aside, so one run lists every problem: a typo does not hide a range error, nor a bad id both.
+  const present = new Set(sections.filter((section) => substituted[section.key] !== undefined).map((section) => section.key));
+  checkSettings(withoutPaths(own, unknownKeys), present, problems);
+  if (own.remote && (substituted.objectStorage as { embedded?: unknown } | undefined)?.embedded === true) {
+    problems.push('objectStorage.embedded: each worker would run its own S3 server; remote exports need object storage every worker reaches (endpoint:)');
+  }
+  if (!parsed.success || problems.length) throw new JobConfigError(file, problems);
   const job = parsed.data;
-  const topicNames = new Set(job.topics.map((t) => t.name));
-  job.topics.forEach((t, i) => check(problems, `topics[${i}]`, () => resourceName('topics', t.name, job.projectId, 'name')));
-  job.subscriptions.forEach((s, i) => {
+  job.dataDir = resolve(base, job.dataDir);
+  for (const section of sections) {
+    if (section.key in values && section.resolvePaths) values[section.key] = section.resolvePaths(values[section.key], (path) => resolve(base, path));
+  }
+  return { ...job, file: resolve(file), sections: values };
+}
+
+const topic = jobSchema.shape.topics.unwrap().element;
+
+/**
+ * The checks zod's shapes cannot make — ids, references between entries, ranges, export sections,
+ * exposure — on every part of `doc` (the job's own keys) that has the right shape. `sections`: the
+ * connectors' settings sections the file has.
+ */
+function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<string>, problems: string[]): void {
+  const part = <T>(schema: z.ZodType<T>, value: unknown): T | undefined => {
+    const r = schema.safeParse(value);
+    return r.success ? r.data : undefined;
+  };
+  const projectId = part(jobSchema.shape.projectId, doc.projectId) ?? 'orderly-local';
+  const list = (value: unknown) => (Array.isArray(value) ? value : []);
+  const topicNames = new Set<string>();
+  list(doc.topics).forEach((raw, i) => {
+    const t = part(topic, raw);
+    if (!t) return;
+    topicNames.add(t.name);
+    check(problems, `topics[${i}]`, () => resourceName('topics', t.name, projectId, 'name'));
+  });
+  list(doc.subscriptions).forEach((raw, i) => {
     const at = `subscriptions[${i}]`;
-    check(problems, at, () => resourceName('subscriptions', s.name, job.projectId, 'name'));
+    const name = (raw as { name?: unknown } | null)?.name;
+    if (typeof name === 'string') check(problems, at, () => resourceName('subscriptions', name, projectId, 'name'));
+    const s = part(subscription, raw);
+    if (!s) return;
     if (!topicNames.has(s.topic)) problems.push(`${at}.topic: no topic "${s.topic}" in topics`);
     const dlt = s.deadLetterPolicy?.deadLetterTopic;
     if (dlt && !topicNames.has(dlt)) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
     check(problems, at, () => {
-      const spec = normalizeSubscription(s as SubscriptionInput, (t, field) => resourceName('topics', t, job.projectId, field));
+      const spec = normalizeSubscription(s, (t, field) => resourceName('topics', t, projectId, field));
       const section = exportSection(spec);
-      if (section) getConnector(section.connector).parseConfig(section.config);
-      if (spec.bigqueryConfig && !job.duckdb) problems.push(`${at}.bigqueryConfig: needs the job's duckdb.path`);
+      if (!section) return;
+      const factory = getConnector(section.connector);
+      if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key)) problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
+      checkSection(problems, at, (config) => factory.parseConfig(config), section.config);
     });
   });
-  if (job.remote) checkRemote(job, problems);
-  if (job.endpoint) check(problems, 'endpoint', () => checkExposure(job.endpoint!, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
-  if (problems.length) throw new JobConfigError(file, problems);
-  const base = dirname(resolve(file));
-  job.dataDir = resolve(base, job.dataDir);
-  if (job.duckdb) job.duckdb.path = resolve(base, job.duckdb.path);
-  return { ...job, file: resolve(file) };
+  const remoteSection = part(jobSchema.shape.remote, doc.remote);
+  if (remoteSection) checkRemote(remoteSection, doc, projectId, sections, problems);
+  const endpoint = part(jobSchema.shape.endpoint, doc.endpoint);
+  if (endpoint) check(problems, 'endpoint', () => checkExposure(endpoint, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
 }
 
-/** A remote job runs as a fleet worker: only remote exports, each with one export section its connector accepts. */
-function checkRemote(job: z.infer<typeof jobSchema>, problems: string[]): void {
-  if (job.topics.length || job.subscriptions.length) {
+/** A connector's section: every unknown field is reported and set aside, and the rest is checked too. */
+function checkSection(problems: string[], at: string, parse: (config: unknown) => unknown, config: unknown): void {
+  let rest = config;
+  for (let round = 0; round < MAX_SECTION_ROUNDS; round++) {
+    try {
+      parse(rest);
+      return;
+    } catch (e) {
+      if (!(e instanceof UnknownFieldError) || !rest || typeof rest !== 'object') throw e;
+      problems.push(`${at}.${e.message}`);
+      rest = withoutPaths(rest as Record<string, unknown>, [e.key]);
+    }
+  }
+}
+
+/** More unknown fields than this in one section: the rest of the section is not checked. */
+const MAX_SECTION_ROUNDS = 50;
+
+/** A copy of `doc` without the values at `paths`. */
+function withoutPaths(doc: Record<string, unknown>, paths: PropertyKey[][]): Record<string, unknown> {
+  if (!paths.length) return doc;
+  const copy = structuredClone(doc);
+  for (const path of paths) {
+    const parent = path.slice(0, -1).reduce<unknown>((o, p) => (o && typeof o === 'object' ? (o as Record<PropertyKey, unknown>)[p] : undefined), copy);
+    if (parent && typeof parent === 'object') delete (parent as Record<PropertyKey, unknown>)[path[path.length - 1]!];
+  }
+  return copy;
+}
+
+/** A section's settings as its schema (or parse function) returns them; its problems, with their paths, go to `problems`. */
+function validateSection(section: SettingsSection, raw: unknown, problems: string[]): unknown {
+  const { schema } = section;
+  if (typeof schema === 'function') {
+    try {
+      return schema(raw);
+    } catch (e) {
+      const message = (e as Error).message;
+      problems.push((e as { field?: string }).field ? `${section.key}.${message}` : `${section.key}: ${message}`);
+      return undefined;
+    }
+  }
+  const result = schema['~standard'].validate(raw);
+  if (result instanceof Promise) throw new OrderlyError('INVALID_ARGUMENT', `the schema of the job file section "${section.key}" validates asynchronously; sections need a synchronous schema`);
+  if (result.issues) for (const issue of result.issues) problems.push(...formatIssue(issue, [section.key]));
+  return result.issues ? undefined : result.value;
+}
+
+/** One schema issue as problem lines: its path in the file, then what is wrong; each unknown key a line of its own. */
+function formatIssue(issue: StandardIssue & { code?: string; keys?: string[] }, at: PropertyKey[] = []): string[] {
+  const path = [...at, ...(issue.path ?? []).map((p) => (typeof p === 'object' ? p.key : p))];
+  if (issue.code === 'unrecognized_keys' && issue.keys) {
+    return issue.keys.map((key) => `${formatPath([...path, key])}: unknown key (a typo? see docs/configuration.md)`);
+  }
+  return [`${formatPath(path)}: ${issue.message}`];
+}
+
+/**
+ * A remote job runs as a fleet worker: only remote exports, each with one export section its connector
+ * accepts (and the settings section the connector needs), each remote subscription once.
+ */
+function checkRemote(
+  remote: NonNullable<z.infer<typeof jobSchema>['remote']>,
+  doc: Record<string, unknown>,
+  projectId: string,
+  sections: ReadonlySet<string>,
+  problems: string[],
+): void {
+  const count = (value: unknown) => (Array.isArray(value) ? value.length : 0);
+  if (count(doc.topics) || count(doc.subscriptions)) {
     problems.push('remote: a job that exports from a remote Pub/Sub runs as a fleet worker; put local topics and subscriptions in another job file');
   }
-  if (job.objectStorage?.embedded) {
-    problems.push('objectStorage.embedded: each worker would run its own S3 server; remote exports need object storage every worker reaches (endpoint:)');
-  }
-  job.remote!.exports.forEach((e, i) => {
+  remote.exports.forEach((e, i) => {
     const at = `remote.exports[${i}]`;
-    const sections = (['bigqueryConfig', 'cloudStorageConfig', 'exportConfig'] as const).filter((k) => e[k] !== undefined);
-    if (sections.length !== 1) {
-      problems.push(`${at}: needs exactly one of bigqueryConfig, cloudStorageConfig, exportConfig${sections.length ? `, got ${sections.join(' and ')}` : ''}`);
+    const given = (['bigqueryConfig', 'cloudStorageConfig', 'exportConfig'] as const).filter((k) => e[k] !== undefined);
+    if (given.length !== 1) {
+      problems.push(`${at}: needs exactly one of bigqueryConfig, cloudStorageConfig, exportConfig${given.length ? `, got ${given.join(' and ')}` : ''}`);
       return;
     }
     check(problems, at, () => {
       const section = exportSection({ bigqueryConfig: e.bigqueryConfig, cloudStorageConfig: e.cloudStorageConfig, exportConfig: e.exportConfig })!;
-      getConnector(section.connector).parseConfig(section.config);
+      const factory = getConnector(section.connector);
+      if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key)) problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
+      checkSection(problems, at, (config) => factory.parseConfig(config), section.config);
     });
-    if (e.bigqueryConfig && !job.duckdb) problems.push(`${at}.bigqueryConfig: needs the job's duckdb.path`);
   });
-  const names = job.remote!.exports.map((e) => (e.subscription.startsWith('projects/') ? e.subscription : `projects/${job.remote!.projectId ?? job.projectId}/subscriptions/${e.subscription}`));
+  const names = remote.exports.map((e) => (e.subscription.startsWith('projects/') ? e.subscription : `projects/${remote.projectId ?? projectId}/subscriptions/${e.subscription}`));
   names.forEach((n, i) => {
     if (names.indexOf(n) !== i) problems.push(`remote.exports[${i}].subscription: ${n} is exported twice; one export per remote subscription`);
   });
@@ -200,7 +367,7 @@ function checkRemote(job: z.infer<typeof jobSchema>, problems: string[]): void {
  * The file's one document as plain data, or a JobConfigError naming what is wrong with the file itself:
  * unreadable, too large, empty, not YAML/JSON, not a mapping, or an alias that contains itself.
  */
-function readJobDocument(file: string): Record<string, unknown> {
+export function readJobDocument(file: string): Record<string, unknown> {
   const fail = (problem: string): never => {
     throw new JobConfigError(file, [problem]);
   };

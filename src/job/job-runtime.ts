@@ -1,12 +1,14 @@
 import { rmSync } from 'node:fs';
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
-import { ExportManager } from '../connector/export-manager.js';
+import type { ConnectorSettings } from '../connector/connector.js';
+import { ExportManager, type ExportManagerOptions } from '../connector/export-manager.js';
+import { settingsSections } from '../connector/registry.js';
+import { OrderlyError } from '../core/errors.js';
 import { PubSubCore } from '../core/pubsub-core.js';
-import { closeDuckDb, duckDbLockHolder, queryDuckDb } from '../duckdb/database.js';
+import { setDuckDbLimits } from '../duckdb/database.js';
 import type { Logger } from '../log.js';
 import { SqliteStore } from '../store/sqlite-store.js';
-import { startEmbeddedS3, type EmbeddedS3 } from './embedded-s3.js';
 import type { JobConfig } from './job-config.js';
 import { acquireLock } from './job-lock.js';
 import { serveMetrics } from './metrics.js';
@@ -14,9 +16,11 @@ import { reconcile, type ReconcileReport } from './reconcile.js';
 import { remoteExportsOf } from './remote-job.js';
 import { resolveWorkerId, sweepGoneWorkers, workerDir } from './worker.js';
 
+type Cleanup = () => Promise<void> | void;
+
 /**
- * A running job: the store, the embedded S3 server if asked for, the DuckDB database, the reconciled
- * topics and subscriptions, an export runner per export subscription, and the metrics endpoint.
+ * A running job: its settings sections opened (an embedded S3 server, the DuckDB database, ...), the store,
+ * the reconciled topics and subscriptions, an export runner per export subscription, and the metrics endpoint.
  */
 export class JobRuntime {
   private constructor(
@@ -24,8 +28,15 @@ export class JobRuntime {
     readonly core: PubSubCore,
     readonly exports: ExportManager,
     readonly reconciled: ReconcileReport,
-    readonly objectStorage: Record<string, unknown> | undefined,
-    private readonly cleanups: (() => Promise<void> | void)[],
+    /** What every connector of the job is given: the data directory and what the settings sections provide. */
+    readonly connectorSettings: ConnectorSettings,
+    /** The DuckDB database a settings section names for `orderly query` (e.g. `duckdb.path`). */
+    readonly queryDatabase: string | undefined,
+    /** Started `readOnly`: the sections changed nothing and hold no database open. */
+    readonly readOnly: boolean,
+    private readonly cleanups: Cleanup[],
+    /** Resolves if the job cannot go on (the store turned out to be unusable): the process should stop. */
+    readonly failure: Promise<Error>,
     readonly metricsUrl?: string,
     /** The port the Pub/Sub endpoint listens on, when the job serves one. */
     readonly endpointPort?: number,
@@ -35,19 +46,30 @@ export class JobRuntime {
 
   /**
    * `withExports: false` opens everything but starts no export (status, query, publish);
+   * `readOnly` (read-only queries) also has the settings sections change nothing (see SectionContext);
    * `serveMetrics` (run, serve) also serves the metrics and, if the job has one, the Pub/Sub endpoint;
-   * `endpointFlags` names its exposure settings as the user gave them (CLI flags) in error messages.
+   * `endpointFlags` names its exposure settings as the user gave them (CLI flags) in error messages;
+   * `exportRunner` tunes every export runner (batch sizes, budget, flush interval, backoff: tests).
    * A job with `remote:` runs as one worker of a fleet (`workerId`: see resolveWorkerId): its lock, local
    * store and spill files live in its own folder under the data directory, so any number of workers run
    * the same job file on one machine.
+   * The job's plugins must be loaded already (loadJobWithPlugins).
    */
   static async start(
     job: JobConfig,
     logger: Logger,
-    options: { withExports?: boolean; serveMetrics?: boolean; endpointFlags?: EndpointOptions['flags']; workerId?: string } = {},
+    options: {
+      withExports?: boolean;
+      readOnly?: boolean;
+      serveMetrics?: boolean;
+      endpointFlags?: EndpointOptions['flags'];
+      exportRunner?: ExportManagerOptions['runner'];
+      workerId?: string;
+    } = {},
   ): Promise<JobRuntime> {
     registerBuiltInConnectors();
-    const cleanups: (() => Promise<void> | void)[] = [];
+    const readOnly = options.readOnly ?? false;
+    const cleanups: Cleanup[] = [];
     const undo = async () => {
       for (const c of cleanups.reverse()) await c();
     };
@@ -62,41 +84,37 @@ export class JobRuntime {
         cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
       }
       cleanups.push(acquireLock(dataDir));
-      let s3: EmbeddedS3 | undefined;
-      if (job.objectStorage?.embedded) {
-        s3 = await startEmbeddedS3(dataDir, job.objectStorage.buckets);
-        cleanups.push(() => s3!.close());
-      }
-      const { embedded: _e, buckets: _b, ...connection } = job.objectStorage ?? { embedded: false, buckets: [] };
-      const objectStorage = s3 ? s3.settings : job.objectStorage ? connection : undefined;
-      if (job.duckdb) {
-        const path = job.duckdb.path;
-        try {
-          for (const sql of job.duckdb.init) await queryDuckDb(path, sql);
-        } catch (e) {
-          // A fleet's DuckDB file has one writer: another worker holds it (and ran these); this one waits as a standby.
-          const holder = workerId ? duckDbLockHolder(e) : undefined;
-          if (holder === undefined) throw e;
-          logger.info({ duckdb: path, holder }, 'the DuckDB file is held by another worker; its init statements are left to it');
-        }
-        cleanups.push(() => closeDuckDb(path));
-      }
+      // Before any section opens a DuckDB database (the duckdb section runs its init statements).
+      setDuckDbLimits({ memoryLimit: `${Math.max(1, Math.floor(job.memory.duckdb / 1024 / 1024))}MiB`, threads: job.memory.duckdbThreads });
+      const opened = await openSections(job, { dataDir, readOnly, logger }, cleanups);
+      let reportFailure!: (error: Error) => void;
+      const failure = new Promise<Error>((resolve) => (reportFailure = resolve));
       const core = await PubSubCore.open({
         store: SqliteStore.open(dataDir, { durability: job.durability }),
+        memory: { payloadBytes: job.memory.payloadBytes, messagesPerSubscription: job.memory.messagesPerSubscription, messagesPerKey: job.memory.messagesPerKey },
+        onStoreFatal: (error) => {
+          logger.fatal({ error: error.message }, 'the store is unusable; stopping');
+          reportFailure(error);
+        },
         projectId: job.projectId,
         push: { allowLinkLocal: job.push.allowLinkLocal },
       });
       cleanups.push(() => core.close());
       const reconciled = await reconcile(core, job);
+      const flowControl = job.remote?.flowControl;
       const exports = new ExportManager({
         core,
-        settings: { dataDir, duckdbPath: job.duckdb?.path, objectStorage },
+        settings: opened.settings,
         logger,
+        runner: {
+          maxOutstandingMessages: flowControl?.maxMessages ?? job.memory.exportMessages,
+          maxOutstandingBytes: flowControl?.maxBytes ?? job.memory.exportBytes,
+          ...options.exportRunner,
+        },
         remote: workerId ? remoteExportsOf(job, workerId) : undefined,
-        runner: job.remote?.flowControl ? { maxOutstandingMessages: job.remote.flowControl.maxMessages, maxOutstandingBytes: job.remote.flowControl.maxBytes } : undefined,
       });
       cleanups.push(() => exports.stop());
-      if (options.withExports !== false) await exports.start();
+      if (options.withExports !== false && !readOnly) await exports.start();
       let metricsUrl: string | undefined;
       if (options.serveMetrics && job.metrics) {
         const server = await serveMetrics(core, exports, job.metrics.host, job.metrics.port);
@@ -114,7 +132,7 @@ export class JobRuntime {
         // Tell other commands where to reach this job (status reads /status, publish the endpoint).
         acquireLock(dataDir, { metrics: metricsUrl, endpoint: endpointPort === undefined ? undefined : `${job.endpoint!.host}:${endpointPort}` });
       }
-      return new JobRuntime(job, core, exports, reconciled, objectStorage, cleanups, metricsUrl, endpointPort, workerId);
+      return new JobRuntime(job, core, exports, reconciled, opened.settings, opened.queryDatabase, readOnly, cleanups, failure, metricsUrl, endpointPort, workerId);
     } catch (e) {
       await undo();
       throw e;
@@ -127,3 +145,33 @@ export class JobRuntime {
   }
 }
 
+/**
+ * Opens the job's settings sections in registration order, each closed (through `cleanups`) after
+ * everything opened later. Without `open`, a section's validated settings are provided under its key.
+ */
+async function openSections(
+  job: JobConfig,
+  context: { dataDir: string; readOnly: boolean; logger: Logger },
+  cleanups: Cleanup[],
+): Promise<{ settings: ConnectorSettings; queryDatabase?: string }> {
+  const provided: Record<string, unknown> = {};
+  const providedBy = new Map<string, string>();
+  let queryDatabase: { path: string; key: string } | undefined;
+  for (const section of settingsSections()) {
+    if (!(section.key in job.sections)) continue;
+    const value = job.sections[section.key];
+    const opened = section.open ? await section.open(value, context) : { settings: { [section.key]: value } };
+    if (opened.close) cleanups.push(() => opened.close?.());
+    for (const [key, setting] of Object.entries(opened.settings)) {
+      const other = key === 'dataDir' ? 'the job' : providedBy.get(key);
+      if (other) throw new OrderlyError('INVALID_ARGUMENT', `the job file sections ${section.key} and ${other} both provide the connector setting "${key}"`);
+      providedBy.set(key, section.key);
+      provided[key] = setting;
+    }
+    if (opened.queryDatabase !== undefined) {
+      if (queryDatabase) throw new OrderlyError('INVALID_ARGUMENT', `the job file sections ${queryDatabase.key} and ${section.key} both name a database for orderly query`);
+      queryDatabase = { path: opened.queryDatabase, key: section.key };
+    }
+  }
+  return { settings: { ...provided, dataDir: context.dataDir }, queryDatabase: queryDatabase?.path };
+}

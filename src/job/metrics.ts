@@ -1,9 +1,9 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Gauge, Registry } from 'prom-client';
-import type { ConnectorCounters } from '../connector/connector.js';
 import type { ExportManager } from '../connector/export-manager.js';
 import type { ExportRunner } from '../connector/export-runner.js';
+import { counterMetrics, exportSection } from '../connector/registry.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { projectOf, shortId } from '../core/names.js';
 import { unexpectedErrorCount } from './unexpected-errors.js';
@@ -15,12 +15,11 @@ const STATES = ['ACTIVE', 'RESOURCE_ERROR', 'PERMISSION_DENIED', 'NOT_FOUND', 'S
  * Monitoring does), so `backlog` is what this worker holds: delivered to it and not yet acked.
  */
 function remoteRow(subscription: string, runner: ExportRunner) {
-  const source = runner.sourceStatus();
   return {
     subscription,
     worker: runner.workerId,
     /** The remote endpoint, and whether the worker is streaming from it (or why not). */
-    source,
+    source: runner.sourceStatus(),
     sourceRetryAt: runner.stats.sourceRetryAt,
     state: runner.stats.state,
     stateReason: runner.stats.stateReason,
@@ -32,15 +31,21 @@ function remoteRow(subscription: string, runner: ExportRunner) {
     exported: runner.stats.written,
     exportErrors: runner.stats.errors,
     lastExportError: runner.stats.lastError,
+    exportCounters: runner.connectorCounters,
   };
 }
 
 export type RemoteStatus = ReturnType<typeof remoteRow>;
 
+/** A fleet worker's remote exports: what `orderly status` shows per worker (and /status, after the local rows). */
+export function remoteStatusOf(exports: ExportManager): RemoteStatus[] {
+  return [...exports.remoteExports()].map(([name, runner]) => remoteRow(name, runner));
+}
+
 /** Per subscription (every project), read once: the /status row and the delivery counters. */
 function snapshot(core: PubSubCore, exports?: ExportManager) {
   const now = core.clock.now();
-  const local = core.allSubscriptions().map((s) => {
+  return core.allSubscriptions().map((s) => {
     const m = core.metrics(s.name, 5);
     const runner = exports?.runner(s.name);
     const status = {
@@ -60,24 +65,22 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
       exportErrors: runner?.stats.errors ?? 0,
       lastExportError: runner?.stats.lastError,
       lastCommitAt: runner?.stats.lastCommitAt,
+      /** Payload bytes this subscription holds in memory, of the limit all subscriptions share (memory.payloadBytes). */
+      residentBytes: m.residentBytes,
+      payloadLimitBytes: core.memoryUse().payloadLimit,
+      /** The export connector's own running totals (rows appended, objects written, ...), when it keeps them. */
+      exportCounters: runner?.connectorCounters,
     };
-    return { status, counters: m.counters, connector: runner?.connectorCounters, remote: undefined };
+    return { status, counters: m.counters, connector: exportSection(s)?.connector };
   });
-  const remote = [...(exports?.remoteExports() ?? [])].map(([name, runner]) => {
-    const status = remoteRow(name, runner);
-    return { status, counters: undefined, connector: runner.connectorCounters, remote: status };
-  });
-  return [...local, ...remote];
 }
 
 type Snapshot = ReturnType<typeof snapshot>[number];
 
-/** Per subscription: what `orderly status` and the /status endpoint show (remote exports: this worker's view). */
+/** Per subscription: what `orderly status` and the /status endpoint show. */
 export function statusOf(core: PubSubCore, exports?: ExportManager) {
   return snapshot(core, exports).map((s) => s.status);
 }
-
-export type StatusRow = ReturnType<typeof statusOf>[number];
 
 /**
  * Prometheus metrics (computed from the live state at each scrape) and /status as JSON, served on
@@ -90,6 +93,7 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
   const labelNames = ['subscription'] as const;
   // Each scrape reads the live state once (a backlog scan per subscription); every gauge uses that.
   let current: Snapshot[] = [];
+  let remote: RemoteStatus[] = [];
   const gauge = (name: string, help: string, value: (s: Snapshot) => number) =>
     new Gauge({
       name,
@@ -102,22 +106,25 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
       },
     });
   gauge('orderly_backlog_messages', 'Unacked messages per subscription', (s) => s.status.backlog);
-  gauge('orderly_oldest_unacked_message_age_seconds', 'Age of the oldest unacked message', (s) => ('oldestUnackedAgeSeconds' in s.status ? s.status.oldestUnackedAgeSeconds : 0));
-  gauge('orderly_delivered_total', 'Deliveries (including redeliveries)', (s) => s.counters?.delivered ?? 0);
-  gauge('orderly_redelivered_total', 'Redeliveries', (s) => s.counters?.redelivered ?? 0);
-  gauge('orderly_acked_total', 'Acks', (s) => s.counters?.acked ?? 0);
-  gauge('orderly_nacked_total', 'Nacks', (s) => s.counters?.nacked ?? 0);
-  gauge('orderly_expired_total', 'Lease expiries', (s) => s.counters?.expired ?? 0);
-  gauge('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (s) => s.counters?.deadLettered ?? 0);
+  gauge('orderly_oldest_unacked_message_age_seconds', 'Age of the oldest unacked message', (s) => s.status.oldestUnackedAgeSeconds);
+  gauge('orderly_resident_payload_bytes', 'Payload bytes held in memory (the rest of the backlog is read from the store)', (s) => s.status.residentBytes);
+  gauge('orderly_delivered_total', 'Deliveries (including redeliveries)', (s) => s.counters.delivered);
+  gauge('orderly_redelivered_total', 'Redeliveries', (s) => s.counters.redelivered);
+  gauge('orderly_acked_total', 'Acks', (s) => s.counters.acked);
+  gauge('orderly_nacked_total', 'Nacks', (s) => s.counters.nacked);
+  gauge('orderly_expired_total', 'Lease expiries', (s) => s.counters.expired);
+  gauge('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (s) => s.counters.deadLettered);
   gauge('orderly_exported_total', 'Messages written by the export connector', (s) => s.status.exported);
   gauge('orderly_export_errors_total', 'Unexpected failures of the export sink (each one reopened it after a backoff)', (s) => s.status.exportErrors);
-  const counter = (name: string, help: string, key: keyof ConnectorCounters) => gauge(name, help, (s) => s.connector?.[key] ?? 0);
-  counter('orderly_rows_appended_total', 'Rows appended to DuckDB tables', 'rowsAppended');
-  counter('orderly_objects_written_total', 'Objects committed to object storage', 'objectsWritten');
-  counter('orderly_bytes_uploaded_total', 'Bytes uploaded to object storage', 'bytesUploaded');
-  counter('orderly_upload_retries_total', 'Object uploads that failed and will be retried', 'uploadRetries');
+  // The connectors' declared counters (ConnectorFactory.counters); 0 for subscriptions whose connector has none.
+  for (const { metric, help, counterOf } of counterMetrics()) {
+    gauge(metric, help, (s) => {
+      const counter = s.connector === undefined ? undefined : counterOf[s.connector];
+      return counter === undefined ? 0 : (s.status.exportCounters?.[counter] ?? 0);
+    });
+  }
   // A fleet worker's own view of each remote export, labelled by worker (every worker of a fleet reports its share).
-  const workerGauge = (name: string, help: string, value: (s: RemoteStatus) => number) =>
+  const workerGauge = (name: string, help: string, value: (r: RemoteStatus) => number) =>
     new Gauge({
       name,
       help,
@@ -125,9 +132,10 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
       registers: [registry],
       collect() {
         this.reset();
-        for (const { remote } of current) if (remote) this.set({ subscription: remote.subscription, worker: remote.worker ?? '' }, value(remote));
+        for (const r of remote) this.set({ subscription: r.subscription, worker: r.worker ?? '' }, value(r));
       },
     });
+  workerGauge('orderly_worker_exported_total', 'Messages this worker wrote for a remote export', (r) => r.exported);
   workerGauge('orderly_worker_keys_in_flight', 'Ordering keys with messages this worker holds unacked (remote exports)', (r) => r.keysInFlight);
   workerGauge('orderly_worker_held_messages', 'Messages delivered to this worker and not yet acked (remote exports)', (r) => r.backlog);
   workerGauge('orderly_worker_streaming', '1 while this worker streams from the remote subscription, else 0', (r) => (r.source.state === 'streaming' ? 1 : 0));
@@ -135,6 +143,14 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
   workerGauge('orderly_worker_last_commit_timestamp_seconds', 'When this worker last acked messages durable at the sink (0: never)', (r) =>
     r.lastCommitAt ? Date.parse(r.lastCommitAt) / 1000 : 0,
   );
+  new Gauge({
+    name: 'orderly_payload_memory_limit_bytes',
+    help: 'Payload bytes all subscriptions may hold in memory together (memory.payloadBytes)',
+    registers: [registry],
+    collect() {
+      this.set(core.memoryUse().payloadLimit);
+    },
+  });
   new Gauge({
     name: 'orderly_published_total',
     help: 'Messages published per topic since start',
@@ -168,9 +184,10 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
     try {
       if (req.url === '/metrics') {
         current = snapshot(core, exports);
+        remote = remoteStatusOf(exports);
         registry.metrics().then((body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body), (e: unknown) => failed(res, e));
       } else if (req.url === '/status') {
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(statusOf(core, exports)));
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify([...statusOf(core, exports), ...remoteStatusOf(exports)]));
       } else res.writeHead(404).end();
     } catch (e) {
       failed(res, e);

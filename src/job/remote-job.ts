@@ -1,4 +1,7 @@
+import type { ExportTarget } from '../connector/capabilities.js';
+import type { ConnectorSettings } from '../connector/connector.js';
 import type { RemoteExports } from '../connector/export-manager.js';
+import { exportSection, getConnector, type ConnectorFactory } from '../connector/registry.js';
 import { remoteIdentity, remoteSubscriptionName } from '../connector/sources/remote-endpoint.js';
 import type { SubscriptionIdentity } from '../core/pubsub-core.js';
 import { OrderlyError } from '../core/errors.js';
@@ -34,9 +37,12 @@ export function findRemoteExport(job: JobConfig, ref: string): { subscription: s
   return { subscription: wanted, identity: remoteIdentity(wanted), export: found };
 }
 
-/** The job's object storage connection as every worker reaches it (a fleet has no embedded S3 server). */
-export function sharedObjectStorage(job: JobConfig): Record<string, unknown> | undefined {
-  if (!job.objectStorage) return undefined;
-  const { embedded: _embedded, buckets: _buckets, ...connection } = job.objectStorage;
-  return connection;
+/** The job's remote exports as connector capabilities (audit, query views) see them: shared by the fleet. */
+export function remoteExportTargets(job: JobConfig, settings: ConnectorSettings): { factory: ConnectorFactory; connector: string; target: ExportTarget }[] {
+  return (job.remote?.exports ?? []).map((e) => {
+    const { subscription, identity } = findRemoteExport(job, e.subscription);
+    const section = exportSection({ bigqueryConfig: e.bigqueryConfig, cloudStorageConfig: e.cloudStorageConfig, exportConfig: e.exportConfig })!;
+    const factory = getConnector(section.connector);
+    return { factory, connector: section.connector, target: { subscription, identity, config: factory.parseConfig(section.config), settings, shared: true } };
+  });
 }

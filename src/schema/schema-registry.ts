@@ -10,7 +10,7 @@ import {
   type DecodedMessage,
   type Encoding,
 } from './message-validation.js';
-import { pageOf, type PageRequest } from './paging.js';
+import { pageOf, type PageRequest } from '../core/paging.js';
 import { incompatibility } from './schema-compatibility.js';
 import { compileSchema, parseSchemaType, type CompiledSchema, type SchemaType } from './schema-definition.js';
 import { DELETED_SCHEMA, checkSchemaId, parseProjectParent, parseSchemaName } from './schema-name.js';
@@ -226,6 +226,28 @@ export class SchemaRegistry {
   compiledRevision(name: string, revisionId: string): CompiledSchema {
     const record = this.record(name);
     return compileSchema(record.type, this.revision(record, revisionId).definition);
+  }
+
+  /**
+   * The live revisions a topic with these settings accepts, oldest first (what an export writes with).
+   * Empty when the schema was deleted or no revision of the range is left.
+   */
+  revisionsInRange(settings: TopicSchemaSettings): { revisionId: string; schema: CompiledSchema }[] {
+    const record = this.schemas.get(settings.schema);
+    if (!record) return [];
+    const at = (id: string | undefined, fallback: number) => (id ? record.revisions.findIndex((r) => r.revisionId === id) : fallback);
+    const from = at(settings.firstRevisionId, 0);
+    const to = at(settings.lastRevisionId, record.revisions.length - 1);
+    if (from < 0 || to < 0) return [];
+    return record.revisions
+      .slice(from, to + 1)
+      .filter((r) => r.definition !== undefined)
+      .map((r) => ({ revisionId: r.revisionId, schema: compileSchema(record.type, r.definition) }));
+  }
+
+  /** Whether a schema of this name exists. */
+  has(name: string): boolean {
+    return this.schemas.has(name);
   }
 
   create(request: { parent: unknown; schemaId?: unknown; schema: unknown }): Promise<SchemaResource> {

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { durableRename, syncFile, writeFileAtomic } from './durable-file.js';
+import { quoteIdent } from '../duckdb/sql.js';
 import { StoreWriter } from './store-writer.js';
 import {
   StoreCorruptError,
@@ -10,6 +11,10 @@ import {
   type BacklogRow,
   type BacklogSource,
   type CompactionPlan,
+  type IamPolicyRow,
+  type SchemaRow,
+  type SnapshotRecord,
+  type SnapshotRequest,
   type Store,
   type StoredMessage,
   type SubscriptionRecord,
@@ -18,8 +23,8 @@ import {
 
 /** Marks the file as ours, so pointing Orderly at some other SQLite file fails loudly instead of mixing. */
 const APPLICATION_ID = 0x4f52444c; // "ORDL"
-/** 2: subscriptions have a uid, the store an id. */
-const SCHEMA_VERSION = 2;
+/** 2: subscriptions have a uid, the store an id. 3: snapshots; subscriptions can be detached. */
+const SCHEMA_VERSION = 3;
 const PAGE_SIZE = 32 * 1024;
 const STORE_FILE = 'orderly.sqlite';
 /**
@@ -33,7 +38,7 @@ const SCHEMA = `
   CREATE TABLE IF NOT EXISTS topics(uid INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE NOT NULL, labels TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS subscriptions(
     name TEXT PRIMARY KEY, topic_uid INTEGER NOT NULL, spec TEXT NOT NULL, low_seq INTEGER NOT NULL,
-    uid TEXT NOT NULL, adopts_name_keyed_progress INTEGER NOT NULL DEFAULT 0);
+    uid TEXT NOT NULL, adopts_name_keyed_progress INTEGER NOT NULL DEFAULT 0, detached INTEGER NOT NULL DEFAULT 0);
   CREATE TABLE IF NOT EXISTS messages(
     seq INTEGER PRIMARY KEY, topic_uid INTEGER NOT NULL, ordering_key TEXT NOT NULL, key_seq INTEGER NOT NULL,
     publish_time INTEGER NOT NULL, data BLOB NOT NULL, attributes TEXT);
@@ -42,7 +47,29 @@ const SCHEMA = `
   CREATE TABLE IF NOT EXISTS key_seqs(topic_uid INTEGER, ordering_key TEXT, last INTEGER NOT NULL, PRIMARY KEY(topic_uid, ordering_key)) WITHOUT ROWID;
   CREATE TABLE IF NOT EXISTS acks(sub TEXT, seq INTEGER, PRIMARY KEY(sub, seq)) WITHOUT ROWID;
   CREATE TABLE IF NOT EXISTS failures(sub TEXT, seq INTEGER, n INTEGER NOT NULL, PRIMARY KEY(sub, seq)) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS snapshots(
+    uid INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE NOT NULL, topic_uid INTEGER NOT NULL, low_seq INTEGER NOT NULL,
+    expire_time INTEGER NOT NULL, max_expire_time INTEGER NOT NULL, labels TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS snapshot_acks(snapshot INTEGER, seq INTEGER, PRIMARY KEY(snapshot, seq)) WITHOUT ROWID;
 `;
+
+/**
+ * Schemas, IAM policies and topic settings (issue #13), added beside schema version 2 rather than as a
+ * version of their own, so the step is independent of other additions: it creates what is missing and
+ * records that the topics table has its settings column (`meta.topic_settings`). Running it again
+ * changes nothing.
+ */
+function addSchemaAndTopicSettings(db: Database.Database): void {
+  db.exec(`
+    CREATE TABLE IF NOT EXISTS schemas(name TEXT PRIMARY KEY, record TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS iam_policies(resource TEXT PRIMARY KEY, policy TEXT NOT NULL);
+  `);
+  const done = db.prepare("SELECT v FROM meta WHERE k = 'topic_settings'").pluck().get() !== undefined;
+  if (done) return;
+  const columns = (db.prepare('PRAGMA table_info(topics)').all() as { name: string }[]).map((c) => c.name);
+  if (!columns.includes('settings')) db.exec("ALTER TABLE topics ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'");
+  db.prepare("INSERT INTO meta(k, v) VALUES ('topic_settings', '1')").run();
+}
 
 export interface SqliteStoreOptions {
   /**
@@ -60,11 +87,15 @@ interface BacklogQueryRow {
   publish_time: number;
   attributes: string | null;
   data_bytes: number;
+  /** The payload when it is at most INLINE_DATA bytes. */
+  data: Buffer | null;
   acked: number;
   failures: number | null;
 }
 
 const NO_DATA = Buffer.alloc(0);
+/** Payloads read with their row in a backlog scan; larger ones are read alone, and only within the budget. */
+const INLINE_DATA = 64 * 1024;
 
 /** Embedded default store: one SQLite file in WAL mode under the data directory. */
 export class SqliteStore implements Store {
@@ -93,13 +124,15 @@ export class SqliteStore implements Store {
       // The writer thread writes concurrently; a rare write here (DDL, seek, compaction) waits its turn.
       this.db.pragma('busy_timeout = 10000');
       this.db.pragma('wal_autocheckpoint = 0'); // the writer thread checkpoints
-      this.writer = new StoreWriter(file, synchronous);
+      this.writer = new StoreWriter(file, synchronous, (e) => this.fail(new StoreCorruptError(this.location, e)));
     } catch (e) {
       this.db.close();
       throw e;
     }
     const db = this.db;
+    // Payloads up to INLINE_DATA bytes come with the row (one query per chunk); larger ones are read one by one.
     const backlogColumns = `m.seq, m.topic_uid, m.ordering_key, m.key_seq, m.publish_time, m.attributes, length(m.data) AS data_bytes,
+                CASE WHEN length(m.data) <= ${INLINE_DATA} THEN m.data END AS data,
                 (a.seq IS NOT NULL) AS acked, f.n AS failures
            FROM messages m
            LEFT JOIN acks a ON a.sub = @sub AND a.seq = m.seq
@@ -113,7 +146,9 @@ export class SqliteStore implements Store {
           ORDER BY m.key_seq LIMIT @limit`,
       ),
       countUnacked: db
-        .prepare('SELECT count(*) FROM messages m WHERE m.topic_uid = @topic AND m.seq > @after AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)')
+        .prepare(
+          'SELECT count(*) FROM messages m WHERE m.topic_uid = @topic AND m.seq > @after AND m.seq <= @upTo AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)',
+        )
         .pluck(),
       firstPublishTimeAfter: db.prepare('SELECT publish_time FROM messages WHERE topic_uid = ? AND seq > ? ORDER BY seq LIMIT 1').pluck(),
       lastKeySeq: db.prepare(
@@ -160,6 +195,20 @@ export class SqliteStore implements Store {
     return store;
   }
 
+  private readonly fatalListeners: ((error: Error) => void)[] = [];
+  private fatal?: Error;
+
+  onFatal(listener: (error: Error) => void): void {
+    if (this.fatal) listener(this.fatal);
+    else this.fatalListeners.push(listener);
+  }
+
+  private fail(error: Error): void {
+    if (this.fatal) return;
+    this.fatal = error;
+    for (const listener of this.fatalListeners) listener(error);
+  }
+
   private checkIdentity(): void {
     const appId = this.db.pragma('application_id', { simple: true }) as number;
     const tables = this.db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table'").pluck().get() as number;
@@ -169,8 +218,13 @@ export class SqliteStore implements Store {
       return;
     }
     if (appId !== APPLICATION_ID) throw new StoreCorruptError(this.location, new Error('not an Orderly store (foreign SQLite file)'));
-    const result = this.db.pragma('quick_check(1)', { simple: true });
-    if (result !== 'ok') throw new StoreCorruptError(this.location, new Error(`integrity check failed: ${String(result)}`));
+    // Every table but the messages here (they are small); the whole file, messages included, is checked on
+    // the writer thread before its first write (StoreWriter), so a large store opens in well under a second.
+    const small = this.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'messages'").pluck().all() as string[];
+    for (const table of small) {
+      const result = this.db.pragma(`quick_check(${quoteIdent(table)})`, { simple: true });
+      if (result !== 'ok') throw new StoreCorruptError(this.location, new Error(`integrity check failed: ${String(result)}`));
+    }
   }
 
   /** Creates or upgrades the schema; returns the store's id. */
@@ -190,19 +244,25 @@ export class SqliteStore implements Store {
         const names = this.db.prepare('SELECT name FROM subscriptions').pluck().all() as string[];
         const assign = this.db.prepare('UPDATE subscriptions SET uid = ?, adopts_name_keyed_progress = 1 WHERE name = ?');
         for (const name of names) assign.run(randomUUID(), name);
+      }
+      if (version === '1' || version === '2') {
+        // 3: the snapshot tables come with SCHEMA above; subscriptions learn to be detached.
+        const columns = (this.db.prepare('PRAGMA table_info(subscriptions)').all() as { name: string }[]).map((c) => c.name);
+        if (!columns.includes('detached')) this.db.exec('ALTER TABLE subscriptions ADD COLUMN detached INTEGER NOT NULL DEFAULT 0');
       } else if (version !== undefined && Number(version) !== SCHEMA_VERSION) {
         throw new StoreCorruptError(this.location, new Error(`schema version ${version}, this Orderly reads ${SCHEMA_VERSION}`));
       }
-      setMeta('schema', String(SCHEMA_VERSION));
+      // Written only when they change: opening a store (a damaged one included) leaves the file as it is.
+      if (version !== String(SCHEMA_VERSION)) setMeta('schema', String(SCHEMA_VERSION));
+      addSchemaAndTopicSettings(this.db);
       const id = meta('store_id') ?? randomUUID();
-      setMeta('store_id', id);
+      if (meta('store_id') !== id) setMeta('store_id', id);
       return id;
     })();
   }
 
   async lastSeq(): Promise<number> {
-    const live = this.db.prepare('SELECT coalesce(max(seq), 0) FROM messages').pluck().get() as number;
-    return Math.max(live, this.metaNumber('last_seq'));
+    return this.committedSeq();
   }
 
   private metaNumber(k: string): number {
@@ -218,31 +278,61 @@ export class SqliteStore implements Store {
   }
 
   async listTopics(): Promise<TopicRecord[]> {
-    const rows = this.db.prepare('SELECT uid, name, labels FROM topics ORDER BY name').all() as { uid: number; name: string; labels: string }[];
-    return rows.map((r) => ({ uid: r.uid, name: r.name, labels: JSON.parse(r.labels) }));
+    const rows = this.db.prepare('SELECT uid, name, labels, settings FROM topics ORDER BY name').all() as { uid: number; name: string; labels: string; settings: string }[];
+    return rows.map((r) => ({ uid: r.uid, name: r.name, labels: JSON.parse(r.labels), settings: JSON.parse(r.settings) }));
   }
 
-  async createTopic(name: string, labels: Record<string, string>): Promise<TopicRecord> {
-    const info = this.db.prepare('INSERT INTO topics(name, labels) VALUES (?, ?)').run(name, JSON.stringify(labels));
-    return { uid: Number(info.lastInsertRowid), name, labels };
+  async createTopic(name: string, labels: Record<string, string>, settings: unknown): Promise<TopicRecord> {
+    const info = this.db.prepare('INSERT INTO topics(name, labels, settings) VALUES (?, ?, ?)').run(name, JSON.stringify(labels), JSON.stringify(settings));
+    return { uid: Number(info.lastInsertRowid), name, labels, settings };
   }
 
   async updateTopic(topic: TopicRecord): Promise<void> {
-    this.db.prepare('UPDATE topics SET labels = ? WHERE uid = ?').run(JSON.stringify(topic.labels), topic.uid);
+    this.db.prepare('UPDATE topics SET labels = ?, settings = ? WHERE uid = ?').run(JSON.stringify(topic.labels), JSON.stringify(topic.settings), topic.uid);
   }
 
   async deleteTopic(uid: number): Promise<void> {
     this.db.prepare('DELETE FROM topics WHERE uid = ?').run(uid);
   }
 
+  async listSchemas(): Promise<SchemaRow[]> {
+    const rows = this.db.prepare('SELECT name, record FROM schemas ORDER BY name').all() as { name: string; record: string }[];
+    return rows.map((r) => ({ name: r.name, record: JSON.parse(r.record) }));
+  }
+
+  async putSchema(schema: SchemaRow): Promise<void> {
+    this.db
+      .prepare('INSERT INTO schemas(name, record) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET record = excluded.record')
+      .run(schema.name, JSON.stringify(schema.record));
+  }
+
+  async deleteSchema(name: string): Promise<void> {
+    this.db.prepare('DELETE FROM schemas WHERE name = ?').run(name);
+  }
+
+  async listIamPolicies(): Promise<IamPolicyRow[]> {
+    const rows = this.db.prepare('SELECT resource, policy FROM iam_policies ORDER BY resource').all() as { resource: string; policy: string }[];
+    return rows.map((r) => ({ resource: r.resource, policy: JSON.parse(r.policy) }));
+  }
+
+  async putIamPolicy(resource: string, policy: unknown): Promise<void> {
+    if (policy === undefined) this.db.prepare('DELETE FROM iam_policies WHERE resource = ?').run(resource);
+    else {
+      this.db
+        .prepare('INSERT INTO iam_policies(resource, policy) VALUES (?, ?) ON CONFLICT(resource) DO UPDATE SET policy = excluded.policy')
+        .run(resource, JSON.stringify(policy));
+    }
+  }
+
   async listSubscriptions(): Promise<SubscriptionRecord[]> {
-    const rows = this.db.prepare('SELECT name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq FROM subscriptions ORDER BY name').all() as {
+    const rows = this.db.prepare('SELECT name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq, detached FROM subscriptions ORDER BY name').all() as {
       name: string;
       uid: string;
       adopts_name_keyed_progress: number;
       topic_uid: number;
       spec: string;
       low_seq: number;
+      detached: number;
     }[];
     return rows.map((r) => ({
       name: r.name,
@@ -251,13 +341,14 @@ export class SqliteStore implements Store {
       topicUid: r.topic_uid,
       spec: JSON.parse(r.spec),
       lowSeq: r.low_seq,
+      detached: r.detached === 1,
     }));
   }
 
   async createSubscription(sub: SubscriptionRecord): Promise<void> {
     this.db
-      .prepare('INSERT INTO subscriptions(name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq) VALUES (?, ?, ?, ?, ?, ?)')
-      .run(sub.name, sub.uid, sub.adoptsNameKeyedProgress ? 1 : 0, sub.topicUid, JSON.stringify(sub.spec), sub.lowSeq);
+      .prepare('INSERT INTO subscriptions(name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq, detached) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run(sub.name, sub.uid, sub.adoptsNameKeyedProgress ? 1 : 0, sub.topicUid, JSON.stringify(sub.spec), sub.lowSeq, sub.detached ? 1 : 0);
   }
 
   async updateSubscriptionSpec(name: string, spec: unknown): Promise<void> {
@@ -271,6 +362,86 @@ export class SqliteStore implements Store {
       this.db.prepare('DELETE FROM acks WHERE sub = ?').run(name);
       this.db.prepare('DELETE FROM failures WHERE sub = ?').run(name);
     })();
+  }
+
+  async detachSubscription(name: string, lowSeq: number): Promise<void> {
+    await this.writer.drain(); // its queued acks must not land after the backlog is dropped
+    this.db.transaction(() => {
+      this.db.prepare('UPDATE subscriptions SET detached = 1, low_seq = max(low_seq, ?) WHERE name = ?').run(lowSeq, name);
+      this.db.prepare('DELETE FROM acks WHERE sub = ?').run(name);
+      this.db.prepare('DELETE FROM failures WHERE sub = ?').run(name);
+    })();
+  }
+
+  async listSnapshots(): Promise<SnapshotRecord[]> {
+    const rows = this.db.prepare('SELECT uid, name, topic_uid, low_seq, expire_time, max_expire_time, labels FROM snapshots ORDER BY name').all() as SnapshotRow[];
+    return rows.map(toSnapshot);
+  }
+
+  /**
+   * One transaction: the messages published after it are those above the last committed seq; below that,
+   * the snapshot holds the subscription's unacked messages within its retention, from the oldest on (its
+   * lowSeq is just below it), and copies the subscription's acks above lowSeq.
+   */
+  async createSnapshot(request: SnapshotRequest): Promise<SnapshotRecord> {
+    await this.writer.drain();
+    return this.db.transaction(() => {
+      const sub = this.db.prepare('SELECT low_seq FROM subscriptions WHERE name = ?').pluck().get(request.subscription) as number | undefined;
+      if (sub === undefined) throw new Error(`subscription ${request.subscription} is not in the store`);
+      const boundary = this.committedSeq();
+      const oldest = this.db
+        .prepare(
+          `SELECT seq, publish_time FROM messages m
+            WHERE m.topic_uid = @topic AND m.seq > @low AND m.seq <= @boundary AND m.publish_time >= @from
+              AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)
+            ORDER BY m.seq LIMIT 1`,
+        )
+        .get({ topic: request.topicUid, low: sub, boundary, from: request.expiredBefore, sub: request.subscription }) as
+        | { seq: number; publish_time: number }
+        | undefined;
+      const lowSeq = oldest ? oldest.seq - 1 : boundary;
+      const expireTime = request.expireTime(oldest?.publish_time);
+      const labels = JSON.stringify(request.labels);
+      const info = this.db
+        .prepare('INSERT INTO snapshots(name, topic_uid, low_seq, expire_time, max_expire_time, labels) VALUES (?, ?, ?, ?, ?, ?)')
+        .run(request.name, request.topicUid, lowSeq, expireTime, expireTime, labels);
+      const uid = Number(info.lastInsertRowid);
+      this.db
+        .prepare('INSERT INTO snapshot_acks(snapshot, seq) SELECT ?, seq FROM acks WHERE sub = ? AND seq > ? AND seq <= ?')
+        .run(uid, request.subscription, lowSeq, boundary);
+      return { uid, name: request.name, topicUid: request.topicUid, lowSeq, expireTime, maxExpireTime: expireTime, labels: { ...request.labels } };
+    })();
+  }
+
+  async updateSnapshot(snapshot: SnapshotRecord): Promise<void> {
+    this.db.prepare('UPDATE snapshots SET labels = ?, expire_time = ? WHERE uid = ?').run(JSON.stringify(snapshot.labels), snapshot.expireTime, snapshot.uid);
+  }
+
+  async deleteSnapshot(uid: number): Promise<void> {
+    this.db.transaction(() => {
+      this.db.prepare('DELETE FROM snapshots WHERE uid = ?').run(uid);
+      this.db.prepare('DELETE FROM snapshot_acks WHERE snapshot = ?').run(uid);
+    })();
+  }
+
+  async seekToSnapshot(sub: SubscriptionRecord, snapshotUid: number): Promise<number | undefined> {
+    // Everything queued so far must land first, or an ack committed after the seek would undo it.
+    await this.writer.drain();
+    return this.db.transaction(() => {
+      const low = this.db.prepare('SELECT low_seq FROM snapshots WHERE uid = ?').pluck().get(snapshotUid) as number | undefined;
+      if (low === undefined) return undefined;
+      this.db.prepare('DELETE FROM acks WHERE sub = ?').run(sub.name);
+      this.db.prepare('INSERT INTO acks(sub, seq) SELECT ?, seq FROM snapshot_acks WHERE snapshot = ?').run(sub.name, snapshotUid);
+      this.db.prepare('DELETE FROM failures WHERE sub = ?').run(sub.name);
+      this.db.prepare('UPDATE subscriptions SET low_seq = ? WHERE name = ?').run(low, sub.name);
+      return low;
+    })();
+  }
+
+  /** The highest seq committed (or compacted away): every message published later has a higher one. */
+  private committedSeq(): number {
+    const live = this.db.prepare('SELECT coalesce(max(seq), 0) FROM messages').pluck().get() as number;
+    return Math.max(live, this.metaNumber('last_seq'));
   }
 
   append(messages: StoredMessage[]): Promise<void> {
@@ -309,7 +480,7 @@ export class SqliteStore implements Store {
     return rows.map((r) => {
       const message = toMessage(r);
       if (r.data_bytes <= room) {
-        const data = this.readData(r.seq);
+        const data = r.data ?? this.readData(r.seq);
         if (data) {
           message.data = data;
           room -= r.data_bytes;
@@ -319,8 +490,9 @@ export class SqliteStore implements Store {
     });
   }
 
-  countUnacked(source: BacklogSource, afterSeq: number): number {
-    return this.stmt.countUnacked.get({ sub: source.name, topic: source.topicUid, after: afterSeq }) as number;
+
+  countUnacked(source: BacklogSource, afterSeq: number, upToSeq: number): number {
+    return this.stmt.countUnacked.get({ sub: source.name, topic: source.topicUid, after: afterSeq, upTo: upToSeq }) as number;
   }
 
   firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined {
@@ -402,6 +574,28 @@ function readStoreId(marker: string): string | undefined {
   }
   if (typeof id === 'string' && id !== '') return id;
   throw new StoreIdentityError(`${marker} does not name a store (expected JSON with "storeId"); restore it, or delete it to accept the store that is there`);
+}
+
+interface SnapshotRow {
+  uid: number;
+  name: string;
+  topic_uid: number;
+  low_seq: number;
+  expire_time: number;
+  max_expire_time: number;
+  labels: string;
+}
+
+function toSnapshot(r: SnapshotRow): SnapshotRecord {
+  return {
+    uid: r.uid,
+    name: r.name,
+    topicUid: r.topic_uid,
+    lowSeq: r.low_seq,
+    expireTime: r.expire_time,
+    maxExpireTime: r.max_expire_time,
+    labels: JSON.parse(r.labels),
+  };
 }
 
 function toMessage(r: BacklogQueryRow): StoredMessage {

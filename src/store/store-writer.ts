@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { CompactionPlan, StoredMessage } from './store.js';
 
@@ -8,12 +11,54 @@ export type StoreWrite =
   | { kind: 'ack'; subscription: string; seqs: number[] }
   | { kind: 'failures'; subscription: string; seq: number; failures: number };
 
+/**
+ * A write as it crosses to the thread, one tuple a row (`pack`): a message (its payload is the next
+ * `dataBytes` of the transferred buffer), a subscription's acks, a failure count.
+ */
+export type PackedRow =
+  | [kind: 'm', seq: number, topicUid: number, orderingKey: string, keySeq: number, publishTime: number, dataBytes: number, attributes: string | null]
+  | [kind: 'a', subscription: string, seqs: number[]]
+  | [kind: 'f', subscription: string, seq: number, failures: number];
+
+/** A CompactionPlan as it crosses to the thread (maps as entry lists). */
+export interface WirePlan {
+  watermarks: [string, number][];
+  deleteUpTo: [number, number][];
+  deletePublishedBefore: [number, number][];
+  keepFromSeq: [number, number][];
+  keepPublishedSince: [number, number][];
+}
+
+/** What the main thread asks of the writer thread; each request is answered once, by id. */
+export type ThreadRequest = { id: number } & (
+  | { op: 'open'; store: number; file: string; synchronous: 'FULL' | 'NORMAL' }
+  | { op: 'write'; store: number; rows: string; payloads: ArrayBuffer }
+  | { op: 'compact'; store: number; plan: WirePlan }
+  | { op: 'close'; store: number }
+);
+export type ThreadReply = { id: number; error?: string; result?: unknown };
+
+/**
+ * Starts the thread's module: compiled JavaScript when Orderly runs from dist/; when it runs from source
+ * (vitest, tsx) the module is TypeScript, and the worker loads tsx's loader itself first (on Node 20 a
+ * worker's `--import` flag does not apply to its own entry module).
+ */
+function startWorker(): Worker {
+  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./writer-thread.js', import.meta.url));
+  // tsx's ESM API (its `import` export: the `require` one cannot register ESM hooks), found from its package.json.
+  const manifest = createRequire(import.meta.url).resolve('tsx/package.json');
+  const api = (JSON.parse(readFileSync(manifest, 'utf8')) as { exports: Record<string, { import: { default: string } }> }).exports['./esm/api']!.import.default;
+  const loader = pathToFileURL(join(dirname(manifest), api)).href;
+  const thread = new URL('./writer-thread.ts', import.meta.url).href;
+  return new Worker(`import(${JSON.stringify(loader)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(thread)}); });`, { eval: true });
+}
+
 interface Waiter {
-  resolve: (result?: any) => void;
+  resolve: (result?: unknown) => void;
   reject: (e: Error) => void;
 }
 
-/** The writer thread (writer-thread.cjs), shared by every store of the process. */
+/** The writer thread (writer-thread.ts), shared by every store of the process. */
 class WriterThread {
   private readonly worker: Worker;
   private readonly waiting = new Map<number, Waiter>();
@@ -21,9 +66,8 @@ class WriterThread {
   private failure?: Error;
 
   constructor() {
-    const sqlite = createRequire(import.meta.url).resolve('better-sqlite3');
-    this.worker = new Worker(new URL('./writer-thread.cjs', import.meta.url), { workerData: { sqlite } });
-    this.worker.on('message', ({ id, error, result }: { id: number; error?: string; result?: unknown }) => {
+    this.worker = startWorker();
+    this.worker.on('message', ({ id, error, result }: ThreadReply) => {
       const waiter = this.waiting.get(id);
       this.waiting.delete(id);
       if (this.waiting.size === 0) this.worker.unref();
@@ -45,40 +89,56 @@ class WriterThread {
    * Resolves once the thread has carried the request out (with what it answered); writes are carried out
    * in order, a compaction in the background between them.
    */
-  request<T = void>(message: Record<string, unknown>, transfer: ArrayBuffer[] = []): Promise<T> {
+  request<T = void>(message: DistributiveOmit<ThreadRequest, 'id'>, transfer: ArrayBuffer[] = []): Promise<T> {
     if (this.failure) return Promise.reject(this.failure);
     const id = ++this.nextId;
     return new Promise<T>((resolve, reject) => {
       // While anything is in flight the thread keeps the process alive, so no commit is cut short.
       if (this.waiting.size === 0) this.worker.ref();
-      this.waiting.set(id, { resolve, reject });
+      // The thread answers each request with the type its op promises (T).
+      this.waiting.set(id, { resolve: (result) => resolve(result as T), reject });
       this.worker.postMessage({ ...message, id }, transfer);
     });
   }
 }
 
+/** Appended messages per request to the thread: bounds the event loop's share of one group commit. */
+const MAX_MESSAGES_PER_REQUEST = 2000;
+
 /**
- * Moves the messages' payloads into one buffer that is transferred, not copied, to the thread: cloning
- * each payload would copy its whole backing buffer (often Node's shared 8 KiB pool slab).
+ * A group of writes as the thread reads it: the rows as one JSON string of flat tuples (cloning a string
+ * is a copy; cloning thousands of small objects is not), and the payloads back to back in one buffer that
+ * is transferred, not copied (cloning each payload would copy its whole backing buffer, often Node's
+ * shared 8 KiB pool slab). Tuples: ['m', seq, topicUid, orderingKey, keySeq, publishTime, dataBytes,
+ * attributesJson | null], ['a', subscription, seqs], ['f', subscription, seq, failures].
  */
-function pack(writes: StoreWrite[]): { writes: unknown[]; payloads: ArrayBuffer } {
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+function pack(writes: StoreWrite[]): { rows: string; payloads: ArrayBuffer } {
   let total = 0;
   for (const w of writes) if (w.kind === 'append') for (const m of w.messages) total += m.data.byteLength;
   const payloads = new ArrayBuffer(total);
   const bytes = new Uint8Array(payloads);
+  const rows: PackedRow[] = [];
   let offset = 0;
-  const packed = writes.map((w) => {
-    if (w.kind !== 'append') return w;
-    return {
-      kind: 'append',
-      messages: w.messages.map(({ data, ...m }) => {
-        bytes.set(data, offset);
-        offset += data.byteLength;
-        return { ...m, dataBytes: data.byteLength };
-      }),
-    };
-  });
-  return { writes: packed, payloads };
+  for (const w of writes) {
+    if (w.kind === 'ack') rows.push(['a', w.subscription, w.seqs]);
+    else if (w.kind === 'failures') rows.push(['f', w.subscription, w.seq, w.failures]);
+    else {
+      for (const m of w.messages) {
+        bytes.set(m.data, offset);
+        offset += m.data.byteLength;
+        const attributes = hasKeys(m.attributes) ? JSON.stringify(m.attributes) : null;
+        rows.push(['m', m.seq, m.topicUid, m.orderingKey, m.keySeq, m.publishTime, m.data.byteLength, attributes]);
+      }
+    }
+  }
+  return { rows: JSON.stringify(rows), payloads };
+}
+
+function hasKeys(o: Record<string, string>): boolean {
+  for (const _ in o) return true;
+  return false;
 }
 
 let thread: WriterThread | undefined;
@@ -100,15 +160,21 @@ export class StoreWriter {
   private readonly opened: Promise<void>;
   private last: Promise<void>;
 
-  constructor(file: string, synchronous: 'FULL' | 'NORMAL') {
+  /**
+   * The thread opens its connection and checks the whole file (quick_check) before it writes anything: a
+   * damaged store is never written to. If the check fails (or the connection cannot open), `onFailure` is
+   * told and every write fails with that error.
+   */
+  constructor(file: string, synchronous: 'FULL' | 'NORMAL', onFailure: (error: Error) => void) {
     this.thread = thread ??= new WriterThread();
     this.opened = this.thread.request({ op: 'open', store: this.store, file, synchronous });
+    this.opened.catch(onFailure);
     this.last = this.opened.catch(() => undefined);
   }
 
   submit(write: StoreWrite): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.pending.push({ write, waiter: { resolve, reject } });
+      this.pending.push({ write, waiter: { resolve: () => resolve(), reject } });
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(() => this.send());
@@ -116,13 +182,24 @@ export class StoreWriter {
     });
   }
 
+  /** Sends up to MAX_MESSAGES_PER_REQUEST appended messages (and what came with them); the rest next turn. */
   private send(): void {
     this.scheduled = false;
-    const batch = this.pending;
-    if (batch.length === 0) return;
-    this.pending = [];
-    const { writes, payloads } = pack(batch.map((b) => b.write));
-    const committed = this.opened.then(() => this.thread.request({ op: 'write', store: this.store, writes, payloads }, [payloads]));
+    if (this.pending.length === 0) return;
+    let messages = 0;
+    let n = 0;
+    while (n < this.pending.length && messages < MAX_MESSAGES_PER_REQUEST) {
+      const w = this.pending[n++]!.write;
+      if (w.kind === 'append') messages += w.messages.length;
+    }
+    const batch = this.pending.slice(0, n);
+    this.pending = this.pending.slice(n);
+    if (this.pending.length) {
+      this.scheduled = true;
+      setImmediate(() => this.send());
+    }
+    const { rows, payloads } = pack(batch.map((b) => b.write));
+    const committed = this.opened.then(() => this.thread.request({ op: 'write', store: this.store, rows, payloads }, [payloads]));
     committed.then(
       () => batch.forEach((b) => b.waiter.resolve()),
       (e: Error) => batch.forEach((b) => b.waiter.reject(e)),
@@ -132,7 +209,7 @@ export class StoreWriter {
 
   /** Sends what is queued and resolves once everything submitted so far has committed or failed. */
   drain(): Promise<void> {
-    this.send();
+    while (this.pending.length) this.send();
     return this.last;
   }
 
@@ -142,7 +219,13 @@ export class StoreWriter {
     const deletedMessages = await this.thread.request<number>({
       op: 'compact',
       store: this.store,
-      plan: { watermarks: [...plan.watermarks], deleteUpTo: [...plan.deleteUpTo], deletePublishedBefore: [...plan.deletePublishedBefore] },
+      plan: {
+        watermarks: [...plan.watermarks],
+        deleteUpTo: [...plan.deleteUpTo],
+        deletePublishedBefore: [...plan.deletePublishedBefore],
+        keepFromSeq: [...plan.keepFromSeq],
+        keepPublishedSince: [...plan.keepPublishedSince],
+      },
     });
     return { deletedMessages };
   }

@@ -22,6 +22,20 @@ export interface TopicRecord {
   uid: number;
   name: string;
   labels: Record<string, string>;
+  /** The topic's other settings (retention, schema settings) as JSON-safe data; the core owns its shape. */
+  settings: unknown;
+}
+
+/** A stored schema (SchemaService): its name and its JSON-safe record, whose shape src/schema owns. */
+export interface SchemaRow {
+  name: string;
+  record: unknown;
+}
+
+/** A resource's IAM policy (GetIamPolicy/SetIamPolicy), JSON-safe, shape owned by the core. */
+export interface IamPolicyRow {
+  resource: string;
+  policy: unknown;
 }
 
 export interface SubscriptionRecord {
@@ -44,6 +58,43 @@ export interface SubscriptionRecord {
    * the last seq, raised by compaction, moved either way by seek.
    */
   lowSeq: number;
+  /** Detached from its topic (DetachSubscription): it keeps no backlog and receives nothing. */
+  detached: boolean;
+}
+
+/**
+ * A snapshot: the acknowledgement state of a subscription at one moment, over its topic's messages. Every
+ * message with seq <= lowSeq is acked in it; above lowSeq, exactly those in its ack set (copied from the
+ * subscription) are, so everything published after it is unacked. The messages it holds (seq > lowSeq)
+ * are kept by compaction until it expires.
+ */
+export interface SnapshotRecord {
+  /** Fixed at creation; a snapshot created again under the same name is another one. */
+  uid: number;
+  name: string;
+  topicUid: number;
+  lowSeq: number;
+  /** When it expires (ms). */
+  expireTime: number;
+  /** The latest expireTime it may be given: 7 days after the oldest message it holds (ms). */
+  maxExpireTime: number;
+  labels: Record<string, string>;
+}
+
+/** What `Store.createSnapshot` needs; the store reads the subscription's state in one transaction. */
+export interface SnapshotRequest {
+  name: string;
+  /** The source subscription, whose acks are copied. */
+  subscription: string;
+  topicUid: number;
+  labels: Record<string, string>;
+  /** Unacked messages published before this (ms) are past the subscription's retention: out of its backlog. */
+  expiredBefore: number;
+  /**
+   * The snapshot's expiry, given the publish time of the oldest message it holds (undefined: it holds none
+   * yet). Called inside the transaction; throwing refuses the snapshot and writes nothing.
+   */
+  expireTime(oldestPublishTime: number | undefined): number;
 }
 
 export interface BacklogRow {
@@ -73,20 +124,52 @@ export interface Store {
   lastKeySeq(topicUid: number, orderingKey: string): number;
 
   listTopics(): Promise<TopicRecord[]>;
-  createTopic(name: string, labels: Record<string, string>): Promise<TopicRecord>;
+  createTopic(name: string, labels: Record<string, string>, settings: unknown): Promise<TopicRecord>;
+  /** Writes the topic's labels and settings. */
   updateTopic(topic: TopicRecord): Promise<void>;
   deleteTopic(uid: number): Promise<void>;
+
+  listSchemas(): Promise<SchemaRow[]>;
+  /** Creates or replaces a schema's record. */
+  putSchema(schema: SchemaRow): Promise<void>;
+  deleteSchema(name: string): Promise<void>;
+
+  listIamPolicies(): Promise<IamPolicyRow[]>;
+  /** Sets a resource's policy; `undefined` removes it (the resource was deleted). */
+  putIamPolicy(resource: string, policy: unknown): Promise<void>;
 
   listSubscriptions(): Promise<SubscriptionRecord[]>;
   createSubscription(sub: SubscriptionRecord): Promise<void>;
   updateSubscriptionSpec(name: string, spec: unknown): Promise<void>;
   deleteSubscription(name: string): Promise<void>;
+  /**
+   * Detaches the subscription: marks it detached and drops its backlog (its acks and failure counts go,
+   * and its lowSeq moves to `lowSeq`, so compaction keeps nothing for it).
+   */
+  detachSubscription(name: string, lowSeq: number): Promise<void>;
+
+  listSnapshots(): Promise<SnapshotRecord[]>;
+  /** Copies the subscription's ack state, after every write issued so far has landed. */
+  createSnapshot(request: SnapshotRequest): Promise<SnapshotRecord>;
+  /** Writes the snapshot's labels and expireTime. */
+  updateSnapshot(snapshot: SnapshotRecord): Promise<void>;
+  deleteSnapshot(uid: number): Promise<void>;
+  /**
+   * Gives the subscription exactly the snapshot's ack state (failure counts reset). Returns the new lowSeq,
+   * or undefined if the snapshot is gone (then nothing changed).
+   */
+  seekToSnapshot(sub: SubscriptionRecord, snapshotUid: number): Promise<number | undefined>;
 
   append(messages: StoredMessage[]): Promise<void>;
   ack(subscription: string, seqs: number[]): Promise<void>;
   setFailures(subscription: string, seq: number, failures: number): Promise<void>;
   /** Resolves once every write issued so far has committed (or failed). */
   flush(): Promise<void>;
+  /**
+   * Called once if the store turns out to be unusable after it opened (damage found by the integrity check
+   * that runs in the background, so that opening stays fast at any size); every write fails from then on.
+   */
+  onFatal(listener: (error: Error) => void): void;
 
   /**
    * A message's payload, read synchronously: the core keeps a bounded amount of payload in memory and
@@ -101,8 +184,8 @@ export interface Store {
   scan(source: BacklogSource, afterSeq: number, limit: number, dataBytes: number): BacklogRow[];
   /** Like `scan`, for one ordering key: its messages from `fromKeySeq` on with seq <= `maxSeq`. */
   scanKey(source: BacklogSource, orderingKey: string, fromKeySeq: number, maxSeq: number, limit: number, dataBytes: number): BacklogRow[];
-  /** How many messages of the source's topic after `afterSeq` the subscription has not acked. */
-  countUnacked(source: BacklogSource, afterSeq: number): number;
+  /** How many messages of the source's topic with afterSeq < seq <= upToSeq the subscription has not acked. */
+  countUnacked(source: BacklogSource, afterSeq: number, upToSeq: number): number;
   /** Publish time of the topic's first message after `afterSeq`, if any. */
   firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined;
   /**
@@ -123,6 +206,13 @@ export interface CompactionPlan {
   deleteUpTo: Map<number, number>;
   /** Topic uid -> delete its messages published before this time (retention). */
   deletePublishedBefore: Map<number, number>;
+  /** Topic uid -> keep its messages with seq >= this, whatever the rules above say (a live snapshot holds them). */
+  keepFromSeq: Map<number, number>;
+  /**
+   * Topic uid -> keep its messages published at or after this time, acked or not (the topic's own
+   * messageRetentionDuration): `deleteUpTo` spares them; `deletePublishedBefore` is never later.
+   */
+  keepPublishedSince: Map<number, number>;
 }
 
 export class StoreCorruptError extends Error {

@@ -76,15 +76,24 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { kmsKeyName: 'k' }), 'kmsKeyName', /not supported/);
     expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { labels: { a: 1 } }), 'labels.a', /must be a string/);
     expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 }, updateMask: 'ackDeadline' }), 'updateMask', /unknown/);
-    expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 } }), 'updateMask', /at least one/);
+    expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 } }), 'updateMask', /is required/);
+    expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 }, updateMask: '' }), 'updateMask', /at least one/);
     const exportPatch = { subscription: { cloudStorageConfig: { bucket: 'NOT A BUCKET' } }, updateMask: 'cloudStorageConfig' };
     expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', exportPatch), 'cloudStorageConfig.bucket', /must be a bucket name/);
     expect((await rest('GET', '/v1/projects/bad-input/subscriptions/orders-sub')).json.cloudStorageConfig).toBeUndefined();
     expect((await rest('GET', '/v1/projects/bad-input/subscriptions/s-bad')).status).toBe(404);
-    // proto3 JSON: int32 as a string and null as "not set" are fine.
+    // proto3 JSON: int32 as a string and null as "not set" are fine; the answer leaves fields at their defaults out, as Pub/Sub's does.
     const made = await sub({ topic, ackDeadlineSeconds: '30', filter: null, expirationPolicy: {} });
     expect(made.status).toBe(200);
-    expect(made.json).toMatchObject({ ackDeadlineSeconds: 30, filter: '', expirationPolicy: {} });
+    expect(made.json).toEqual({
+      name: 'projects/bad-input/subscriptions/s-bad',
+      topic,
+      pushConfig: {},
+      ackDeadlineSeconds: 30,
+      messageRetentionDuration: '604800s',
+      expirationPolicy: {},
+      state: 'ACTIVE',
+    });
   });
 
   it('pull, acknowledge, modifyAckDeadline and seek bodies are typed too', async () => {
@@ -96,7 +105,10 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expectInvalid(await rest('POST', `${s}:pull`, { maxMessages: 'many' }), 'maxMessages', /integer/);
     expectInvalid(await rest('POST', `${s}:pull`, { maxMessages: -3, returnImmediately: true }), 'maxMessages');
     expectInvalid(await rest('POST', `${s}:seek`, { time: 'yesterday' }), 'time', /RFC 3339/);
-    expectInvalid(await rest('POST', `${s}:seek`, { snapshot: 'projects/bad-input/snapshots/x' }), 'snapshot', /not supported/);
+    expectInvalid(await rest('POST', `${s}:seek`, { snapshot: 12 }), 'snapshot', /must be a string/);
+    // time and snapshot are a oneof: the second one given is named.
+    expectInvalid(await rest('POST', `${s}:seek`, { snapshot: 'projects/bad-input/snapshots/x', time: '2024-05-01T12:00:00Z' }), 'time', /only one of time, snapshot may be set/);
+    expectInvalid(await rest('POST', `${s}:seek`, {}), 'time', /a seek needs a target/);
   });
 
   it('unknown paths and wrong methods get Google\'s JSON error body with a 404', async () => {
@@ -104,7 +116,7 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expect(unknown).toEqual({ status: 404, json: { error: { code: 404, status: 'NOT_FOUND', message: 'no such path: /v2/anything' } } });
     const wrongMethod = await rest('POST', '/v1/projects/bad-input/topics/orders', {});
     expect(wrongMethod.status).toBe(404);
-    expect(wrongMethod.json.error).toMatchObject({ status: 'NOT_FOUND', message: expect.stringContaining('allowed: PUT, GET, PATCH, DELETE') });
+    expect(wrongMethod.json.error).toMatchObject({ status: 'NOT_FOUND', message: expect.stringContaining('allowed: DELETE, GET, PATCH, PUT') });
   });
 
   it('a body over 14 MiB is refused with 413 before it is sent', async () => {

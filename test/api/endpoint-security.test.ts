@@ -61,7 +61,8 @@ describe('the endpoint off loopback needs an opt-in and a token (issue #9.6)', (
   it('with --allow-remote and ORDERLY_TOKEN it serves on 0.0.0.0, warns, and lets only the token in', async () => {
     const server = await startServe(['--host', '0.0.0.0', '--allow-remote'], { ORDERLY_TOKEN: TOKEN });
     try {
-      expect(server.output()).toContain('WARNING: 0.0.0.0 is reachable from other machines');
+      // The warning goes to stderr, the address line (which startServe waits for) to stdout: either pipe may be read first.
+      await waitFor('the warning', () => server.output().includes('WARNING: 0.0.0.0 is reachable from other machines'));
       const url = `http://127.0.0.1:${server.port}/v1/projects/remote/topics/remote-topic`;
       expect((await fetch(url, { method: 'PUT', body: '{}' })).status).toBe(401);
       expect((await fetch(url, { method: 'PUT', body: '{}', headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);

@@ -56,9 +56,11 @@ describe('export subscriptions created through Google\'s client', () => {
       expect(meta.state).toBe('ACTIVE');
       expect(meta.bigqueryConfig?.table).toBe('export-project.sales.events');
       const metrics = JSON.parse(readFileSync(join(dir.path, 'data', 'orderly.lock'), 'utf8')).metrics as string;
-      await waitFor('the table export', async () => {
-        const status = (await (await fetch(`${metrics}/status`)).json()) as { subscription: string; backlog: number }[];
-        return status.find((s) => s.subscription.endsWith('/sales-to-table'))?.backlog === 0;
+      // The table is written as messages come; the files export holds them in an open file until the stop.
+      await waitFor('the table export, and every message in the files export', async () => {
+        const status = (await (await fetch(`${metrics}/status`)).json()) as { subscription: string; backlog: number; delivered: number }[];
+        const files = status.find((s) => s.subscription.endsWith('/sales-to-files'));
+        return status.find((s) => s.subscription.endsWith('/sales-to-table'))?.backlog === 0 && (files?.delivered ?? 0) >= 60;
       });
       await pubsub.close();
       server.kill('SIGTERM'); // drains: the open object file is finalized and acked

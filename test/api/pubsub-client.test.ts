@@ -196,7 +196,7 @@ describe('REST/JSON v1 on the same port (plain fetch)', () => {
   };
 
   it('topics, subscriptions, :publish, :pull, :acknowledge, :modifyAckDeadline, with proto3 JSON', async () => {
-    expect((await call('PUT', 'topics/rest-topic', {})).json).toEqual({ name: 'projects/rest-project/topics/rest-topic', labels: {} });
+    expect((await call('PUT', 'topics/rest-topic', {})).json).toEqual({ name: 'projects/rest-project/topics/rest-topic', state: 'ACTIVE' });
     const created = await call('PUT', 'subscriptions/rest-sub', { topic: 'projects/rest-project/topics/rest-topic', enableMessageOrdering: true, messageRetentionDuration: '600s', ackDeadlineSeconds: 20 });
     expect(created.json).toMatchObject({ name: 'projects/rest-project/subscriptions/rest-sub', messageRetentionDuration: '600s', ackDeadlineSeconds: 20, state: 'ACTIVE' });
     const published = await call('POST', 'topics/rest-topic:publish', {

@@ -28,3 +28,20 @@ describe('a job file that is not a tree of settings', () => {
     }
   }, 120_000);
 });
+
+describe('orderly validate lists every problem of a job file (issue #13)', () => {
+  it('a typo\'d key and an out-of-range maxDuration: both, in one run', async () => {
+    const file = join(dir.path, 'job.yaml');
+    writeFileSync(
+      file,
+      ['topics: [{ name: events }]', 'subscriptions:', '  - name: files', '    topic: events', '    enableMessageOrderring: true', '    cloudStorageConfig: { bucket: exports, maxDuration: 30s }', ''].join('\n'),
+    );
+    const r = await orderly('validate', file);
+    expect(r.code).toBe(2);
+    expect(r.stderr.split('\n').slice(0, 3)).toEqual([
+      `orderly: ${file}: 2 problems`,
+      '  subscriptions[0].enableMessageOrderring: unknown key (a typo? see docs/configuration.md)',
+      '  subscriptions[0].cloudStorageConfig.maxDuration: must be between 60s and 600s, got 30s',
+    ]);
+  }, 60_000);
+});

@@ -19,7 +19,7 @@ let database: string;
 /** The query's rows (--json), or the failure's stderr. */
 async function query(sql: string, ...flags: string[]): Promise<{ rows?: Record<string, unknown>[]; code: number; stderr: string }> {
   const r = await orderly('query', job, sql, '--json', ...flags);
-  return { rows: r.code === 0 ? JSON.parse(r.stdout) : undefined, code: r.code, stderr: r.stderr };
+  return { rows: r.code === 0 ? (JSON.parse(r.stdout) as Record<string, unknown>[]) : undefined, code: r.code, stderr: r.stderr };
 }
 const fingerprint = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
 
@@ -49,12 +49,11 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => dir.remove());
 
-/** What `orderly query` without --write does, in this process: the job opened without its database, the query read-only. */
+/** What `orderly query` without --write does, in this process: the job opened read-only, so the query is. */
 async function readOnly(sql: string): Promise<Record<string, unknown>[]> {
-  const loaded = loadJob(job);
-  const runtime = await JobRuntime.start({ ...loaded, duckdb: undefined }, createLogger(), { withExports: false });
+  const runtime = await JobRuntime.start(loadJob(job), createLogger(), { withExports: false, readOnly: true });
   try {
-    return await queryJob(runtime, sql, { mode: 'read-only', duckdbPath: loaded.duckdb?.path });
+    return await queryJob(runtime, sql);
   } finally {
     await runtime.stop();
   }

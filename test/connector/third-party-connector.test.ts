@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import '../../fixtures/connectors/jsonl-file.js';
+import '../../examples/jsonl-file-connector/src/index.js';
 import { registeredConnectors } from '../../src/connector/registry.js';
 import { tempDir } from '../helpers/core.js';
 import { openExport, waitFor } from '../helpers/export.js';
@@ -26,7 +26,7 @@ describe('a third-party connector', () => {
     await env.exports.sync();
     await env.core.publish('events', Array.from({ length: 30 }, (_, i) => ({ data: `m${i}`, orderingKey: `k${i % 3}` })));
     await waitFor('export', () => env.core.metrics('to-file').backlogMessages === 0);
-    const lines = readFileSync(path, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const lines = readFileSync(path, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { key: string; sequence: number });
     expect(lines).toHaveLength(30);
     for (const k of ['k0', 'k1', 'k2']) {
       expect(lines.filter((l) => l.key === k).map((l) => l.sequence)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { OrderingKeyPausedError } from '../../src/core/errors.js';
 import { Publisher } from '../../src/core/publisher.js';
+import { pushRequest } from '../../src/core/push-delivery.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
 import { openCore, settle, tempDir } from '../helpers/core.js';
 
@@ -65,6 +66,54 @@ describe('push delivery', () => {
     expect(received.filter((r) => r.key === 'a').map((r) => r.data)).toEqual(['a1', 'a2', 'a2', 'a3']);
     expect(received.filter((r) => r.key === 'b').map((r) => r.data)).toEqual(['b1', 'b2']);
     inFlightPerKey = new Map();
+  });
+
+  it('payload unwrapping (noWrapper): the raw data as the body, metadata and attributes as headers with writeMetadata', async () => {
+    const got: { body: Buffer; headers: Record<string, string | string[] | undefined> }[] = [];
+    server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        got.push({ body: Buffer.concat(chunks), headers: req.headers });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}/push`;
+    await core.createSubscription('raw', { topic: 'events', pushConfig: { pushEndpoint: endpoint, noWrapper: { writeMetadata: false } } });
+    await core.createSubscription('raw-meta', {
+      topic: 'events',
+      enableMessageOrdering: true,
+      pushConfig: { pushEndpoint: endpoint, attributes: { 'x-team': 'blue' }, noWrapper: { writeMetadata: true }, oidcToken: { serviceAccountEmail: 'push@p.iam.gserviceaccount.com', audience: 'me' } },
+    });
+    const data = Buffer.from([0, 1, 2, 250, 255]);
+    const [id] = await core.publish('events', [{ data, orderingKey: 'k', attributes: { 'Content-Type': 'application/x-thing', color: 'red' } }]);
+    for (let i = 0; i < 200 && got.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    const plain = got.find((g) => g.headers['x-goog-pubsub-message-id'] === undefined)!;
+    const meta = got.find((g) => g.headers['x-goog-pubsub-message-id'] !== undefined)!;
+    expect(plain.body.equals(data)).toBe(true);
+    expect(plain.headers['content-type']).toBe('application/octet-stream');
+    expect(plain.headers.color).toBeUndefined();
+    expect(meta.body.equals(data)).toBe(true);
+    expect(meta.headers).toMatchObject({
+      'x-goog-pubsub-subscription-name': 'projects/p/subscriptions/raw-meta',
+      'x-goog-pubsub-message-id': id,
+      'x-goog-pubsub-ordering-key': 'k',
+      'x-goog-pubsub-publish-time': expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
+      'content-type': 'application/x-thing',
+      color: 'red',
+      'x-team': 'blue',
+    });
+    // No token is minted: the OIDC settings are stored and returned only (docs/api-coverage.md).
+    expect(meta.headers.authorization).toBeUndefined();
+    expect(core.getSubscription('raw-meta').pushConfig).toMatchObject({ oidcToken: { serviceAccountEmail: 'push@p.iam.gserviceaccount.com', audience: 'me' }, noWrapper: { writeMetadata: true } });
+    await settle(core);
+    expect(core.metrics('raw-meta').backlogMessages).toBe(0);
+    // An attribute that cannot be a header fails the delivery naming it (it is retried, then dead-lettered).
+    const message = { ackId: 'a', deliveryAttempt: 0, message: { messageId: '1', publishTime: new Date(), data, attributes: { 'bad key': 'x' }, orderingKey: '', sequence: 1 } };
+    expect(() => pushRequest('s', message, { pushEndpoint: endpoint, attributes: {}, noWrapper: { writeMetadata: true } })).toThrow(
+      'message attribute "bad key" cannot be sent as an HTTP header (payload unwrapping writes attributes as headers): it is not a valid HTTP header name',
+    );
   });
 });
 

@@ -19,10 +19,13 @@ const PROJECT = 'fuzz-project';
 const TOPICS = ['fuzz-topic-a', 'fuzz-topic-b'];
 const SUBS = ['fuzz-sub-a', 'fuzz-sub-b', 'fuzz-sub-ordered'];
 const BIG_TOPIC = 'fuzz-big-bodies';
+const SCHEMAS = ['fuzz-schema'];
+const AVRO = JSON.stringify({ type: 'record', name: 'R', fields: [{ name: 'n', type: 'long' }] });
 const REST_BATCHES = 240;
 const GRPC_BATCHES = 160;
 const BATCH = 25;
-const OK_HTTP = new Set([200, 400, 404, 409, 413, 429]);
+/** 501: an RPC Orderly does not implement (UNIMPLEMENTED, as gRPC answers it). */
+const OK_HTTP = new Set([200, 400, 404, 409, 413, 429, 501]);
 const OK_GRPC = new Set([
   grpc.status.OK,
   grpc.status.INVALID_ARGUMENT,
@@ -100,8 +103,23 @@ const subscriptionJson = fc.record(
   { requiredKeys: [] },
 );
 
+const schemaSettings = fc.record(
+  { schema: field(fc.constantFrom(`projects/${PROJECT}/schemas/${SCHEMAS[0]}`, 'nope', '')), encoding: field(fc.constantFrom('JSON', 'BINARY', 'ENCODING_UNSPECIFIED', 'XML')) },
+  { requiredKeys: [] },
+);
+const schemaJson = fc.record({ type: field(fc.constantFrom('AVRO', 'PROTOCOL_BUFFER', 'TYPE_UNSPECIFIED')), definition: field(fc.constantFrom(AVRO, '{"type": "record"}', 'syntax = "proto3"; message M { int64 n = 1; }', '')) }, { requiredKeys: [] });
+const policyJson = fc.record(
+  { bindings: field(fc.array(fc.record({ role: field(fc.constantFrom('roles/pubsub.viewer', 'viewer')), members: field(fc.array(fc.constantFrom('user:a@b.c', 'nobody'))) }), { maxLength: 2 })), etag: field(fc.constantFrom('ACAB', 'AAAA', '!!')) },
+  { requiredKeys: [] },
+);
+
 const restBody: Record<string, fc.Arbitrary<unknown>> = {
-  topic: fc.record({ labels: field(labels), name: field(topicName) }, { requiredKeys: [] }),
+  topic: fc.record({ labels: field(labels), name: field(topicName), messageRetentionDuration: field(durationJson), schemaSettings: field(schemaSettings) }, { requiredKeys: [] }),
+  schema: schemaJson,
+  commit: fc.record({ schema: field(schemaJson) }, { requiredKeys: [] }),
+  validateMessage: fc.record({ name: field(fc.constantFrom(`projects/${PROJECT}/schemas/${SCHEMAS[0]}`, 'x')), encoding: field(fc.constantFrom('JSON', 'BINARY', 7)), message: field(base64) }, { requiredKeys: [] }),
+  setIam: fc.record({ policy: field(policyJson), updateMask: field(fc.constantFrom('bindings', 'etag,bindings', 'owner')) }, { requiredKeys: [] }),
+  testIam: fc.record({ permissions: field(fc.array(fc.string({ maxLength: 20 }), { maxLength: 3 })) }, { requiredKeys: [] }),
   updateTopic: fc.record({ topic: field(fc.record({ labels: field(labels) }, { requiredKeys: [] })), updateMask: field(fc.constantFrom('labels', 'kmsKeyName', 'x', '')) }, { requiredKeys: [] }),
   publish: fc.record({
     messages: field(fc.array(field(fc.record({ data: field(base64), attributes: field(labels), orderingKey: field(fc.string({ maxLength: 5 })) }, { requiredKeys: [] })), { maxLength: 4 })),
@@ -125,7 +143,18 @@ const segment = (ids: string[]) =>
     fc.string({ maxLength: 20 }).map(encodeURIComponent),
   );
 const project = fc.oneof({ weight: 8, arbitrary: fc.constant(PROJECT) }, fc.constantFrom('%', 'other-project', '%zz', ''));
+const listQuery = fc.constantFrom('', '?pageSize=1', '?pageSize=-1', '?pageToken=bogus', '?page_size=2&alt=json', '?colour=red', '?prettyPrint=true');
 const REST_ROUTES: [string[], string, (p: string, s: string) => string, string][] = [
+  [['POST'], 'schema', (p, s) => `/v1/projects/${p}/schemas?schemaId=${s}`, 'sc'],
+  [['GET', 'DELETE'], 'none', (p, s) => `/v1/projects/${p}/schemas/${s}`, 'sc'],
+  [['GET'], 'none', (p) => `/v1/projects/${p}/schemas`, 'sc'],
+  [['POST'], 'commit', (p, s) => `/v1/projects/${p}/schemas/${s}:commit`, 'sc'],
+  [['GET'], 'none', (p, s) => `/v1/projects/${p}/schemas/${s}:listRevisions`, 'sc'],
+  [['POST'], 'validateMessage', (p) => `/v1/projects/${p}/schemas:validateMessage`, 'sc'],
+  [['GET', 'POST'], 'none', (p, s) => `/v1/projects/${p}/topics/${s}:getIamPolicy`, 't'],
+  [['POST'], 'setIam', (p, s) => `/v1/projects/${p}/topics/${s}:setIamPolicy`, 't'],
+  [['POST'], 'testIam', (p, s) => `/v1/projects/${p}/subscriptions/${s}:testIamPermissions`, 's'],
+  [['GET'], 'none', (p, s) => `/v1/projects/${p}/snapshots/${s}`, 's'],
   [['PUT'], 'topic', (p, s) => `/v1/projects/${p}/topics/${s}`, 't'],
   [['GET', 'DELETE'], 'none', (p, s) => `/v1/projects/${p}/topics/${s}`, 't'],
   [['PATCH'], 'updateTopic', (p, s) => `/v1/projects/${p}/topics/${s}`, 't'],
@@ -159,7 +188,7 @@ const restRequest: fc.Arbitrary<RestRequest> = fc.oneof(
     arbitrary: fc.constantFrom(...REST_ROUTES).chain(([methods, body, path, kind]) =>
       fc.record({
         method: fc.oneof({ weight: 9, arbitrary: fc.constantFrom(...methods) }, fc.constantFrom('GET', 'PUT', 'POST', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD')),
-        path: fc.tuple(project, segment(kind === 't' ? TOPICS : SUBS)).map(([p, s]) => path(p, s)),
+        path: fc.tuple(project, segment(kind === 't' ? TOPICS : kind === 's' ? SUBS : SCHEMAS), listQuery).map(([p, s, q]) => `${path(p, s)}${path(p, s).includes('?') ? '' : q}`),
         body: restBody[body]!.map((b) => (b === undefined ? undefined : JSON.stringify(b))),
       }),
     ),
@@ -247,7 +276,17 @@ const subscriptionProto = fc.record(
 );
 const mask = fc.record({ paths: fc.array(fc.constantFrom('ack_deadline_seconds', 'labels', 'push_config', 'filter', 'bigtable_config', 'x', ''), { maxLength: 3 }) });
 const someAckIds = fc.array(fc.oneof(fc.constantFrom(...ackIds), fc.string({ maxLength: 10 })), { maxLength: 3 });
+const schemaProto = fc.record({ type: fc.constantFrom('AVRO', 'PROTOCOL_BUFFER', 'TYPE_UNSPECIFIED'), definition: fc.constantFrom(AVRO, 'message {', '') }, { requiredKeys: [] });
+const schemaName = fc.oneof(fc.constant(`projects/${PROJECT}/schemas/${SCHEMAS[0]}`), fc.string({ maxLength: 30 }));
 const GRPC_METHODS: [keyof ReturnType<typeof rawPubsubClients>, string, fc.Arbitrary<object>][] = [
+  ['schemaService', 'createSchema', fc.record({ parent: fc.constantFrom(`projects/${PROJECT}`, 'x'), schemaId: fc.stringMatching(/^[a-z][a-z0-9-]{2,10}$/), schema: schemaProto }, { requiredKeys: [] })],
+  ['schemaService', 'getSchema', fc.record({ name: schemaName, view: fc.constantFrom('FULL', 'BASIC', 'SCHEMA_VIEW_UNSPECIFIED') }, { requiredKeys: [] })],
+  ['schemaService', 'listSchemas', fc.record({ parent: fc.constantFrom(`projects/${PROJECT}`, 'x'), pageSize: int, pageToken: fc.string({ maxLength: 8 }) }, { requiredKeys: [] })],
+  ['schemaService', 'commitSchema', fc.record({ name: schemaName, schema: schemaProto }, { requiredKeys: [] })],
+  ['schemaService', 'validateMessage', fc.record({ parent: fc.constant(`projects/${PROJECT}`), name: schemaName, message: fc.uint8Array({ maxLength: 20 }).map((b) => Buffer.from(b)), encoding: fc.constantFrom('JSON', 'BINARY') }, { requiredKeys: [] })],
+  ['iam', 'getIamPolicy', fc.record({ resource: fc.oneof(topicName, subName, schemaName) })],
+  ['iam', 'setIamPolicy', fc.record({ resource: fc.oneof(topicName, subName), policy: fc.record({ bindings: fc.array(fc.record({ role: fc.constantFrom('roles/pubsub.viewer', 'x'), members: fc.array(fc.constantFrom('user:a@b.c', 'z')) }), { maxLength: 2 }) }) }, { requiredKeys: [] })],
+  ['iam', 'testIamPermissions', fc.record({ resource: fc.oneof(topicName, subName), permissions: fc.array(fc.string({ maxLength: 10 }), { maxLength: 3 }) })],
   ['publisher', 'createTopic', fc.record({ name: topicName, labels, kmsKeyName: fc.constantFrom('', 'k') }, { requiredKeys: [] })],
   ['publisher', 'updateTopic', fc.record({ topic: fc.record({ name: topicName, labels }, { requiredKeys: [] }), updateMask: mask }, { requiredKeys: [] })],
   [
@@ -289,7 +328,7 @@ const GRPC_PATHS = [
 ];
 
 type GrpcCall =
-  | { kind: 'unary'; client: 'publisher' | 'subscriber'; method: string; request: object }
+  | { kind: 'unary'; client: 'publisher' | 'subscriber' | 'schemaService' | 'iam'; method: string; request: object }
   | { kind: 'garbage'; path: string; bytes: Uint8Array }
   | { kind: 'stream'; requests: object[] };
 
@@ -356,6 +395,7 @@ async function unexpectedErrors(): Promise<number> {
 describe('fuzzing the endpoint (issue #9.5)', () => {
   it(`${(REST_BATCHES + GRPC_BATCHES) * BATCH} random requests over REST and gRPC: typed answers only, the server stays up, memory stays bounded`, async () => {
     for (const t of [...TOPICS, BIG_TOPIC]) await send({ method: 'PUT', path: `/v1/projects/${PROJECT}/topics/${t}`, body: '{}' });
+    for (const s of SCHEMAS) await send({ method: 'POST', path: `/v1/projects/${PROJECT}/schemas?schemaId=${s}`, body: JSON.stringify({ type: 'AVRO', definition: AVRO }) });
     for (const [i, s] of SUBS.entries()) {
       const body = { topic: `projects/${PROJECT}/topics/${TOPICS[i % 2]}`, enableMessageOrdering: s.endsWith('ordered') };
       await send({ method: 'PUT', path: `/v1/projects/${PROJECT}/subscriptions/${s}`, body: JSON.stringify(body) });

@@ -58,22 +58,31 @@ export async function startServe(args: string[] = [], env: NodeJS.ProcessEnv = {
   };
 }
 
-/** Raw gRPC stubs for google.pubsub.v1 (Publisher, Subscriber), for requests Google's client would never send. */
+/** Raw gRPC stubs for google.pubsub.v1 (Publisher, Subscriber, SchemaService) and google.iam.v1.IAMPolicy, for requests Google's client would never send. */
 export function rawPubsubClients(host: string, options: grpc.ChannelOptions = {}) {
-  const v1 = (loadPubsubProto() as any).google.pubsub.v1;
+  const proto = loadPubsubProto() as any;
+  const v1 = proto.google.pubsub.v1;
   const publisher = new v1.Publisher(host, grpc.credentials.createInsecure(), options) as grpc.Client & Record<string, any>;
   const subscriber = new v1.Subscriber(host, grpc.credentials.createInsecure(), options) as grpc.Client & Record<string, any>;
+  const schemaService = new v1.SchemaService(host, grpc.credentials.createInsecure(), options) as grpc.Client & Record<string, any>;
+  const iam = new proto.google.iam.v1.IAMPolicy(host, grpc.credentials.createInsecure(), options) as grpc.Client & Record<string, any>;
   /** A unary call as a promise: resolves with the response, rejects with the ServiceError. */
   const call = (client: grpc.Client & Record<string, any>, method: string, request: unknown, metadata = new grpc.Metadata()): Promise<any> =>
     new Promise((resolve, reject) => client[method](request, metadata, (e: grpc.ServiceError | null, r: unknown) => (e ? reject(e) : resolve(r))));
   return {
     publisher,
     subscriber,
+    schemaService,
+    iam,
     pub: (method: string, request: unknown, metadata?: grpc.Metadata) => call(publisher, method, request, metadata),
     sub: (method: string, request: unknown, metadata?: grpc.Metadata) => call(subscriber, method, request, metadata),
+    schema: (method: string, request: unknown, metadata?: grpc.Metadata) => call(schemaService, method, request, metadata),
+    policy: (method: string, request: unknown, metadata?: grpc.Metadata) => call(iam, method, request, metadata),
     close() {
       publisher.close();
       subscriber.close();
+      schemaService.close();
+      iam.close();
     },
   };
 }

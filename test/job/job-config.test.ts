@@ -42,7 +42,7 @@ describe('job file validation', () => {
     expect(loadJob('fixtures/demo/job.yaml').subscriptions).toHaveLength(2);
     const job = loadJob(write(base(), 'job.json'));
     expect(job.dataDir).toBe(join(dir.path, 'data'));
-    expect(job.duckdb?.path).toBe(join(dir.path, 'data/x.duckdb'));
+    expect(job.sections.duckdb).toEqual({ path: join(dir.path, 'data/x.duckdb'), init: [] });
   });
 
   it.each<[string, (j: ReturnType<typeof base>) => unknown, string]>([
@@ -62,18 +62,34 @@ describe('job file validation', () => {
     expect(found.some((p) => p.startsWith(message)), `got ${JSON.stringify(found)}`).toBe(true);
   });
 
-  it('reports every problem at once', () => {
+  it('reports every problem at once: unknown keys hide no range errors, bad ids hide neither (issue #13)', () => {
     const job = base();
     const found = problems({ ...job, colour: 'red', subscriptions: [{ ...job.subscriptions[0], ackDeadlineSeconds: 5 }, { ...job.subscriptions[1], topic: 'nope' }] });
-    expect(found).toEqual(['colour: unknown key (a typo? see docs/configuration.md)']);
-    const semantic = problems({ ...job, subscriptions: [{ ...job.subscriptions[0], ackDeadlineSeconds: 5 }, { ...job.subscriptions[1], topic: 'nope' }] });
-    expect(semantic).toHaveLength(2);
+    expect(found).toEqual([
+      'colour: unknown key (a typo? see docs/configuration.md)',
+      'subscriptions[0].ackDeadlineSeconds: must be an integer between 10 and 600, got 5',
+      'subscriptions[1].topic: no topic "nope" in topics',
+    ]);
+    // A typo'd key in a subscription, a bad id and an out-of-range maxDuration in the same subscription.
+    const files = { ...job.subscriptions[1], name: '1bad', enableMessageOrderring: true, cloudStorageConfig: { bucket: 'exports', maxDuration: '30s', maxDurtion: '5m', avroConfig: { writeMetdata: true } } };
+    expect(problems({ ...job, subscriptions: [job.subscriptions[0], files] })).toEqual([
+      'subscriptions[1].enableMessageOrderring: unknown key (a typo? see docs/configuration.md)',
+      expect.stringMatching(/^subscriptions\[1\]\.name: invalid id "1bad"/),
+      expect.stringMatching(/^subscriptions\[1\]\.cloudStorageConfig\.maxDurtion: unknown field \(known: /),
+      'subscriptions[1].cloudStorageConfig.avroConfig.writeMetdata: unknown field (known: writeMetadata, useTopicSchema)',
+      'subscriptions[1].cloudStorageConfig.maxDuration: must be between 60s and 600s, got 30s',
+    ]);
+    // Wrong types elsewhere do not stop the checks of the parts that are right.
+    expect(problems({ ...job, metrics: { port: 'x' }, subscriptions: [{ ...job.subscriptions[0], ackDeadlineSeconds: 5 }] })).toEqual([
+      'metrics.port: Invalid input: expected number, received string',
+      'subscriptions[0].ackDeadlineSeconds: must be an integer between 10 and 600, got 5',
+    ]);
   });
 
   it('substitutes ${ENV} references and names the missing ones', () => {
     const job = { ...base(), objectStorage: { endpoint: '${S3_URL}', accessKeyId: '${KEY_ID}' } };
     expect(problems(job, { S3_URL: 'http://127.0.0.1:9000' })).toEqual(['objectStorage.accessKeyId: environment variable KEY_ID is not set']);
-    expect(loadJob(write(job), { S3_URL: 'http://x:1', KEY_ID: 'k' }).objectStorage?.endpoint).toBe('http://x:1');
+    expect(loadJob(write(job), { S3_URL: 'http://x:1', KEY_ID: 'k' }).sections.objectStorage).toMatchObject({ endpoint: 'http://x:1' });
   });
 });
 
@@ -156,5 +172,26 @@ describe('applying a changed job file to an existing data directory', () => {
     await expect(JobRuntime.start(loadJob(write(immutable)), logger, { withExports: false })).rejects.toThrow(
       'subscriptions[0] (pull-sub): enableMessageOrdering cannot be changed after creation (is true); create a new subscription instead',
     );
+  });
+});
+
+describe('memory settings', () => {
+  it('take sizes as bytes or with units, default to a bounded process, and refuse what is not a size', () => {
+    expect(loadJob(write(base())).memory).toEqual({
+      payloadBytes: 64 * 1024 * 1024,
+      messagesPerSubscription: 20_000,
+      messagesPerKey: 1_000,
+      exportBytes: 64 * 1024 * 1024,
+      exportMessages: 20_000,
+      duckdb: 128 * 1024 * 1024,
+      duckdbThreads: 2,
+    });
+    const job = loadJob(write({ ...base(), memory: { payloadBytes: '16MiB', duckdb: '1GB', exportBytes: 1_000_000 } }));
+    expect(job.memory).toMatchObject({ payloadBytes: 16 * 1024 * 1024, duckdb: 1e9, exportBytes: 1_000_000, messagesPerKey: 1_000 });
+    expect(problems({ ...base(), memory: { payloadBytes: 'lots', messagesPerKey: 0, ram: 1 } })).toEqual([
+      'memory.payloadBytes: a size like 64MiB, 512MB or a number of bytes',
+      'memory.messagesPerKey: Too small: expected number to be >=1',
+      'memory.ram: unknown key (a typo? see docs/configuration.md)',
+    ]);
   });
 });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { OrderlyError, type StatusCode } from '../../src/core/errors.js';
 import { DELETED_SCHEMA } from '../../src/schema/schema-name.js';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../src/schema/paging.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../src/core/paging.js';
 import { MAX_REVISIONS, SchemaRegistry, type SchemaChange, type SchemaRecord } from '../../src/schema/schema-registry.js';
 
 const AVRO_V1 = JSON.stringify({ type: 'record', name: 'Event', fields: [{ name: 'user', type: 'string' }] });

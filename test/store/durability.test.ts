@@ -83,6 +83,27 @@ describe('restart on the same store', () => {
   });
 });
 
+describe('a store made before schemas and topic settings', () => {
+  it('opens with its topics as they were; the added tables and column come once, and hold what is set after', async () => {
+    let { core } = await openCore(dir.path);
+    await core.createTopic('orders', { labels: { team: 'a' } });
+    await core.close();
+    // What the version before wrote: no schemas or IAM tables, no topics.settings column, no marker.
+    const db = new Database(join(dir.path, 'orderly.sqlite'));
+    db.exec("DROP TABLE schemas; DROP TABLE iam_policies; ALTER TABLE topics DROP COLUMN settings; DELETE FROM meta WHERE k = 'topic_settings';");
+    db.close();
+    ({ core } = await openCore(dir.path));
+    expect(core.getTopic('orders')).toEqual({ name: 'projects/p/topics/orders', labels: { team: 'a' }, state: 'ACTIVE' });
+    await core.schemas.create({ parent: 'projects/p', schemaId: 'plain', schema: { type: 'AVRO', definition: '"string"' } });
+    await core.updateTopic('orders', { messageRetentionDuration: '1h', schemaSettings: { schema: 'projects/p/schemas/plain', encoding: 'JSON' } });
+    await core.close();
+    ({ core } = await openCore(dir.path));
+    expect(core.getTopic('orders')).toMatchObject({ messageRetentionDuration: 3600, schemaSettings: { schema: 'projects/p/schemas/plain' } });
+    expect(core.schemas.has('projects/p/schemas/plain')).toBe(true);
+    await core.close();
+  });
+});
+
 describe('a bad store file is an error naming the file, never a reset', () => {
   it('garbage bytes', async () => {
     const file = join(dir.path, 'orderly.sqlite');
@@ -99,16 +120,39 @@ describe('a bad store file is an error naming the file, never a reset', () => {
     expect(() => SqliteStore.open(dir.path)).toThrow('not an Orderly store (foreign SQLite file)');
   });
 
-  it('a damaged page in a real store', async () => {
+  /** A store of 500 messages, then `damage` applied to its file; returns the damaged bytes. */
+  async function damagedStore(damage: (bytes: Buffer, pageSize: number, file: string) => void): Promise<Buffer> {
     const { core } = await openCore(dir.path);
     await core.createTopic('orders');
     await core.publish('orders', Array.from({ length: 500 }, (_, i) => ({ data: 'x'.repeat(500) + i })));
     await core.close();
     const file = join(dir.path, 'orderly.sqlite');
     const bytes = readFileSync(file);
-    const pageSize = bytes.readUInt16BE(16) === 1 ? 65536 : bytes.readUInt16BE(16); // SQLite's file header
-    bytes.fill(0xff, pageSize * 3, pageSize * 3 + 2000);
+    damage(bytes, bytes.readUInt16BE(16) === 1 ? 65536 : bytes.readUInt16BE(16), file); // page size: SQLite's file header
     writeFileSync(file, bytes);
+    return bytes;
+  }
+
+  it('a damaged page of the store\'s structure stops the open, naming the file', async () => {
+    await damagedStore((bytes, pageSize) => bytes.fill(0xff, pageSize * 3, pageSize * 3 + 2000));
     await expect(async () => PubSubCore.open({ store: SqliteStore.open(dir.path) })).rejects.toThrow(/orderly\.sqlite cannot be read/);
+  });
+
+  it('a damaged page of messages: found by the check on the writer thread before anything is written, the file left as it is', async () => {
+    const file = join(dir.path, 'orderly.sqlite');
+    const bytes = await damagedStore((bytes, pageSize) => {
+      const db = new Database(file, { readonly: true });
+      const page = db.prepare("SELECT pageno FROM dbstat WHERE name = 'messages' AND pagetype = 'leaf' ORDER BY pageno LIMIT 1 OFFSET 2").pluck().get() as number;
+      db.close();
+      bytes.fill(0xff, (page - 1) * pageSize + 200, (page - 1) * pageSize + 2200);
+    });
+    // Opening checks the small tables at once and the whole file on the writer thread, before its first write.
+    let reportFatal!: (e: Error) => void;
+    const fatal = new Promise<Error>((resolve) => (reportFatal = resolve));
+    const damaged = await PubSubCore.open({ store: SqliteStore.open(dir.path), projectId: 'p', onStoreFatal: reportFatal }); // opens fast
+    expect((await fatal).message).toMatch(/orderly\.sqlite cannot be read \(integrity check failed/);
+    await expect(damaged.publish('orders', [{ data: 'more' }])).rejects.toThrow(/integrity check failed/);
+    await damaged.close();
+    expect(readFileSync(file).equals(bytes)).toBe(true);
   });
 });

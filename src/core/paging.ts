@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from '../core/errors.js';
+import { InvalidArgumentError } from './errors.js';
 
 /**
  * List paging as Google's APIs do it (`pageSize`, `pageToken`, `nextPageToken`): a page size of 0 or

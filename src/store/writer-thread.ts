@@ -1,18 +1,32 @@
-'use strict';
 /**
  * The stores' writer thread (one per process; see store-writer.ts). For each open store it holds a write
  * connection, applies the main thread's grouped writes (messages, acks, failure counts) in one transaction
  * per group, and runs the WAL checkpoints, so neither the inserts, the commit's sync nor the checkpoint
- * copy runs on the event loop. Plain CommonJS: a worker loads it without the TypeScript loader.
+ * copy runs on the event loop.
  */
-const { parentPort, workerData } = require('node:worker_threads');
-const Database = require(workerData.sqlite);
+import Database from 'better-sqlite3';
+import { parentPort as parent } from 'node:worker_threads';
+import type { PackedRow, ThreadRequest, ThreadReply, WirePlan } from './store-writer.js';
+
+if (!parent) throw new Error('writer-thread.ts runs as a worker thread of store-writer.ts');
+const parentPort = parent;
+
+interface OpenStore {
+  db: Database.Database;
+  apply: (rows: string, payloads: ArrayBuffer) => void;
+}
 
 const CHECKPOINT_EVERY_MS = 200;
-const stores = new Map();
+const stores = new Map<number, OpenStore>();
 
-function open({ store, file, synchronous }) {
+function open({ store, file, synchronous }: { store: number; file: string; synchronous: string }): void {
   const db = new Database(file);
+  // The whole file, before the first write (the main thread checked only the small tables, to open fast).
+  const check = db.pragma('quick_check(1)', { simple: true });
+  if (check !== 'ok') {
+    db.close();
+    throw new Error(`integrity check failed: ${String(check)}`);
+  }
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${synchronous}`);
   db.pragma('busy_timeout = 10000');
@@ -24,21 +38,19 @@ function open({ store, file, synchronous }) {
   );
   const insertAck = db.prepare('INSERT OR IGNORE INTO acks(sub, seq) VALUES (?, ?)');
   const upsertFailures = db.prepare('INSERT INTO failures(sub, seq, n) VALUES (?, ?, ?) ON CONFLICT(sub, seq) DO UPDATE SET n = excluded.n');
-  // Payloads arrive back to back in one transferred buffer, in message order (store-writer.ts `pack`).
-  const apply = db.transaction((writes, payloads) => {
+  // Rows arrive as one JSON string of tuples, payloads back to back in one transferred buffer, in row
+  // order (store-writer.ts `pack`).
+  const apply = db.transaction((rows: string, payloads: ArrayBuffer) => {
     let offset = 0;
-    for (const w of writes) {
-      if (w.kind === 'append') {
-        for (const m of w.messages) {
-          const attrs = Object.keys(m.attributes).length ? JSON.stringify(m.attributes) : null;
-          const data = Buffer.from(payloads, offset, m.dataBytes);
-          offset += m.dataBytes;
-          insertMessage.run(m.seq, m.topicUid, m.orderingKey, m.keySeq, m.publishTime, data, attrs);
-        }
-      } else if (w.kind === 'ack') {
-        for (const seq of w.seqs) insertAck.run(w.subscription, seq);
+    for (const r of JSON.parse(rows) as PackedRow[]) {
+      if (r[0] === 'm') {
+        const data = Buffer.from(payloads, offset, r[6]);
+        offset += r[6];
+        insertMessage.run(r[1], r[2], r[3], r[4], r[5], data, r[7]);
+      } else if (r[0] === 'a') {
+        for (const seq of r[2]) insertAck.run(r[1], seq);
       } else {
-        upsertFailures.run(w.subscription, w.seq, w.failures);
+        upsertFailures.run(r[1], r[2], r[3]);
       }
     }
   });
@@ -49,24 +61,24 @@ function open({ store, file, synchronous }) {
 const CHUNK = 2000;
 /** Pages given back per incremental-vacuum step. */
 const VACUUM_PAGES = 512;
-const yieldToMessages = () => new Promise((resolve) => setImmediate(resolve));
+const yieldToMessages = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
  * Carries out a compaction plan (store.ts CompactionPlan) in chunks, yielding between them so writes
  * queued meanwhile are applied (and acknowledged) without waiting for the whole compaction. Keys whose
  * messages are deleted keep their last sequence in key_seqs. Then freed pages go back to the file system.
  */
-async function compact(store, plan) {
+async function compact(store: number, plan: WirePlan): Promise<number> {
   const live = () => stores.get(store);
-  const run = (fn) => {
+  const run = <T>(fn: () => T): T => {
     const s = live();
     if (!s) throw new Error('the store is closed');
     return s.db.transaction(fn)();
   };
   run(() => {
-    const db = live().db;
+    const db = live()!.db;
     // The seq counter must not go backwards once the newest message is compacted away.
-    const last = db.prepare('SELECT coalesce(max(seq), 0) FROM messages').pluck().get();
+    const last = db.prepare('SELECT coalesce(max(seq), 0) FROM messages').pluck().get() as number;
     const saved = Number(db.prepare("SELECT v FROM meta WHERE k = 'last_seq'").pluck().get() ?? 0);
     if (last > saved) db.prepare("INSERT INTO meta(k, v) VALUES ('last_seq', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v").run(String(last));
     for (const [name, low] of plan.watermarks) db.prepare('UPDATE subscriptions SET low_seq = max(low_seq, ?) WHERE name = ?').run(low, name);
@@ -74,16 +86,16 @@ async function compact(store, plan) {
   for (const [name, low] of plan.watermarks) {
     for (const table of ['acks', 'failures']) {
       const sql = `DELETE FROM ${table} WHERE sub = ? AND seq IN (SELECT seq FROM ${table} WHERE sub = ? AND seq <= ? LIMIT ${CHUNK})`;
-      while (run(() => live().db.prepare(sql).run(name, name, low).changes) > 0) {
+      while (run(() => live()!.db.prepare(sql).run(name, name, low).changes) > 0) {
         await yieldToMessages();
       }
     }
   }
   let deleted = 0;
-  const deleteChunk = (where, params) =>
+  const deleteChunk = (where: string, params: (string | number)[]) =>
     run(() => {
-      const db = live().db;
-      const seqs = db.prepare(`SELECT seq FROM messages WHERE ${where} ORDER BY seq LIMIT ${CHUNK}`).pluck().all(...params);
+      const db = live()!.db;
+      const seqs = db.prepare(`SELECT seq FROM messages WHERE ${where} ORDER BY seq LIMIT ${CHUNK}`).pluck().all(...params) as number[];
       if (!seqs.length) return 0;
       const from = seqs[0];
       const to = seqs[seqs.length - 1];
@@ -95,28 +107,34 @@ async function compact(store, plan) {
       ).run(...params, from, to);
       return db.prepare(`DELETE FROM messages WHERE ${range}`).run(...params, from, to).changes;
     });
+  // What a live snapshot holds stays, whatever the acks or the retention say.
+  const keepFrom = new Map(plan.keepFromSeq);
+  const below = (uid: number) => keepFrom.get(uid) ?? Number.MAX_SAFE_INTEGER;
+  // A topic's own retention keeps its recent messages even when every subscription acked them (seek).
+  const keepSince = new Map(plan.keepPublishedSince);
   for (const [uid, upTo] of plan.deleteUpTo) {
-    for (let n; (n = deleteChunk('topic_uid = ? AND seq <= ?', [uid, upTo])) > 0; ) {
+    const since = keepSince.get(uid) ?? Number.MAX_SAFE_INTEGER;
+    for (let n: number; (n = deleteChunk('topic_uid = ? AND seq <= ? AND seq < ? AND publish_time < ?', [uid, upTo, below(uid), since])) > 0; ) {
       deleted += n;
       await yieldToMessages();
     }
   }
   for (const [uid, before] of plan.deletePublishedBefore) {
-    for (let n; (n = deleteChunk('topic_uid = ? AND publish_time < ?', [uid, before])) > 0; ) {
+    for (let n: number; (n = deleteChunk('topic_uid = ? AND publish_time < ? AND seq < ?', [uid, before, below(uid)])) > 0; ) {
       deleted += n;
       await yieldToMessages();
     }
   }
   // Stores created before incremental vacuum (auto_vacuum NONE) have no free-page map to give back.
-  while (live() && live().db.pragma('auto_vacuum', { simple: true }) === 2 && live().db.pragma('freelist_count', { simple: true }) > 0) {
-    live().db.pragma(`incremental_vacuum(${VACUUM_PAGES})`);
+  for (let s = live(); s && s.db.pragma('auto_vacuum', { simple: true }) === 2 && (s.db.pragma('freelist_count', { simple: true }) as number) > 0; s = live()) {
+    s.db.pragma(`incremental_vacuum(${VACUUM_PAGES})`);
     await yieldToMessages();
   }
   return deleted;
 }
 
-parentPort.on('message', (msg) => {
-  const reply = { id: msg.id };
+parentPort.on('message', (msg: ThreadRequest) => {
+  const reply: ThreadReply = { id: msg.id };
   if (msg.op === 'compact') {
     compact(msg.store, msg.plan).then(
       (result) => parentPort.postMessage({ ...reply, result }),
@@ -129,7 +147,7 @@ parentPort.on('message', (msg) => {
     else if (msg.op === 'write') {
       const store = stores.get(msg.store);
       if (!store) throw new Error('the store is closed');
-      store.apply(msg.writes, msg.payloads);
+      store.apply(msg.rows, msg.payloads);
     }
     else if (msg.op === 'close') {
       stores.get(msg.store)?.db.close();

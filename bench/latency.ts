@@ -1,0 +1,277 @@
+/**
+ * Publish -> delivery latency at a steady rate (BENCH_LATENCY_RATE, default 2,000 msgs/s, for
+ * BENCH_LATENCY_SECONDS, default 20, after a 2 s warm-up at the same rate): 1 KB messages over 10,000
+ * ordering keys, ordered subscription, each message its own publish call. Through the library
+ * (core.publish -> core.subscribe) and through Google's client against a real `orderly serve` process.
+ * Every delivery is also checked per key: a first delivery must come in the key's order; a duplicate, or a
+ * rewind (a key's sequence going backwards), must be preceded by a nack or a lease expiry on the server (its
+ * counters, sampled over time).
+ */
+import { PubSub, type Message } from '@google-cloud/pubsub';
+import { performance } from 'node:perf_hooks';
+import { PubSubCore } from '../src/core/pubsub-core.js';
+import { SqliteStore } from '../src/store/sqlite-store.js';
+import { tempDir } from '../test/helpers/core.js';
+import { fmt, type BenchOutput, type Check } from './report.js';
+import { startOrderlyServe } from './serve-process.js';
+import { KEYS, payload } from './workload.js';
+
+const RATE = Number(process.env.BENCH_LATENCY_RATE ?? 2000);
+const SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 20);
+const WARMUP = Math.round(RATE * 2);
+const TOTAL = WARMUP + Math.round(RATE * SECONDS);
+/** How long after the last publish every message must have been delivered. */
+const DELIVERY_DEADLINE_MS = 60_000;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Failed deliveries (nacks + lease expiries) the server counted, sampled with the time of each sample. */
+class FailureTimeline {
+  private readonly samples: { at: number; failures: number }[] = [];
+  private timer?: NodeJS.Timeout;
+  private sampling?: Promise<void>;
+
+  constructor(
+    private readonly read: () => Promise<number>,
+    private readonly everyMs: number,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.sample();
+    this.timer = setInterval(() => {
+      // A sample that fails (an overloaded server not answering) is skipped: the samples around the gap
+      // then bound a wider window, which can only make a duplicate look explained, never the reverse.
+      this.sampling ??= this.sample()
+        .catch(() => undefined)
+        .finally(() => (this.sampling = undefined));
+    }, this.everyMs);
+  }
+
+  private async sample(): Promise<void> {
+    const failures = await this.read();
+    this.samples.push({ at: performance.now(), failures });
+  }
+
+  /** Failures counted by the last sample taken at or before `t` (all that happened before it, at least). */
+  atOrBefore(t: number): number {
+    let value = this.samples[0]!.failures;
+    for (const s of this.samples) {
+      if (s.at > t) break;
+      value = s.failures;
+    }
+    return value;
+  }
+
+  /** Failures counted by the first sample at or after `t` (everything that happened up to `t` included). */
+  atOrAfter(t: number): number {
+    return (this.samples.find((s) => s.at >= t) ?? this.samples[this.samples.length - 1]!).failures;
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.sampling;
+    await this.sample();
+  }
+}
+
+/** Per message: when it was published and first delivered; per key: the order deliveries came in. */
+class DeliveryTracker {
+  private readonly sentAt = new Float64Array(TOTAL);
+  private readonly firstDeliveredAt = new Float64Array(TOTAL);
+  /** Per key: the ordinal of its last delivery (-1: none yet), and the next one to arrive for the first time. */
+  private readonly lastOrdinal = new Int32Array(KEYS).fill(-1);
+  private readonly nextFirst = new Int32Array(KEYS);
+  private readonly anomalies: { i: number; at: number }[] = [];
+  private delivered = 0;
+  duplicates = 0;
+  rewinds = 0;
+  /** First deliveries that skipped or came back to a key's earlier message: never legitimate. */
+  outOfOrder = 0;
+  readonly publishErrors: unknown[] = [];
+
+  sent(i: number): void {
+    this.sentAt[i] = performance.now();
+  }
+
+  /** `data` is payload(i) (message i is the (i / KEYS)th of key i % KEYS): its index is the JSON's first field. */
+  received(data: Buffer): void {
+    const now = performance.now();
+    const i = parseInt(data.toString('latin1', 6, 20), 10);
+    const key = i % KEYS;
+    const ordinal = Math.floor(i / KEYS);
+    const duplicate = this.firstDeliveredAt[i] !== 0;
+    const rewind = ordinal < this.lastOrdinal[key]!;
+    if (duplicate) this.duplicates++;
+    else {
+      this.firstDeliveredAt[i] = now;
+      this.delivered++;
+      if (ordinal === this.nextFirst[key]) this.nextFirst[key]++;
+      else this.outOfOrder++;
+    }
+    if (rewind) this.rewinds++;
+    if (duplicate || rewind) this.anomalies.push({ i, at: now });
+    this.lastOrdinal[key] = ordinal;
+  }
+
+  async allDelivered(deadlineMs: number): Promise<void> {
+    const deadline = performance.now() + deadlineMs;
+    while (this.delivered < TOTAL && performance.now() < deadline) await sleep(10);
+  }
+
+  get missing(): number {
+    return TOTAL - this.delivered;
+  }
+
+  /** Latencies in ms of the messages after the warm-up, first deliveries only, sorted. */
+  latencies(): Float64Array {
+    const out: number[] = [];
+    for (let i = WARMUP; i < TOTAL; i++) if (this.firstDeliveredAt[i]) out.push(this.firstDeliveredAt[i]! - this.sentAt[i]!);
+    return Float64Array.from(out).sort();
+  }
+
+  /**
+   * Duplicates and rewinds with no nack or expiry anywhere on the subscription between the message's publish
+   * and this delivery (widened to the samples around them). A legitimate one follows a failure of the
+   * message or an earlier one of its key after the server first delivered it, so after its publish; the
+   * window must not start at the key's previous delivery seen here, since a client may hold a delivery in
+   * its buffers past the expiry that revokes it.
+   */
+  unexplained(timeline: FailureTimeline): number {
+    return this.anomalies.filter((a) => timeline.atOrAfter(a.at) === timeline.atOrBefore(this.sentAt[a.i]!)).length;
+  }
+}
+
+/** Calls `send(i)` for i = 0..TOTAL-1 at RATE per second, on time (a late tick sends what is due). */
+async function pace(send: (i: number) => void): Promise<number> {
+  const start = performance.now();
+  let i = 0;
+  while (i < TOTAL) {
+    const due = Math.min(TOTAL, Math.floor(((performance.now() - start) * RATE) / 1000) + 1);
+    while (i < due) send(i++);
+    await sleep(1);
+  }
+  return TOTAL / ((performance.now() - start) / 1000);
+}
+
+interface PathResult {
+  name: string;
+  rate: number;
+  latencies: Float64Array;
+  tracker: DeliveryTracker;
+  unexplained: number;
+  counters: { nacked: number; expired: number; redelivered: number };
+}
+
+async function throughLibrary(): Promise<PathResult> {
+  const dir = tempDir('orderly-bench-latency-');
+  const core = await PubSubCore.open({ store: SqliteStore.open(dir.path) });
+  try {
+    await core.createTopic('latency');
+    await core.createSubscription('latency', { topic: 'latency', enableMessageOrdering: true });
+    const counters = () => core.metrics('latency', 0).counters;
+    const timeline = new FailureTimeline(async () => counters().nacked + counters().expired, 50);
+    await timeline.start();
+    const tracker = new DeliveryTracker();
+    const subscriber = core.subscribe('latency', (m) => tracker.received(m.message.data));
+    const rate = await pace((i) => {
+      tracker.sent(i);
+      core.publish('latency', [{ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` }]).catch((e: unknown) => tracker.publishErrors.push(e));
+    });
+    await tracker.allDelivered(DELIVERY_DEADLINE_MS);
+    await timeline.stop();
+    await subscriber.close();
+    const { nacked, expired, redelivered } = counters();
+    const unexplained = tracker.unexplained(timeline);
+    return { name: 'library: core.publish -> core.subscribe', rate, latencies: tracker.latencies(), tracker, unexplained, counters: { nacked, expired, redelivered } };
+  } finally {
+    await core.close();
+    dir.remove();
+  }
+}
+
+async function throughGoogleClient(): Promise<PathResult> {
+  const server = await startOrderlyServe();
+  try {
+    process.env.METADATA_SERVER_DETECTION = 'none';
+    const pubsub = new PubSub({ projectId: server.projectId, apiEndpoint: server.host, emulatorMode: true });
+    const [topic] = await pubsub.createTopic('latency');
+    const [subscription] = await topic.createSubscription('latency', { enableMessageOrdering: true });
+    // The client's default batching (up to 100 messages or 10 ms) and flow control: what a user gets.
+    topic.setPublishOptions({ messageOrdering: true });
+    const timeline = new FailureTimeline(async () => {
+      const c = await server.counters('latency');
+      return c.nacked + c.expired;
+    }, 100);
+    await timeline.start();
+    const tracker = new DeliveryTracker();
+    const subscriberErrors: unknown[] = [];
+    subscription.on('error', (e: unknown) => subscriberErrors.push(e));
+    subscription.on('message', (m: Message) => {
+      tracker.received(m.data);
+      m.ack();
+    });
+    const rate = await pace((i) => {
+      tracker.sent(i);
+      topic.publishMessage({ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` }).catch((e: unknown) => tracker.publishErrors.push(e));
+    });
+    await tracker.allDelivered(DELIVERY_DEADLINE_MS);
+    await timeline.stop();
+    await subscription.close();
+    await pubsub.close();
+    if (subscriberErrors.length) throw new Error(`subscriber errors: ${String(subscriberErrors[0])}`);
+    const { nacked, expired, redelivered } = await server.counters('latency');
+    const unexplained = tracker.unexplained(timeline);
+    return { name: "Google's client via `orderly serve`", rate, latencies: tracker.latencies(), tracker, unexplained, counters: { nacked, expired, redelivered } };
+  } finally {
+    await server.stop();
+  }
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN;
+}
+
+export async function benchLatency(): Promise<BenchOutput> {
+  const paths: [PathResult, number][] = [
+    [await throughLibrary(), 20],
+    [await throughGoogleClient(), 100],
+  ];
+  const checks: Check[] = [];
+  const rows = paths.map(([r, p99Target]) => {
+    const p99 = percentile(r.latencies, 99);
+    const t = r.tracker;
+    checks.push({ target: `${r.name}: p99 ≤ ${p99Target} ms`, measured: fmt.ms(p99), pass: p99 <= p99Target });
+    checks.push({
+      target: `${r.name}: every message delivered, publishes succeeded`,
+      measured: `${fmt.int(t.missing)} missing, ${t.publishErrors.length} publish errors`,
+      pass: t.missing === 0 && t.publishErrors.length === 0,
+    });
+    checks.push({ target: `${r.name}: first deliveries in per-key order`, measured: `${fmt.int(t.outOfOrder)} out of order`, pass: t.outOfOrder === 0 });
+    checks.push({
+      target: `${r.name}: no duplicate or rewind without a preceding nack or lease expiry`,
+      measured: `${r.unexplained} of ${t.duplicates + t.rewinds}`,
+      pass: r.unexplained === 0,
+    });
+    return [
+      r.name,
+      fmt.int(r.rate),
+      fmt.ms(percentile(r.latencies, 50)),
+      fmt.ms(p99),
+      fmt.ms(r.latencies[r.latencies.length - 1] ?? NaN),
+      `${fmt.int(t.duplicates)} / ${fmt.int(t.rewinds)} / ${fmt.int(t.outOfOrder)}`,
+      fmt.int(r.unexplained),
+      `${r.counters.nacked} / ${r.counters.expired} / ${r.counters.redelivered}`,
+    ];
+  });
+  return {
+    tables: [
+      {
+        title: `${fmt.int(TOTAL - WARMUP)} messages measured (after ${fmt.int(WARMUP)} of warm-up) at ${fmt.int(RATE)} msgs/s`,
+        header: ['path', 'msgs/s', 'p50', 'p99', 'max', 'duplicates / rewinds / first out of order', 'without a preceding nack/expiry', 'server nacked / expired / redelivered'],
+        numeric: [1, 2, 3, 4, 6],
+        rows,
+      },
+    ],
+    checks,
+  };
+}

@@ -1,0 +1,62 @@
+import { InvalidArgumentError } from '../core/errors.js';
+import type { PubSubCore } from '../core/pubsub-core.js';
+import type { SubscriptionInput } from '../core/subscription-config.js';
+import type { ProtoObject } from './proto-json.js';
+import { pushConfigFromProto, receivedToProto, subscriptionFromProto, subscriptionToProto, timestampMs, type ProtoDuration } from './proto-mapping.js';
+import { listPage, projectId, required, type RpcHandler } from './rpc.js';
+import { inProjectOf, snapshotHandlers } from './snapshot-api.js';
+import { refuseUnsupported, isSet } from './unsupported-fields.js';
+import { subscriptionPatch } from './update-masks.js';
+
+/** google.pubsub.v1.Subscriber's unary calls over the core (StreamingPull: streaming-pull.ts; snapshots: snapshot-api.ts). */
+export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler> {
+  return {
+    CreateSubscription: async (s) => {
+      if (s.detached) throw new InvalidArgumentError('detached', 'is set by DetachSubscription; a subscription cannot be created detached');
+      return subscriptionToProto(await core.createSubscription(s.name, topicsInProjectOf(s.name, subscriptionFromProto(s))));
+    },
+    GetSubscription: async (r) => subscriptionToProto(core.getSubscription(r.subscription)),
+    UpdateSubscription: async (r) => {
+      const subscription = required(r.subscription, 'subscription');
+      const input = topicsInProjectOf(subscription.name, subscriptionFromProto(subscription, 'subscription.'));
+      const patch = subscriptionPatch(required(r.updateMask, 'updateMask').paths, input as unknown as Record<string, unknown>);
+      return subscriptionToProto(await core.updateSubscription(subscription.name, patch));
+    },
+    ListSubscriptions: async (r) => listPage(r, core.listSubscriptions(projectId(r.project)), (s) => s.name, 'subscriptions', subscriptionToProto),
+    DeleteSubscription: async (r) => core.deleteSubscription(r.subscription),
+    // On an exactly-once subscription invalid ack ids fail the call, with ErrorInfo details naming them.
+    ModifyAckDeadline: async (r) => {
+      await core.modifyAckDeadline(r.subscription, r.ackIds, r.ackDeadlineSeconds);
+    },
+    Acknowledge: async (r) => {
+      await core.acknowledge(r.subscription, r.ackIds);
+    },
+    Pull: async (r) => {
+      const messages = await core.pull(r.subscription, { maxMessages: r.maxMessages || 100, waitMs: r.returnImmediately ? 0 : 5_000 });
+      return { receivedMessages: messages.map(receivedToProto) };
+    },
+    ModifyPushConfig: async (r) => {
+      const pushConfig: ProtoObject = required(r.pushConfig, 'pushConfig');
+      refuseUnsupported(pushConfig, 'pushConfig', 'pushConfig.');
+      await core.updateSubscription(r.subscription, { pushConfig: isSet(pushConfig) || pushConfig.noWrapper ? pushConfigFromProto(pushConfig) : null });
+    },
+    Seek: async (r) => {
+      if (r.snapshot) await core.seekToSnapshot(r.subscription, inProjectOf(r.subscription, 'snapshots', r.snapshot));
+      else if (r.time) await core.seek(r.subscription, timestampMs(r.time as ProtoDuration));
+      else throw new InvalidArgumentError('time', 'is required, or snapshot: a seek needs a target');
+      return {};
+    },
+    ...snapshotHandlers(core).subscriber,
+  };
+}
+
+/**
+ * Pub/Sub names topics in full; Orderly also takes a bare topic id, resolved in the project of the
+ * subscription being written (so a REST body's `"topic": "orders"` means the URL's project).
+ */
+function topicsInProjectOf(subscription: unknown, input: SubscriptionInput): SubscriptionInput {
+  const full = (ref: string) => inProjectOf(subscription, 'topics', ref);
+  const resolved: SubscriptionInput = { ...input, topic: typeof input.topic === 'string' ? full(input.topic) : input.topic };
+  if (input.deadLetterPolicy?.deadLetterTopic) resolved.deadLetterPolicy = { ...input.deadLetterPolicy, deadLetterTopic: full(input.deadLetterPolicy.deadLetterTopic) };
+  return resolved;
+}

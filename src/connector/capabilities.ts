@@ -1,0 +1,63 @@
+import type { SubscriptionIdentity } from '../core/pubsub-core.js';
+import type { ConnectorSettings } from './connector.js';
+
+/**
+ * What a capability is given: one export subscription of the connector's type, and the job's settings.
+ * @typeParam Config the export section, as the factory's `parseConfig` returns it
+ */
+export interface ExportTarget<Config = unknown> {
+  /** The subscription's full name. */
+  subscription: string;
+  /** Its uid: what the connector keyed its progress and files by. */
+  identity: SubscriptionIdentity;
+  /** Its export section, as the factory's `parseConfig` returned it. */
+  config: Config;
+  /** The same settings its connectors are given. */
+  settings: ConnectorSettings;
+  /**
+   * Exported by a fleet of workers (a remote Pub/Sub subscription; see `ConnectorContext.fleet`): what they
+   * wrote is described by the sink itself (a manifest in the bucket), not by this machine's files.
+   */
+  shared?: boolean;
+}
+
+/** One check of an order audit: how many problems it found, and a few of them. */
+export interface AuditCheck {
+  /** What is checked, e.g. "missing sequences". */
+  label: string;
+  /** How many problems it found. */
+  count: number;
+  /** A few of them, each naming the key and where. */
+  examples: string[];
+  /** Whether a count above 0 fails the audit (`orderly audit` exits 1); otherwise it is information. */
+  failing: boolean;
+}
+
+/** What `orderly audit` prints: a summary line and the checks, or with --json the connector's whole `report`. */
+export interface AuditResult {
+  /** What was read, in one line (e.g. "objects 3, records 320, keys 13"). */
+  summary: string;
+  /** The checks, in the order they are printed. */
+  checks: AuditCheck[];
+  /** The connector's own report, printed as it is by `orderly audit --json`. */
+  report: object;
+}
+
+/**
+ * A DuckDB view `orderly query` creates over what one subscription exported. Read-only queries may read
+ * `files` and nothing else on disk.
+ */
+export interface QueryView {
+  /** Local files the view reads. */
+  files: string[];
+  /** The view's SELECT, in DuckDB SQL (quote file names with `quoteString` from `orderly/connector`). */
+  select: string;
+}
+
+/** How a counter in `Connector.counters` is exported to Prometheus. */
+export interface CounterMetric {
+  /** The metric's name, e.g. `orderly_rows_appended_total`; one gauge per name, labelled by subscription. */
+  metric: string;
+  /** The metric's help text. */
+  help: string;
+}

@@ -1,0 +1,89 @@
+import { randomBytes } from 'node:crypto';
+import type { Store } from '../store/store.js';
+import { InvalidArgumentError, OrderlyError } from './errors.js';
+
+/**
+ * IAM policies (google.iam.v1 GetIamPolicy / SetIamPolicy / TestIamPermissions) as a single-user local
+ * system answers them: a policy set on a topic, subscription, snapshot or schema is stored and returned
+ * as it was set (with a new etag), but Orderly enforces none of it — whoever reaches the endpoint may do
+ * everything, so TestIamPermissions grants every permission asked. Code that reads, writes or checks
+ * permissions at start-up runs unchanged. A resource's policy goes with the resource.
+ */
+export interface IamPolicy {
+  version: number;
+  bindings: IamBinding[];
+  auditConfigs: unknown[];
+  /** base64 of the policy's etag bytes. */
+  etag: string;
+}
+
+export interface IamBinding {
+  role: string;
+  members: string[];
+  condition?: unknown;
+}
+
+/** What GetIamPolicy returns for a resource no policy was set on: Google's empty policy. */
+const EMPTY_ETAG = 'ACAB';
+
+const MEMBER = /^(allUsers|allAuthenticatedUsers|(user|serviceAccount|group|domain|principal|principalSet|deleted:user|deleted:serviceAccount|deleted:group):\S+)$/;
+const ROLE = /^(roles\/[A-Za-z0-9_.]+|(projects|organizations)\/[^/]+\/roles\/[A-Za-z0-9_.]+)$/;
+const MASK_FIELDS = new Set(['bindings', 'etag', 'auditConfigs', 'version']);
+
+export class IamPolicies {
+  private readonly policies = new Map<string, IamPolicy>();
+
+  constructor(private readonly store: Store) {}
+
+  async load(): Promise<void> {
+    for (const row of await this.store.listIamPolicies()) this.policies.set(row.resource, row.policy as IamPolicy);
+  }
+
+  get(resource: string): IamPolicy {
+    return this.policies.get(resource) ?? { version: 0, bindings: [], auditConfigs: [], etag: EMPTY_ETAG };
+  }
+
+  /**
+   * Replaces the fields of `updateMask` (default `bindings` and `etag`, as IAM does). An etag that is
+   * not the current one is ABORTED: the policy changed since the caller read it.
+   */
+  async set(resource: string, policy: IamPolicy, updateMask: string[] = []): Promise<IamPolicy> {
+    const current = this.get(resource);
+    if (policy.etag && policy.etag !== current.etag) {
+      throw new OrderlyError('ABORTED', `policy.etag: the policy of ${resource} changed since it was read (etag ${current.etag}, got ${policy.etag}); read it again and retry`);
+    }
+    checkBindings(policy.bindings);
+    const paths = updateMask.length ? updateMask : ['bindings', 'etag'];
+    for (const p of paths) if (!MASK_FIELDS.has(p)) throw new InvalidArgumentError('updateMask', `unknown policy field path ${JSON.stringify(p)} (known: bindings, etag, auditConfigs, version)`);
+    const next: IamPolicy = {
+      version: paths.includes('version') || policy.version ? policy.version : current.version,
+      bindings: paths.includes('bindings') ? policy.bindings : current.bindings,
+      auditConfigs: paths.includes('auditConfigs') ? policy.auditConfigs : current.auditConfigs,
+      etag: randomBytes(8).toString('base64'),
+    };
+    await this.store.putIamPolicy(resource, next);
+    this.policies.set(resource, next);
+    return next;
+  }
+
+  /** Drops the policies of the resources `gone` says no longer exist (snapshots that expired). */
+  async dropWhere(gone: (resource: string) => boolean): Promise<void> {
+    for (const resource of [...this.policies.keys()]) if (gone(resource)) await this.drop(resource);
+  }
+
+  /** The resource was deleted: its policy goes too. */
+  async drop(resource: string): Promise<void> {
+    if (!this.policies.has(resource)) return;
+    await this.store.putIamPolicy(resource, undefined);
+    this.policies.delete(resource);
+  }
+}
+
+function checkBindings(bindings: IamBinding[]): void {
+  bindings.forEach((b, i) => {
+    if (!ROLE.test(b.role)) throw new InvalidArgumentError(`policy.bindings[${i}].role`, `must be a role like "roles/pubsub.subscriber", got ${JSON.stringify(b.role)}`);
+    b.members.forEach((m, j) => {
+      if (!MEMBER.test(m)) throw new InvalidArgumentError(`policy.bindings[${i}].members[${j}]`, `must be a principal like "user:ada@example.com", got ${JSON.stringify(m)}`);
+    });
+  });
+}

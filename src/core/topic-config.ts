@@ -1,0 +1,72 @@
+import type { TopicSchemaSettings } from '../schema/schema-registry.js';
+import { checkRange, parseDuration, type DurationInput } from './duration.js';
+import { InvalidArgumentError } from './errors.js';
+
+/**
+ * A topic as a caller describes it (Pub/Sub's field names). `null` clears a setting on update.
+ * `schemaSettings` is checked against the schemas (see `SchemaRegistry.checkTopicSettings`).
+ */
+export interface TopicInput {
+  labels?: Record<string, string>;
+  messageRetentionDuration?: DurationInput | null;
+  schemaSettings?: Record<string, unknown> | null;
+}
+
+/** What the store keeps of a topic beyond its name and labels (TopicRecord.settings). Durations in seconds. */
+export interface TopicSettings {
+  /**
+   * Pub/Sub's topic retention: messages stay this long after publishing even when every subscription
+   * acked them, so any subscription of the topic can seek back within it.
+   */
+  messageRetentionDuration?: number;
+  schemaSettings?: TopicSchemaSettings;
+}
+
+/** Pub/Sub's bounds for a topic's messageRetentionDuration: 10 minutes to 31 days. */
+const MIN_RETENTION = 600;
+const MAX_RETENTION = 31 * 86400;
+
+/**
+ * Applies `input` to `current` (absent fields stay, `null` clears): labels checked, the retention in
+ * range, schema settings checked by `checkSchema`.
+ */
+export function applyTopicInput(
+  current: { labels: Record<string, string>; settings: TopicSettings },
+  input: TopicInput,
+  checkSchema: (value: unknown, field: string) => TopicSchemaSettings,
+): { labels: Record<string, string>; settings: TopicSettings } {
+  const labels = input.labels === undefined ? current.labels : checkLabels(input.labels);
+  const settings: TopicSettings = { ...current.settings };
+  if (input.messageRetentionDuration === null) delete settings.messageRetentionDuration;
+  else if (input.messageRetentionDuration !== undefined) {
+    const field = 'messageRetentionDuration';
+    settings.messageRetentionDuration = checkRange(field, parseDuration(field, input.messageRetentionDuration), MIN_RETENTION, MAX_RETENTION);
+  }
+  if (input.schemaSettings === null) delete settings.schemaSettings;
+  else if (input.schemaSettings !== undefined) settings.schemaSettings = checkSchema(input.schemaSettings, 'schemaSettings');
+  return { labels, settings };
+}
+
+function checkLabels(labels: unknown): Record<string, string> {
+  if (!labels || typeof labels !== 'object' || Array.isArray(labels)) throw new InvalidArgumentError('labels', 'must be an object of string values');
+  for (const [k, v] of Object.entries(labels)) if (typeof v !== 'string') throw new InvalidArgumentError(`labels.${k}`, 'must be a string');
+  return { ...(labels as Record<string, string>) };
+}
+
+/** Stored settings as the core reads them (a store written before topics had settings holds `{}`). */
+export function topicSettings(stored: unknown): TopicSettings {
+  return stored && typeof stored === 'object' ? (stored) : {};
+}
+
+/**
+ * An export that writes with the topic's schema (`bigqueryConfig.useTopicSchema`,
+ * `cloudStorageConfig.avroConfig.useTopicSchema`) needs a topic that has one: refused otherwise, as
+ * Pub/Sub refuses it.
+ */
+export function checkTopicSchemaUse(spec: { bigqueryConfig?: Record<string, unknown>; cloudStorageConfig?: Record<string, unknown> }, topic: string, settings: TopicSettings, deletedSchema: string): void {
+  const avroConfig = spec.cloudStorageConfig?.avroConfig as Record<string, unknown> | undefined;
+  const field = spec.bigqueryConfig?.useTopicSchema === true ? 'bigqueryConfig.useTopicSchema' : avroConfig?.useTopicSchema === true ? 'cloudStorageConfig.avroConfig.useTopicSchema' : undefined;
+  if (!field) return;
+  if (!settings.schemaSettings) throw new InvalidArgumentError(field, `topic ${topic} has no schema (schemaSettings); give the topic a schema, or leave useTopicSchema unset`);
+  if (settings.schemaSettings.schema === deletedSchema) throw new InvalidArgumentError(field, `the schema of topic ${topic} was deleted; give the topic a schema, or leave useTopicSchema unset`);
+}

@@ -1,0 +1,182 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Connector, WriteResult } from '../connector/connector.js';
+import { getConnector, registerConnector, registeredConnectors, type ConnectorFactory } from '../connector/registry.js';
+import type { JobRuntime } from '../job/job-runtime.js';
+import { packageFile } from '../package-file.js';
+import { ConformanceJob, SUBSCRIPTION, waitFor } from './conformance-job.js';
+import type { ConformanceCase, ConformanceOptions } from './conformance-options.js';
+import { sinkProblems, type PublishedMessage } from './sink-check.js';
+
+/** A connector broke the contract: the message says what the sink holds that it should not (or lacks). */
+export class ConformanceError extends Error {
+  /** @param caseName the case (`<connector>: <case>`); @param problems what is wrong with the sink, one line each */
+  constructor(
+    readonly caseName: string,
+    readonly problems: string[],
+  ) {
+    super(`${caseName}: ${problems.join('; ')}`);
+    this.name = 'ConformanceError';
+  }
+}
+
+/**
+ * The cases every export connector should pass, each on a real job (a store, an export runner and the
+ * connector, in a temporary folder), checking what the connector's `readBack` finds in the sink:
+ * - **ordering**: every message exported, each ordering key in publish order;
+ * - **redelivery**: the sink fails right after writing (the runner reopens a new connector and hands it
+ *   what was not acked yet, some of it already written): nothing lost, keys in order, no duplicates if
+ *   the connector skips them;
+ * - **crash and restart**: `orderly run` is killed (SIGKILL) while it exports, then the job runs again;
+ * - **buffered flush**: with a small runner budget (the runner calls `flush('all')` when it holds that much)
+ *   every message is acked only once it is in the sink, and all of them get there without a shutdown.
+ */
+export function conformanceCases(options: ConformanceOptions): ConformanceCase[] {
+  const cases: [string, (job: ConformanceJob) => Promise<string[]>][] = [
+    ['ordering', ordering],
+    ['redelivery', redelivery],
+    ['crash and restart', crashAndRestart],
+    ['buffered flush', bufferedFlush],
+  ];
+  return cases.map(([name, run]) => ({
+    name: `${options.connector}: ${name}`,
+    async run() {
+      const job = ConformanceJob.create(options, name.replaceAll(' ', '-'), name === 'redelivery' ? faultyConnector(options.connector) : options.connector);
+      try {
+        const problems = await run(job);
+        if (problems.length) throw new ConformanceError(`${options.connector}: ${name}`, problems);
+      } finally {
+        job.remove();
+      }
+    },
+  }));
+}
+
+/** Publishes, waits until everything is acked, stops (finalizing what is buffered), and checks the sink. */
+async function ordering(job: ConformanceJob): Promise<string[]> {
+  const runtime = await job.start();
+  let published: PublishedMessage[];
+  try {
+    published = await job.publish(runtime);
+    await drained(runtime);
+  } finally {
+    await runtime.stop();
+  }
+  return sinkProblems(published, await job.readBack(), job.skipsDuplicates);
+}
+
+/** The same, through a wrapper whose connectors fail right after the real one wrote (three times). */
+async function redelivery(job: ConformanceJob): Promise<string[]> {
+  const problems = await ordering(job);
+  const injected = faults.get(job.dataDir) ?? 0;
+  if (injected < FAULTS) problems.push(`the sink failed only ${injected} of ${FAULTS} times: the case needs the connector to report writes while the export runs`);
+  return problems;
+}
+
+/** Publishes a backlog, has `orderly run` export it until it is killed mid-way, then runs the job again in this process. */
+async function crashAndRestart(job: ConformanceJob): Promise<string[]> {
+  let runtime = await job.start(false);
+  let published: PublishedMessage[];
+  try {
+    published = await job.publish(runtime);
+  } finally {
+    await runtime.stop();
+  }
+  const child = spawn(process.execPath, [packageFile('bin/orderly.js'), 'run', job.file], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ORDERLY_LOG_LEVEL: 'warn' } });
+  let stderr = '';
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = once(child, 'exit');
+  try {
+    const lock = join(job.sink.dir, 'data', 'orderly.lock');
+    const delivered = async () => {
+      if (child.exitCode !== null) throw new Error(`orderly run exited (${child.exitCode}) before the crash: ${stderr}`);
+      const metrics = existsSync(lock) ? (JSON.parse(readFileSync(lock, 'utf8') || '{}') as { metrics?: string }).metrics : undefined;
+      if (!metrics) return false;
+      const status = (await (await fetch(`${metrics}/status`)).json()) as { delivered: number }[];
+      return (status[0]?.delivered ?? 0) > 0;
+    };
+    // Killed once the connector has been handed messages: some written, some buffered or in flight.
+    await waitFor('orderly run to start exporting', delivered);
+  } finally {
+    child.kill('SIGKILL');
+    await exited;
+  }
+  runtime = await job.start();
+  try {
+    await drained(runtime);
+  } finally {
+    await runtime.stop();
+  }
+  return sinkProblems(published, await job.readBack(), job.skipsDuplicates);
+}
+
+/**
+ * Publishes more than the runner's budget and waits for every ack without a shutdown: a buffering
+ * connector must finalize when asked (`flush('all')`). Meanwhile no message may be acked before the
+ * sink holds it.
+ */
+async function bufferedFlush(job: ConformanceJob): Promise<string[]> {
+  const runtime = await job.start();
+  const problems: string[] = [];
+  let published: PublishedMessage[];
+  try {
+    published = await job.publish(runtime);
+    await waitFor('every message acked without a shutdown (does the connector finalize on flush("all")?)', async () => {
+      // Read the acks first: whatever was acked by then must be in the sink when it is read after.
+      const acked = runtime.core.metrics(SUBSCRIPTION).counters.acked;
+      const held = new Set(await job.readBack()).size;
+      if (held < acked && !problems.length) problems.push(`${acked} messages were acked while the sink held ${held}: an ack came before the write was durable`);
+      return acked >= published.length;
+    });
+  } finally {
+    await runtime.stop();
+  }
+  return [...problems, ...sinkProblems(published, await job.readBack(), job.skipsDuplicates)];
+}
+
+async function drained(runtime: JobRuntime): Promise<void> {
+  await waitFor('the export to ack every message', () => runtime.core.metrics(SUBSCRIPTION).backlogMessages === 0);
+}
+
+/** Faults the redelivery case's connectors injected, per job data directory. */
+const faults = new Map<string, number>();
+const FAULTS = 3;
+
+/**
+ * Registers (once) `<name>.conformance-faults`: the connector under test, except that three times a call
+ * that reported writes throws afterwards instead of returning. The runner takes that for a failed sink:
+ * it opens a new connector and hands it everything not acked, including what the old one had written.
+ */
+function faultyConnector(name: string): string {
+  const wrapped = `${name}.conformance-faults`;
+  const inner = getConnector(name);
+  const factory: ConnectorFactory = {
+    ...inner,
+    name: wrapped,
+    counters: undefined,
+    create(config, context) {
+      const connector = inner.create(config, context);
+      const { dataDir } = context.settings;
+      let calls = 0;
+      const faulty = async (result: WriteResult): Promise<WriteResult> => {
+        const n = faults.get(dataDir) ?? 0;
+        if (result.written.length && n < FAULTS && calls++ % 2 === 0) {
+          faults.set(dataDir, n + 1);
+          throw new Error('conformance: the sink failed after writing');
+        }
+        return result;
+      };
+      const wrapper: Connector = {
+        open: () => connector.open(),
+        write: async (batch) => faulty(await connector.write(batch)),
+        flush: async (mode) => faulty(await connector.flush(mode)),
+        close: () => connector.close(),
+      };
+      return wrapper;
+    },
+  };
+  if (!registeredConnectors().includes(wrapped)) registerConnector(factory);
+  return wrapped;
+}

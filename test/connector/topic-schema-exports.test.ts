@@ -1,0 +1,186 @@
+import avro from 'avsc';
+import { Readable } from 'node:stream';
+import { once } from 'node:events';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
+import { ObjectStorageWriter } from '../../connectors/object-storage/object-writer.js';
+import { readRecords } from '../../connectors/object-storage/record-format.js';
+import { DEFAULT_BUDGET } from '../../src/connector/export-runner.js';
+import { createLogger } from '../../src/log.js';
+import { queryDuckDb } from '../../src/duckdb/database.js';
+import { tempDir } from '../helpers/core.js';
+import { openExport, waitFor } from '../helpers/export.js';
+import { startTestS3, type TestS3 } from '../helpers/s3.js';
+
+/**
+ * Exports that write with the topic's schema (issue #13): bigqueryConfig.useTopicSchema fills the DuckDB
+ * columns docs/schemas.md maps the schema's fields to; cloudStorageConfig.avroConfig.useTopicSchema writes
+ * Avro files whose schema is the topic's, which avsc reads back on its own.
+ */
+const ORDER_V1 = {
+  type: 'record',
+  name: 'Order',
+  namespace: 'shop',
+  fields: [
+    { name: 'id', type: 'string' },
+    { name: 'qty', type: 'int' },
+    { name: 'total', type: { type: 'bytes', logicalType: 'decimal', precision: 10, scale: 2 } },
+    { name: 'placed', type: { type: 'long', logicalType: 'timestamp-micros' } },
+    { name: 'note', type: ['null', 'string'] },
+    { name: 'tags', type: { type: 'array', items: 'string' } },
+    { name: 'status', type: { type: 'enum', name: 'Status', symbols: ['NEW', 'PAID'] } },
+  ],
+};
+/** A compatible revision: a field with a default added. */
+const ORDER_V2 = { ...ORDER_V1, fields: [...ORDER_V1.fields, { name: 'channel', type: 'string', default: 'web' }] };
+const PLACED = Date.UTC(2024, 4, 1, 12, 0, 0) * 1000;
+
+const order = (id: string, qty: number, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ id, qty, total: '\u0004\u00d2', placed: PLACED, note: qty % 2 ? null : { string: `n${qty}` }, tags: [id], status: 'PAID', ...extra });
+
+let dir: ReturnType<typeof tempDir>;
+let env: Awaited<ReturnType<typeof openExport>>;
+let s3: TestS3;
+
+beforeAll(async () => {
+  s3 = await startTestS3();
+});
+afterAll(async () => s3.close());
+
+beforeEach(async () => {
+  dir = tempDir();
+  env = await openExport(dir.path, { objectStorage: s3.settings });
+  await env.core.schemas.create({ parent: 'projects/p', schemaId: 'order', schema: { type: 'AVRO', definition: JSON.stringify(ORDER_V1) } });
+  await env.core.createTopic('orders', { schemaSettings: { schema: 'projects/p/schemas/order', encoding: 'JSON' } });
+});
+afterEach(async () => {
+  await env.close();
+  dir.remove();
+});
+
+const sql = (q: string) => queryDuckDb(env.duckdbPath, q);
+
+describe('bigqueryConfig.useTopicSchema', () => {
+  it('writes each field to its mapped DuckDB column, with metadata, per key in order; a later revision\'s field too', async () => {
+    await sql(`CREATE TABLE orders(
+      id VARCHAR NOT NULL, qty INTEGER NOT NULL, total DECIMAL(10,2) NOT NULL, placed TIMESTAMPTZ NOT NULL, note VARCHAR,
+      tags VARCHAR[] NOT NULL, status VARCHAR NOT NULL, channel VARCHAR,
+      subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, attributes JSON, ordering_key VARCHAR, sequence BIGINT)`);
+    await env.core.createSubscription('to-table', {
+      topic: 'orders',
+      enableMessageOrdering: true,
+      bigqueryConfig: { table: 'p.main.orders', useTopicSchema: true, writeMetadata: true },
+    });
+    await env.exports.sync();
+    await env.core.publish('orders', [{ data: order('a', 1), orderingKey: 'k' }]);
+    await env.core.publish('orders', [{ data: order('b', 2), orderingKey: 'k' }]);
+    await env.core.schemas.commit({ name: 'projects/p/schemas/order', schema: { type: 'AVRO', definition: JSON.stringify(ORDER_V2) } });
+    await env.core.publish('orders', [{ data: order('c', 3, { channel: 'app' }), orderingKey: 'k' }]);
+    await waitFor('rows', async () => Number((await sql('SELECT count(*) n FROM orders'))[0]!.n) === 3);
+    const rows = await sql(
+      `SELECT id, qty, total::VARCHAR total, placed = TIMESTAMPTZ '2024-05-01 12:00:00+00' placed_ok, note, tags, status, channel, ordering_key, sequence,
+              json_extract_string(attributes, '$.googclient_schemaencoding') enc FROM orders ORDER BY rowid`,
+    );
+    expect(rows.map((r) => ({ ...r, tags: (r.tags as { items: string[] }).items }))).toEqual([
+      { id: 'a', qty: 1, total: '12.34', placed_ok: true, note: null, tags: ['a'], status: 'PAID', channel: null, ordering_key: 'k', sequence: 1n, enc: 'JSON' },
+      { id: 'b', qty: 2, total: '12.34', placed_ok: true, note: 'n2', tags: ['b'], status: 'PAID', channel: null, ordering_key: 'k', sequence: 2n, enc: 'JSON' },
+      { id: 'c', qty: 3, total: '12.34', placed_ok: true, note: null, tags: ['c'], status: 'PAID', channel: 'app', ordering_key: 'k', sequence: 3n, enc: 'JSON' },
+    ]);
+  });
+
+  it('a table whose columns do not fit the topic schema puts the subscription in SCHEMA_MISMATCH and keeps the messages', async () => {
+    await sql('CREATE TABLE narrow(id VARCHAR, qty BIGINT)');
+    await env.core.createSubscription('to-narrow', { topic: 'orders', bigqueryConfig: { table: 'p.main.narrow', useTopicSchema: true } });
+    await env.exports.sync();
+    await env.core.publish('orders', [{ data: order('a', 1) }]);
+    await waitFor('state', () => env.core.getSubscription('to-narrow').state === 'SCHEMA_MISMATCH');
+    expect(env.exports.runner('to-narrow')!.stats.stateReason).toMatch(/column "qty" is BIGINT, but the topic schema's field maps to INTEGER|has no column "total"/);
+    expect(env.core.metrics('to-narrow').backlogMessages).toBe(1);
+  });
+});
+
+describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
+  it('writes Avro files with the topic schema (plus metadata) that avsc reads back with that schema', async () => {
+    const bucket = await s3.bucket();
+    await env.core.createSubscription('to-files', {
+      topic: 'orders',
+      enableMessageOrdering: true,
+      // s3rver cannot serve a key with "+" (the default name's "+00:00"): a Z in the name instead.
+      cloudStorageConfig: { bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { useTopicSchema: true, writeMetadata: true } },
+    });
+    await env.exports.sync();
+    await env.core.publish('orders', [{ data: order('a', 1), orderingKey: 'k' }]);
+    await env.core.publish('orders', [{ data: order('b', 2), orderingKey: 'k' }]);
+    await waitFor('deliveries', () => (env.exports.runner('to-files')?.outstanding ?? 0) >= 2);
+    await env.exports.stop(); // finalizes the open file
+    const [name] = await s3.list(bucket);
+    const body = await s3.get(bucket, name!);
+    const { header, values, fields } = await readWithAvsc(body);
+    expect(fields).toEqual([...ORDER_V1.fields.map((f) => f.name), 'subscription_name', 'message_id', 'publish_time', 'attributes', 'ordering_key', 'sequence']);
+    expect((header as { name: string }).name).toBe('shop.Order');
+    expect(values.map((v) => [v.id, v.qty, v.note, v.tags, v.status, v.ordering_key, v.sequence])).toEqual([
+      ['a', 1, null, ['a'], 'PAID', 'k', 1],
+      ['b', 2, 'n2', ['b'], 'PAID', 'k', 2],
+    ]);
+    expect(Buffer.from(values[0]!.total as Buffer)).toEqual(Buffer.from([0x04, 0xd2]));
+    expect(values[0]!.attributes).toMatchObject({ googclient_schemaname: 'projects/p/schemas/order', orderingKey: 'k' });
+    // Orderly's reader (audit, query) reads the same file.
+    const records = await readRecords(body, { kind: 'avro', writeMetadata: true, useTopicSchema: true });
+    expect(records.map((r) => [r.orderingKey, r.sequence, r.value?.id])).toEqual([['k', 1, 'a'], ['k', 2, 'b']]);
+  });
+
+  it('a new revision starts a new file laid out by it; an older revision\'s message is resolved into that layout', async () => {
+    const bucket = await s3.bucket();
+    // The writer driven directly, so which messages share a file does not depend on timing.
+    await env.core.createSubscription('source', { topic: 'orders', enableMessageOrdering: true });
+    const config = parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { useTopicSchema: true } });
+    const writer = new ObjectStorageWriter(config, {
+      subscription: 'projects/p/subscriptions/files',
+      identity: { uid: 'files-uid', adoptsNameKeyedProgress: false },
+      spec: { enableMessageOrdering: true, messageRetentionDuration: 600 } as never,
+      logger: createLogger(),
+      settings: { dataDir: dir.path, objectStorage: s3.settings },
+      budget: DEFAULT_BUDGET,
+      notify: () => undefined,
+      topicSchema: () => env.core.topicSchema('orders'),
+    });
+    await writer.open();
+    // Deliveries of a plain subscription of the topic, acked there at once so its key's next messages come.
+    const delivered = async () => {
+      const got = await env.core.pull('source', { maxMessages: 10 });
+      await env.core.acknowledge('source', got.map((m) => m.ackId));
+      return got.map((m) => ({ id: m.ackId, message: m.message, deliveryAttempt: 0 }));
+    };
+    await env.core.publish('orders', [{ data: order('a', 1), orderingKey: 'k' }]);
+    const written = (await writer.write(await delivered())).written;
+    await env.core.schemas.commit({ name: 'projects/p/schemas/order', schema: { type: 'AVRO', definition: JSON.stringify(ORDER_V2) } });
+    await env.core.publish('orders', [{ data: order('c', 3, { channel: 'app' }), orderingKey: 'k' }]);
+    await env.core.publish('orders', [{ data: order('d', 4), orderingKey: 'k' }]);
+    // A message published before the topic had a schema cannot be read with it: it fails alone.
+    const noSchema = { id: 'plain', deliveryAttempt: 0, message: { messageId: '999', publishTime: new Date(), data: Buffer.from('x'), attributes: {}, orderingKey: '', sequence: 1 } };
+    const second = await writer.write([...(await delivered()), noSchema]);
+    expect(second.failed).toEqual([{ id: 'plain', error: expect.stringMatching(/no googclient_schemarevisionid attribute/), retryable: false }]);
+    written.push(...second.written, ...(await writer.flush('all')).written);
+    expect(written).toHaveLength(3);
+    await writer.close();
+    const names = await s3.list(bucket);
+    expect(names).toHaveLength(2);
+    const [first, later] = await Promise.all(names.map(async (n) => readWithAvsc(await s3.get(bucket, n))));
+    expect(first!.fields).toEqual(ORDER_V1.fields.map((f) => f.name));
+    expect(first!.values.map((v) => v.id)).toEqual(['a']);
+    expect(later!.fields).toEqual(ORDER_V2.fields.map((f) => f.name));
+    expect(later!.values.map((v) => [v.id, v.channel])).toEqual([['c', 'app'], ['d', 'web']]);
+  });
+});
+
+/** An Avro file read by avsc alone, with the schema from its header. */
+async function readWithAvsc(body: Buffer): Promise<{ header: avro.Schema; fields: string[]; values: Record<string, unknown>[] }> {
+  const decoder = new avro.streams.BlockDecoder();
+  let header: avro.Schema | undefined;
+  decoder.on('metadata', (type: avro.Type) => (header = type.schema()));
+  const values: Record<string, unknown>[] = [];
+  decoder.on('data', (v: Record<string, unknown>) => values.push(v));
+  Readable.from([body]).pipe(decoder);
+  await once(decoder, 'end');
+  return { header: header!, fields: (header as { fields: { name: string }[] }).fields.map((f) => f.name), values };
+}

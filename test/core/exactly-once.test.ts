@@ -1,0 +1,116 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { InvalidAckIdsError } from '../../src/core/ack-results.js';
+import type { ManualClock } from '../../src/core/clock.js';
+import type { ReceivedMessage } from '../../src/core/message.js';
+import type { PubSubCore } from '../../src/core/pubsub-core.js';
+import { openCore, tempDir } from '../helpers/core.js';
+
+let dir: ReturnType<typeof tempDir>;
+let core: PubSubCore;
+let clock: ManualClock;
+
+beforeEach(async () => {
+  dir = tempDir();
+  ({ core, clock } = await openCore(dir.path));
+  await core.createTopic('orders');
+});
+afterEach(async () => {
+  await core.close();
+  dir.remove();
+});
+
+const texts = (ms: ReceivedMessage[]) => ms.map((m) => m.message.data.toString());
+const idOf = (ms: ReceivedMessage[], data: string) => ms.find((m) => m.message.data.toString() === data)!.ackId;
+async function publish(...items: [key: string, data: string][]): Promise<void> {
+  for (const [orderingKey, data] of items) await core.publish('orders', [{ data, orderingKey }]);
+}
+const pull = (sub: string) => core.pull(sub, { maxMessages: 100 });
+/** The InvalidAckIdsError a call failed with. */
+async function invalid(call: Promise<unknown>): Promise<InvalidAckIdsError> {
+  const e = await call.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  expect(e).toBeInstanceOf(InvalidAckIdsError);
+  return e as InvalidAckIdsError;
+}
+
+describe('exactly-once delivery', () => {
+  beforeEach(async () => {
+    await core.createSubscription('once', { topic: 'orders', enableExactlyOnceDelivery: true, ackDeadlineSeconds: 10 });
+  });
+
+  it('an ack of an expired or unknown ack id fails with PERMANENT_FAILURE_INVALID_ACK_ID; the valid ids of the request are acked', async () => {
+    await publish(['', 'm1'], ['', 'm2']);
+    clock.advance(50); // deadlines fall between two ticks (every 100 ms)
+    const first = await pull('once');
+    clock.advance(5_000);
+    await core.modifyAckDeadline('once', [idOf(first, 'm2')], 60); // m2's lease runs on
+    clock.advance(5_000); // m1's lease has just ended, and no tick has ended it yet: the ack itself must see that
+    const e = await invalid(core.acknowledge('once', [idOf(first, 'm1'), idOf(first, 'm2'), 'no-such-id']));
+    expect(e.code).toBe('INVALID_ARGUMENT');
+    expect(e.invalidAckIds).toEqual([idOf(first, 'm1'), 'no-such-id']);
+    expect(e.errorInfo).toEqual({
+      reason: 'EXACTLY_ONCE_ACKID_FAILURE',
+      domain: 'pubsub.googleapis.com',
+      metadata: { [idOf(first, 'm1')]: 'PERMANENT_FAILURE_INVALID_ACK_ID', 'no-such-id': 'PERMANENT_FAILURE_INVALID_ACK_ID' },
+    });
+    // m2 was acked; m1 comes again (its expiry counted), under a new ack id that works
+    const again = await pull('once');
+    expect(texts(again)).toEqual(['m1']);
+    expect(await core.acknowledge('once', [again[0]!.ackId])).toEqual({ ackIds: [again[0]!.ackId], invalidAckIds: [] });
+    expect(await pull('once')).toEqual([]);
+    // the old id stays invalid, also for modacks and nacks
+    await invalid(core.modifyAckDeadline('once', [idOf(first, 'm1')], 30));
+    await invalid(core.modifyAckDeadline('once', [idOf(first, 'm1')], 0));
+  });
+
+  it('a message is not delivered again while its lease is valid (extended by modacks)', async () => {
+    await publish(['', 'm1']);
+    const [m1] = await pull('once');
+    for (let i = 0; i < 5; i++) {
+      clock.advance(9_000);
+      expect(await core.modifyAckDeadline('once', [m1!.ackId], 10)).toEqual({ ackIds: [m1!.ackId], invalidAckIds: [] });
+      expect(await pull('once')).toEqual([]);
+    }
+    await core.acknowledge('once', [m1!.ackId]);
+    clock.advance(60_000);
+    expect(await pull('once')).toEqual([]);
+  });
+
+  it('ordered: a confirmed ack is final — a nack of an earlier message redelivers the key without the acked ones; their revoked ids fail', async () => {
+    await core.createSubscription('once-ordered', { topic: 'orders', enableExactlyOnceDelivery: true, enableMessageOrdering: true });
+    await publish(['k', 'k1'], ['k', 'k2'], ['k', 'k3'], ['k', 'k4']);
+    const batch = await pull('once-ordered');
+    expect(texts(batch)).toEqual(['k1', 'k2', 'k3', 'k4']);
+    await core.acknowledge('once-ordered', [idOf(batch, 'k2')]);
+    // nacking k1 and k3 together: k3's nack stands although k1's nack revoked its lease first
+    expect(await core.modifyAckDeadline('once-ordered', [idOf(batch, 'k1'), idOf(batch, 'k3')], 0)).toEqual({
+      ackIds: [idOf(batch, 'k1'), idOf(batch, 'k3')],
+      invalidAckIds: [],
+    });
+    // k4 was revoked by the redelivery of k1: its ack fails, so the client knows it comes again
+    expect((await invalid(core.acknowledge('once-ordered', [idOf(batch, 'k4')]))).invalidAckIds).toEqual([idOf(batch, 'k4')]);
+    clock.advance(1);
+    const again = await pull('once-ordered');
+    expect(texts(again)).toEqual(['k1', 'k3', 'k4']);
+    await core.acknowledge('once-ordered', [idOf(again, 'k3')]);
+    await core.close();
+    // after a restart the key resumes at k1 without the acked k2 and k3 (an ordinary ordered subscription redelivers them)
+    ({ core } = await openCore(dir.path, clock));
+    expect(texts(await pull('once-ordered'))).toEqual(['k1', 'k4']);
+  });
+
+  it('enableExactlyOnceDelivery can be turned on and off; without it stale ids are ignored as before', async () => {
+    await core.createSubscription('plain', { topic: 'orders' });
+    await publish(['', 'm1']);
+    const [m1] = await pull('plain');
+    expect(await core.acknowledge('plain', [m1!.ackId, 'junk'])).toEqual({ ackIds: [m1!.ackId], invalidAckIds: ['junk'] });
+    expect(await core.modifyAckDeadline('plain', ['junk'], 0)).toEqual({ ackIds: [], invalidAckIds: ['junk'] });
+    await core.updateSubscription('plain', { enableExactlyOnceDelivery: true });
+    expect(core.getSubscription('plain').enableExactlyOnceDelivery).toBe(true);
+    await invalid(core.acknowledge('plain', ['junk']));
+    await core.updateSubscription('plain', { enableExactlyOnceDelivery: false });
+    await core.acknowledge('plain', ['junk']);
+  });
+});

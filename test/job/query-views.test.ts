@@ -1,0 +1,62 @@
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import '../../examples/jsonl-file-connector/src/index.js';
+import { bareJob } from '../../src/job/job-config.js';
+import { JobRuntime } from '../../src/job/job-runtime.js';
+import { queryJob } from '../../src/job/query.js';
+import { queryViewNames } from '../../src/job/query-view-names.js';
+import { createLogger } from '../../src/log.js';
+import { tempDir } from '../helpers/core.js';
+import { waitFor } from '../helpers/export.js';
+
+describe('query view names', () => {
+  it('are the ids with "-" as "_" in the job\'s project, and full names (escaped) where those would meet or for other projects', () => {
+    const names = queryViewNames(
+      ['projects/p/subscriptions/orders-to-files', 'projects/p/subscriptions/a-b', 'projects/p/subscriptions/a_b', 'projects/p/subscriptions/Orders', 'projects/p/subscriptions/orders', 'projects/q/subscriptions/x'],
+      'p',
+    );
+    expect(Object.fromEntries(names)).toEqual({
+      'projects/p/subscriptions/orders-to-files': 'orders_to_files',
+      'projects/p/subscriptions/a-b': 'projects/p/subscriptions/a-b',
+      'projects/p/subscriptions/a_b': 'projects/p/subscriptions/a_b',
+      // DuckDB compares names ignoring case.
+      'projects/p/subscriptions/Orders': 'projects/p/subscriptions/%4Frders',
+      'projects/p/subscriptions/orders': 'projects/p/subscriptions/orders',
+      'projects/q/subscriptions/x': 'projects/q/subscriptions/x',
+    });
+    expect(new Set([...names.values()].map((n) => n.toLowerCase())).size).toBe(names.size);
+  });
+});
+
+describe('orderly query views', () => {
+  let dir: ReturnType<typeof tempDir>;
+  let runtime: JobRuntime;
+  beforeEach(async () => {
+    dir = tempDir();
+    runtime = await JobRuntime.start(bareJob(join(dir.path, 'data')), createLogger());
+  });
+  afterEach(async () => {
+    await runtime.stop();
+    dir.remove();
+  });
+
+  it('one per export subscription, in every project, never one for two (a-b and a_b)', async () => {
+    const { core } = runtime;
+    await core.createTopic('events');
+    await core.createTopic('projects/other-project/topics/events');
+    const exportTo = (file: string) => ({ connector: 'jsonl-file', path: join(dir.path, file) });
+    await core.createSubscription('a-b', { topic: 'events', exportConfig: exportTo('dash.jsonl') });
+    await core.createSubscription('a_b', { topic: 'events', exportConfig: exportTo('underscore.jsonl') });
+    await core.createSubscription('projects/other-project/subscriptions/a-b', { topic: 'projects/other-project/topics/events', exportConfig: exportTo('other.jsonl') });
+    await core.createSubscription('plain', { topic: 'events', exportConfig: exportTo('plain.jsonl') });
+    await core.publish('events', [{ data: 'one' }]);
+    await core.publish('projects/other-project/topics/events', [{ data: 'two' }, { data: 'three' }]);
+    await waitFor('the exports', () => core.allSubscriptions().every((s) => core.metrics(s.name).backlogMessages === 0));
+    const count = async (view: string) => (await queryJob(runtime, `SELECT count(*)::INT AS n, min(data) AS first FROM "${view}"`))[0];
+    expect(await count('projects/orderly-local/subscriptions/a-b')).toEqual({ n: 1, first: 'one' });
+    expect(await count('projects/orderly-local/subscriptions/a_b')).toEqual({ n: 1, first: 'one' });
+    expect(await count('projects/other-project/subscriptions/a-b')).toEqual({ n: 2, first: 'three' });
+    expect(await count('plain')).toEqual({ n: 1, first: 'one' });
+    await expect(queryJob(runtime, 'SELECT * FROM a_b')).rejects.toThrow(/a_b does not exist/);
+  });
+});

@@ -1,0 +1,69 @@
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { emptyResult, registerConnector, type Connector, type ExportMessage, type WriteResult } from '../../src/connector/index.js';
+import { conformanceCases, ConformanceError, type ConformanceOptions } from '../../src/testing/index.js';
+
+type Defect = 'loses' | 'reorders' | 'duplicates' | 'acks-early';
+
+/** A JSON-lines connector with one defect, to show that the suite catches it. */
+class DefectiveConnector implements Connector {
+  private held: string[] = [];
+
+  constructor(
+    private readonly path: string,
+    private readonly defect: Defect,
+  ) {}
+
+  async open(): Promise<void> {}
+
+  async write(batch: ExportMessage[]): Promise<WriteResult> {
+    let ids = batch.map((d) => d.message.messageId);
+    if (this.defect === 'loses') ids = ids.slice(1);
+    if (this.defect === 'reorders') ids.reverse();
+    if (this.defect === 'acks-early') this.held.push(...ids);
+    else if (ids.length) appendFileSync(this.path, ids.join('\n') + '\n');
+    return { ...emptyResult(), written: batch.map((d) => d.id) };
+  }
+
+  async flush(mode: 'due' | 'all'): Promise<WriteResult> {
+    if (mode === 'all' && this.held.length) appendFileSync(this.path, this.held.join('\n') + '\n');
+    if (mode === 'all') this.held = [];
+    return emptyResult();
+  }
+
+  async close(): Promise<void> {}
+}
+
+for (const defect of ['loses', 'reorders', 'duplicates', 'acks-early'] as const) {
+  registerConnector<{ path: string }>({
+    name: `defective-${defect}`,
+    parseConfig: (raw) => raw as { path: string },
+    create: (config) => new DefectiveConnector(config.path, defect),
+  });
+}
+
+const options = (defect: Defect): ConformanceOptions => ({
+  connector: `defective-${defect}`,
+  // Says it skips duplicates; `duplicates` does not.
+  skipsDuplicates: true,
+  config: ({ dir }) => ({ path: join(dir, 'out.txt') }),
+  readBack: async ({ dir }) => (existsSync(join(dir, 'out.txt')) ? readFileSync(join(dir, 'out.txt'), 'utf8').split('\n').filter(Boolean) : []),
+});
+const run = (defect: Defect, name: string) => conformanceCases(options(defect)).find((c) => c.name.endsWith(name))!.run();
+
+describe('the conformance suite fails a connector that breaks the contract', () => {
+  it.each<[Defect, string, RegExp]>([
+    ['loses', 'ordering', /published messages are not in the sink/],
+    ['reorders', 'ordering', /ordering keys are out of publish order in the sink, e\.g\. key key-\d/],
+    ['duplicates', 'redelivery', /messages are in the sink more than once/],
+    ['acks-early', 'buffered flush', /messages were acked while the sink held \d+: an ack came before the write was durable/],
+  ])('a connector that %s fails "%s"', async (defect, name, problem) => {
+    const failure = await run(defect, name).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(failure).toBeInstanceOf(ConformanceError);
+    expect((failure as Error).message).toMatch(problem);
+  });
+});
