@@ -1,8 +1,8 @@
 /**
  * `npm run bench`: every benchmark, each against its own same-run baseline or target. Each benchmark runs in
  * a fresh process (baseline and measurement together), so one's heap and native caches do not slow the
- * next. `npm run bench -- <name>` runs one. A target that is missed prints FAIL but is not an error: the
- * exit code is non-zero only when a benchmark could not run.
+ * next. `npm run bench -- <name>` runs one (the names below). A target that is missed prints FAIL but is
+ * not an error: the exit code is non-zero only when a benchmark could not run.
  */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,7 @@ import { benchLatency } from './latency.js';
 import { benchMemory } from './memory.js';
 import { benchObjectExport } from './object-export.js';
 import { report, type BenchOutput } from './report.js';
+import { benchScaling } from './scaling.js';
 
 const benchmarks: Record<string, [string, () => Promise<BenchOutput>]> = {
   core: ['core: 1 KB messages, 10,000 ordering keys (baseline: raw SQLite inserts, same pragmas)', benchCore],
@@ -25,6 +26,7 @@ const benchmarks: Record<string, [string, () => Promise<BenchOutput>]> = {
   latency: ['publish -> delivery latency at a steady rate: 1 KB messages, 10,000 keys, ordering', benchLatency],
   endpoint: ['endpoint: lean gRPC client against `orderly serve` vs NATS JetStream, same workload, same run', benchEndpoint],
   cli: ['CLI start-up: whole-process wall clock of `node bin/orderly.js`', benchCli],
+  scaling: ['worker fleets: 1-3 `orderly run` workers export one remote subscription from `orderly serve` to S3 (baseline: the embedded core, one process)', benchScaling],
 };
 
 // The AWS SDK warns on Node 20 at client creation; the benchmarks' output is a report, not a log.

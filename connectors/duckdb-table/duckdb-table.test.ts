@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { tempDir } from '../../test/helpers/core.js';
@@ -242,5 +244,19 @@ describe('analytics while exporting', () => {
     }
     await waitFor('all rows', async () => Number((await sql('SELECT count(*) n FROM live'))[0]!.n) === 1000);
     expect(counts.every((c, i) => i === 0 || c >= counts[i - 1]!)).toBe(true);
+  });
+});
+
+describe('one writing process per database file', () => {
+  it('while the writer exports (checking the file after every write), another process cannot open the file', async () => {
+    // Regression: the header check opened and closed the file, which drops DuckDB's POSIX lock on it.
+    await sql('CREATE TABLE events(data VARCHAR)');
+    await exportTo('p.main.events', {});
+    await env.core.publish('events', [{ data: 'a', orderingKey: 'k' }]);
+    await waitFor('the row', async () => Number((await sql('SELECT count(*) n FROM events'))[0]!.n) === 1);
+    const script = `import('@duckdb/node-api').then(({ DuckDBInstance }) => DuckDBInstance.create(${JSON.stringify(env.duckdbPath)}))
+      .then(() => console.log('opened'), (e) => console.log(e.message))`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['-e', script], { cwd: process.cwd() });
+    expect(stdout).toMatch(/Could not set lock on file .*Conflicting lock is held/);
   });
 });

@@ -10,10 +10,17 @@ const duckdbSection: SettingsSection<{ path: string; init: string[] }> = {
   key: 'duckdb',
   schema: z.strictObject({ path: z.string(), init: z.array(z.string()).default([]) }),
   resolvePaths: (settings, resolvePath) => ({ ...settings, path: resolvePath(settings.path) }),
-  async open({ path, init }, { readOnly }) {
+  async open({ path, init }, { readOnly, logger }) {
     // Read-only commands leave the file alone: no setup statements, and the query opens it itself.
-    const { closeDuckDb, queryDuckDb } = await import('../../src/duckdb/database.js');
-    if (!readOnly) for (const sql of init) await queryDuckDb(path, sql);
+    const { closeDuckDb, duckDbLockHolder, queryDuckDb } = await import('../../src/duckdb/database.js');
+    try {
+      if (!readOnly) for (const sql of init) await queryDuckDb(path, sql);
+    } catch (e) {
+      // Another process (a worker of the same fleet) holds the file and ran these: its exports wait as standbys.
+      const holder = duckDbLockHolder(e);
+      if (holder === undefined) throw e;
+      logger.info({ duckdb: path, holder }, 'the DuckDB file is open in another process; its init statements are left to it');
+    }
     return { settings: { duckdbPath: path }, queryDatabase: path, close: () => closeDuckDb(path) };
   },
 };

@@ -125,6 +125,8 @@ export async function auditSubscription(
 
 /** The audit as `orderly audit` shows it (the connector's `audit` capability). Cross-file skew is information, not a failure. */
 export async function auditExport(target: ExportTarget<ObjectStorageConfig>): Promise<AuditResult> {
+  // A fleet's export (a remote subscription): its manifest lives in the bucket.
+  if (target.shared) return (await import('./fleet-audit.js')).auditFleetExport(target);
   const r = await auditSubscription(
     { name: target.subscription, uid: target.identity.uid },
     target.config,

@@ -17,6 +17,15 @@ export interface ManifestObject {
   keys: Record<string, { first: number; last: number; count: number }>;
   /** Message ids of records without an ordering key. */
   unkeyed: string[];
+  /** Message ids of keyed records recognised by id (an unordered subscription; see RedeliveryMark). */
+  ids?: string[];
+  /**
+   * A fleet's object (the manifest in the bucket): every record's message id, ordering key and publish
+   * time (ms), in file order — what the manifest view and the audit read, as no per-key sequences exist.
+   */
+  messages?: [id: string, key: string, publishMs: number][];
+  /** The worker that wrote it (a fleet's object). */
+  worker?: string;
 }
 
 type Line =

@@ -84,9 +84,13 @@ export function objectNamer(prefix: string, suffix: string, datetimeFormat: stri
   };
 }
 
-/** Object key prefixes must stay inside the bucket layout: no `..` segment, no leading `/`. */
+/** Where fleets keep their manifests in a bucket (see bucket-manifest.ts); no data object's name starts with it. */
+export const RESERVED_PREFIX = '_orderly/';
+
+/** Object key prefixes must stay inside the bucket layout: no `..` segment, no leading `/`, not Orderly's own folder. */
 export function checkPrefix(field: string, prefix: string): string {
   if (prefix.startsWith('/')) throw new InvalidArgumentError(field, `must not start with "/", got ${JSON.stringify(prefix)}`);
+  if (prefix.startsWith(RESERVED_PREFIX)) throw new InvalidArgumentError(field, `must not start with "${RESERVED_PREFIX}" (Orderly keeps fleet manifests there), got ${JSON.stringify(prefix)}`);
   if (prefix.split('/').some((segment) => segment === '..' || segment === '.')) {
     throw new InvalidArgumentError(field, `must not contain "." or ".." path segments, got ${JSON.stringify(prefix)}`);
   }

@@ -1,53 +1,49 @@
-import { DeleteObjectCommand, HeadBucketCommand, type S3Client } from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
-import { createReadStream, existsSync, mkdirSync, rmdirSync, rmSync } from 'node:fs';
-import { mkdir, rm, stat } from 'node:fs/promises';
+import { HeadBucketCommand, type S3Client } from '@aws-sdk/client-s3';
+import { existsSync, mkdirSync, rmdirSync, rmSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { SinkStateError, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import { emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import { FailedKeys } from '../../src/connector/failed-keys.js';
+import { keyHash } from '../../src/connector/key-hash.js';
+import { RedeliveryFilter, RememberedIds, retentionCutoff } from '../../src/connector/redelivery-filter.js';
 import { subscriptionDir } from '../../src/connector/sink-paths.js';
 import { durableRename } from '../../src/store/durable-file.js';
-import { CommittedRanges } from './committed-ranges.js';
+import { BucketManifest } from './bucket-manifest.js';
 import type { ObjectStorageConfig } from './config.js';
-import { Manifest, type ManifestObject } from './manifest.js';
+import type { ManifestObject } from './manifest.js';
+import { BucketFailure, LocalManifestLog, type ManifestLog } from './manifest-log.js';
 import { newWriterTag, objectNamer, uniqueId, type ObjectNamer } from './object-naming.js';
 import { RecordConversionError } from './record-format.js';
 import { RollingFile } from './rolling-file.js';
-import { classifyS3Error, createS3Client, s3Connection, type S3Failure } from './s3-client.js';
+import { classifyS3Error, createS3Client, s3Connection } from './s3-client.js';
+import { stateError, UploadQueue } from './upload-queue.js';
 
-/** Multipart above this size, in parts of this size: memory stays bounded whatever the file size. */
-const PART_SIZE = 8 * 1024 * 1024;
-/** Files uploading at once: one upload's round trips overlap the other's transfer. */
-const PARALLEL_UPLOADS = 2;
 /** Open files roll at this share of the runner's budget, so several files are in the pipeline. */
 const ROLL_AT_BUDGET_SHARE = 1 / 4;
+/** How often a fleet's writer settles uploads other workers left unfinished. */
+const RECOVER_EVERY_MS = 60_000;
 
 /**
  * The object-storage writer (Cloud Storage-subscription style). Each shard fills one rolling file at a
- * time; a key always maps to the same shard (stable hash), so its records stay in publish order inside
+ * time; a key always maps to the same shard (stable hash), so its records stay in delivery order inside
  * and across that shard's files. A file rolls on maxMessages or maxBytes (during `write`), maxDuration
  * (`flush('due')`), or when the open files hold a quarter of the runner's budget (so the next files fill
- * while these upload). Rolled files are uploaded in the background, two at a time (multipart when large),
- * committed to the manifest, and only then reported written (from the next call, after `notify`), so a
- * message is acked only once the object holding it is complete. A redelivery of what a committed object
- * already holds (a crash between commit and ack) is acked without being written again, so the manifest
- * view holds every message once. The manifest and spill files live under the subscription's uid, so a
- * subscription created again under the same name starts with an empty manifest.
+ * while these upload). Rolled files go to the upload queue, are committed to the manifest, and only then
+ * reported written (from the next call, after `notify`), so a message is acked only once the object
+ * holding it is complete. A redelivery of what a committed object already holds (a crash between commit
+ * and ack) is acked without being written again (RedeliveryFilter).
+ *
+ * The manifest: for an export of the embedded core, a file under the job's data directory, kept under the
+ * subscription's uid (a subscription created again under the same name starts with an empty one); for a
+ * subscription a fleet of workers shares (`context.fleet`), the bucket itself (BucketManifest), where any
+ * machine sees every worker's objects.
  */
 export class ObjectStorageWriter implements Connector {
   private s3?: S3Client;
-  private manifest?: Manifest;
+  private manifest?: ManifestLog;
+  private uploads?: UploadQueue;
   private readonly namer: ObjectNamer;
   private readonly shards: (RollingFile | undefined)[];
-  /** Closed files waiting for upload, oldest first. */
-  private readonly sealed: RollingFile[] = [];
-  /** The background upload loop, while it runs. */
-  private uploading?: Promise<void>;
-  /** Set when the sink as a whole failed an upload; uploads wait for the next flush to retry. */
-  private blocked?: S3Failure;
-  /** An unexpected error of the upload loop, thrown from the next call. */
-  private fault?: unknown;
-  /** What finished in the background since the last call. */
-  private finished = emptyResult();
   /** Deliveries and payload bytes in the open files. */
   private openMessages = 0;
   private openBytes = 0;
@@ -59,10 +55,11 @@ export class ObjectStorageWriter implements Connector {
   private nameCounter = 1;
   private readonly writerTag = newWriterTag();
   readonly counters = { objectsWritten: 0, bytesUploaded: 0, uploadRetries: 0 };
-  private readonly committedRanges = new CommittedRanges();
-  /** Unkeyed message id -> when its object committed. */
-  private readonly committedIds = new Map<string, number>();
+  private readonly ids = new RememberedIds();
+  private readonly filter: RedeliveryFilter;
   private idsPrunedAt = 0;
+  private recoveredAt = 0;
+  private recovering?: Promise<void>;
 
   constructor(
     private readonly config: ObjectStorageConfig,
@@ -74,6 +71,7 @@ export class ObjectStorageWriter implements Connector {
     const subscription = { name: context.subscription, uid: context.identity.uid };
     this.spillDir = join(exportDir(context.settings.dataDir, subscription), 'spill');
     this.manifestPath = manifestPath(context.settings.dataDir, subscription);
+    this.filter = new RedeliveryFilter(this.ids, context.spec.enableMessageOrdering);
   }
 
   async open(): Promise<void> {
@@ -81,32 +79,43 @@ export class ObjectStorageWriter implements Connector {
     try {
       await this.s3.send(new HeadBucketCommand({ Bucket: this.config.bucket }));
     } catch (e) {
-      throw this.stateError(classifyS3Error(e, this.config.bucket));
+      throw stateError(classifyS3Error(e, this.config.bucket));
     }
     if (!this.manifest) {
       // Spill files of a previous run hold messages that were never acked: they come again.
       await rm(this.spillDir, { recursive: true, force: true });
       await mkdir(this.spillDir, { recursive: true });
-      if (this.context.identity.adoptsNameKeyedProgress) this.adoptNameKeyedManifest();
-      const manifest = new Manifest(this.manifestPath);
-      if (manifest.repairedBytes) {
-        this.context.logger.warn({ manifest: this.manifestPath, bytes: manifest.repairedBytes }, 'cut a torn last line (a crash mid-append) off the manifest');
-      }
-      for (const entry of manifest.committed()) this.remember(entry);
-      this.nameCounter = manifest.lastCounter() + 1;
+      const manifest = this.openManifest(this.s3);
+      for (const entry of manifest.committedAtOpen()) this.remember(entry);
+      // A fleet's workers name objects apart by their tags; a counter from the clock keeps one worker's
+      // names, across its restarts, in the order it opened them.
+      this.nameCounter = this.context.fleet ? Math.max(1, Math.floor(this.now().getTime() / 1000) * 1_000_000) : manifest.lastCounter() + 1;
       this.manifest = manifest;
+      this.uploads = new UploadQueue({
+        s3: this.s3,
+        bucket: this.config.bucket,
+        format: this.config.format.kind,
+        manifest,
+        worker: this.context.fleet?.workerId,
+        counters: this.counters,
+        committed: (entry) => this.remember(entry),
+        notify: () => this.context.notify(),
+      });
     }
-    // Uploaded (or half-uploaded) but never committed: its messages were not acked and will be written
-    // again, so the object goes rather than stand as a duplicate outside the manifest.
-    for (const object of this.manifest.unfinished()) {
-      try {
-        await this.s3.send(new DeleteObjectCommand({ Bucket: this.config.bucket, Key: object }));
-      } catch (e) {
-        throw this.stateError(classifyS3Error(e, this.config.bucket));
-      }
-      this.manifest.discard(object);
-      this.context.logger.info({ object }, 'removed an object uploaded before a crash but never committed');
+    try {
+      await this.manifest.recover();
+    } catch (e) {
+      if (e instanceof BucketFailure) throw stateError(e.failure);
+      throw e;
     }
+    this.recoveredAt = this.now().getTime();
+  }
+
+  private openManifest(s3: S3Client): ManifestLog {
+    const { context, config } = this;
+    if (context.fleet) return new BucketManifest(s3, config.bucket, { name: context.subscription, uid: context.identity.uid }, context.fleet.workerId, context.logger);
+    if (context.identity.adoptsNameKeyedProgress) this.adoptNameKeyedManifest();
+    return new LocalManifestLog(this.manifestPath, s3, config.bucket, context.logger);
   }
 
   /**
@@ -128,28 +137,18 @@ export class ObjectStorageWriter implements Connector {
     }
   }
 
-  private stateError(f: S3Failure): SinkStateError {
-    return new SinkStateError(f.state ?? 'RESOURCE_ERROR', f.message);
-  }
-
   private shardOf(em: ExportMessage): number {
-    const key = em.message.orderingKey || em.message.messageId;
-    let h = 2166136261;
-    for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 16777619);
-    return (h >>> 0) % this.shards.length;
+    return keyHash(em.message.orderingKey || em.message.messageId) % this.shards.length;
   }
 
-  private commit(entry: ManifestObject): void {
-    this.manifest!.commit(entry);
-    this.remember(entry);
-  }
-
-  /** Committed objects' per-key ranges and unkeyed ids: what a redelivery may bring again. */
+  /** A committed object's per-key ranges and ids: what a redelivery may bring again. */
   private remember(entry: ManifestObject): void {
-    for (const [key, range] of Object.entries(entry.keys)) this.committedRanges.add(key, range.first, range.last);
+    for (const [key, range] of Object.entries(entry.keys)) this.filter.addRange(key, range.first, range.last);
     const committedAt = Date.parse(entry.committedAt);
     if (committedAt < this.expiredBefore()) return;
-    for (const id of entry.unkeyed) this.committedIds.set(id, committedAt);
+    for (const id of entry.unkeyed) this.ids.add(id, committedAt);
+    for (const id of entry.ids ?? []) this.ids.add(id, committedAt);
+    for (const [id] of entry.messages ?? []) this.ids.add(id, committedAt);
   }
 
   /**
@@ -157,7 +156,7 @@ export class ObjectStorageWriter implements Connector {
    * messageRetentionDuration, so never delivered again, and their ids need not be remembered.
    */
   private expiredBefore(): number {
-    return this.now().getTime() - this.context.spec.messageRetentionDuration * 1000;
+    return retentionCutoff(this.context.spec, this.now().getTime());
   }
 
   /** At most once a minute, forgets the ids no redelivery can bring again. */
@@ -165,32 +164,24 @@ export class ObjectStorageWriter implements Connector {
     const now = this.now().getTime();
     if (now - this.idsPrunedAt < 60_000) return;
     this.idsPrunedAt = now;
-    const before = this.expiredBefore();
-    for (const [id, committedAt] of this.committedIds) if (committedAt < before) this.committedIds.delete(id);
-  }
-
-  private alreadyCommitted(em: ExportMessage): boolean {
-    const { orderingKey, sequence, messageId } = em.message;
-    if (orderingKey === '') return this.committedIds.has(messageId);
-    // Per-key ranges only say "already written" when the key arrives in order (ordered subscriptions): a
-    // file then holds every message of the key between its first and last.
-    return this.context.spec.enableMessageOrdering && this.committedRanges.has(orderingKey, sequence);
+    this.ids.forgetBefore(this.expiredBefore());
   }
 
   async write(batch: ExportMessage[]): Promise<WriteResult> {
-    this.raiseFault();
+    const uploads = this.uploads!;
+    uploads.raiseFault();
     this.forgetExpiredIds();
     const duplicates: string[] = [];
     // A message the format cannot take fails; later ones of its key wait (key order).
     const refused = emptyResult();
-    const blocked = new Set<string>();
+    const failedKeys = new FailedKeys(this.context.spec.enableMessageOrdering);
+    const written = await this.filter.written(batch);
     for (const em of batch) {
-      if (this.alreadyCommitted(em)) {
+      if (written.has(em.id)) {
         duplicates.push(em.id);
         continue;
       }
-      const key = this.context.spec.enableMessageOrdering ? em.message.orderingKey : '';
-      if (key && blocked.has(key)) {
+      if (failedKeys.blocks(em.message)) {
         refused.deferred.push(em.id);
         continue;
       }
@@ -201,16 +192,19 @@ export class ObjectStorageWriter implements Connector {
         const openedAt = this.now();
         const counter = this.nameCounter++;
         const object = this.namer.name(openedAt, uniqueId(counter, this.writerTag));
-        file = await RollingFile.open(object, counter, join(this.spillDir, `${++this.spillCounter}.part`), openedAt, this.config, () => this.context.topicSchema?.());
+        file = await RollingFile.open(object, counter, join(this.spillDir, `${++this.spillCounter}.part`), openedAt, this.config, {
+          detailed: this.context.fleet !== undefined,
+          topicSchema: () => this.context.topicSchema?.(),
+        });
         this.shards[s] = file;
       }
       const bytes = file.bytes;
       try {
-        await file.append(this.context.subscription, em);
+        await file.append(this.context.subscription, em, this.filter.mark(em.message));
       } catch (e) {
         if (!(e instanceof RecordConversionError)) throw e;
         refused.failed.push({ id: em.id, error: e.message, retryable: false });
-        if (key) blocked.add(key);
+        failedKeys.fail(em.message);
         if (!file.records) {
           // Nothing in it: not a file to upload.
           this.shards[s] = undefined;
@@ -228,8 +222,8 @@ export class ObjectStorageWriter implements Connector {
       for (let s = 0; s < this.shards.length; s++) await this.seal(s);
     }
     // Uploads run in the background; an unreachable sink only delays them (flush reports it as a state).
-    if (!this.blocked) void this.startUploads();
-    const result = this.takeFinished();
+    uploads.kick();
+    const result = uploads.take();
     result.written.push(...duplicates);
     result.failed.push(...refused.failed);
     result.deferred.push(...refused.deferred);
@@ -243,103 +237,40 @@ export class ObjectStorageWriter implements Connector {
     this.openMessages -= file.records;
     this.openBytes -= file.bytes;
     await file.close();
-    this.sealed.push(file);
+    this.uploads!.add(file);
   }
 
   async flush(mode: 'due' | 'all'): Promise<WriteResult> {
-    this.raiseFault();
+    const uploads = this.uploads!;
+    uploads.raiseFault();
     const now = this.now().getTime();
     for (let s = 0; s < this.shards.length; s++) {
       const file = this.shards[s];
       if (file && (mode === 'all' || file.due(this.config, now))) await this.seal(s);
     }
-    // A blocked sink is retried here, in the foreground, so the runner sees its state and backs off.
-    const retry = this.blocked !== undefined;
-    this.blocked = undefined;
-    const uploads = this.startUploads();
-    if (mode === 'all' || retry) await uploads;
-    this.raiseFault();
-    if (this.blocked) throw this.stateError(this.blocked);
-    return this.takeFinished();
+    if (this.context.fleet && now - this.recoveredAt >= RECOVER_EVERY_MS) this.recoverInBackground(now);
+    await uploads.settle(mode === 'all');
+    return uploads.take();
   }
 
-  private takeFinished(): WriteResult {
-    const result = this.finished;
-    this.finished = emptyResult();
-    return result;
-  }
-
-  private raiseFault(): void {
-    if (this.fault === undefined) return;
-    const fault = this.fault;
-    this.fault = undefined;
-    throw fault;
-  }
-
-  /** Runs the upload loop unless it is running; resolves when it stops (nothing left, or blocked). */
-  private startUploads(): Promise<void> {
-    this.uploading ??= this.uploadAll().finally(() => {
-      this.uploading = undefined;
-      const { written, failed } = this.finished;
-      if (written.length || failed.length) this.context.notify();
-    });
-    return this.uploading;
-  }
-
-  private async uploadAll(): Promise<void> {
-    try {
-      while (this.sealed.length && !this.blocked) await Promise.all(this.sealed.slice(0, PARALLEL_UPLOADS).map((f) => this.upload(f)));
-    } catch (e) {
-      this.fault = e;
-    }
-  }
-
-  /**
-   * Per file: manifest "pending", upload, manifest "committed", then its deliveries are written. A
-   * sink-wide failure blocks the loop (the file stays in line); a failure of this object alone (a 4xx
-   * the sink will always give) fails its deliveries.
-   */
-  private async upload(file: RollingFile): Promise<void> {
-    const { bucket } = this.config;
-    this.manifest!.markPending(file.object, file.counter);
-    let failure: S3Failure | undefined;
-    try {
-      const size = (await stat(file.localPath)).size;
-      const upload = new Upload({
-        client: this.s3!,
-        params: { Bucket: bucket, Key: file.object, Body: createReadStream(file.localPath), ContentLength: size },
-        partSize: PART_SIZE,
-        queueSize: 2,
-      });
-      await upload.done();
-      this.commit(file.manifestEntry(bucket, this.config.format.kind, size));
-      this.counters.objectsWritten++;
-      this.counters.bytesUploaded += size;
-    } catch (e) {
-      failure = classifyS3Error(e, bucket);
-      this.counters.uploadRetries++;
-      if (failure.state) {
-        this.blocked = failure;
-        return;
-      }
-      this.manifest!.discard(file.object);
-    }
-    this.sealed.splice(this.sealed.indexOf(file), 1);
-    await file.remove();
-    // Into whatever result the next call takes (not one captured before the awaits above).
-    if (failure) this.finished.failed.push(...file.deliveries.map((em) => ({ id: em.id, error: failure.message, retryable: true })));
-    else this.finished.written.push(...file.deliveries.map((em) => em.id));
+  /** Settles what other workers of the fleet left unfinished; a failure is only logged (retried in a minute). */
+  private recoverInBackground(now: number): void {
+    this.recoveredAt = now;
+    this.recovering ??= this.manifest!.recover()
+      .catch((e: unknown) => this.context.logger.warn({ error: (e as Error).message }, 'settling unfinished uploads in the bucket manifest failed; retried in a minute'))
+      .finally(() => (this.recovering = undefined));
   }
 
   async close(): Promise<void> {
-    await this.uploading;
+    const unsent = (await this.uploads?.stop()) ?? [];
+    await this.recovering;
     // Never uploaded, so never acked: their messages come again, and the files are of no use.
-    for (const file of [...this.shards, ...this.sealed]) {
+    for (const file of [...this.shards, ...unsent]) {
       await file?.close();
       await file?.remove();
     }
     this.shards.fill(undefined);
-    this.sealed.length = 0;
+    this.uploads = undefined;
     this.manifest?.close();
     this.manifest = undefined;
     this.s3?.destroy();

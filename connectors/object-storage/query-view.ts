@@ -5,38 +5,71 @@ import type { ExportTarget, QueryView } from '../../src/connector/capabilities.j
 import { pathSegment, subscriptionDir } from '../../src/connector/sink-paths.js';
 import { quoteString } from '../../src/duckdb/sql.js';
 import { writeFileAtomic } from '../../src/store/durable-file.js';
+import { readFleetManifest } from './bucket-manifest.js';
 import type { ObjectStorageConfig } from './config.js';
-import { Manifest } from './manifest.js';
+import { Manifest, type ManifestObject } from './manifest.js';
+import { manifestView } from './manifest-view.js';
 import { manifestPath } from './object-writer.js';
 import { createS3Client, s3Connection } from './s3-client.js';
 
 /**
  * The `orderly query` view of a Parquet subscription: its committed objects, with their file names and
  * row numbers. DuckDB's S3 extension cannot be downloaded here, so the objects are read through a local
- * cache (cacheObjects). Text and Avro subscriptions have no view.
+ * cache (cacheObjects). Text and Avro subscriptions have no view. A fleet's export (`target.shared`) is read
+ * from the manifest in the bucket — every worker's objects — without the records the manifest view leaves
+ * out (a copy of a message an earlier object holds: see manifestView), by file and row.
  */
 export async function parquetView(target: ExportTarget<ObjectStorageConfig>): Promise<QueryView | undefined> {
   if (target.config.format.kind !== 'parquet') return undefined;
-  const files = await cacheObjects(target);
+  const { entries, superseded } = target.shared ? await fleetEntries(target) : localEntries(target);
+  const files = await cacheObjects(target, entries);
+  if (!files.length) return { files, select: 'SELECT NULL AS data WHERE false' };
+  const read = `SELECT * FROM read_parquet([${files.map(quoteString).join(', ')}], filename = true, file_row_number = true)`;
+  const left = superseded.flatMap((rows, i) => rows.map((row) => `(${quoteString(files[i]!)}, ${row})`));
+  if (!left.length) return { files, select: read };
   return {
     files,
-    select: files.length ? `SELECT * FROM read_parquet([${files.map(quoteString).join(', ')}], filename = true, file_row_number = true)` : 'SELECT NULL AS data WHERE false',
+    select: `SELECT * FROM (${read}) AS r WHERE NOT EXISTS (SELECT 1 FROM (VALUES ${left.join(', ')}) AS s(f, n) WHERE s.f = r.filename AND s.n = r.file_row_number)`,
   };
+}
+
+/** The subscription's committed objects from the manifest under the job's data directory. */
+function localEntries(target: ExportTarget<ObjectStorageConfig>): { entries: ManifestObject[]; superseded: number[][] } {
+  const manifest = Manifest.readOnly(manifestPath(target.settings.dataDir, { name: target.subscription, uid: target.identity.uid }));
+  try {
+    const entries = manifest.committed();
+    return { entries, superseded: entries.map(() => []) };
+  } finally {
+    manifest.close();
+  }
+}
+
+/** A fleet's committed objects from the manifest in the bucket, with the rows of each that the view leaves out. */
+async function fleetEntries(target: ExportTarget<ObjectStorageConfig>): Promise<{ entries: ManifestObject[]; superseded: number[][] }> {
+  const s3 = createS3Client(s3Connection(target.settings.objectStorage as Record<string, unknown> | undefined));
+  try {
+    const view = manifestView(await readFleetManifest(s3, target.config.bucket, { name: target.subscription, uid: target.identity.uid }));
+    return {
+      entries: view.objects.map((o) => o.entry),
+      superseded: view.objects.map((o) => o.counts.flatMap((counts, row) => (counts ? [] : [row]))),
+    };
+  } finally {
+    s3.destroy();
+  }
 }
 
 /**
  * The subscription's committed objects as local files, under `<dataDir>/cache/<project>/<id>/<uid>/<bucket>/`,
  * one file per object named by the escaped object name (names map to paths one to one: see pathSegment).
  */
-async function cacheObjects(target: ExportTarget<ObjectStorageConfig>): Promise<string[]> {
+async function cacheObjects(target: ExportTarget<ObjectStorageConfig>, entries: ManifestObject[]): Promise<string[]> {
   const { dataDir } = target.settings;
   const subscription = { name: target.subscription, uid: target.identity.uid };
   const dir = subscriptionDir(join(dataDir, 'cache'), subscription);
-  const manifest = Manifest.readOnly(manifestPath(dataDir, subscription));
   const s3 = createS3Client(s3Connection(target.settings.objectStorage as Record<string, unknown> | undefined));
   try {
     const files: string[] = [];
-    for (const entry of manifest.committed()) {
+    for (const entry of entries) {
       const file = join(dir, pathSegment(entry.bucket), pathSegment(entry.object));
       if (!existsSync(file)) {
         const res = await s3.send(new GetObjectCommand({ Bucket: entry.bucket, Key: entry.object }));
@@ -48,7 +81,6 @@ async function cacheObjects(target: ExportTarget<ObjectStorageConfig>): Promise<
     }
     return files;
   } finally {
-    manifest.close();
     s3.destroy();
   }
 }

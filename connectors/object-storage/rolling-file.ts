@@ -1,5 +1,6 @@
 import { rm } from 'node:fs/promises';
 import type { ExportMessage } from '../../src/connector/connector.js';
+import type { RedeliveryMark } from '../../src/connector/redelivery-filter.js';
 import type { TopicSchema } from '../../src/schema/topic-schema.js';
 import type { ObjectStorageConfig } from './config.js';
 import type { ManifestObject } from './manifest.js';
@@ -8,12 +9,16 @@ import { openRecordFile, type RecordFileWriter } from './record-format.js';
 /**
  * One file being filled for one writer shard: records go to a local spill file, and the deliveries it
  * holds are remembered so they can be acked once the object is committed. Its object name is fixed
- * when it opens (Pub/Sub names an object by its creation time).
+ * when it opens (Pub/Sub names an object by its creation time). What its manifest entry says of the
+ * records is gathered as they come: per key the sequence range, the ids of records recognised by id, and
+ * — for a fleet's objects (`detailed`) — every record's id, key and publish time.
  */
 export class RollingFile {
   readonly deliveries: ExportMessage[] = [];
   private readonly keys = new Map<string, { first: number; last: number; count: number }>();
   private readonly unkeyed: string[] = [];
+  private readonly ids: string[] = [];
+  private readonly messages: [string, string, number][] = [];
   private closed = false;
 
   private constructor(
@@ -23,10 +28,18 @@ export class RollingFile {
     readonly localPath: string,
     readonly openedAt: Date,
     private readonly writer: RecordFileWriter,
+    private readonly detailed: boolean,
   ) {}
 
-  static async open(object: string, counter: number, localPath: string, openedAt: Date, config: ObjectStorageConfig, topicSchema?: () => TopicSchema | undefined): Promise<RollingFile> {
-    return new RollingFile(object, counter, localPath, openedAt, await openRecordFile(localPath, config.format, topicSchema));
+  static async open(
+    object: string,
+    counter: number,
+    localPath: string,
+    openedAt: Date,
+    config: ObjectStorageConfig,
+    options: { detailed?: boolean; topicSchema?: () => TopicSchema | undefined } = {},
+  ): Promise<RollingFile> {
+    return new RollingFile(object, counter, localPath, openedAt, await openRecordFile(localPath, config.format, options.topicSchema), options.detailed ?? false);
   }
 
   /** False when the message needs a new file (another topic schema layout); see RecordFileWriter.fits. */
@@ -35,14 +48,19 @@ export class RollingFile {
   }
 
   /** Throws RecordConversionError (the file unchanged) for a message the format cannot take. */
-  async append(subscription: string, em: ExportMessage): Promise<void> {
+  async append(subscription: string, em: ExportMessage, mark: RedeliveryMark): Promise<void> {
     await this.writer.append(subscription, em.message);
     this.deliveries.push(em);
-    const { orderingKey: key, sequence, messageId } = em.message;
+    const { orderingKey: key, sequence, messageId, publishTime } = em.message;
+    if (this.detailed) {
+      this.messages.push([messageId, key, publishTime.getTime()]);
+      return;
+    }
     if (key === '') {
       this.unkeyed.push(messageId);
       return;
     }
+    if (mark.by === 'id') this.ids.push(messageId);
     const range = this.keys.get(key);
     if (range) {
       range.last = sequence;
@@ -73,8 +91,8 @@ export class RollingFile {
     await this.writer.close();
   }
 
-  manifestEntry(bucket: string, format: string, bytes: number): ManifestObject {
-    return {
+  manifestEntry(bucket: string, format: string, bytes: number, worker?: string): ManifestObject {
+    const entry: ManifestObject = {
       object: this.object,
       bucket,
       format,
@@ -86,6 +104,10 @@ export class RollingFile {
       keys: Object.fromEntries(this.keys),
       unkeyed: this.unkeyed,
     };
+    if (this.ids.length) entry.ids = this.ids;
+    if (this.detailed) entry.messages = this.messages;
+    if (worker !== undefined) entry.worker = worker;
+    return entry;
   }
 
   async remove(): Promise<void> {

@@ -48,13 +48,14 @@ export async function main(argv: string[]): Promise<number> {
     .command('run')
     .description('run a job until SIGINT/SIGTERM: store, exports, metrics; shutdown drains and finalizes files')
     .argument('<job>', 'job file')
-    .addHelpText('after', '\nExample:\n  $ orderly run job.yaml   # Ctrl-C stops it cleanly')
-    .action(async (file: string) => {
+    .option('--worker-id <id>', "this worker's id, for a job with remote: exports (default: ORDERLY_WORKER_ID, remote.workerId, else <host>-<pid>)")
+    .addHelpText('after', '\nExample:\n  $ orderly run job.yaml   # Ctrl-C stops it cleanly\n  $ orderly run job.yaml --worker-id exporter-2   # one more worker of a remote export')
+    .action(async (file: string, o: { workerId?: string }) => {
       const logger = await keepServingOnUnexpectedErrors();
       const job = await loadJobFile(file);
       const { JobRuntime } = await import('../job/job-runtime.js');
-      const runtime = await JobRuntime.start(job, logger, { serveMetrics: true });
-      logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort }, 'job running');
+      const runtime = await JobRuntime.start(job, logger, { serveMetrics: true, workerId: o.workerId });
+      logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort, worker: runtime.workerId }, 'job running');
       const signal = await untilStopSignal(runtime);
       logger.info({ signal }, 'stopping: finishing writes, finalizing open files');
       if (signal === 'failure') process.exitCode = 1;
@@ -111,6 +112,13 @@ export async function main(argv: string[]): Promise<number> {
     .addHelpText('after', '\nExample:\n  $ orderly status job.yaml --json')
     .action(async (file: string, o: { json?: boolean }) => {
       const job = await loadJobFile(file);
+      if (job.remote) {
+        // A fleet worker of a remote export: every worker of the job running on this machine.
+        const { fleetStatus, flatRow } = await import('../job/fleet-status.js');
+        const rows = await fleetStatus(job);
+        out(rows, o.json, () => (rows.length ? console.table(rows.map(flatRow)) : console.log('no worker of this job runs on this machine')));
+        return;
+      }
       const running = (await import('../job/job-lock.js')).readLock(job.dataDir);
       let status: ReturnType<typeof statusOf>;
       if (running?.metrics) status = (await (await fetch(`${running.metrics}/status`)).json()) as typeof status;

@@ -14,6 +14,11 @@ export interface ExportTarget<Config = unknown> {
   config: Config;
   /** The same settings its connectors are given. */
   settings: ConnectorSettings;
+  /**
+   * Exported by a fleet of workers (a remote Pub/Sub subscription; see `ConnectorContext.fleet`): what they
+   * wrote is described by the sink itself (a manifest in the bucket), not by this machine's files.
+   */
+  shared?: boolean;
 }
 
 /** One check of an order audit: how many problems it found, and a few of them. */

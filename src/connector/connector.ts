@@ -9,7 +9,11 @@ import type { TopicSchema } from '../schema/topic-schema.js';
 export interface ExportMessage {
   /** Names this delivery in a WriteResult. */
   id: string;
-  /** The message: data, attributes, ordering key, its per-key `sequence` (from 1) and `messageId`. */
+  /**
+   * The message: data, attributes, ordering key, its per-key `sequence` (from 1) and `messageId`. A source
+   * without per-key sequences (a remote Pub/Sub) gives `sequence` 0: recognise such a message by its
+   * `messageId` (see `redeliveryMark`).
+   */
   message: PubsubMessage;
   /** 1 for the first delivery, more for redeliveries. */
   deliveryAttempt: number;
@@ -49,6 +53,18 @@ export class SinkStateError extends Error {
   ) {
     super(message);
     this.name = 'SinkStateError';
+  }
+}
+
+/**
+ * The sink takes one writer at a time and another process holds it (a DuckDB file another worker has
+ * open). Thrown from `open()`: the runner waits as a standby — nothing is pulled from the subscription,
+ * status shows this message — and tries again about once a second, taking over once the holder is gone.
+ */
+export class SinkBusyError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SinkBusyError';
   }
 }
 
@@ -133,6 +149,13 @@ export interface ConnectorContext {
    * contexts made without a core (a connector then treats the topic as having no schema).
    */
   topicSchema?(): TopicSchema | undefined;
+  /**
+   * Set when other workers (other `orderly run` processes, on this machine or others) may export the same
+   * subscription at the same time — a remote Pub/Sub subscription shared by a fleet. Keep what the others
+   * must see (manifests) in the sink itself, never on this machine's disk, and never assume you are the
+   * only writer. The id names this worker (in status and manifests).
+   */
+  fleet?: { workerId: string };
 }
 
 /**

@@ -1,30 +1,58 @@
-import type { PubSubCore } from '../core/pubsub-core.js';
+import type { PubSub } from '@google-cloud/pubsub';
+import type { PubSubCore, SubscriptionIdentity } from '../core/pubsub-core.js';
+import type { SubscriptionSpec } from '../core/subscription-config.js';
 import type { Logger } from '../log.js';
 import { Backoff } from './backoff.js';
-import type { Connector, ConnectorSettings } from './connector.js';
+import type { Connector, ConnectorContext, ConnectorSettings } from './connector.js';
 import { DEFAULT_BUDGET, ExportRunner, type ExportRunnerOptions } from './export-runner.js';
 import { exportSection, getConnector } from './registry.js';
+import { EmbeddedSource } from './sources/embedded-source.js';
+import { createPubSubClient, remoteIdentity, remoteSubscriptionName, type RemoteEndpoint } from './sources/remote-endpoint.js';
+import { RemoteSource, type ExportSection } from './sources/remote-source.js';
+
+type RunnerTuning = Partial<Pick<ExportRunnerOptions, 'maxBatchMessages' | 'maxOutstandingMessages' | 'maxOutstandingBytes' | 'flushIntervalMs' | 'standbyRetryMs'>>;
+
+/** Exports a fleet of workers runs from subscriptions on a remote Pub/Sub endpoint (the job's `remote:` section). */
+export interface RemoteExports extends RemoteEndpoint {
+  /** This worker's id (status, metrics, object manifests). */
+  workerId: string;
+  /** How long the client keeps extending a held message's lease, in minutes. */
+  maxExtensionMinutes: number;
+  /** StreamingPull streams per export. */
+  streams: number;
+  exports: {
+    /** A bare id (in `projectId`) or a full name. */
+    subscription: string;
+    /** Ask for per-key order: a remote subscription with ordering off is refused. */
+    enableMessageOrdering: boolean;
+    section: ExportSection;
+  }[];
+}
 
 export interface ExportManagerOptions {
   core: PubSubCore;
   settings: ConnectorSettings;
   logger: Logger;
   /** Passed to every runner (batch sizes, flush interval); mostly for tests and benchmarks. */
-  runner?: Partial<Pick<ExportRunnerOptions, 'maxBatchMessages' | 'maxOutstandingMessages' | 'maxOutstandingBytes' | 'flushIntervalMs'>> & {
-    backoff?: () => Backoff;
-  };
+  runner?: RunnerTuning & { backoff?: () => Backoff };
+  /** Exports from a remote Pub/Sub, besides the core's export subscriptions. */
+  remote?: RemoteExports;
 }
 
 /**
  * Keeps one export runner per export subscription (bigqueryConfig, cloudStorageConfig, exportConfig) of
- * the core, in every project. After `start()` it follows the core: an export section is validated by its
- * connector when a subscription is created or updated (a bad one is refused there), and a created,
- * changed or deleted export subscription starts, restarts or stops its runner — whichever API made the
- * change. A subscription created again under the same name is another uid: a new runner, new sink state.
+ * the core, in every project, and one per remote export of the job. After `start()` it follows the core:
+ * an export section is validated by its connector when a subscription is created or updated (a bad one is
+ * refused there), and a created, changed or deleted export subscription starts, restarts or stops its
+ * runner — whichever API made the change. A subscription created again under the same name is another
+ * uid: a new runner, new sink state.
  */
 export class ExportManager {
   /** Per subscription: the uid and export section its runner was started for. */
   private readonly runners = new Map<string, { uid: string; section: string; runner: ExportRunner }>();
+  /** Remote exports' runners, by remote subscription name. */
+  private readonly remoteRunners = new Map<string, ExportRunner>();
+  private remoteClient?: PubSub;
   /** Syncs run one after another: two at once could both start a runner for the same subscription. */
   private syncing: Promise<void> = Promise.resolve();
   private following: (() => void)[] = [];
@@ -44,6 +72,7 @@ export class ExportManager {
       }),
     ];
     await this.sync();
+    this.startRemote();
   }
 
   /**
@@ -56,43 +85,55 @@ export class ExportManager {
     return next;
   }
 
-  private async syncNow(): Promise<void> {
-    const { core, settings, logger } = this.options;
-    const { backoff, ...runnerOptions } = this.options.runner ?? {};
-    const budget = {
-      messages: runnerOptions.maxOutstandingMessages ?? DEFAULT_BUDGET.messages,
-      bytes: runnerOptions.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes,
+  private budget(): { messages: number; bytes: number } {
+    const tuning = this.options.runner ?? {};
+    return { messages: tuning.maxOutstandingMessages ?? DEFAULT_BUDGET.messages, bytes: tuning.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes };
+  }
+
+  /** A connector factory for one export: `first` made now (a setting it refuses fails here), later ones for the spec the source reports. */
+  private connectorMaker(
+    subscription: string,
+    identity: SubscriptionIdentity,
+    spec: SubscriptionSpec,
+    start: { runner?: ExportRunner },
+    extra: Pick<ConnectorContext, 'fleet' | 'topicSchema'>,
+  ): (spec: SubscriptionSpec) => Connector {
+    const section = exportSection(spec)!;
+    const factory = getConnector(section.connector);
+    const config = factory.parseConfig(section.config);
+    const { settings, logger } = this.options;
+    const context = (current: SubscriptionSpec): ConnectorContext => ({
+      subscription,
+      identity,
+      spec: current,
+      logger: logger.child({ subscription }),
+      settings,
+      budget: this.budget(),
+      notify: () => start.runner?.requestFlush(),
+      ...extra,
+    });
+    let first: Connector | undefined = factory.create(config, context(spec));
+    return (current) => {
+      const connector = first ?? factory.create(config, context(current));
+      first = undefined;
+      return connector;
     };
+  }
+
+  private async syncNow(): Promise<void> {
+    const { core, logger } = this.options;
+    const { backoff, ...tuning } = this.options.runner ?? {};
     const exports = core.allSubscriptions().flatMap((sub) => {
       // A detached subscription receives nothing: its runner stops.
       const section = sub.detached ? undefined : exportSection(sub);
-      return section ? [{ sub, section, text: JSON.stringify(section), identity: core.identity(sub.name) }] : [];
+      return section ? [{ sub, text: JSON.stringify(section), identity: core.identity(sub.name) }] : [];
     });
     const current = (name: string) => this.runners.get(name);
     const fresh = exports
       .filter(({ sub, identity, text }) => current(sub.name)?.uid !== identity.uid || current(sub.name)?.section !== text)
-      .map(({ sub, section, text, identity }) => {
-        const factory = getConnector(section.connector);
-        const config = factory.parseConfig(section.config);
+      .map(({ sub, text, identity }) => {
         const start: { runner?: ExportRunner } = {};
-        const context = {
-          subscription: sub.name,
-          identity,
-          spec: sub,
-          logger: logger.child({ subscription: sub.name }),
-          settings,
-          budget,
-          notify: () => start.runner?.requestFlush(),
-          topicSchema: () => core.topicSchema(sub.topic),
-        };
-        // The first connector is made now (a setting it refuses fails this sync); later ones replace a
-        // connector that failed.
-        let first: Connector | undefined = factory.create(config, context);
-        const createConnector = () => {
-          const connector = first ?? factory.create(config, context);
-          first = undefined;
-          return connector;
-        };
+        const createConnector = this.connectorMaker(sub.name, identity, sub, start, { topicSchema: () => core.topicSchema(sub.topic) });
         return { sub, identity, text, start, createConnector };
       });
     const wanted = new Map(exports.map(({ sub, identity, text }) => [sub.name, `${identity.uid} ${text}`]));
@@ -102,15 +143,72 @@ export class ExportManager {
       this.runners.delete(name);
     }
     for (const { sub, identity, text, start, createConnector } of fresh) {
-      const runner = new ExportRunner({ core, subscription: sub.name, uid: identity.uid, createConnector, logger, ...runnerOptions, backoff: backoff?.() });
+      const source = new EmbeddedSource(core, sub.name, identity.uid, tuning.maxBatchMessages ?? 5000);
+      const runner = new ExportRunner({ source, createConnector, logger, clock: core.clock, ...tuning, backoff });
       start.runner = runner;
       this.runners.set(sub.name, { uid: identity.uid, section: text, runner });
       runner.start();
     }
   }
 
+  /**
+   * One runner per remote export, each reading its subscription through one shared client. The connector
+   * is made (and its settings checked) now; the subscription's own settings come from the remote once it
+   * is reached.
+   */
+  private startRemote(): void {
+    const remote = this.options.remote;
+    if (!remote?.exports.length) return;
+    const { logger } = this.options;
+    const { backoff, ...tuning } = this.options.runner ?? {};
+    this.remoteClient ??= createPubSubClient(remote);
+    for (const entry of remote.exports) {
+      const subscription = remoteSubscriptionName(entry.subscription, remote.projectId);
+      if (this.remoteRunners.has(subscription)) continue;
+      const start: { runner?: ExportRunner } = {};
+      // Until the remote answers, the job's view: checked against the remote's own settings in prepare().
+      const assumed: SubscriptionSpec = {
+        topic: '',
+        ackDeadlineSeconds: 10,
+        messageRetentionDuration: 7 * 86400,
+        retainAckedMessages: false,
+        enableMessageOrdering: entry.enableMessageOrdering,
+        filter: '',
+        enableExactlyOnceDelivery: false,
+        labels: {},
+        ...entry.section,
+      };
+      // A remote topic's schema is not read: a connector treats the topic as having none.
+      const createConnector = this.connectorMaker(subscription, remoteIdentity(subscription), assumed, start, { fleet: { workerId: remote.workerId } });
+      const source = new RemoteSource({
+        client: this.remoteClient,
+        endpoint: remote,
+        subscription,
+        ordered: entry.enableMessageOrdering,
+        section: entry.section,
+        budget: this.budget(),
+        maxExtensionMinutes: remote.maxExtensionMinutes,
+        streams: remote.streams,
+        logger,
+        backoff,
+      });
+      const runner = new ExportRunner({ source, createConnector, logger, workerId: remote.workerId, ...tuning, backoff });
+      start.runner = runner;
+      this.remoteRunners.set(subscription, runner);
+      runner.start();
+    }
+  }
+
   runner(subscription: string): ExportRunner | undefined {
-    return this.runners.get(this.options.core.subscriptionName(subscription))?.runner;
+    const remote = this.remoteRunners.get(subscription) ?? (this.options.remote && this.remoteRunners.get(remoteSubscriptionName(subscription, this.options.remote.projectId)));
+    if (remote) return remote;
+    const { core } = this.options;
+    return core.hasSubscription(subscription) ? this.runners.get(core.subscriptionName(subscription))?.runner : undefined;
+  }
+
+  /** The runners of remote exports (a fleet worker's share), by remote subscription name. */
+  remoteExports(): ReadonlyMap<string, ExportRunner> {
+    return this.remoteRunners;
   }
 
   /** Stops every runner: in-flight writes finish, buffered data is finalized and acked. */
@@ -118,7 +216,10 @@ export class ExportManager {
     for (const unfollow of this.following) unfollow();
     this.following = [];
     await this.syncing;
-    await Promise.all([...this.runners.values()].map(({ runner }) => runner.stop()));
+    await Promise.all([...this.runners.values(), ...this.remoteRunners.values()].map((r) => ('runner' in r ? r.runner : r).stop()));
     this.runners.clear();
+    this.remoteRunners.clear();
+    await this.remoteClient?.close().catch((e: unknown) => this.options.logger.warn({ error: (e as Error).message }, 'closing the remote Pub/Sub client failed'));
+    this.remoteClient = undefined;
   }
 }

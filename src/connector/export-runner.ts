@@ -1,18 +1,25 @@
+import { systemClock, type Clock } from '../core/clock.js';
+import type { SubscriptionState } from '../core/consumer.js';
 import { messageSize, type ReceivedMessage } from '../core/message.js';
-import type { PubSubCore } from '../core/pubsub-core.js';
-import type { ConsumerSpec, SubscriptionHandle, SubscriptionState } from '../core/consumer.js';
+import type { SubscriptionSpec } from '../core/subscription-config.js';
 import type { Logger } from '../log.js';
 import { Backoff } from './backoff.js';
-import { SinkStateError, type Connector, type ConnectorCounters, type WriteResult } from './connector.js';
+import { SinkBusyError, SinkStateError, type Connector, type ConnectorCounters, type WriteResult } from './connector.js';
+import { SourceError, type DeliveryHandle, type ExportSource, type SourceConsumer, type SourceStatus } from './sources/source.js';
 
 export interface ExportRunnerOptions {
-  core: PubSubCore;
-  subscription: string;
-  /** The subscription's uid: the runner serves that subscription, never a later one of the same name. */
-  uid: string;
-  /** Makes a connector: the first one, and a new one after an unexpected failure of the one before. */
-  createConnector: () => Connector;
+  /** Where the subscription is read from: the embedded core or a remote Pub/Sub. */
+  source: ExportSource;
+  /**
+   * Makes a connector for the subscription's settings (as the source reported them): the first one, and a
+   * new one after an unexpected failure of the one before.
+   */
+  createConnector: (spec: SubscriptionSpec) => Connector;
   logger: Logger;
+  /** This worker's id, shown in status (set for exports a fleet of workers shares). */
+  workerId?: string;
+  /** Drives the flush interval (default: real time). */
+  clock?: Clock;
   /** Most messages handed to one `write` (default 5000: fewer, larger sink transactions). */
   maxBatchMessages?: number;
   /**
@@ -24,8 +31,10 @@ export interface ExportRunnerOptions {
   maxOutstandingBytes?: number;
   /** How often `flush('due')` runs, in ms (default 1000). */
   flushIntervalMs?: number;
-  /** Backoff for retrying a sink in an error state (default 1 s doubling to 60 s). */
-  backoff?: Backoff;
+  /** Backoff for retrying a sink in an error state, and a source that cannot be reached (default 1 s doubling to 60 s). */
+  backoff?: () => Backoff;
+  /** How often a standby retries a sink another process holds, in ms (default 1000). */
+  standbyRetryMs?: number;
 }
 
 export interface ExportStats {
@@ -39,6 +48,12 @@ export interface ExportStats {
   errors: number;
   /** The sink's last failure, kept after it recovered. */
   lastError?: { message: string; at: string };
+  /** While another process holds the sink (this worker waits as a standby): why. */
+  standby?: string;
+  /** When messages were last acked as durable at the sink (ISO time). */
+  lastCommitAt?: string;
+  /** While the source cannot be reached: when the next attempt is due (ISO time). */
+  sourceRetryAt?: string;
 }
 
 type Op = { kind: 'write' } | { kind: 'flush'; mode: 'due' | 'all' };
@@ -47,12 +62,13 @@ type Op = { kind: 'write' } | { kind: 'flush'; mode: 'due' | 'all' };
 export const DEFAULT_BUDGET = { messages: 20_000, bytes: 64 * 1024 * 1024 };
 
 /**
- * Drives one connector from one subscription: takes ordered batches from the core (a key has one batch
- * out at a time), hands them to the connector one call at a time, keeps the leases of everything the
+ * Drives one connector from one subscription: takes ordered deliveries from its source (the embedded core
+ * or a remote Pub/Sub), hands them to the connector one call at a time, keeps the leases of everything the
  * connector holds alive, acks only what it reports written, nacks what failed (so the subscription's
  * retryPolicy and deadLetterPolicy apply), and turns sink failures into the subscription's state: a
  * SinkStateError's state, or RESOURCE_ERROR for anything unexpected — then the connector is closed and,
- * after a backoff, a new one is opened and given everything unsettled again. It never stops by itself.
+ * after a backoff, a new one is opened and given everything unsettled again. A source that cannot be
+ * reached is retried with backoff the same way (its state shown in status). It never stops by itself.
  */
 export class ExportRunner {
   readonly stats: ExportStats = { written: 0, failed: 0, batches: 0, state: 'ACTIVE', errors: 0 };
@@ -60,13 +76,16 @@ export class ExportRunner {
   /** Delivered and not yet settled: pending, being written, or buffered by the connector. */
   private readonly held = new Map<string, ReceivedMessage>();
   private heldBytes = 0;
-  private readonly consumer: ConsumerSpec;
+  private readonly consumer: SourceConsumer;
   /** The port to the subscription, once attached; inert once the subscription is deleted. */
-  private handle?: SubscriptionHandle;
+  private handle?: DeliveryHandle;
+  /** The subscription's settings, as the source last reported them. */
+  private spec?: SubscriptionSpec;
   private readonly maxBatch: number;
   private readonly maxOutstanding: number;
   private readonly maxOutstandingBytes: number;
   private readonly backoff: Backoff;
+  private readonly sourceBackoff: Backoff;
   private readonly timers: { cancel(): void }[] = [];
   /** The open connector (after a stop, the last one); undefined while none is open. */
   private connector?: Connector;
@@ -89,13 +108,9 @@ export class ExportRunner {
     this.maxBatch = options.maxBatchMessages ?? 5000;
     this.maxOutstanding = options.maxOutstandingMessages ?? DEFAULT_BUDGET.messages;
     this.maxOutstandingBytes = options.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes;
-    this.backoff = options.backoff ?? new Backoff();
+    this.backoff = options.backoff?.() ?? new Backoff();
+    this.sourceBackoff = options.backoff?.() ?? new Backoff();
     this.consumer = {
-      affinity: `export-${options.subscription}`,
-      maxPerKey: this.maxBatch,
-      pipelined: true,
-      // What the connector holds (an open file, a pending upload) stays leased until it is settled.
-      keepAliveSeconds: Number.POSITIVE_INFINITY,
       room: () => ({ messages: this.stopping ? 0 : this.maxOutstanding - this.held.size, bytes: this.maxOutstandingBytes - this.heldBytes }),
       deliver: (batch) => {
         for (const m of batch) {
@@ -109,25 +124,19 @@ export class ExportRunner {
   }
 
   /** The subscription's handle while it is the one this runner serves (not deleted, not created again). */
-  private live(): SubscriptionHandle | undefined {
+  private live(): DeliveryHandle | undefined {
     return this.handle?.attached ? this.handle : undefined;
   }
 
-  /** The subscription is still the one this runner was made for (not deleted, not created again). */
-  private serving(): boolean {
-    const { core, subscription, uid } = this.options;
-    return core.hasSubscription(subscription) && core.identity(subscription).uid === uid;
+  get subscription(): string {
+    return this.options.source.subscription;
   }
 
-  private attach(): void {
-    if (this.serving()) this.handle = this.options.core.attach(this.options.subscription, this.consumer);
-  }
-
-  /** Opens a connector (retrying while the sink fails) and starts exporting. */
+  /** Reaches the subscription (retrying while the source fails), opens a connector (retrying while the sink fails) and starts exporting. */
   start(): void {
-    const { core, subscription } = this.options;
+    const { subscription } = this;
     this.timers.push(
-      core.clock.setInterval(() => {
+      (this.options.clock ?? systemClock).setInterval(() => {
         this.flushDue = true;
         this.wake?.();
       }, this.options.flushIntervalMs ?? 1000),
@@ -140,12 +149,14 @@ export class ExportRunner {
   }
 
   private async run(): Promise<void> {
+    this.spec = await this.reachSource();
+    if (!this.spec) return;
     while (!this.stopping) {
       const connector = await this.open();
       if (!connector) return;
       if (!this.attached) {
         this.attached = true;
-        this.attach();
+        this.handle = this.options.source.attach(this.consumer);
         this.markReady();
       }
       try {
@@ -158,21 +169,48 @@ export class ExportRunner {
     }
   }
 
+  /** The subscription's settings once the source can serve it; while it cannot, its state shows why (retried with backoff). */
+  private async reachSource(): Promise<SubscriptionSpec | undefined> {
+    for (;;) {
+      try {
+        const spec = await this.options.source.prepare();
+        this.sourceBackoff.reset();
+        this.stats.sourceRetryAt = undefined;
+        return spec;
+      } catch (e) {
+        if (!(e instanceof SourceError)) throw e;
+        // Refused settings change rarely: retried at the backoff's slowest.
+        const delay = e.kind === 'refused' ? 60_000 : this.sourceBackoff.next();
+        this.stats.sourceRetryAt = new Date(Date.now() + delay).toISOString();
+        this.logThrottled('error', { error: e.message, retryInMs: delay }, 'the export cannot read its subscription; retrying with backoff');
+        if (!(await this.pause(delay))) return undefined;
+      }
+    }
+  }
+
   /** A new, open connector; while opening fails, the failure is the state and it is retried with backoff. */
   private async open(): Promise<Connector | undefined> {
     for (;;) {
       let connector: Connector | undefined;
       try {
-        connector = this.options.createConnector();
+        connector = this.options.createConnector(this.spec!);
         await connector.open();
         this.connector = connector;
+        this.stats.standby = undefined;
         // After an unexpected failure, ACTIVE waits for a write or flush that works.
         if (!this.faulted) this.usable();
         return connector;
       } catch (e) {
+        if (connector) await this.retire(connector);
+        if (e instanceof SinkBusyError) {
+          // Another worker holds the sink: wait for it, neither an error nor a growing backoff.
+          if (!this.stats.standby) this.options.logger.info({ subscription: this.subscription, reason: e.message }, 'export waiting as a standby');
+          this.stats.standby = e.message;
+          if (!(await this.pause(this.options.standbyRetryMs ?? 1000))) return undefined;
+          continue;
+        }
         this.unusable(e);
         if (!(e instanceof SinkStateError)) this.logThrottled('error', { error: errorText(e) }, 'export sink cannot be opened; retrying with backoff');
-        if (connector) await this.retire(connector);
         if (!(await this.pause())) return undefined;
       }
     }
@@ -215,11 +253,11 @@ export class ExportRunner {
     }
   }
 
-  /** Waits out the backoff; false if stopped meanwhile. */
-  private async pause(): Promise<boolean> {
+  /** Waits out the backoff (or `ms`); false if stopped meanwhile. */
+  private async pause(ms = this.backoff.next()): Promise<boolean> {
     if (this.stopping) return false;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, this.backoff.next());
+      const timer = setTimeout(resolve, ms);
       this.wakeOnStop = () => {
         clearTimeout(timer);
         resolve();
@@ -318,8 +356,9 @@ export class ExportRunner {
     this.stats.state = state;
     this.stats.stateReason = state === 'ACTIVE' ? undefined : reason;
     if (!changed) return;
-    const { core, subscription, logger } = this.options;
-    if (this.serving()) core.setSubscriptionState(subscription, state);
+    const { source, logger } = this.options;
+    const subscription = this.subscription;
+    source.setState(state, reason);
     if (state === 'ACTIVE') logger.info({ subscription, state }, 'export sink usable again; subscription ACTIVE');
     else logger.warn({ subscription, state, reason }, `export sink unusable; subscription ${state}, backlog kept, retrying with backoff`);
   }
@@ -327,17 +366,19 @@ export class ExportRunner {
   private apply(result: WriteResult): void {
     const acks = result.written.filter((id) => this.release(id));
     this.stats.written += acks.length;
-    for (const id of result.deferred) this.release(id);
+    if (acks.length) this.stats.lastCommitAt = new Date().toISOString();
     const permanent = result.failed.filter((f) => !f.retryable);
     if (permanent.length) {
       this.logThrottled('warn', { count: permanent.length, example: permanent[0]!.error }, 'messages cannot be written; nacked (dead-lettered after maxDeliveryAttempts)');
     }
     const handle = this.live();
+    // Failures first: a nack revokes the key's later deliveries at the source, the deferred ones included.
     for (const f of result.failed) {
       if (!this.release(f.id)) continue;
       this.stats.failed++;
-      handle?.modifyAckDeadline([f.id], 0, f.error);
+      handle?.nack([f.id], f.error);
     }
+    for (const id of result.deferred) this.release(id);
     if (!handle || !acks.length) return;
     // Not awaited: the next write need not wait for the ack's own commit. An ack lost to a crash only
     // means a redelivery, which connectors recognise (or the at-least-once contract allows).
@@ -351,7 +392,7 @@ export class ExportRunner {
     const now = Date.now();
     if (now - (this.lastLogged.get(message) ?? 0) < 10_000) return;
     this.lastLogged.set(message, now);
-    this.options.logger[level]({ subscription: this.options.subscription, ...fields }, message);
+    this.options.logger[level]({ subscription: this.subscription, ...fields }, message);
   }
 
   /** The connectors' own totals (rows appended, objects written, ...), when they keep them. */
@@ -364,6 +405,22 @@ export class ExportRunner {
   /** Messages delivered to the runner and not yet acked or nacked. */
   get outstanding(): number {
     return this.held.size;
+  }
+
+  /** Ordering keys with messages delivered to the runner and not yet settled. */
+  keysInFlight(): number {
+    const keys = new Set<string>();
+    for (const m of this.held.values()) if (m.message.orderingKey) keys.add(m.message.orderingKey);
+    return keys.size;
+  }
+
+  /** The source's own condition (reachable, streaming, or why not). */
+  sourceStatus(): SourceStatus {
+    return this.options.source.status();
+  }
+
+  get workerId(): string | undefined {
+    return this.options.workerId;
   }
 
   /**
@@ -381,16 +438,16 @@ export class ExportRunner {
       try {
         this.apply(await connector.flush('all'));
       } catch (e) {
-        this.options.logger.error({ subscription: this.options.subscription, error: errorText(e) }, 'final flush failed; unacked messages will be delivered again');
+        this.options.logger.error({ subscription: this.subscription, error: errorText(e) }, 'final flush failed; unacked messages will be delivered again');
       }
     }
     // Detached only now: until the final flush is acked, the core keeps what the connector holds leased.
-    this.handle?.detach();
+    await this.handle?.detach();
     for (const t of this.timers) t.cancel();
     try {
       await connector?.close();
     } catch (e) {
-      this.options.logger.error({ subscription: this.options.subscription, error: errorText(e) }, 'closing the export connector failed');
+      this.options.logger.error({ subscription: this.subscription, error: errorText(e) }, 'closing the export connector failed');
     }
   }
 }

@@ -100,7 +100,7 @@ export function counterMetrics(): (CounterMetric & { counterOf: Record<string, s
 export const BUILT_IN_FOR = { bigqueryConfig: 'duckdb-table', cloudStorageConfig: 'object-storage' } as const;
 
 /** The subscription's export section: which connector runs it, the field it came from, and its config. */
-export function exportSection(spec: SubscriptionSpec): { connector: string; field: string; config: unknown } | undefined {
+export function exportSection(spec: Pick<SubscriptionSpec, 'bigqueryConfig' | 'cloudStorageConfig' | 'exportConfig'>): { connector: string; field: string; config: unknown } | undefined {
   if (spec.bigqueryConfig) return { connector: BUILT_IN_FOR.bigqueryConfig, field: 'bigqueryConfig', config: spec.bigqueryConfig };
   if (spec.cloudStorageConfig) return { connector: BUILT_IN_FOR.cloudStorageConfig, field: 'cloudStorageConfig', config: spec.cloudStorageConfig };
   if (spec.exportConfig) {

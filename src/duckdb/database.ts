@@ -1,5 +1,5 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import { mkdirSync, statSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 
 /**
@@ -27,6 +27,13 @@ export function duckDbSettings(extra: Record<string, string> = {}): Record<strin
 }
 /** The file (device, inode) each instance opened: the path may come to name another file later. */
 const openedFiles = new WeakMap<DuckDBInstance, { dev: number; ino: number }>();
+/**
+ * A descriptor of each instance's file, open as long as the instance is, to read the file's header
+ * through. DuckDB locks its file with a POSIX record lock, which the kernel drops when the process closes
+ * *any* descriptor of the file: opening and closing the path to check it would let another process
+ * (a second worker, `orderly query`) open the database for writing at the same time.
+ */
+const headerFds = new WeakMap<DuckDBInstance, number>();
 
 export function openDuckDb(path: string): Promise<DuckDBInstance> {
   const file = resolve(path);
@@ -41,6 +48,7 @@ export function openDuckDb(path: string): Promise<DuckDBInstance> {
       (created) => {
         const { dev, ino } = statSync(file);
         openedFiles.set(created, { dev, ino });
+        headerFds.set(created, openSync(file, 'r'));
         return created;
       },
       (e: unknown) => {
@@ -59,7 +67,23 @@ export async function closeDuckDb(path: string): Promise<void> {
   const instance = instances.get(file);
   if (!instance) return;
   instances.delete(file);
-  (await instance).closeSync();
+  closeInstance(await instance);
+}
+
+/** Closes the instance first: closing its header descriptor while DuckDB still holds the file would drop the lock. */
+function closeInstance(instance: DuckDBInstance): void {
+  instance.closeSync();
+  const fd = headerFds.get(instance);
+  headerFds.delete(instance);
+  if (fd !== undefined) closeSync(fd);
+}
+
+/** The first `length` bytes of the file the instance opened (read through its own descriptor: see headerFds). */
+export function duckDbHeader(instance: DuckDBInstance, length: number): Buffer {
+  const header = Buffer.alloc(length);
+  const fd = headerFds.get(instance);
+  if (fd !== undefined) readSync(fd, header, 0, length, 0);
+  return header;
 }
 
 /** The file an instance opened (device and inode), to check that its path still names that file. */
@@ -77,7 +101,7 @@ export async function discardDuckDb(path: string, instance: DuckDBInstance): Pro
   const cached = instances.get(file);
   if (!cached || (await cached.catch(() => undefined)) !== instance) return;
   instances.delete(file);
-  instance.closeSync();
+  closeInstance(instance);
 }
 
 export async function connectDuckDb(path: string): Promise<DuckDBConnection> {
@@ -92,4 +116,14 @@ export async function queryDuckDb(path: string, sql: string): Promise<Record<str
   } finally {
     connection.closeSync();
   }
+}
+
+/**
+ * The process holding the database file, when `error` is DuckDB's refusal to open a file another process
+ * has open for writing ("Conflicting lock is held in ... (PID n)"); undefined for any other error.
+ */
+export function duckDbLockHolder(error: unknown): string | undefined {
+  const message = (error as Error).message ?? String(error);
+  if (!/Could not set lock on file/i.test(message)) return undefined;
+  return /\(PID (\d+)\)/.exec(message)?.[1] ?? 'another process';
 }

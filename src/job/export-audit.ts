@@ -3,15 +3,30 @@ import { getConnector, registeredConnectors } from '../connector/registry.js';
 import { OrderlyError } from '../core/errors.js';
 import { exportTargetOf } from './export-target.js';
 import type { JobRuntime } from './job-runtime.js';
+import { findRemoteExport, remoteExportTargets } from './remote-job.js';
 
-/** `orderly audit`: the order audit of one export subscription, by its connector's `audit` capability. */
+/**
+ * `orderly audit`: the order audit of one export subscription, by its connector's `audit` capability — an
+ * export subscription of the core, or a remote export of a fleet (read from its sink, on any machine).
+ */
 export async function auditExport(runtime: JobRuntime, subscription: string): Promise<AuditResult> {
+  const found = runtime.job.remote ? remoteTarget(runtime, subscription) : coreTarget(runtime, subscription);
+  const name = found.target.subscription;
+  if (!found.factory.audit) {
+    const auditable = registeredConnectors().filter((n) => typeof getConnector(n).audit === 'function');
+    throw new OrderlyError('INVALID_ARGUMENT', `${name}: its connector "${found.connector}" offers no order audit (connectors that do: ${auditable.join(', ') || 'none'})`);
+  }
+  return found.factory.audit(found.target);
+}
+
+function coreTarget(runtime: JobRuntime, subscription: string) {
   const sub = runtime.core.getSubscription(subscription);
   const found = exportTargetOf(runtime.core, runtime.connectorSettings, sub);
   if (!found) throw new OrderlyError('INVALID_ARGUMENT', `${sub.name} is not an export subscription (bigqueryConfig, cloudStorageConfig or exportConfig)`);
-  if (!found.factory.audit) {
-    const auditable = registeredConnectors().filter((name) => typeof getConnector(name).audit === 'function');
-    throw new OrderlyError('INVALID_ARGUMENT', `${sub.name}: its connector "${found.connector}" offers no order audit (connectors that do: ${auditable.join(', ') || 'none'})`);
-  }
-  return found.factory.audit(found.target);
+  return found;
+}
+
+function remoteTarget(runtime: JobRuntime, subscription: string) {
+  const name = findRemoteExport(runtime.job, subscription).subscription;
+  return remoteExportTargets(runtime.job, runtime.connectorSettings).find((t) => t.target.subscription === name)!;
 }

@@ -52,6 +52,42 @@ const subscription = z.strictObject({
   labels: labels.optional(),
 });
 
+/**
+ * Exports that read existing subscriptions of a remote Pub/Sub v1 endpoint instead of the embedded core:
+ * Google Cloud Pub/Sub (the default; Application Default Credentials), or any compatible endpoint by
+ * host. Any number of workers (`orderly run` processes, on one or many machines) run the same job; Pub/Sub
+ * spreads the subscription's keys over them.
+ */
+const remoteExport = z.strictObject({
+  /** An existing subscription: a bare id (in remote.projectId) or `projects/<p>/subscriptions/<id>`. */
+  subscription: z.string().min(1),
+  /** The export needs per-key order: refused, at start, if the remote subscription has ordering off. */
+  enableMessageOrdering: z.boolean().default(false),
+  bigqueryConfig: z.record(z.string(), z.unknown()).optional(),
+  cloudStorageConfig: z.record(z.string(), z.unknown()).optional(),
+  exportConfig: z.looseObject({ connector: z.string() }).optional(),
+});
+
+const remote = z.strictObject({
+  /** `host:port` of a compatible endpoint (another `orderly serve`), reached as PUBSUB_EMULATOR_HOST is; unset: Google Cloud Pub/Sub. */
+  endpoint: z.string().regex(/^[^\s/:]+:\d+$/, 'host:port, e.g. "10.0.0.5:8085"').optional(),
+  /** The remote project (default: the job's projectId). */
+  projectId: z.string().optional(),
+  /** Bearer token of an `orderly serve` started with one; write `${ORDERLY_TOKEN}` rather than the token. */
+  authToken: z.string().optional(),
+  /** This worker's id (default: --worker-id, ORDERLY_WORKER_ID, else <host>-<pid>). */
+  workerId: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, '1-64 letters, digits, ".", "_" or "-"').optional(),
+  /** The most messages and payload bytes one worker holds unacked per export (its share of the backlog). */
+  flowControl: z
+    .strictObject({ maxMessages: z.number().int().min(100).max(1_000_000).optional(), maxBytes: z.number().int().min(1024 * 1024).optional() })
+    .optional(),
+  /** How long a held message's lease is extended (a file open, an upload), in minutes. */
+  maxExtensionMinutes: z.number().min(1).max(24 * 60).default(60),
+  /** StreamingPull streams per export and worker. */
+  streams: z.number().int().min(1).max(16).default(2),
+  exports: z.array(remoteExport).min(1),
+});
+
 export const jobSchema = z.strictObject({
   projectId: z.string().regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'a Pub/Sub project id (6-30 lowercase letters, digits, "-")').default('orderly-local'),
   dataDir: z.string().default('./orderly-data'),
@@ -95,6 +131,7 @@ export const jobSchema = z.strictObject({
   push: z.strictObject({ allowLinkLocal: z.boolean().default(false) }).default({ allowLinkLocal: false }),
   topics: z.array(z.strictObject({ name: z.string(), labels: labels.optional() })).default([]),
   subscriptions: z.array(subscription).default([]),
+  remote: remote.optional(),
 });
 
 /**
@@ -178,6 +215,9 @@ export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS
   // are set aside, so one run lists every problem: a typo does not hide a range error, nor a bad id both.
   const present = new Set(sections.filter((section) => substituted[section.key] !== undefined).map((section) => section.key));
   checkSettings(withoutPaths(own, unknownKeys), present, problems);
+  if (own.remote && (substituted.objectStorage as { embedded?: unknown } | undefined)?.embedded === true) {
+    problems.push('objectStorage.embedded: each worker would run its own S3 server; remote exports need object storage every worker reaches (endpoint:)');
+  }
   if (!parsed.success || problems.length) throw new JobConfigError(file, problems);
   const job = parsed.data;
   job.dataDir = resolve(base, job.dataDir);
@@ -226,6 +266,8 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
       checkSection(problems, at, (config) => factory.parseConfig(config), section.config);
     });
   });
+  const remoteSection = part(jobSchema.shape.remote, doc.remote);
+  if (remoteSection) checkRemote(remoteSection, doc, projectId, sections, problems);
   const endpoint = part(jobSchema.shape.endpoint, doc.endpoint);
   if (endpoint) check(problems, 'endpoint', () => checkExposure(endpoint, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
 }
@@ -284,6 +326,41 @@ function formatIssue(issue: StandardIssue & { code?: string; keys?: string[] }, 
     return issue.keys.map((key) => `${formatPath([...path, key])}: unknown key (a typo? see docs/configuration.md)`);
   }
   return [`${formatPath(path)}: ${issue.message}`];
+}
+
+/**
+ * A remote job runs as a fleet worker: only remote exports, each with one export section its connector
+ * accepts (and the settings section the connector needs), each remote subscription once.
+ */
+function checkRemote(
+  remote: NonNullable<z.infer<typeof jobSchema>['remote']>,
+  doc: Record<string, unknown>,
+  projectId: string,
+  sections: ReadonlySet<string>,
+  problems: string[],
+): void {
+  const count = (value: unknown) => (Array.isArray(value) ? value.length : 0);
+  if (count(doc.topics) || count(doc.subscriptions)) {
+    problems.push('remote: a job that exports from a remote Pub/Sub runs as a fleet worker; put local topics and subscriptions in another job file');
+  }
+  remote.exports.forEach((e, i) => {
+    const at = `remote.exports[${i}]`;
+    const given = (['bigqueryConfig', 'cloudStorageConfig', 'exportConfig'] as const).filter((k) => e[k] !== undefined);
+    if (given.length !== 1) {
+      problems.push(`${at}: needs exactly one of bigqueryConfig, cloudStorageConfig, exportConfig${given.length ? `, got ${given.join(' and ')}` : ''}`);
+      return;
+    }
+    check(problems, at, () => {
+      const section = exportSection({ bigqueryConfig: e.bigqueryConfig, cloudStorageConfig: e.cloudStorageConfig, exportConfig: e.exportConfig })!;
+      const factory = getConnector(section.connector);
+      if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key)) problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
+      checkSection(problems, at, (config) => factory.parseConfig(config), section.config);
+    });
+  });
+  const names = remote.exports.map((e) => (e.subscription.startsWith('projects/') ? e.subscription : `projects/${remote.projectId ?? projectId}/subscriptions/${e.subscription}`));
+  names.forEach((n, i) => {
+    if (names.indexOf(n) !== i) problems.push(`remote.exports[${i}].subscription: ${n} is exported twice; one export per remote subscription`);
+  });
 }
 
 /**

@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
 import type { ConnectorSettings } from '../connector/connector.js';
@@ -12,6 +13,8 @@ import type { JobConfig } from './job-config.js';
 import { acquireLock } from './job-lock.js';
 import { serveMetrics } from './metrics.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
+import { remoteExportsOf } from './remote-job.js';
+import { resolveWorkerId, sweepGoneWorkers, workerDir } from './worker.js';
 
 type Cleanup = () => Promise<void> | void;
 
@@ -37,6 +40,8 @@ export class JobRuntime {
     readonly metricsUrl?: string,
     /** The port the Pub/Sub endpoint listens on, when the job serves one. */
     readonly endpointPort?: number,
+    /** For a job that exports from a remote Pub/Sub: this process's worker id. */
+    readonly workerId?: string,
   ) {}
 
   /**
@@ -45,6 +50,9 @@ export class JobRuntime {
    * `serveMetrics` (run, serve) also serves the metrics and, if the job has one, the Pub/Sub endpoint;
    * `endpointFlags` names its exposure settings as the user gave them (CLI flags) in error messages;
    * `exportRunner` tunes every export runner (batch sizes, budget, flush interval, backoff: tests).
+   * A job with `remote:` runs as one worker of a fleet (`workerId`: see resolveWorkerId): its lock, local
+   * store and spill files live in its own folder under the data directory, so any number of workers run
+   * the same job file on one machine.
    * The job's plugins must be loaded already (loadJobWithPlugins).
    */
   static async start(
@@ -56,6 +64,7 @@ export class JobRuntime {
       serveMetrics?: boolean;
       endpointFlags?: EndpointOptions['flags'];
       exportRunner?: ExportManagerOptions['runner'];
+      workerId?: string;
     } = {},
   ): Promise<JobRuntime> {
     registerBuiltInConnectors();
@@ -65,14 +74,23 @@ export class JobRuntime {
       for (const c of cleanups.reverse()) await c();
     };
     try {
-      cleanups.push(acquireLock(job.dataDir));
+      const workerId = job.remote ? resolveWorkerId(options.workerId, job.remote.workerId) : undefined;
+      let dataDir = job.dataDir;
+      if (workerId) {
+        sweepGoneWorkers(job.dataDir);
+        dataDir = workerDir(job.dataDir, workerId);
+        // Its folder holds nothing once it stopped (spill files are uploaded or come again): removed last.
+        const dir = dataDir;
+        cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+      }
+      cleanups.push(acquireLock(dataDir));
       // Before any section opens a DuckDB database (the duckdb section runs its init statements).
       setDuckDbLimits({ memoryLimit: `${Math.max(1, Math.floor(job.memory.duckdb / 1024 / 1024))}MiB`, threads: job.memory.duckdbThreads });
-      const opened = await openSections(job, { dataDir: job.dataDir, readOnly, logger }, cleanups);
+      const opened = await openSections(job, { dataDir, readOnly, logger }, cleanups);
       let reportFailure!: (error: Error) => void;
       const failure = new Promise<Error>((resolve) => (reportFailure = resolve));
       const core = await PubSubCore.open({
-        store: SqliteStore.open(job.dataDir, { durability: job.durability }),
+        store: SqliteStore.open(dataDir, { durability: job.durability }),
         memory: { payloadBytes: job.memory.payloadBytes, messagesPerSubscription: job.memory.messagesPerSubscription, messagesPerKey: job.memory.messagesPerKey },
         onStoreFatal: (error) => {
           logger.fatal({ error: error.message }, 'the store is unusable; stopping');
@@ -83,11 +101,17 @@ export class JobRuntime {
       });
       cleanups.push(() => core.close());
       const reconciled = await reconcile(core, job);
+      const flowControl = job.remote?.flowControl;
       const exports = new ExportManager({
         core,
         settings: opened.settings,
         logger,
-        runner: { maxOutstandingMessages: job.memory.exportMessages, maxOutstandingBytes: job.memory.exportBytes, ...options.exportRunner },
+        runner: {
+          maxOutstandingMessages: flowControl?.maxMessages ?? job.memory.exportMessages,
+          maxOutstandingBytes: flowControl?.maxBytes ?? job.memory.exportBytes,
+          ...options.exportRunner,
+        },
+        remote: workerId ? remoteExportsOf(job, workerId) : undefined,
       });
       cleanups.push(() => exports.stop());
       if (options.withExports !== false && !readOnly) await exports.start();
@@ -106,9 +130,9 @@ export class JobRuntime {
       }
       if (metricsUrl || endpointPort !== undefined) {
         // Tell other commands where to reach this job (status reads /status, publish the endpoint).
-        acquireLock(job.dataDir, { metrics: metricsUrl, endpoint: endpointPort === undefined ? undefined : `${job.endpoint!.host}:${endpointPort}` });
+        acquireLock(dataDir, { metrics: metricsUrl, endpoint: endpointPort === undefined ? undefined : `${job.endpoint!.host}:${endpointPort}` });
       }
-      return new JobRuntime(job, core, exports, reconciled, opened.settings, opened.queryDatabase, readOnly, cleanups, failure, metricsUrl, endpointPort);
+      return new JobRuntime(job, core, exports, reconciled, opened.settings, opened.queryDatabase, readOnly, cleanups, failure, metricsUrl, endpointPort, workerId);
     } catch (e) {
       await undo();
       throw e;
@@ -149,5 +173,5 @@ async function openSections(
       queryDatabase = { path: opened.queryDatabase, key: section.key };
     }
   }
-  return { settings: { ...provided, dataDir: job.dataDir }, queryDatabase: queryDatabase?.path };
+  return { settings: { ...provided, dataDir: context.dataDir }, queryDatabase: queryDatabase?.path };
 }

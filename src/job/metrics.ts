@@ -2,12 +2,45 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Gauge, Registry } from 'prom-client';
 import type { ExportManager } from '../connector/export-manager.js';
+import type { ExportRunner } from '../connector/export-runner.js';
 import { counterMetrics, exportSection } from '../connector/registry.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { projectOf, shortId } from '../core/names.js';
 import { unexpectedErrorCount } from './unexpected-errors.js';
 
 const STATES = ['ACTIVE', 'RESOURCE_ERROR', 'PERMISSION_DENIED', 'NOT_FOUND', 'SCHEMA_MISMATCH', 'IN_TRANSIT_LOCATION_RESTRICTION'];
+
+/**
+ * A remote export's row: what this worker sees of it. Pub/Sub's v1 API reports no backlog (Cloud
+ * Monitoring does), so `backlog` is what this worker holds: delivered to it and not yet acked.
+ */
+function remoteRow(subscription: string, runner: ExportRunner) {
+  return {
+    subscription,
+    worker: runner.workerId,
+    /** The remote endpoint, and whether the worker is streaming from it (or why not). */
+    source: runner.sourceStatus(),
+    sourceRetryAt: runner.stats.sourceRetryAt,
+    state: runner.stats.state,
+    stateReason: runner.stats.stateReason,
+    /** Set while another worker holds the sink (a DuckDB file) and this one waits to take over. */
+    standby: runner.stats.standby,
+    backlog: runner.outstanding,
+    keysInFlight: runner.keysInFlight(),
+    lastCommitAt: runner.stats.lastCommitAt,
+    exported: runner.stats.written,
+    exportErrors: runner.stats.errors,
+    lastExportError: runner.stats.lastError,
+    exportCounters: runner.connectorCounters,
+  };
+}
+
+export type RemoteStatus = ReturnType<typeof remoteRow>;
+
+/** A fleet worker's remote exports: what `orderly status` shows per worker (and /status, after the local rows). */
+export function remoteStatusOf(exports: ExportManager): RemoteStatus[] {
+  return [...exports.remoteExports()].map(([name, runner]) => remoteRow(name, runner));
+}
 
 /** Per subscription (every project), read once: the /status row and the delivery counters. */
 function snapshot(core: PubSubCore, exports?: ExportManager) {
@@ -31,6 +64,7 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
       /** Unexpected failures of the export sink (each reopened it), and the last one, kept after recovery. */
       exportErrors: runner?.stats.errors ?? 0,
       lastExportError: runner?.stats.lastError,
+      lastCommitAt: runner?.stats.lastCommitAt,
       /** Payload bytes this subscription holds in memory, of the limit all subscriptions share (memory.payloadBytes). */
       residentBytes: m.residentBytes,
       payloadLimitBytes: core.memoryUse().payloadLimit,
@@ -59,6 +93,7 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
   const labelNames = ['subscription'] as const;
   // Each scrape reads the live state once (a backlog scan per subscription); every gauge uses that.
   let current: Snapshot[] = [];
+  let remote: RemoteStatus[] = [];
   const gauge = (name: string, help: string, value: (s: Snapshot) => number) =>
     new Gauge({
       name,
@@ -88,6 +123,26 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
       return counter === undefined ? 0 : (s.status.exportCounters?.[counter] ?? 0);
     });
   }
+  // A fleet worker's own view of each remote export, labelled by worker (every worker of a fleet reports its share).
+  const workerGauge = (name: string, help: string, value: (r: RemoteStatus) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['subscription', 'worker'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const r of remote) this.set({ subscription: r.subscription, worker: r.worker ?? '' }, value(r));
+      },
+    });
+  workerGauge('orderly_worker_exported_total', 'Messages this worker wrote for a remote export', (r) => r.exported);
+  workerGauge('orderly_worker_keys_in_flight', 'Ordering keys with messages this worker holds unacked (remote exports)', (r) => r.keysInFlight);
+  workerGauge('orderly_worker_held_messages', 'Messages delivered to this worker and not yet acked (remote exports)', (r) => r.backlog);
+  workerGauge('orderly_worker_streaming', '1 while this worker streams from the remote subscription, else 0', (r) => (r.source.state === 'streaming' ? 1 : 0));
+  workerGauge('orderly_worker_standby', '1 while this worker waits for another to release the sink (a DuckDB file)', (r) => (r.standby ? 1 : 0));
+  workerGauge('orderly_worker_last_commit_timestamp_seconds', 'When this worker last acked messages durable at the sink (0: never)', (r) =>
+    r.lastCommitAt ? Date.parse(r.lastCommitAt) / 1000 : 0,
+  );
   new Gauge({
     name: 'orderly_payload_memory_limit_bytes',
     help: 'Payload bytes all subscriptions may hold in memory together (memory.payloadBytes)',
@@ -129,9 +184,10 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
     try {
       if (req.url === '/metrics') {
         current = snapshot(core, exports);
+        remote = remoteStatusOf(exports);
         registry.metrics().then((body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body), (e: unknown) => failed(res, e));
       } else if (req.url === '/status') {
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(statusOf(core, exports)));
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify([...statusOf(core, exports), ...remoteStatusOf(exports)]));
       } else res.writeHead(404).end();
     } catch (e) {
       failed(res, e);

@@ -6,6 +6,7 @@ import { connectDuckDb } from '../duckdb/database.js';
 import { quoteIdent, quoteString } from '../duckdb/sql.js';
 import { exportTargetOf } from './export-target.js';
 import type { JobRuntime } from './job-runtime.js';
+import { remoteExportTargets } from './remote-job.js';
 import { queryViewNames } from './query-view-names.js';
 
 /**
@@ -64,6 +65,13 @@ async function queryViews(runtime: JobRuntime): Promise<{ views: string[]; files
     if (!view) continue;
     files.push(...view.files);
     offered.push({ subscription: sub.name, select: view.select });
+  }
+  // A fleet's remote exports: what every worker wrote, read from the sink.
+  for (const found of remoteExportTargets(runtime.job, runtime.connectorSettings)) {
+    const view = await found.factory.queryView?.(found.target);
+    if (!view) continue;
+    files.push(...view.files);
+    offered.push({ subscription: found.target.subscription, select: view.select });
   }
   const names = queryViewNames(
     offered.map((o) => o.subscription),

@@ -3,11 +3,11 @@ import { orderlyBin } from '../helpers/cli.js';
 
 /**
  * `orderly run <job>` as a child process, the way a user runs it. `ready` resolves with the Pub/Sub
- * endpoint's port and the metrics URL once the job logs "job running" (with `pubsubEndpoint` and `metrics`);
- * `exited` with how it ended.
+ * endpoint's port (if the job serves one), the metrics URL and the worker id once the job logs "job
+ * running"; `exited` with how it ended.
  */
 export class OrderlyRunProcess {
-  readonly ready: Promise<{ port: number; metrics?: string }>;
+  readonly ready: Promise<{ port: number; metrics?: string; worker?: string }>;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** The last lines it printed (both streams), for a failure message. */
   private readonly tail: string[] = [];
@@ -16,11 +16,11 @@ export class OrderlyRunProcess {
   /** How long a start may take on a loaded machine before it counts as hung. */
   static readonly START_TIMEOUT_MS = 90_000;
 
-  constructor(job: string) {
-    this.child = spawn(process.execPath, [orderlyBin, 'run', job], {
+  constructor(job: string, args: string[] = [], env: NodeJS.ProcessEnv = {}) {
+    this.child = spawn(process.execPath, [orderlyBin, 'run', job, ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
       // The test runner's environment silences logs; the port is read from the "job running" line.
-      env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' },
+      env: { ...process.env, ORDERLY_LOG_LEVEL: 'info', ...env },
     });
     this.exited = new Promise((resolve) => this.child.once('exit', (code, signal) => resolve({ code, signal })));
     this.ready = new Promise((resolve, reject) => {
@@ -32,10 +32,13 @@ export class OrderlyRunProcess {
         pending = lines.pop()!;
         for (const line of lines) {
           this.remember(line);
-          const m = /"pubsubEndpoint":(\d+).*"msg":"job running"/.exec(line);
-          if (!m) continue;
+          if (!/"msg":"job running"/.test(line)) continue;
           clearTimeout(hung);
-          resolve({ port: Number(m[1]), metrics: /"metrics":"([^"]+)"/.exec(line)?.[1] });
+          resolve({
+            port: Number(/"pubsubEndpoint":(\d+)/.exec(line)?.[1]),
+            metrics: /"metrics":"([^"]+)"/.exec(line)?.[1],
+            worker: /"worker":"([^"]+)"/.exec(line)?.[1],
+          });
         }
       });
       this.child.stderr!.on('data', (chunk: Buffer) => chunk.toString().split('\n').forEach((l) => this.remember(l)));

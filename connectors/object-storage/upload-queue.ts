@@ -1,0 +1,151 @@
+import type { S3Client } from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { SinkStateError, emptyResult, type WriteResult } from '../../src/connector/connector.js';
+import type { ManifestObject } from './manifest.js';
+import { BucketFailure, type ManifestLog } from './manifest-log.js';
+import type { RollingFile } from './rolling-file.js';
+import { classifyS3Error, type S3Failure } from './s3-client.js';
+
+/** Multipart above this size, in parts of this size: memory stays bounded whatever the file size. */
+const PART_SIZE = 8 * 1024 * 1024;
+/** Files uploading at once: one upload's round trips overlap the other's transfer. */
+const PARALLEL_UPLOADS = 2;
+
+export interface UploadQueueOptions {
+  s3: S3Client;
+  bucket: string;
+  /** The format's name, for the manifest. */
+  format: string;
+  manifest: ManifestLog;
+  /** Recorded in each manifest entry (a fleet's worker). */
+  worker?: string;
+  /** Totals the writer reports as its counters. */
+  counters: { objectsWritten: number; bytesUploaded: number; uploadRetries: number };
+  /** An object was committed: its messages count as written from now on. */
+  committed(entry: ManifestObject): void;
+  /** Deliveries became written or failed in the background. */
+  notify(): void;
+}
+
+/**
+ * Closed files waiting for upload, oldest first, uploaded in the background two at a time (multipart
+ * when large). Per file: manifest "pending", upload, manifest "committed", then its deliveries are
+ * written. A sink-wide failure blocks the queue (the file stays in line, retried from the next `settle`);
+ * a failure of this object alone (a 4xx the sink will always give) fails its deliveries. What finished
+ * is collected with `take`.
+ */
+export class UploadQueue {
+  private readonly sealed: RollingFile[] = [];
+  /** The background upload loop, while it runs. */
+  private uploading?: Promise<void>;
+  /** Set when the sink as a whole failed an upload; uploads wait for the next settle to retry. */
+  private blocked?: S3Failure;
+  /** An unexpected error of the upload loop, thrown from the next call. */
+  private fault?: unknown;
+  /** What finished in the background since the last take. */
+  private finished = emptyResult();
+
+  constructor(private readonly options: UploadQueueOptions) {}
+
+  add(file: RollingFile): void {
+    this.sealed.push(file);
+  }
+
+  /** Uploads in the background, unless the sink is blocked (then the next settle retries it). */
+  kick(): void {
+    if (!this.blocked) void this.start();
+  }
+
+  /**
+   * Retries a blocked sink in the foreground (so the runner sees its state and backs off), and waits for
+   * every upload when `all`. Throws the sink's state, or an unexpected failure of the loop.
+   */
+  async settle(all: boolean): Promise<void> {
+    this.raiseFault();
+    const retry = this.blocked !== undefined;
+    this.blocked = undefined;
+    const uploads = this.start();
+    if (all || retry) await uploads;
+    this.raiseFault();
+    if (this.blocked) throw stateError(this.blocked);
+  }
+
+  take(): WriteResult {
+    const result = this.finished;
+    this.finished = emptyResult();
+    return result;
+  }
+
+  raiseFault(): void {
+    if (this.fault === undefined) return;
+    const fault = this.fault;
+    this.fault = undefined;
+    throw fault;
+  }
+
+  /** Waits for the upload in progress, then hands back the files never uploaded. */
+  async stop(): Promise<RollingFile[]> {
+    await this.uploading;
+    return this.sealed.splice(0);
+  }
+
+  /** Runs the upload loop unless it is running; resolves when it stops (nothing left, or blocked). */
+  private start(): Promise<void> {
+    this.uploading ??= this.uploadAll().finally(() => {
+      this.uploading = undefined;
+      const { written, failed } = this.finished;
+      if (written.length || failed.length) this.options.notify();
+    });
+    return this.uploading;
+  }
+
+  private async uploadAll(): Promise<void> {
+    try {
+      while (this.sealed.length && !this.blocked) await Promise.all(this.sealed.slice(0, PARALLEL_UPLOADS).map((f) => this.upload(f)));
+    } catch (e) {
+      this.fault = e;
+    }
+  }
+
+  private async upload(file: RollingFile): Promise<void> {
+    const { s3, bucket, format, manifest, worker, counters } = this.options;
+    const size = (await stat(file.localPath)).size;
+    const entry = file.manifestEntry(bucket, format, size, worker);
+    let failure: S3Failure | undefined;
+    try {
+      await manifest.markPending(entry);
+      const upload = new Upload({
+        client: s3,
+        params: { Bucket: bucket, Key: file.object, Body: createReadStream(file.localPath), ContentLength: size },
+        partSize: PART_SIZE,
+        queueSize: 2,
+      });
+      await upload.done();
+      const committed = { ...entry, committedAt: new Date().toISOString() };
+      await manifest.commit(committed);
+      this.options.committed(committed);
+      counters.objectsWritten++;
+      counters.bytesUploaded += size;
+    } catch (e) {
+      failure = e instanceof BucketFailure ? e.failure : classifyS3Error(e, bucket);
+      counters.uploadRetries++;
+      if (failure.state) {
+        this.blocked = failure;
+        return;
+      }
+      await manifest.discard(file.object);
+    }
+    this.sealed.splice(this.sealed.indexOf(file), 1);
+    await file.remove();
+    // Into whatever result the next call takes (not one captured before the awaits above).
+    if (failure) this.finished.failed.push(...file.deliveries.map((em) => ({ id: em.id, error: failure.message, retryable: true })));
+    else this.finished.written.push(...file.deliveries.map((em) => em.id));
+  }
+}
+
+export function stateError(f: S3Failure): SinkStateError {
+  return new SinkStateError(f.state ?? 'RESOURCE_ERROR', f.message);
+}
+

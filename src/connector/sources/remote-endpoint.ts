@@ -1,0 +1,106 @@
+import { PubSub, type ClientConfig } from '@google-cloud/pubsub';
+import { createHash } from 'node:crypto';
+import type { SubscriptionIdentity } from '../../core/pubsub-core.js';
+import { SourceError } from './source.js';
+
+/** Google Cloud Pub/Sub's own endpoint, used when the job names none. */
+export const GOOGLE_PUBSUB_ENDPOINT = 'pubsub.googleapis.com:443';
+
+/** How to reach a remote Pub/Sub v1 endpoint. */
+export interface RemoteEndpoint {
+  /**
+   * `host:port` of a compatible endpoint (another `orderly serve`, Google's emulator), reached as
+   * PUBSUB_EMULATOR_HOST is: plaintext, no Google credentials. Unset: Google Cloud Pub/Sub, over TLS with
+   * Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's login, or the metadata server).
+   */
+  endpoint?: string;
+  /** The project whose subscriptions bare ids name. */
+  projectId: string;
+  /** Bearer token for an `orderly serve` started with one (sent as `authorization: Bearer <token>`). */
+  authToken?: string;
+}
+
+/** The endpoint as status and errors name it (never with credentials). */
+export function endpointLabel(e: RemoteEndpoint): string {
+  return e.endpoint ?? GOOGLE_PUBSUB_ENDPOINT;
+}
+
+/** Google's client for the endpoint. Credentials are the client's business: read by it, never logged here. */
+export function createPubSubClient(e: RemoteEndpoint): PubSub {
+  const options: ClientConfig & Record<string, unknown> = { projectId: e.projectId };
+  if (e.endpoint) {
+    options.apiEndpoint = e.endpoint;
+    // Not a *.googleapis.com host: plaintext, as with PUBSUB_EMULATOR_HOST.
+    options.emulatorMode = true;
+  }
+  if (e.authToken) {
+    const authorization = `Bearer ${e.authToken}`;
+    // grpc-js lets a client rewrite each call's metadata; call credentials would need TLS.
+    options['grpc.callInvocationTransformer'] = (call: { metadata: { set(key: string, value: string): void } }) => {
+      call.metadata.set('authorization', authorization);
+      return call;
+    };
+  }
+  return new PubSub(options);
+}
+
+/** `projects/<p>/subscriptions/<id>` for a full name or a bare id in the endpoint's project. */
+export function remoteSubscriptionName(ref: string, projectId: string): string {
+  return ref.startsWith('projects/') ? ref : `projects/${projectId}/subscriptions/${ref}`;
+}
+
+/**
+ * A remote subscription's identity: the same on every worker of a fleet (sinks key shared progress by
+ * it), different for every subscription. Pub/Sub gives a subscription created again under the same name
+ * no new identity, so neither can Orderly: its sink progress carries over (messages are recognised by id).
+ */
+export function remoteIdentity(subscription: string): SubscriptionIdentity {
+  return { uid: `remote-${createHash('sha256').update(subscription).digest('hex').slice(0, 16)}`, adoptsNameKeyedProgress: false };
+}
+
+const CODES: Record<number, string> = {
+  1: 'CANCELLED',
+  2: 'UNKNOWN',
+  3: 'INVALID_ARGUMENT',
+  4: 'DEADLINE_EXCEEDED',
+  5: 'NOT_FOUND',
+  7: 'PERMISSION_DENIED',
+  8: 'RESOURCE_EXHAUSTED',
+  9: 'FAILED_PRECONDITION',
+  13: 'INTERNAL',
+  14: 'UNAVAILABLE',
+  16: 'UNAUTHENTICATED',
+};
+
+/** A failure to reach or read a remote subscription, as a message naming the subscription and the endpoint and saying what to do. */
+export function describeRemoteError(e: unknown, subscription: string, endpoint: RemoteEndpoint): SourceError {
+  const err = e as { code?: number; details?: string; message?: string };
+  const where = endpointLabel(endpoint);
+  const detail = (err.details || err.message || String(e)).split('\n')[0]!;
+  const code = typeof err.code === 'number' ? CODES[err.code] : undefined;
+  const google = !endpoint.endpoint;
+  switch (code) {
+    case 'NOT_FOUND':
+      return new SourceError(`remote subscription ${subscription} does not exist at ${where} (NOT_FOUND: ${detail}); create it, or fix the name in remote.exports`);
+    case 'UNAVAILABLE':
+    case 'DEADLINE_EXCEEDED':
+      return new SourceError(`cannot reach the Pub/Sub endpoint ${where} for subscription ${subscription} (${code}: ${detail})`);
+    case 'UNAUTHENTICATED':
+      return new SourceError(
+        `the Pub/Sub endpoint ${where} refused the credentials for subscription ${subscription} (UNAUTHENTICATED: ${detail}); ` +
+          (google ? 'check GOOGLE_APPLICATION_CREDENTIALS or `gcloud auth application-default login`' : 'check remote.authToken'),
+      );
+    case 'PERMISSION_DENIED':
+      return new SourceError(
+        `the credentials may not read subscription ${subscription} at ${where} (PERMISSION_DENIED: ${detail}); grant roles/pubsub.subscriber (and roles/pubsub.viewer for its settings)`,
+      );
+  }
+  // Google's auth library fails before any call when it finds no usable credentials.
+  if (google && /credentials|client_email|private_key|Unable to detect a Project Id|invalid_grant|GOOGLE_APPLICATION_CREDENTIALS|no such file/i.test(detail)) {
+    return new SourceError(
+      `no usable Google credentials for subscription ${subscription} at ${where} (${detail}); set GOOGLE_APPLICATION_CREDENTIALS to a service account key file, ` +
+        'or run `gcloud auth application-default login`',
+    );
+  }
+  return new SourceError(`reading subscription ${subscription} at ${where} failed (${code ?? 'error'}: ${detail})`);
+}

@@ -1,0 +1,84 @@
+import { PubSub } from '@google-cloud/pubsub';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
+import { startServe, type ServeProcess } from './serve-process.js';
+import { tempDir } from './core.js';
+
+export const PROJECT = 'fleet-project';
+
+/** A real `orderly serve` (child process) that also serves /status, as the remote Pub/Sub of a fleet test. */
+export async function startRemote(): Promise<ServeProcess & { dataDir: string; backlog(subscription: string): Promise<number>; client(): PubSub; close(): Promise<void> }> {
+  const dir = tempDir('orderly-remote-');
+  const config = join(dir.path, 'serve.yaml');
+  writeFileSync(config, stringify({ projectId: PROJECT, dataDir: join(dir.path, 'data'), durability: 'process', metrics: { port: 0 } }));
+  const serve = await startServe(['--config', config]);
+  const clients: PubSub[] = [];
+  return {
+    ...serve,
+    dataDir: join(dir.path, 'data'),
+    /** Unacked messages of the subscription, as the server's /status says. */
+    async backlog(subscription: string) {
+      const { metrics } = JSON.parse(readFileSync(join(dir.path, 'data', 'orderly.lock'), 'utf8')) as { metrics: string };
+      const rows = (await (await fetch(`${metrics}/status`)).json()) as { subscription: string; backlog: number }[];
+      return rows.find((r) => r.subscription.endsWith(`/subscriptions/${subscription}`))!.backlog;
+    },
+    /** Google's client, pointed at this server. */
+    client() {
+      const client = new PubSub({ projectId: PROJECT, apiEndpoint: serve.host, emulatorMode: true });
+      clients.push(client);
+      return client;
+    },
+    async close() {
+      await Promise.all(clients.map((c) => c.close()));
+      await serve.stop();
+      dir.remove();
+    },
+  };
+}
+
+/** Writes a job file for fleet workers: `remote:` pointed at `host`, the rest as given. */
+export function writeRemoteJob(dir: string, host: string, job: Record<string, unknown>, remote: Record<string, unknown>): string {
+  const file = join(dir, 'job.yaml');
+  writeFileSync(
+    file,
+    stringify({ projectId: PROJECT, dataDir: join(dir, 'data'), metrics: { port: 0 }, ...job, remote: { endpoint: host, projectId: PROJECT, ...remote } }),
+  );
+  return file;
+}
+
+/** What a worker's /status says of its remote export. */
+export interface WorkerExportStatus {
+  subscription: string;
+  worker: string;
+  source: { location: string; state: string; error?: string; retries: number };
+  sourceRetryAt?: string;
+  state: string;
+  standby?: string;
+  backlog: number;
+  keysInFlight: number;
+  lastCommitAt?: string;
+  exported: number;
+}
+
+export async function workerStatus(child: OrderlyRunProcess): Promise<WorkerExportStatus> {
+  const { metrics } = await child.ready;
+  const rows = (await (await fetch(`${metrics}/status`)).json()) as WorkerExportStatus[];
+  return rows.find((r) => 'worker' in r)!;
+}
+
+/** Publishes `count` messages over `keys` ordering keys through Google's client (ordered), `key:seq` payloads. */
+export async function publishKeyed(client: PubSub, topic: string, count: number, keys: number, onProgress?: (published: number) => void): Promise<void> {
+  const publisher = client.topic(topic, { messageOrdering: true, batching: { maxMessages: 500, maxMilliseconds: 5 } });
+  const chunk = 2000;
+  for (let start = 0; start < count; start += chunk) {
+    const sends: Promise<string>[] = [];
+    for (let i = start; i < Math.min(count, start + chunk); i++) {
+      const key = `k${i % keys}`;
+      sends.push(publisher.publishMessage({ data: Buffer.from(`${key}:${Math.floor(i / keys)}`), orderingKey: key }));
+    }
+    await Promise.all(sends);
+    onProgress?.(Math.min(count, start + chunk));
+  }
+}
