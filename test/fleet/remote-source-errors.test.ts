@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
 import { loadJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
-import { statusOf, type RemoteStatus } from '../../src/job/metrics.js';
+import { remoteStatusOf, type RemoteStatus } from '../../src/job/metrics.js';
 import { createLogger } from '../../src/log.js';
 import { orderly } from '../helpers/cli.js';
 import { tempDir } from '../helpers/core.js';
@@ -49,7 +49,7 @@ async function worker(
   );
   const job = loadJob(file);
   const runtime = await JobRuntime.start(job, createLogger({ level: 'silent' }), { serveMetrics: true });
-  const status = () => statusOf(runtime.core, runtime.exports).find((r): r is RemoteStatus => 'worker' in r)!;
+  const status = () => remoteStatusOf(runtime.exports)[0]!;
   return { file, runtime, status, duckdbPath };
 }
 

@@ -49,7 +49,9 @@ export class EmbeddedSource implements ExportSource {
         return handle.attached;
       },
       isLive: (id) => handle.isLive(id),
-      acknowledge: (ids) => handle.acknowledge(ids),
+      acknowledge: async (ids) => {
+        await handle.acknowledge(ids);
+      },
       nack: (ids, error) => handle.modifyAckDeadline(ids, 0, error),
       detach: async () => handle.detach(),
     };
