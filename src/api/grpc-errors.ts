@@ -55,5 +55,5 @@ export function withUndecodableRequests(service: grpc.ServiceDefinition): grpc.S
         },
       },
     ]),
-  ) as grpc.ServiceDefinition;
+  );
 }

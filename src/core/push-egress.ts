@@ -85,11 +85,11 @@ export function post(url: string, body: string | Buffer, headers: Record<string,
   const resolveName = options.egress.lookup ?? dnsLookup;
   const lookup: LookupFunction = (hostname, lookupOptions, callback) => {
     resolveName(hostname, lookupOptions, (err, address: string | LookupAddress[], family?: number) => {
-      if (err || options.egress.allowLinkLocal) return callback(err, address as string, family);
+      if (err || options.egress.allowLinkLocal) return callback(err, address, family);
       const addresses = typeof address === 'string' ? [address] : address.map((a) => a.address);
       const bad = addresses.find(isLinkLocal);
-      if (bad) return callback(Object.assign(refused(bad), { code: 'EPUSHREFUSED' }), address as string, family);
-      callback(null, address as string, family);
+      if (bad) return callback(Object.assign(refused(bad), { code: 'EPUSHREFUSED' }), address, family);
+      callback(null, address, family);
     });
   };
   const send = target.protocol === 'https:' ? httpsRequest : httpRequest;

@@ -22,11 +22,11 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
   for (const [i, s] of job.subscriptions.entries()) {
     const { name, ...input } = s;
     if (!core.hasSubscription(name)) {
-      report.created.push((await core.createSubscription(name, input as SubscriptionInput)).name);
+      report.created.push((await core.createSubscription(name, input)).name);
       continue;
     }
     const current = core.getSubscription(name);
-    const wanted = normalizeSubscription(input as SubscriptionInput, (t, field) => core.topicName(t, field));
+    const wanted = normalizeSubscription(input, (t, field) => core.topicName(t, field));
     try {
       checkImmutable(current, wanted);
     } catch (e) {

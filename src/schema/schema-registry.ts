@@ -357,8 +357,8 @@ export class SchemaRegistry {
   private newSchemaName(project: string, schemaId: unknown, name: unknown): string {
     const hasId = schemaId !== undefined && schemaId !== '';
     if (hasId && typeof schemaId !== 'string') throw new InvalidArgumentError('schemaId', 'must be a string');
-    if (hasId) checkSchemaId(schemaId as string, 'schemaId');
-    const fromId = hasId ? `projects/${project}/schemas/${schemaId as string}` : undefined;
+    if (hasId) checkSchemaId(schemaId, 'schemaId');
+    const fromId = hasId ? `projects/${project}/schemas/${schemaId}` : undefined;
     if (name === undefined || name === '') {
       if (!fromId) throw new InvalidArgumentError('schemaId', 'the id of the new schema is required');
       return fromId;
