@@ -1,5 +1,5 @@
 import type { PubSubCore } from '../core/pubsub-core.js';
-import { checkImmutable, normalizeSubscription, type SubscriptionInput } from '../core/subscription-config.js';
+import { checkImmutable, normalizeSubscription } from '../core/subscription-config.js';
 import { OrderlyError } from '../core/errors.js';
 import type { JobConfig } from './job-config.js';
 
