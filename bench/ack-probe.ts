@@ -10,7 +10,7 @@ import { exitWithParent, reply } from './child.js';
 export type ProbeMessage = { ready: true } | { firstAckAt: number } | { count: number };
 
 const [file, subscription] = process.argv.slice(2);
-const db = new Database(file!, { readonly: true, fileMustExist: true });
+const db = new Database(file, { readonly: true, fileMustExist: true });
 // The store's schema (src/store/sqlite-store.ts): one row per durable ack, except that compaction folds the
 // acks up to a subscription's low_seq into that watermark. The backlog's seqs run 1..N (one topic, published
 // after the subscription was created at low_seq 0), so acked = low_seq + acks above it. A changed schema

@@ -74,7 +74,7 @@ export async function runChild<Out>(module: URL, args: string[], extraExecArgv: 
 export function reply(value: unknown): Promise<void> {
   return new Promise((resolve, reject) => {
     if (!process.send) throw new Error('not started through BenchChild (no IPC channel)');
-    process.send(value as object, (e: Error | null) => (e ? reject(e) : resolve()));
+    process.send(value, (e: Error | null) => (e ? reject(e) : resolve()));
   });
 }
 

@@ -24,7 +24,7 @@ async function runOnce(args: string[]): Promise<number> {
   // No loader flags of the benchmark's own process: the CLI starts as `npx orderly` would start it.
   const child = spawn(process.execPath, [bin, ...args], { cwd: repo, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const [code] = (await once(child, 'exit')) as [number | null];
   const seconds = (performance.now() - start) / 1000;
   if (code !== 0) throw new Error(`orderly ${args.join(' ')} exited with ${code}: ${stderr}`);

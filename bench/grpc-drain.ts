@@ -8,7 +8,7 @@ import { LeanPubsubClient } from './grpc-client.js';
 
 exitWithParent();
 const [host, project, subscription, count] = process.argv.slice(2);
-const client = new LeanPubsubClient(host!, project!);
+const client = new LeanPubsubClient(host!, project);
 // Flow control as Google's client defaults it.
 const deliveries = await client.drain(subscription!, Number(count), { maxOutstandingMessages: 1000 });
 client.close();

@@ -119,7 +119,7 @@ async function callback({ dir, backlog, shrinkWaitSeconds }: StepInput): Promise
   const probed: Partial<{ firstAckAt: number; count: number }> = {};
   const untilProbed = async (field: 'firstAckAt' | 'count') => {
     while (probed[field] === undefined) Object.assign(probed, await probe.next());
-    return probed[field]!;
+    return probed[field];
   };
   await probe.next(); // ready
   const loop = await watchEventLoop();

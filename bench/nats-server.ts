@@ -73,7 +73,7 @@ export async function startNatsServer(binary: NatsBinary): Promise<NatsServer> {
     const url = await new Promise<string>((resolve, reject) => {
       let log = '';
       let listening = false;
-      child.stderr!.on('data', (chunk: Buffer) => {
+      child.stderr.on('data', (chunk: Buffer) => {
         if (listening) return;
         log += chunk.toString();
         const m = /Listening for client connections on (\S+:\d+)/.exec(log);

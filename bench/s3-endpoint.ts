@@ -30,7 +30,7 @@ export async function startBenchS3(): Promise<BenchS3> {
         console.log(port);`, dir.path],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
-    const [line] = (await once(child.stdout!, 'data')) as [Buffer];
+    const [line] = (await once(child.stdout, 'data')) as [Buffer];
     endpoint = `http://127.0.0.1:${Number(line.toString())}`;
     stop = async () => {
       child.kill();

@@ -39,7 +39,7 @@ export async function startOrderlyServe(): Promise<ServeProcess> {
       let seen = '';
       let listening = false;
       // Read for the child's whole life (its log goes there too), so its stdout never fills up and blocks it.
-      child.stdout!.on('data', (chunk: Buffer) => {
+      child.stdout.on('data', (chunk: Buffer) => {
         if (listening) return;
         seen += chunk.toString();
         const m = /PUBSUB_EMULATOR_HOST=(\S+)\)/.exec(seen);

@@ -80,8 +80,9 @@ export async function startPubsubEndpoint(
     socket.on('error', () => socket.destroy());
     socket.setTimeout(idleMs, () => socket.destroy());
     socket.once('readable', () => {
-      const head = socket.read(HTTP2_PREFACE.length) ?? socket.read();
-      if (!head) return socket.destroy();
+      // No encoding is set on the socket, so a read gives a Buffer (or null when nothing is buffered).
+      const head: unknown = socket.read(HTTP2_PREFACE.length) ?? socket.read();
+      if (!Buffer.isBuffer(head)) return socket.destroy();
       socket.setTimeout(0);
       socket.unshift(head);
       if (head.toString('latin1').startsWith(HTTP2_PREFACE)) injector.injectConnection(socket);

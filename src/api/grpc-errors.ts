@@ -46,7 +46,7 @@ export function withUndecodableRequests(service: grpc.ServiceDefinition): grpc.S
       name,
       {
         ...method,
-        requestDeserialize: (bytes: Buffer) => {
+        requestDeserialize: (bytes: Buffer): unknown => {
           try {
             return method.requestDeserialize(bytes);
           } catch (e) {
@@ -55,5 +55,5 @@ export function withUndecodableRequests(service: grpc.ServiceDefinition): grpc.S
         },
       },
     ]),
-  ) as grpc.ServiceDefinition;
+  );
 }

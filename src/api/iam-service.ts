@@ -1,7 +1,8 @@
 import { InvalidArgumentError, NotFoundError } from '../core/errors.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { policyFromProto, policyToProto } from './proto-mapping.js';
-import { required, type RpcHandler } from './rpc.js';
+import type { IamPolicyRequests } from './pubsub-messages.js';
+import { required, serviceHandlers, type RpcHandler } from './rpc.js';
 
 /** The Pub/Sub resources that carry IAM policies, and how to tell that one exists. */
 const KINDS: Record<string, { label: string; exists(core: PubSubCore, name: string): boolean }> = {
@@ -25,16 +26,16 @@ export function iamHandlers(core: PubSubCore): Record<string, RpcHandler> {
     if (!kind.exists(core, name as string)) throw new NotFoundError(kind.label, name as string);
     return name as string;
   };
-  return {
+  return serviceHandlers<IamPolicyRequests>({
     GetIamPolicy: async (r) => policyToProto(core.iam.get(resource(r))),
     SetIamPolicy: async (r) => {
       const name = resource(r);
-      const mask = r.updateMask ? (r.updateMask.paths as string[]).map((p) => p.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase())) : [];
+      const mask = r.updateMask ? r.updateMask.paths.map((p) => p.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase())) : [];
       return policyToProto(await core.iam.set(name, policyFromProto(required(r.policy, 'policy')), mask));
     },
     TestIamPermissions: async (r) => {
       resource(r);
       return { permissions: r.permissions };
     },
-  };
+  });
 }

@@ -1,5 +1,6 @@
 import protobuf from 'protobufjs';
 import { InvalidArgumentError } from '../core/errors.js';
+import type { ProtoDuration, ProtoFieldMask, ProtoObject } from './pubsub-messages.js';
 import { MESSAGE_SHAPE } from './pubsub-proto.js';
 
 /**
@@ -22,9 +23,6 @@ export const JSON_EXTENSIONS: Readonly<Record<string, readonly string[]>> = {
   'google.pubsub.v1.CloudStorageConfig': ['parquetConfig', 'shards'],
 };
 
-/** A message as the handlers see it: the fields of its proto type, shaped as MESSAGE_SHAPE says. */
-export type ProtoObject = Record<string, any>;
-
 type Path = (string | number)[];
 interface Extension {
   path: Path;
@@ -34,9 +32,9 @@ interface Extension {
 export function fromProtoJson(type: protobuf.Type, json: unknown, at = ''): ProtoObject {
   const extensions: Extension[] = [];
   const plain = messageFromJson(type, json, at, [], extensions);
-  const shaped = type.toObject(type.fromObject(plain), MESSAGE_SHAPE);
+  const shaped: ProtoObject = type.toObject(type.fromObject(plain), MESSAGE_SHAPE);
   for (const { path, value } of extensions) {
-    const parent = path.slice(0, -1).reduce<ProtoObject>((o, p) => o[p], shaped);
+    const parent = path.slice(0, -1).reduce((o, p) => o[p] as ProtoObject, shaped);
     parent[path[path.length - 1]!] = value;
   }
   return shaped;
@@ -44,7 +42,7 @@ export function fromProtoJson(type: protobuf.Type, json: unknown, at = ''): Prot
 
 export function toProtoJson(type: protobuf.Type, value: object | undefined): Record<string, unknown> {
   const original = (value ?? {}) as ProtoObject;
-  const shaped = type.toObject(type.fromObject(original), MESSAGE_SHAPE);
+  const shaped: ProtoObject = type.toObject(type.fromObject(original), MESSAGE_SHAPE);
   return messageToJson(type, shaped, original);
 }
 
@@ -181,10 +179,10 @@ function messageToJson(type: protobuf.Type, shaped: ProtoObject, original: Proto
     if (v === null || v === undefined) continue;
     const from = original?.[field.name];
     if (field.map) {
-      const entries = Object.entries(v as object);
-      if (entries.length) out[field.name] = Object.fromEntries(entries.map(([k, x]) => [k, singleToJson(field, x, from?.[k])]));
+      const entries = Object.entries(v);
+      if (entries.length) out[field.name] = Object.fromEntries(entries.map(([k, x]) => [k, singleToJson(field, x, (from as ProtoObject | undefined)?.[k])]));
     } else if (field.repeated) {
-      if ((v as unknown[]).length) out[field.name] = (v as unknown[]).map((x, i) => singleToJson(field, x, from?.[i]));
+      if ((v as unknown[]).length) out[field.name] = (v as unknown[]).map((x, i) => singleToJson(field, x, (from as unknown[] | undefined)?.[i]));
     } else if ((field.partOf && shaped[field.partOf.name] === field.name) || !isDefault(field, v)) {
       out[field.name] = singleToJson(field, v, from);
     }
@@ -240,7 +238,8 @@ const WELL_KNOWN: Record<string, WellKnown> = {
       const sign = m[1] ? -1 : 1;
       return { seconds: `${m[1] ?? ''}${m[2]}`, nanos: sign * Number((m[3] ?? '').padEnd(9, '0')) };
     },
-    toJson: (d) => {
+    toJson: (value) => {
+      const d = value as ProtoDuration;
       const seconds = BigInt(d.seconds ?? 0);
       const nanos = Number(d.nanos ?? 0);
       const negative = seconds < 0n || nanos < 0;
@@ -257,7 +256,8 @@ const WELL_KNOWN: Record<string, WellKnown> = {
       }
       return { seconds: String(Math.floor(ms / 1000)), nanos: Number((m[3] ?? '').padEnd(9, '0')) };
     },
-    toJson: (t) => {
+    toJson: (value) => {
+      const t = value as ProtoDuration;
       const iso = new Date(Number(t.seconds ?? 0) * 1000).toISOString();
       return `${iso.slice(0, 19)}${fraction(Number(t.nanos ?? 0))}Z`;
     },
@@ -268,7 +268,7 @@ const WELL_KNOWN: Record<string, WellKnown> = {
       if (typeof json !== 'string') throw new InvalidArgumentError(at, 'must be a string of comma-separated field paths');
       return { paths: json.split(',').filter(Boolean).map((p) => p.split('.').map(snake).join('.')) };
     },
-    toJson: (m) => ((m.paths ?? []) as string[]).map((p) => p.split('.').map(camel).join('.')).join(','),
+    toJson: (m) => ((m as ProtoFieldMask).paths ?? []).map((p) => p.split('.').map(camel).join('.')).join(','),
   },
   '.google.protobuf.Empty': {
     noun: 'empty object',
@@ -304,13 +304,27 @@ function jsonValue(v: unknown): ProtoObject {
   return { structValue: structValue(v as Record<string, unknown>) };
 }
 
-function structJson(s: ProtoObject): Record<string, unknown> {
-  return Object.fromEntries(Object.entries((s.fields ?? {}) as Record<string, ProtoObject>).map(([k, v]) => [k, valueJson(v)]));
+/** google.protobuf.Struct and Value as MESSAGE_SHAPE decodes them (`kind` names the member of the oneof that is set). */
+interface ProtoStruct {
+  fields?: Record<string, ProtoValue>;
 }
 
-function valueJson(v: ProtoObject): unknown {
+interface ProtoValue {
+  kind?: string;
+  structValue?: ProtoStruct | null;
+  listValue?: { values?: ProtoValue[] } | null;
+  numberValue?: number;
+  stringValue?: string;
+  boolValue?: boolean;
+}
+
+function structJson(s: ProtoStruct): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(s.fields ?? {}).map(([k, v]) => [k, valueJson(v)]));
+}
+
+function valueJson(v: ProtoValue): unknown {
   if (v.structValue) return structJson(v.structValue);
-  if (v.listValue) return ((v.listValue.values ?? []) as ProtoObject[]).map(valueJson);
+  if (v.listValue) return (v.listValue.values ?? []).map(valueJson);
   if (v.kind === 'numberValue') return v.numberValue;
   if (v.kind === 'stringValue') return v.stringValue;
   if (v.kind === 'boolValue') return v.boolValue;

@@ -5,7 +5,7 @@ import type { Subscription, Topic } from '../core/pubsub-core.js';
 import type { SubscriptionInput } from '../core/subscription-config.js';
 import type { TopicInput } from '../core/topic-config.js';
 import type { SchemaResource } from '../schema/schema-registry.js';
-import type { ProtoObject } from './proto-json.js';
+import type { ProtoCloudStorageConfig, ProtoDuration, ProtoObject, ProtoPolicy, ProtoPushConfig, ProtoSubscription, ProtoTopic } from './pubsub-messages.js';
 import { isSet, refuseUnsupported } from './unsupported-fields.js';
 
 /**
@@ -13,12 +13,6 @@ import { isSet, refuseUnsupported } from './unsupported-fields.js';
  * them). gRPC sends these objects as they are; REST writes them as proto3 JSON (proto-json.ts), so both
  * transports answer alike.
  */
-
-/** google.protobuf.Duration / Timestamp as proto-loader hands them over (int64 as string). */
-export interface ProtoDuration {
-  seconds?: string | number;
-  nanos?: number;
-}
 
 const seconds = (d: ProtoDuration | null | undefined): number | undefined => (d ? Number(d.seconds ?? 0) + (d.nanos ?? 0) / 1e9 : undefined);
 const duration = (s: number): ProtoDuration => ({ seconds: String(Math.floor(s)), nanos: Math.round((s % 1) * 1e9) });
@@ -39,7 +33,7 @@ export function topicToProto(t: Topic): ProtoObject {
  * A proto Topic's settable fields as the core's input (unset ones as `null`). Unsupported fields it sets
  * are refused (`at` prefixes their names), unless `refuse` is false (an update looks only at its mask).
  */
-export function topicFromProto(t: ProtoObject, at = '', refuse = true): Required<TopicInput> {
+export function topicFromProto(t: ProtoTopic, at = '', refuse = true): Required<TopicInput> {
   if (refuse) refuseUnsupported(t, 'topic', at);
   return {
     labels: t.labels ?? {},
@@ -52,7 +46,7 @@ export function topicFromProto(t: ProtoObject, at = '', refuse = true): Required
  * A proto Subscription (defaults filled by proto-loader) to the core's input; an export section or push
  * config left at its defaults means "none". `at` prefixes field names in errors ("subscription.").
  */
-export function subscriptionFromProto(p: ProtoObject, at = ''): SubscriptionInput {
+export function subscriptionFromProto(p: ProtoSubscription, at = ''): SubscriptionInput {
   refuseUnsupported(p, 'subscription', at);
   refuseUnsupported(p.pushConfig, 'pushConfig', `${at}pushConfig.`);
   const input: SubscriptionInput = {
@@ -70,8 +64,8 @@ export function subscriptionFromProto(p: ProtoObject, at = ''): SubscriptionInpu
   }
   if (p.retryPolicy) input.retryPolicy = { minimumBackoff: seconds(p.retryPolicy.minimumBackoff), maximumBackoff: seconds(p.retryPolicy.maximumBackoff) };
   if (p.expirationPolicy) input.expirationPolicy = { ttl: seconds(p.expirationPolicy.ttl) ?? null };
-  if (isSet(p.pushConfig)) input.pushConfig = pushConfigFromProto(p.pushConfig);
-  if (isSet(p.bigqueryConfig)) {
+  if (p.pushConfig && isSet(p.pushConfig)) input.pushConfig = pushConfigFromProto(p.pushConfig);
+  if (p.bigqueryConfig && isSet(p.bigqueryConfig)) {
     const b = p.bigqueryConfig;
     input.bigqueryConfig = setFields({
       table: typeof b.table === 'string' ? b.table.replace(':', '.') : b.table,
@@ -82,20 +76,20 @@ export function subscriptionFromProto(p: ProtoObject, at = ''): SubscriptionInpu
       serviceAccountEmail: b.serviceAccountEmail,
     });
   }
-  if (isSet(p.cloudStorageConfig)) input.cloudStorageConfig = cloudStorageFromProto(p.cloudStorageConfig);
-  // Orderly's own (REST and job files): a third-party export connector.
-  if (p.exportConfig !== undefined) input.exportConfig = p.exportConfig;
+  if (p.cloudStorageConfig && isSet(p.cloudStorageConfig)) input.cloudStorageConfig = cloudStorageFromProto(p.cloudStorageConfig);
+  // Orderly's own (REST and job files): a third-party export connector, checked by normalizeSubscription.
+  if (p.exportConfig !== undefined) input.exportConfig = p.exportConfig as SubscriptionInput['exportConfig'];
   return input;
 }
 
-export function pushConfigFromProto(c: ProtoObject): NonNullable<SubscriptionInput['pushConfig']> {
+export function pushConfigFromProto(c: ProtoPushConfig): NonNullable<SubscriptionInput['pushConfig']> {
   const config: NonNullable<SubscriptionInput['pushConfig']> = { pushEndpoint: c.pushEndpoint, attributes: c.attributes ?? {} };
   if (c.oidcToken) config.oidcToken = { serviceAccountEmail: c.oidcToken.serviceAccountEmail, audience: c.oidcToken.audience };
   if (c.noWrapper) config.noWrapper = { writeMetadata: c.noWrapper.writeMetadata };
   return config;
 }
 
-function cloudStorageFromProto(c: ProtoObject): Record<string, unknown> {
+function cloudStorageFromProto(c: ProtoCloudStorageConfig): Record<string, unknown> {
   const config: Record<string, unknown> = setFields({
     bucket: c.bucket,
     filenamePrefix: c.filenamePrefix,
@@ -153,7 +147,24 @@ function pushConfigToProto(c: NonNullable<Subscription['pushConfig']>): ProtoObj
   };
 }
 
-function cloudStorageToProto(c: Record<string, any>, state: string): ProtoObject {
+/** A cloudStorageConfig as the core keeps it: what cloudStorageFromProto (or a job file) gave, checked by its connector. */
+interface StoredCloudStorageConfig {
+  bucket?: string;
+  filenamePrefix?: string;
+  filenameSuffix?: string;
+  filenameDatetimeFormat?: string;
+  avroConfig?: { writeMetadata?: boolean; useTopicSchema?: boolean };
+  parquetConfig?: unknown;
+  /** Seconds, or a duration string ("600s"). */
+  maxDuration?: number | string;
+  maxBytes?: number;
+  maxMessages?: number;
+  serviceAccountEmail?: string;
+  shards?: unknown;
+}
+
+function cloudStorageToProto(stored: Record<string, unknown>, state: string): ProtoObject {
+  const c = stored as StoredCloudStorageConfig;
   const maxDuration = c.maxDuration === undefined ? undefined : typeof c.maxDuration === 'number' ? c.maxDuration : Number.parseFloat(c.maxDuration);
   const format = c.avroConfig ? { avroConfig: { writeMetadata: !!c.avroConfig.writeMetadata, useTopicSchema: !!c.avroConfig.useTopicSchema } } : c.parquetConfig ? {} : { textConfig: {} };
   return {
@@ -194,10 +205,10 @@ export function policyToProto(p: IamPolicy): ProtoObject {
   return { version: p.version, bindings: p.bindings, auditConfigs: p.auditConfigs, etag: Buffer.from(p.etag, 'base64') };
 }
 
-export function policyFromProto(p: ProtoObject): IamPolicy {
+export function policyFromProto(p: ProtoPolicy): IamPolicy {
   return {
     version: p.version ?? 0,
-    bindings: ((p.bindings ?? []) as ProtoObject[]).map((b) => ({ role: b.role, members: b.members ?? [], ...(b.condition ? { condition: b.condition } : {}) })),
+    bindings: (p.bindings ?? []).map((b) => ({ role: b.role, members: b.members ?? [], ...(b.condition ? { condition: b.condition } : {}) })),
     auditConfigs: p.auditConfigs ?? [],
     etag: p.etag?.length ? Buffer.from(p.etag).toString('base64') : '',
   };

@@ -1,15 +1,15 @@
 import { InvalidArgumentError } from '../core/errors.js';
 import type { MessageInput } from '../core/message.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
-import type { ProtoObject } from './proto-json.js';
 import { topicFromProto, topicToProto } from './proto-mapping.js';
-import { listPage, projectId, required, type RpcHandler } from './rpc.js';
+import type { PublisherRequests } from './pubsub-messages.js';
+import { listPage, projectId, required, serviceHandlers, type RpcHandler } from './rpc.js';
 import { snapshotHandlers } from './snapshot-api.js';
 import { topicPatch } from './update-masks.js';
 
 /** google.pubsub.v1.Publisher over the core (ListTopicSnapshots: snapshot-api.ts). */
 export function publisherHandlers(core: PubSubCore): Record<string, RpcHandler> {
-  return {
+  const handlers = serviceHandlers<Omit<PublisherRequests, 'ListTopicSnapshots'>>({
     CreateTopic: async (t) => topicToProto(await core.createTopic(t.name, topicFromProto(t))),
     UpdateTopic: async (r) => {
       const topic = required(r.topic, 'topic');
@@ -19,18 +19,18 @@ export function publisherHandlers(core: PubSubCore): Record<string, RpcHandler> 
     GetTopic: async (r) => topicToProto(core.getTopic(r.topic)),
     ListTopics: async (r) => listPage(r, core.listTopics(projectId(r.project)), (t) => t.name, 'topics', topicToProto),
     ListTopicSubscriptions: async (r) => listPage(r, core.listTopicSubscriptions(r.topic), (s) => s, 'subscriptions'),
-    ...snapshotHandlers(core).publisher,
     DeleteTopic: async (r) => core.deleteTopic(r.topic),
     DetachSubscription: async (r) => {
       await core.detachSubscription(r.subscription);
       return {};
     },
     Publish: async (r) => {
-      const messages = r.messages as ProtoObject[];
+      const messages = r.messages;
       const keys = new Set(messages.map((m) => m.orderingKey));
       if (keys.size > 1) throw new InvalidArgumentError('messages', 'all messages of one publish request must share an ordering key');
       const inputs: MessageInput[] = messages.map((m) => ({ data: m.data, attributes: m.attributes, orderingKey: m.orderingKey }));
       return { messageIds: await core.publish(r.topic, inputs) };
     },
-  };
+  });
+  return { ...handlers, ...snapshotHandlers(core).publisher };
 }

@@ -1,6 +1,7 @@
 import protobuf from 'protobufjs';
 import { InvalidArgumentError } from '../core/errors.js';
-import { fromProtoJson, type ProtoObject } from './proto-json.js';
+import { fromProtoJson } from './proto-json.js';
+import type { ProtoObject } from './pubsub-messages.js';
 
 /**
  * Pub/Sub's REST API as HTTP/JSON transcoding of its gRPC methods, read from the `google.api.http`

@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from '../core/errors.js';
-import { pageOf } from '../core/paging.js';
-import type { ProtoObject } from './proto-json.js';
+import { pageOf, type PageRequest } from '../core/paging.js';
+import type { ProtoObject } from './pubsub-messages.js';
 
 /**
  * One unary RPC of the Pub/Sub API: takes the request as proto-loader decodes it (gRPC) or proto-json
@@ -12,6 +12,16 @@ export type RpcHandler = (request: ProtoObject) => Promise<ProtoObject | void>;
 /** Handlers by method name as the proto spells it (`CreateTopic`), per service (`google.pubsub.v1.Publisher`). */
 export type ServiceHandlers = Record<string, Record<string, RpcHandler>>;
 
+/**
+ * A service's handlers, each typed by its request (`Requests` maps a method to its request message,
+ * pubsub-messages.ts), as the map both transports call. This is where the decoding is trusted: gRPC
+ * (proto-loader) and REST (fromProtoJson) both decode a request against the method's input type with
+ * MESSAGE_SHAPE, so by the time it reaches its handler it has the shape `Requests` describes.
+ */
+export function serviceHandlers<Requests>(handlers: { [Method in keyof Requests]: (request: Requests[Method]) => Promise<ProtoObject | void> }): Record<string, RpcHandler> {
+  return handlers as unknown as Record<string, RpcHandler>;
+}
+
 /** A message field the request must carry (proto3 decodes an absent one as null). */
 export function required<T>(value: T | null | undefined, field: string): T {
   if (value === null || value === undefined) throw new InvalidArgumentError(field, 'is required');
@@ -19,7 +29,7 @@ export function required<T>(value: T | null | undefined, field: string): T {
 }
 
 /** One page of a List call's items (sorted by `keyOf`), as `{ [field]: items, nextPageToken }`. */
-export function listPage<T>(request: ProtoObject, items: readonly T[], keyOf: (item: T) => string, field: string, map: (item: T) => unknown = (x) => x): ProtoObject {
+export function listPage<T>(request: PageRequest, items: readonly T[], keyOf: (item: T) => string, field: string, map: (item: T) => unknown = (x) => x): ProtoObject {
   const page = pageOf(items, { pageSize: request.pageSize, pageToken: request.pageToken }, keyOf, 'ascending');
   return { [field]: page.items.map(map), nextPageToken: page.nextPageToken };
 }

@@ -1,6 +1,7 @@
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { schemaToProto } from './proto-mapping.js';
-import type { RpcHandler } from './rpc.js';
+import type { SchemaServiceRequests } from './pubsub-messages.js';
+import { serviceHandlers, type RpcHandler } from './rpc.js';
 
 /**
  * google.pubsub.v1.SchemaService over the core's schema registry (src/schema/schema-registry.ts holds
@@ -9,7 +10,7 @@ import type { RpcHandler } from './rpc.js';
  */
 export function schemaHandlers(core: PubSubCore): Record<string, RpcHandler> {
   const schemas = () => core.schemas;
-  return {
+  return serviceHandlers<SchemaServiceRequests>({
     CreateSchema: async (r) => schemaToProto(await schemas().create({ parent: r.parent, schemaId: r.schemaId, schema: r.schema })),
     GetSchema: async (r) => schemaToProto(schemas().get(r.name, r.view)),
     ListSchemas: async (r) => {
@@ -34,5 +35,5 @@ export function schemaHandlers(core: PubSubCore): Record<string, RpcHandler> {
       schemas().validateMessage({ parent: r.parent, name: r.name || undefined, schema: r.schema ?? undefined, message: r.message, encoding: r.encoding });
       return {};
     },
-  };
+  });
 }

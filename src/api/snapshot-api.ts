@@ -1,9 +1,9 @@
 import { InvalidArgumentError } from '../core/errors.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Snapshot, SnapshotPatch } from '../core/snapshots.js';
-import type { ProtoObject } from './proto-json.js';
-import { timestamp, timestampMs, type ProtoDuration } from './proto-mapping.js';
-import { listPage, projectId, required, type RpcHandler } from './rpc.js';
+import { timestamp, timestampMs } from './proto-mapping.js';
+import type { ProtoObject, PublisherRequests, SubscriberRequests } from './pubsub-messages.js';
+import { listPage, projectId, required, serviceHandlers, type RpcHandler } from './rpc.js';
 import { maskFields } from './update-masks.js';
 import { isSet } from './unsupported-fields.js';
 
@@ -44,9 +44,12 @@ export function inProjectOf(owner: unknown, kind: 'topics' | 'subscriptions' | '
   return project && ref && !ref.includes('/') ? `projects/${project}/${kind}/${ref}` : ref;
 }
 
+/** The Subscriber methods this file answers (subscriber-service.ts answers the others). */
+export type SnapshotMethod = 'CreateSnapshot' | 'GetSnapshot' | 'ListSnapshots' | 'UpdateSnapshot' | 'DeleteSnapshot';
+
 export function snapshotHandlers(core: PubSubCore): { subscriber: Record<string, RpcHandler>; publisher: Record<string, RpcHandler> } {
   return {
-    subscriber: {
+    subscriber: serviceHandlers<Pick<SubscriberRequests, SnapshotMethod>>({
       CreateSnapshot: async (r) => {
         refuseSnapshotTags(r.tags);
         if (!r.subscription) throw new InvalidArgumentError('subscription', 'is required');
@@ -55,15 +58,15 @@ export function snapshotHandlers(core: PubSubCore): { subscriber: Record<string,
       GetSnapshot: async (r) => snapshotToProto(core.getSnapshot(r.snapshot)),
       ListSnapshots: async (r) => listPage(r, core.listSnapshots(projectId(r.project)), (s) => s.name, 'snapshots', snapshotToProto),
       UpdateSnapshot: async (r) => {
-        const snapshot: ProtoObject = required(r.snapshot, 'snapshot');
-        const expireTime = snapshot.expireTime ? timestampMs(snapshot.expireTime as ProtoDuration) : undefined;
+        const snapshot = required(r.snapshot, 'snapshot');
+        const expireTime = snapshot.expireTime ? timestampMs(snapshot.expireTime) : undefined;
         const patch = snapshotPatch(required(r.updateMask, 'updateMask').paths, { labels: snapshot.labels, expireTime });
         return snapshotToProto(await core.updateSnapshot(snapshot.name, patch));
       },
       DeleteSnapshot: async (r) => core.deleteSnapshot(r.snapshot),
-    },
-    publisher: {
+    }),
+    publisher: serviceHandlers<Pick<PublisherRequests, 'ListTopicSnapshots'>>({
       ListTopicSnapshots: async (r) => listPage(r, core.listTopicSnapshots(r.topic), (name) => name, 'snapshots'),
-    },
+    }),
   };
 }

@@ -1,16 +1,16 @@
 import { InvalidArgumentError } from '../core/errors.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { SubscriptionInput } from '../core/subscription-config.js';
-import type { ProtoObject } from './proto-json.js';
-import { pushConfigFromProto, receivedToProto, subscriptionFromProto, subscriptionToProto, timestampMs, type ProtoDuration } from './proto-mapping.js';
-import { listPage, projectId, required, type RpcHandler } from './rpc.js';
-import { inProjectOf, snapshotHandlers } from './snapshot-api.js';
+import { pushConfigFromProto, receivedToProto, subscriptionFromProto, subscriptionToProto, timestampMs } from './proto-mapping.js';
+import type { SubscriberRequests } from './pubsub-messages.js';
+import { listPage, projectId, required, serviceHandlers, type RpcHandler } from './rpc.js';
+import { inProjectOf, snapshotHandlers, type SnapshotMethod } from './snapshot-api.js';
 import { refuseUnsupported, isSet } from './unsupported-fields.js';
 import { subscriptionPatch } from './update-masks.js';
 
 /** google.pubsub.v1.Subscriber's unary calls over the core (StreamingPull: streaming-pull.ts; snapshots: snapshot-api.ts). */
 export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler> {
-  return {
+  const handlers = serviceHandlers<Omit<SubscriberRequests, SnapshotMethod>>({
     CreateSubscription: async (s) => {
       if (s.detached) throw new InvalidArgumentError('detached', 'is set by DetachSubscription; a subscription cannot be created detached');
       return subscriptionToProto(await core.createSubscription(s.name, topicsInProjectOf(s.name, subscriptionFromProto(s))));
@@ -36,18 +36,18 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
       return { receivedMessages: messages.map(receivedToProto) };
     },
     ModifyPushConfig: async (r) => {
-      const pushConfig: ProtoObject = required(r.pushConfig, 'pushConfig');
+      const pushConfig = required(r.pushConfig, 'pushConfig');
       refuseUnsupported(pushConfig, 'pushConfig', 'pushConfig.');
       await core.updateSubscription(r.subscription, { pushConfig: isSet(pushConfig) || pushConfig.noWrapper ? pushConfigFromProto(pushConfig) : null });
     },
     Seek: async (r) => {
       if (r.snapshot) await core.seekToSnapshot(r.subscription, inProjectOf(r.subscription, 'snapshots', r.snapshot));
-      else if (r.time) await core.seek(r.subscription, timestampMs(r.time as ProtoDuration));
+      else if (r.time) await core.seek(r.subscription, timestampMs(r.time));
       else throw new InvalidArgumentError('time', 'is required, or snapshot: a seek needs a target');
       return {};
     },
-    ...snapshotHandlers(core).subscriber,
-  };
+  });
+  return { ...handlers, ...snapshotHandlers(core).subscriber };
 }
 
 /**

@@ -20,7 +20,7 @@ export function subscriptionPatch(paths: string[], subscription: Record<string, 
     if (!UPDATABLE.has(field)) throw new InvalidArgumentError('updateMask', `unknown or read-only field path ${JSON.stringify(path)}`);
     patch[field] = subscription[field] ?? null;
   }
-  return patch as Partial<SubscriptionInput>;
+  return patch;
 }
 
 /** Topic fields an update mask may name. */
@@ -37,7 +37,7 @@ export function topicPatch(paths: string[], topic: Required<TopicInput>): TopicI
     if (!TOPIC_UPDATABLE.has(field)) throw new InvalidArgumentError('updateMask', `unknown or read-only field path ${JSON.stringify(path)}`);
     patch[field] = topic[field as keyof TopicInput];
   }
-  return patch as TopicInput;
+  return patch;
 }
 
 /** [path as given, camelCase field] for each path of an update mask, which must name at least one. */

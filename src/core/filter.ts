@@ -98,7 +98,7 @@ export function parseFilter(src: string): Filter {
       expect(',');
       const prefix = str();
       expect(')');
-      return (a) => a[k] !== undefined && a[k]!.startsWith(prefix);
+      return (a) => a[k] !== undefined && a[k].startsWith(prefix);
     }
     if (isWord(t, 'attributes') && tokens[pos + 1]?.text === ':') {
       pos += 2;

@@ -78,7 +78,7 @@ export class PushDelivery {
     this.inflight++;
     const { spec, subscription } = this.handle;
     const config = spec.pushConfig!;
-    let failure: string | undefined = 'no answer';
+    let failure: string | undefined;
     try {
       // A subscription stored before attributes were checked at creation is refused here instead.
       checkPushAttributes(config.attributes);

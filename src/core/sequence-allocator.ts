@@ -35,8 +35,8 @@ export class SequenceAllocator {
   allocate(topicUid: number, messages: ValidMessage[]): StoredMessage[] {
     const publishTime = (this.lastPublishTime = Math.max(this.lastPublishTime, this.clock.now()));
     let keys = this.keys.get(topicUid);
-    if (!keys) this.keys.set(topicUid, (keys = new Map()));
-    const stored: StoredMessage[] = new Array(messages.length);
+    if (!keys) this.keys.set(topicUid, (keys = new Map<string, { keySeq: number; seq: number }>()));
+    const stored = new Array<StoredMessage>(messages.length);
     for (let i = 0; i < messages.length; i++) {
       const m = messages[i]!;
       const seq = ++this.lastSeq;

@@ -1,5 +1,5 @@
 import type { PubSubCore } from '../core/pubsub-core.js';
-import { checkImmutable, normalizeSubscription, type SubscriptionInput } from '../core/subscription-config.js';
+import { checkImmutable, normalizeSubscription } from '../core/subscription-config.js';
 import { OrderlyError } from '../core/errors.js';
 import type { JobConfig } from './job-config.js';
 
@@ -22,11 +22,11 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
   for (const [i, s] of job.subscriptions.entries()) {
     const { name, ...input } = s;
     if (!core.hasSubscription(name)) {
-      report.created.push((await core.createSubscription(name, input as SubscriptionInput)).name);
+      report.created.push((await core.createSubscription(name, input)).name);
       continue;
     }
     const current = core.getSubscription(name);
-    const wanted = normalizeSubscription(input as SubscriptionInput, (t, field) => core.topicName(t, field));
+    const wanted = normalizeSubscription(input, (t, field) => core.topicName(t, field));
     try {
       checkImmutable(current, wanted);
     } catch (e) {

@@ -39,7 +39,7 @@ const BIGINT_LONG = avro.types.LongType.__with({
   toJSON: (n: bigint) => (Number.isSafeInteger(Number(n)) ? Number(n) : n),
   isValid: (n: unknown) => typeof n === 'bigint' && n >= INT64_MIN && n <= INT64_MAX,
   compare: (a: bigint, b: bigint) => (a === b ? 0 : a < b ? -1 : 1),
-}) as unknown as avro.Type;
+});
 
 const UNDERLYING: Record<AvroLogical['name'], string> = {
   decimal: 'bytes|fixed',

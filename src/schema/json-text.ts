@@ -40,7 +40,7 @@ export function isJsonObject(value: JsonValue | undefined): value is JsonObject 
 /** Short rendering of a value for error messages. */
 export function describeJson(value: JsonValue | undefined): string {
   if (value === undefined) return 'nothing';
-  const text = JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? Number(v) : v)) ?? String(value);
+  const text = JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? Number(v) : v));
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 

@@ -31,7 +31,7 @@ export function decodeProtoJson(type: protobuf.Type, json: JsonValue): ProtoMess
 
 /** A field's proto3 JSON name (protoc's rule: drop each `_`, upper-case the letter after it). */
 function jsonName(field: protobuf.Field): string {
-  const custom = field.options?.json_name;
+  const custom: unknown = field.options?.json_name;
   if (typeof custom === 'string') return custom;
   return field.name.replace(/_+(.?)/g, (_m, c: string) => c.toUpperCase());
 }
@@ -137,7 +137,7 @@ function single(field: protobuf.Field, json: JsonValue, path: string, depth: num
         : typeof json === 'string' && json in SPECIAL_FLOATS ? SPECIAL_FLOATS[json]!
         : typeof json === 'string' && /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(json) ? Number(json)
         : fail('a number, a numeric string, "NaN", "Infinity" or "-Infinity"');
-      if (type === 'float' && Number.isFinite(n) && Math.abs(n) > FLOAT_MAX) throw new SchemaViolationError(path, `${json} is out of range for a float`);
+      if (type === 'float' && Number.isFinite(n) && Math.abs(n) > FLOAT_MAX) throw new SchemaViolationError(path, `${describeJson(json)} is out of range for a float`);
       if (type === 'double' && typeof json === 'string' && !(json in SPECIAL_FLOATS) && !Number.isFinite(n)) {
         throw new SchemaViolationError(path, `${json} is out of range for a double`);
       }

@@ -301,7 +301,9 @@ export class SchemaRegistry {
   deleteRevision(request: { name: unknown; revisionId?: unknown }): Promise<SchemaResource> {
     return this.mutate(() => {
       const ref = parseSchemaName(request.name, 'name', true);
-      const extra = request.revisionId === undefined || request.revisionId === '' ? undefined : String(request.revisionId);
+      const given = request.revisionId ?? '';
+      if (typeof given !== 'string') throw new InvalidArgumentError('revisionId', `must be a string, got ${JSON.stringify(given) ?? typeof given}`);
+      const extra = given === '' ? undefined : given;
       if (ref.revisionId && extra && ref.revisionId !== extra) {
         throw new InvalidArgumentError('revisionId', `names revision ${extra}, but name names revision ${ref.revisionId}`);
       }
@@ -357,8 +359,8 @@ export class SchemaRegistry {
   private newSchemaName(project: string, schemaId: unknown, name: unknown): string {
     const hasId = schemaId !== undefined && schemaId !== '';
     if (hasId && typeof schemaId !== 'string') throw new InvalidArgumentError('schemaId', 'must be a string');
-    if (hasId) checkSchemaId(schemaId as string, 'schemaId');
-    const fromId = hasId ? `projects/${project}/schemas/${schemaId as string}` : undefined;
+    if (hasId) checkSchemaId(schemaId, 'schemaId');
+    const fromId = hasId ? `projects/${project}/schemas/${schemaId}` : undefined;
     if (name === undefined || name === '') {
       if (!fromId) throw new InvalidArgumentError('schemaId', 'the id of the new schema is required');
       return fromId;
@@ -407,7 +409,7 @@ function parseView(view: unknown, fallback: SchemaView): SchemaView {
   if (view === undefined || view === null || view === 0 || view === '' || view === 'SCHEMA_VIEW_UNSPECIFIED') return fallback;
   if (view === 'BASIC' || view === 1) return 'BASIC';
   if (view === 'FULL' || view === 2) return 'FULL';
-  throw new InvalidArgumentError('view', `must be BASIC or FULL, got ${JSON.stringify(view) ?? String(view)}`);
+  throw new InvalidArgumentError('view', `must be BASIC or FULL, got ${JSON.stringify(view) ?? typeof view}`);
 }
 
 function fields(value: unknown, field: string): Fields {

@@ -279,7 +279,7 @@ export class SqliteStore implements Store {
 
   async listTopics(): Promise<TopicRecord[]> {
     const rows = this.db.prepare('SELECT uid, name, labels, settings FROM topics ORDER BY name').all() as { uid: number; name: string; labels: string; settings: string }[];
-    return rows.map((r) => ({ uid: r.uid, name: r.name, labels: JSON.parse(r.labels), settings: JSON.parse(r.settings) }));
+    return rows.map((r) => ({ uid: r.uid, name: r.name, labels: JSON.parse(r.labels) as Record<string, string>, settings: JSON.parse(r.settings) as unknown }));
   }
 
   async createTopic(name: string, labels: Record<string, string>, settings: unknown): Promise<TopicRecord> {
@@ -297,7 +297,7 @@ export class SqliteStore implements Store {
 
   async listSchemas(): Promise<SchemaRow[]> {
     const rows = this.db.prepare('SELECT name, record FROM schemas ORDER BY name').all() as { name: string; record: string }[];
-    return rows.map((r) => ({ name: r.name, record: JSON.parse(r.record) }));
+    return rows.map((r) => ({ name: r.name, record: JSON.parse(r.record) as unknown }));
   }
 
   async putSchema(schema: SchemaRow): Promise<void> {
@@ -312,7 +312,7 @@ export class SqliteStore implements Store {
 
   async listIamPolicies(): Promise<IamPolicyRow[]> {
     const rows = this.db.prepare('SELECT resource, policy FROM iam_policies ORDER BY resource').all() as { resource: string; policy: string }[];
-    return rows.map((r) => ({ resource: r.resource, policy: JSON.parse(r.policy) }));
+    return rows.map((r) => ({ resource: r.resource, policy: JSON.parse(r.policy) as unknown }));
   }
 
   async putIamPolicy(resource: string, policy: unknown): Promise<void> {
@@ -339,7 +339,7 @@ export class SqliteStore implements Store {
       uid: r.uid,
       adoptsNameKeyedProgress: r.adopts_name_keyed_progress === 1,
       topicUid: r.topic_uid,
-      spec: JSON.parse(r.spec),
+      spec: JSON.parse(r.spec) as unknown,
       lowSeq: r.low_seq,
       detached: r.detached === 1,
     }));
@@ -594,7 +594,7 @@ function toSnapshot(r: SnapshotRow): SnapshotRecord {
     lowSeq: r.low_seq,
     expireTime: r.expire_time,
     maxExpireTime: r.max_expire_time,
-    labels: JSON.parse(r.labels),
+    labels: JSON.parse(r.labels) as Record<string, string>,
   };
 }
 
@@ -606,6 +606,6 @@ function toMessage(r: BacklogQueryRow): StoredMessage {
     keySeq: r.key_seq,
     publishTime: r.publish_time,
     data: NO_DATA,
-    attributes: r.attributes ? JSON.parse(r.attributes) : {},
+    attributes: r.attributes ? (JSON.parse(r.attributes) as Record<string, string>) : {},
   };
 }

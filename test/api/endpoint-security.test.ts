@@ -98,7 +98,7 @@ describe('orderly run with a token in the job file (issue #9.6)', () => {
         headers: { authorization: `Bearer ${TOKEN}` },
         body: JSON.stringify({ returnImmediately: true, maxMessages: 10 }),
       });
-      expect(((await pulled.json()) as any).receivedMessages).toHaveLength(2);
+      expect((await pulled.json()).receivedMessages).toHaveLength(2);
       expect(out).not.toContain(TOKEN);
     } finally {
       child.kill('SIGTERM');
@@ -123,7 +123,7 @@ describe('a bearer token is checked on every call (issue #9.6)', () => {
       const res = await fetch(url, { method: 'PUT', body: '{}', headers: authorization ? { authorization } : {} });
       expect(res.status, authorization).toBe(401);
       expect(res.headers.get('www-authenticate')).toBe('Bearer');
-      expect(((await res.json()) as any).error).toMatchObject({ code: 401, status: 'UNAUTHENTICATED' });
+      expect((await res.json()).error).toMatchObject({ code: 401, status: 'UNAUTHENTICATED' });
     }
     expect((await fetch(url, { method: 'PUT', body: '{}', headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
     expect((await fetch(url, { headers: { authorization: `bearer ${TOKEN}` } })).status).toBe(200);

@@ -33,7 +33,7 @@ describe('export subscriptions created through Google\'s client', () => {
     const server = spawn(process.execPath, [bin, 'serve', '--config', job, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
     try {
       const host = await new Promise<string>((resolve, reject) => {
-        server.stdout!.on('data', (c) => {
+        server.stdout.on('data', (c) => {
           const m = /PUBSUB_EMULATOR_HOST=(\S+)\)/.exec(String(c));
           if (m) resolve(m[1]!);
         });

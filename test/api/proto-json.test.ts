@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { subscriptionFromProto, subscriptionToProto } from '../../src/api/proto-mapping.js';
 import { fromProtoJson, toProtoJson } from '../../src/api/proto-json.js';
+import type { ProtoSubscription, PublisherRequests } from '../../src/api/pubsub-messages.js';
 import { pubsubRoot } from '../../src/api/pubsub-proto.js';
 import { normalizeSubscription } from '../../src/core/subscription-config.js';
 
@@ -8,6 +9,7 @@ import { normalizeSubscription } from '../../src/core/subscription-config.js';
 const type = (name: string) => pubsubRoot().lookupType(name);
 const Subscription = type('google.pubsub.v1.Subscription');
 const decode = (name: string, json: unknown) => fromProtoJson(type(name), json);
+const decodeSubscription = (json: unknown) => fromProtoJson(Subscription, json) as ProtoSubscription;
 const error = (fn: () => unknown) => {
   try {
     fn();
@@ -23,8 +25,8 @@ describe('proto3 JSON decoding', () => {
     expect(sub).toMatchObject({ name: 'n', topic: 't', ackDeadlineSeconds: 20, messageRetentionDuration: { seconds: '1', nanos: 500_000_000 }, labels: { a: 'b' }, filter: '', pushConfig: null });
     const seek = decode('google.pubsub.v1.SeekRequest', { subscription: 's', time: '2024-05-01T12:00:00.25+02:00' });
     expect(seek).toMatchObject({ time: { seconds: String(Date.UTC(2024, 4, 1, 10) / 1000), nanos: 250_000_000 }, target: 'time' });
-    const publish = decode('google.pubsub.v1.PublishRequest', { topic: 't', messages: [{ data: 'AAEC_w', attributes: { k: 'v' } }] });
-    expect(Buffer.from(publish.messages[0].data)).toEqual(Buffer.from([0, 1, 2, 255]));
+    const publish = decode('google.pubsub.v1.PublishRequest', { topic: 't', messages: [{ data: 'AAEC_w', attributes: { k: 'v' } }] }) as PublisherRequests['Publish'];
+    expect(Buffer.from(publish.messages[0]!.data)).toEqual(Buffer.from([0, 1, 2, 255]));
     expect(decode('google.pubsub.v1.UpdateTopicRequest', { updateMask: 'messageRetentionDuration,labels' }).updateMask).toEqual({ paths: ['message_retention_duration', 'labels'] });
     expect(decode('google.pubsub.v1.ValidateMessageRequest', { parent: 'p', encoding: 2 }).encoding).toBe('BINARY');
   });
@@ -76,7 +78,7 @@ describe('the mapping round trip', () => {
       labels: { a: 'b' },
       retryPolicy: { minimumBackoff: '5s', maximumBackoff: '60s' },
     };
-    const stored = normalizeSubscription(subscriptionFromProto(fromProtoJson(Subscription, json)), (t) => t);
+    const stored = normalizeSubscription(subscriptionFromProto(decodeSubscription(json)), (t) => t);
     const answered = toProtoJson(Subscription, subscriptionToProto({ name: json.name, ...stored, state: 'ACTIVE', detached: false }));
     expect(answered).toEqual({ ...json, pushConfig: {}, messageRetentionDuration: '604800s', state: 'ACTIVE', bigqueryConfig: { ...json.bigqueryConfig, state: 'ACTIVE' } });
 
@@ -85,11 +87,11 @@ describe('the mapping round trip', () => {
       topic: 'projects/p/topics/t',
       cloudStorageConfig: { bucket: 'b', filenamePrefix: 'x/', avroConfig: { writeMetadata: true, useTopicSchema: true }, maxDuration: '120s', maxBytes: '2000', serviceAccountEmail: 'gcs@p.iam.gserviceaccount.com' },
     };
-    const storedStorage = normalizeSubscription(subscriptionFromProto(fromProtoJson(Subscription, storage)), (t) => t);
+    const storedStorage = normalizeSubscription(subscriptionFromProto(decodeSubscription(storage)), (t) => t);
     expect(toProtoJson(Subscription, subscriptionToProto({ name: storage.name, ...storedStorage, state: 'ACTIVE', detached: false })).cloudStorageConfig).toEqual({ ...storage.cloudStorageConfig, state: 'ACTIVE' });
 
     const parquet = { topic: 't', cloudStorageConfig: { bucket: 'b', parquetConfig: { compression: 'GZIP' }, shards: 4 } };
-    const storedParquet = normalizeSubscription(subscriptionFromProto(fromProtoJson(Subscription, parquet)), (t) => t);
+    const storedParquet = normalizeSubscription(subscriptionFromProto(decodeSubscription(parquet)), (t) => t);
     expect(storedParquet.cloudStorageConfig).toEqual({ bucket: 'b', parquetConfig: { compression: 'GZIP' }, shards: 4 });
     expect(toProtoJson(Subscription, subscriptionToProto({ name: 'n', ...storedParquet, state: 'ACTIVE', detached: false })).cloudStorageConfig).toEqual({ bucket: 'b', parquetConfig: { compression: 'GZIP' }, shards: 4, state: 'ACTIVE' });
   });

@@ -73,13 +73,14 @@ describe('Google\'s Node client (@google-cloud/pubsub@5) against orderly serve',
     let running = 0;
     let maxRunning = 0;
     free.setOptions({ flowControl: { maxMessages: 3, allowExcessMessages: false } });
-    free.on('message', async (m: Message) => {
+    free.on('message', (m: Message) => {
       running++;
       maxRunning = Math.max(maxRunning, running);
-      await new Promise((r) => setTimeout(r, 10));
-      got.free.push(m.data.toString());
-      running--;
-      m.ack();
+      setTimeout(() => {
+        got.free.push(m.data.toString());
+        running--;
+        m.ack();
+      }, 10);
     });
     eu.on('message', (m: Message) => {
       got.eu.push(m.data.toString());
@@ -120,11 +121,12 @@ describe('Google\'s Node client (@google-cloud/pubsub@5) against orderly serve',
       const client = new PubSub({ projectId: 'test-project' });
       clients.push(client);
       const sub = client.subscription('fanout-sub', { flowControl: { maxMessages: 10, allowExcessMessages: false } });
-      sub.on('message', async (m: Message) => {
+      sub.on('message', (m: Message) => {
         const start = performance.now();
-        await new Promise((r) => setTimeout(r, 2));
-        log.push({ key: m.orderingKey!, n: Number(m.data.toString()), who, start, end: performance.now() });
-        m.ack();
+        setTimeout(() => {
+          log.push({ key: m.orderingKey!, n: Number(m.data.toString()), who, start, end: performance.now() });
+          m.ack();
+        }, 2);
       });
       return sub;
     };
@@ -192,7 +194,7 @@ describe('REST/JSON v1 on the same port (plain fetch)', () => {
       headers: { 'content-type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
-    return { status: res.status, json: (await res.json()) as any };
+    return { status: res.status, json: await res.json() };
   };
 
   it('topics, subscriptions, :publish, :pull, :acknowledge, :modifyAckDeadline, with proto3 JSON', async () => {

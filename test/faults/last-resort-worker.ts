@@ -19,7 +19,12 @@ void Promise.reject(new Error('a rejection nobody handles'));
 setTimeout(() => {
   throw new Error('an exception nobody catches');
 }, 10);
-setTimeout(async () => {
-  await core.createTopic('still-working');
-  process.stdout.write(`METRICS ${metrics.url}\nALIVE\n`);
+setTimeout(() => {
+  core.createTopic('still-working').then(
+    () => process.stdout.write(`METRICS ${metrics.url}\nALIVE\n`),
+    (e: unknown) => {
+      process.stderr.write(`the core stopped working: ${(e as Error).message}\n`);
+      process.exit(1);
+    },
+  );
 }, 200);

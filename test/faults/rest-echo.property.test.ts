@@ -68,6 +68,7 @@ const retryPolicy = fc.tuple(fc.integer({ min: 0, max: 600 }), fc.integer({ min:
 const pushConfig = fc.record(
   {
     pushEndpoint: fc.constantFrom('http://127.0.0.1:9/push', 'https://push.example.com/x'),
+    // eslint-disable-next-line no-control-regex -- push attributes become header values, which refuse control characters
     attributes: fc.dictionary(fc.stringMatching(/^x-[a-z]{1,8}$/), fc.string({ maxLength: 8 }).filter((v) => !/[\0-\x1f\x7f]/.test(v)), { maxKeys: 2 }),
     oidcToken: fc.record({ serviceAccountEmail: fc.constant('sa@p.iam.gserviceaccount.com'), audience: fc.string({ maxLength: 8 }) }),
     noWrapper: fc.record({ writeMetadata: fc.boolean() }),

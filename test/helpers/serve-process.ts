@@ -25,8 +25,8 @@ export async function startServe(args: string[] = [], env: NodeJS.ProcessEnv = {
     env: { ...process.env, ORDERLY_LOG_LEVEL: 'info', ...env },
   });
   let out = '';
-  child.stdout!.on('data', (c) => (out += c));
-  child.stderr!.on('data', (c) => (out += c));
+  child.stdout.on('data', (c) => (out += c));
+  child.stderr.on('data', (c) => (out += c));
   let exited = false;
   const exit = new Promise<void>((resolve) =>
     child.once('exit', () => {
@@ -39,7 +39,7 @@ export async function startServe(args: string[] = [], env: NodeJS.ProcessEnv = {
       const m = /PUBSUB_EMULATOR_HOST=(\S+)\)/.exec(out);
       if (m) resolve(m[1]!);
     };
-    child.stdout!.on('data', check);
+    child.stdout.on('data', check);
     void exit.then(() => reject(new Error(`orderly serve exited (${child.exitCode}): ${out}`)));
   });
   return {

@@ -54,7 +54,7 @@ describe('the data directory lock', () => {
     // when the short one ends it stays a zombie.
     const parent = spawn('sh', ['-c', 'sleep 2 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
     children.push(parent);
-    const [line] = (await once(parent.stdout!, 'data')) as [Buffer];
+    const [line] = (await once(parent.stdout, 'data')) as [Buffer];
     const pid = Number(line.toString().trim());
     const deadline = Date.now() + 20_000;
     while (!processIdentity(pid)?.zombie && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));

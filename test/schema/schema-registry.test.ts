@@ -210,6 +210,8 @@ describe('SchemaRegistry: revisions', () => {
     await rejection(registry.deleteRevision({ name: `${name}@00000002` }), 'NOT_FOUND');
     await rejection(registry.deleteRevision({ name }), 'INVALID_ARGUMENT');
     await rejection(registry.deleteRevision({ name: `${name}@00000001`, revisionId: '00000003' }), 'INVALID_ARGUMENT');
+    // A revision id that is not a string is refused as such, not turned into "[object Object]".
+    expect((await rejection(registry.deleteRevision({ name: `${name}@00000001`, revisionId: { id: 1 } }), 'INVALID_ARGUMENT')).message).toBe('revisionId: must be a string, got {"id":1}');
     // A revision id in a name where a schema is meant is refused.
     await rejection(registry.commit({ name: `${name}@00000001`, schema: { type: 'AVRO', definition: AVRO_V1 } }), 'INVALID_ARGUMENT');
   });

@@ -11,7 +11,8 @@ afterEach(() => dir.remove());
 
 describe('schema 2 -> 3', () => {
   it('a store made before snapshots keeps its subscriptions, backlog and ids, and gains snapshots and detach', async () => {
-    let { core, clock } = await openCore(dir.path);
+    const opened = await openCore(dir.path);
+    let { core } = opened;
     await core.createTopic('orders');
     await core.createSubscription('work', { topic: 'orders', enableMessageOrdering: true });
     await core.publish('orders', [{ data: 'k1', orderingKey: 'k' }]);
@@ -25,7 +26,7 @@ describe('schema 2 -> 3', () => {
     db.prepare("UPDATE meta SET v = '2' WHERE k = 'schema'").run();
     db.close();
 
-    ({ core } = await openCore(dir.path, clock));
+    ({ core } = await openCore(dir.path, opened.clock));
     expect(core.identity('work').uid).toBe(uid);
     expect(core.getSubscription('work').detached).toBe(false);
     await core.createSnapshot('after-upgrade', { subscription: 'work' });
