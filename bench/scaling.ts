@@ -54,7 +54,7 @@ async function startRemote(dir: string): Promise<Remote> {
   const child = spawn(process.execPath, [bin, 'serve', '--port', '0', '--config', config], { stdio: ['ignore', 'pipe', 'inherit'] });
   const host = await new Promise<string>((resolve, reject) => {
     let out = '';
-    child.stdout!.on('data', (c) => {
+    child.stdout.on('data', (c) => {
       out += c;
       const m = /PUBSUB_EMULATOR_HOST=(\S+)\)/.exec(out);
       if (m) resolve(m[1]!);
@@ -84,7 +84,7 @@ function startWorker(job: string): { child: ChildProcess; metrics: Promise<strin
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   const metrics = new Promise<string>((resolve, reject) => {
     let out = '';
-    child.stdout!.on('data', (c) => {
+    child.stdout.on('data', (c) => {
       out += c;
       const m = /"metrics":"([^"]+)".*"msg":"job running"/.exec(out);
       if (m) resolve(m[1]!);

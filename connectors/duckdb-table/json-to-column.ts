@@ -6,8 +6,6 @@ import {
   structValue,
   timestampTZValue,
   timestampValue,
-  type DuckDBListType,
-  type DuckDBStructType,
   type DuckDBType,
   type DuckDBValue,
 } from '@duckdb/node-api';
@@ -106,7 +104,7 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
       return blobValue(Buffer.from(value, 'base64'));
     case DuckDBTypeId.STRUCT: {
       if (typeof value !== 'object' || Array.isArray(value)) throw fail('an object');
-      const struct = type as DuckDBStructType;
+      const struct = type;
       const entries: Record<string, DuckDBValue> = {};
       const fields = value as Record<string, unknown>;
       struct.entryNames.forEach((name, i) => {
@@ -120,7 +118,7 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
     }
     case DuckDBTypeId.LIST: {
       if (!Array.isArray(value)) throw fail('an array');
-      const item = (type as DuckDBListType).valueType;
+      const item = (type).valueType;
       return listValue(value.map((v, i) => toColumnValue(v, item, `${path}[${i}]`, options)));
     }
     default:

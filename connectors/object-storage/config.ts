@@ -38,7 +38,7 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
   const text = (k: string) => {
     if (c[k] === undefined) return '';
     if (typeof c[k] !== 'string') throw new InvalidArgumentError(`${F}.${k}`, 'must be a string');
-    return c[k] as string;
+    return c[k];
   };
   const filenameSuffix = text('filenameSuffix');
   if (filenameSuffix.endsWith('/')) throw new InvalidArgumentError(`${F}.filenameSuffix`, `must not end in "/", got ${JSON.stringify(filenameSuffix)}`);

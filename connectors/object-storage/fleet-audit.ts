@@ -89,7 +89,7 @@ export async function auditFleetObjects(s3: S3Client, subscription: { name: stri
       for (let i = records.length; i < listed.length; i++) if (counts[i]) note(report.missing, `message ${listed[i]![0]} (in ${entry.object})`);
     }
     if (recordLevel) {
-      const mismatch = records.findIndex((r, i) => listed[i] !== undefined && r.messageId !== listed[i]![0]);
+      const mismatch = records.findIndex((r, i) => listed[i] !== undefined && r.messageId !== listed[i][0]);
       if (mismatch >= 0) note(report.objectErrors, `${entry.object}: record ${mismatch} is message ${records[mismatch]!.messageId}, manifest lists ${listed[mismatch]![0]}`);
     }
     const inFile = new Map<string, number[]>();

@@ -67,7 +67,7 @@ export class ObjectStorageWriter implements Connector {
     private readonly now: () => Date = () => new Date(),
   ) {
     this.namer = objectNamer(config.filenamePrefix, config.filenameSuffix, config.filenameDatetimeFormat);
-    this.shards = new Array(config.shards).fill(undefined);
+    this.shards = new Array<RollingFile | undefined>(config.shards).fill(undefined);
     const subscription = { name: context.subscription, uid: context.identity.uid };
     this.spillDir = join(exportDir(context.settings.dataDir, subscription), 'spill');
     this.manifestPath = manifestPath(context.settings.dataDir, subscription);
@@ -186,7 +186,7 @@ export class ObjectStorageWriter implements Connector {
         continue;
       }
       const s = this.shardOf(em);
-      if (this.shards[s] && !this.shards[s]!.fits(em)) await this.seal(s);
+      if (this.shards[s] && !this.shards[s].fits(em)) await this.seal(s);
       let file = this.shards[s];
       if (!file) {
         const openedAt = this.now();

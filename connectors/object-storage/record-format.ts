@@ -223,9 +223,9 @@ function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchem
         if (e instanceof MessageSchemaError) throw new RecordConversionError(e.message);
         throw new RecordConversionError(`the message cannot be written with the topic schema: ${(e as Error).message}`);
       }
-      const ok = chosen!.encoder.write(record);
+      const ok = chosen.encoder.write(record);
       bytes += writeMetadata ? metadataBytes(subscription, m) : m.data.byteLength;
-      if (!ok) await once(chosen!.encoder, 'drain');
+      if (!ok) await once(chosen.encoder, 'drain');
     },
     async close() {
       if (chosen) chosen.encoder.end();
@@ -266,16 +266,16 @@ export async function readRecords(body: Buffer, format: OutputFormat): Promise<E
   }
   return (await readParquetRows(body)).map((r) => {
     const rec = toRecord(r);
-    if (typeof r.attributes === 'string') rec.attributes = JSON.parse(r.attributes);
+    if (typeof r.attributes === 'string') rec.attributes = JSON.parse(r.attributes) as Record<string, string>;
     return rec;
   });
 }
 
 function toRecord(r: Record<string, unknown>, topicSchema = false): ExportedRecord {
   const rec: ExportedRecord = topicSchema ? { data: Buffer.alloc(0), value: r } : { data: Buffer.from(r.data as Uint8Array) };
-  if (r.ordering_key !== undefined) rec.orderingKey = String(r.ordering_key);
+  if (typeof r.ordering_key === 'string') rec.orderingKey = r.ordering_key;
   if (r.sequence !== undefined) rec.sequence = Number(r.sequence);
-  if (r.message_id !== undefined) rec.messageId = String(r.message_id);
+  if (typeof r.message_id === 'string') rec.messageId = r.message_id;
   if (r.attributes !== undefined && typeof r.attributes === 'object') rec.attributes = r.attributes as Record<string, string>;
   if (r.publish_time !== undefined) rec.publishTimeMicros = r.publish_time instanceof Date ? r.publish_time.getTime() * 1000 : Number(r.publish_time);
   return rec;

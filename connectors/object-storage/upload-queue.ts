@@ -43,7 +43,7 @@ export class UploadQueue {
   /** Set when the sink as a whole failed an upload; uploads wait for the next settle to retry. */
   private blocked?: S3Failure;
   /** An unexpected error of the upload loop, thrown from the next call. */
-  private fault?: unknown;
+  private fault?: Error;
   /** What finished in the background since the last take. */
   private finished = emptyResult();
 
@@ -105,7 +105,7 @@ export class UploadQueue {
     try {
       while (this.sealed.length && !this.blocked) await Promise.all(this.sealed.slice(0, PARALLEL_UPLOADS).map((f) => this.upload(f)));
     } catch (e) {
-      this.fault = e;
+      this.fault = e instanceof Error ? e : new Error(String(e));
     }
   }
 

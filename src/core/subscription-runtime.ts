@@ -24,7 +24,7 @@ export interface RuntimeHooks {
    */
   deadLetter(runtime: SubscriptionRuntime, entry: Entry): Promise<void> | false;
   /** A durable write failed; the message stays in memory and will be delivered again. */
-  onStoreError(error: unknown): void;
+  onStoreError: (error: unknown) => void;
   /** Payload bytes shared by every subscription of the core. */
   payloads: PayloadBudget;
   /** Messages this subscription keeps in memory, and of those at most `perKey` of one ordering key. */
@@ -190,17 +190,18 @@ export class SubscriptionRuntime implements BacklogSink {
     this.consumers.set(id, consumer);
     if (!this.loaded) this.load();
     this.scheduleDispatch();
-    const runtime = this;
     const live = () => {
-      if (runtime.closed) throw runtime.closedBy ?? new NotFoundError('Subscription', runtime.name);
+      if (this.closed) throw this.closedBy ?? new NotFoundError('Subscription', this.name);
     };
+    const currentSpec = () => this.spec;
+    const closed = () => this.closed;
     return {
       subscription: this.name,
       get spec() {
-        return runtime.spec;
+        return currentSpec();
       },
       get attached() {
-        return !runtime.closed;
+        return !closed();
       },
       kick: () => this.scheduleDispatch(),
       isLive: (ackId) => this.isLive(ackId),

@@ -240,7 +240,7 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
     return r.success ? r.data : undefined;
   };
   const projectId = part(jobSchema.shape.projectId, doc.projectId) ?? 'orderly-local';
-  const list = (value: unknown) => (Array.isArray(value) ? value : []);
+  const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
   const topicNames = new Set<string>();
   list(doc.topics).forEach((raw, i) => {
     const t = part(topic, raw);

@@ -112,10 +112,10 @@ export class RemoteSource implements ExportSource {
   attach(consumer: SourceConsumer): DeliveryHandle {
     this.consumer = consumer;
     this.open();
-    const source = this;
+    const detached = () => this.detached;
     return {
       get attached() {
-        return !source.detached;
+        return !detached();
       },
       isLive: (id) => this.held.has(id),
       acknowledge: async (ids) => {
