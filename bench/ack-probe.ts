@@ -19,7 +19,9 @@ const anyAcked = db
   .prepare('SELECT s.low_seq > 0 OR EXISTS (SELECT 1 FROM acks a WHERE a.sub = s.name) FROM subscriptions s WHERE s.name = ?')
   .pluck();
 const countAcked = db
-  .prepare('SELECT s.low_seq + (SELECT count(*) FROM acks a WHERE a.sub = s.name AND a.seq > s.low_seq) FROM subscriptions s WHERE s.name = ?')
+  .prepare(
+    'SELECT s.low_seq + (SELECT count(*) FROM acks a WHERE a.sub = s.name AND a.seq > s.low_seq) FROM subscriptions s WHERE s.name = ?',
+  )
   .pluck();
 
 process.on('message', (m: string) => {

@@ -21,7 +21,10 @@ export class BenchChild<Out> {
   }
 
   static start<Out>(module: URL, args: string[], extraExecArgv: string[] = []): BenchChild<Out> {
-    const child = fork(fileURLToPath(module), args, { execArgv: [...process.execArgv, ...extraExecArgv], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(fileURLToPath(module), args, {
+      execArgv: [...process.execArgv, ...extraExecArgv],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     return new BenchChild<Out>(child);
   }
 
@@ -31,7 +34,9 @@ export class BenchChild<Out> {
     if (queued !== undefined) return Promise.resolve(queued);
     return Promise.race([
       new Promise<Out>((resolve) => this.waiters.push(resolve)),
-      this.exited.then((code) => Promise.reject(new Error(`${this.process.spawnargs.slice(-2).join(' ')}: exited (code ${code}) before replying`))),
+      this.exited.then((code) =>
+        Promise.reject(new Error(`${this.process.spawnargs.slice(-2).join(' ')}: exited (code ${code}) before replying`)),
+      ),
     ]);
   }
 

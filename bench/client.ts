@@ -24,7 +24,9 @@ async function inProcess(): Promise<number> {
     const { finished, subscriber } = ackAll(core, 'bench-sub', MESSAGES);
     const seconds = await time(async () => {
       for (let i = 0; i < MESSAGES; i += 100) {
-        await Promise.all(Array.from({ length: 100 }, (_, j) => core.publish('bench', [{ data: DATA, orderingKey: `key-${(i + j) % KEYS}` }])));
+        await Promise.all(
+          Array.from({ length: 100 }, (_, j) => core.publish('bench', [{ data: DATA, orderingKey: `key-${(i + j) % KEYS}` }])),
+        );
       }
       await finished;
     });
@@ -53,7 +55,11 @@ async function throughClient(): Promise<number> {
     });
     const seconds = await time(async () => {
       for (let i = 0; i < MESSAGES; i += 1000) {
-        await Promise.all(Array.from({ length: Math.min(1000, MESSAGES - i) }, (_, j) => topic.publishMessage({ data: DATA, orderingKey: `key-${(i + j) % KEYS}` })));
+        await Promise.all(
+          Array.from({ length: Math.min(1000, MESSAGES - i) }, (_, j) =>
+            topic.publishMessage({ data: DATA, orderingKey: `key-${(i + j) % KEYS}` }),
+          ),
+        );
       }
       await finished;
     });
@@ -70,6 +76,11 @@ export async function benchClient(): Promise<BenchOutput> {
   const client = await throughClient();
   return ratioTable([
     { name: 'in-process publish -> callback -> ack (baseline)', perSecond: baseline, baseline },
-    { name: '@google-cloud/pubsub publish + StreamingPull (ordering) via orderly serve', perSecond: client, baseline, extra: `${MESSAGES} messages, ${KEYS} keys` },
+    {
+      name: '@google-cloud/pubsub publish + StreamingPull (ordering) via orderly serve',
+      perSecond: client,
+      baseline,
+      extra: `${MESSAGES} messages, ${KEYS} keys`,
+    },
   ]);
 }

@@ -60,7 +60,12 @@ async function publishAll(core: PubSubCore): Promise<void> {
   // 1000-message publish requests, up to 4 in flight (like a client's batching publisher).
   const inflight: Promise<unknown>[] = [];
   for (let i = 0; i < all.length; i += 1000) {
-    inflight.push(core.publish('bench', all.slice(i, i + 1000).map((r) => ({ data: r.data, orderingKey: r.key }))));
+    inflight.push(
+      core.publish(
+        'bench',
+        all.slice(i, i + 1000).map((r) => ({ data: r.data, orderingKey: r.key })),
+      ),
+    );
     if (inflight.length >= 4) await inflight.shift();
   }
   await Promise.all(inflight);
@@ -68,20 +73,24 @@ async function publishAll(core: PubSubCore): Promise<void> {
 
 export async function benchCore(): Promise<BenchOutput> {
   const baseline = await warm(rawSqlite);
-  const publish = await warm(() => withCore(async (core) => {
-    await core.createSubscription('bench-sub', { topic: 'bench', enableMessageOrdering: true });
-    return MESSAGES / (await time(() => publishAll(core)));
-  }));
-  const endToEnd = await warm(() => withCore(async (core) => {
-    await core.createSubscription('bench-sub', { topic: 'bench', enableMessageOrdering: true });
-    const { finished, subscriber } = ackAll(core, 'bench-sub', MESSAGES, { flowControl: { maxMessages: 5000 } });
-    const seconds = await time(async () => {
-      await publishAll(core);
-      await finished;
-    });
-    await subscriber.close();
-    return MESSAGES / seconds;
-  }));
+  const publish = await warm(() =>
+    withCore(async (core) => {
+      await core.createSubscription('bench-sub', { topic: 'bench', enableMessageOrdering: true });
+      return MESSAGES / (await time(() => publishAll(core)));
+    }),
+  );
+  const endToEnd = await warm(() =>
+    withCore(async (core) => {
+      await core.createSubscription('bench-sub', { topic: 'bench', enableMessageOrdering: true });
+      const { finished, subscriber } = ackAll(core, 'bench-sub', MESSAGES, { flowControl: { maxMessages: 5000 } });
+      const seconds = await time(async () => {
+        await publishAll(core);
+        await finished;
+      });
+      await subscriber.close();
+      return MESSAGES / seconds;
+    }),
+  );
   return ratioTable([
     { name: 'raw SQLite insert (baseline)', perSecond: baseline, baseline },
     { name: 'core publish (ordered sub, 10k keys)', perSecond: publish, baseline },

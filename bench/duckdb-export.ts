@@ -59,7 +59,11 @@ async function endToEnd(): Promise<number> {
     await connection.run(EVENTS_TABLE);
     connection.closeSync();
     await core.createTopic('bench');
-    await core.createSubscription('to-duckdb', { topic: 'bench', enableMessageOrdering: true, bigqueryConfig: { table: 'bench.main.events', writeMetadata: true } });
+    await core.createSubscription('to-duckdb', {
+      topic: 'bench',
+      enableMessageOrdering: true,
+      bigqueryConfig: { table: 'bench.main.events', writeMetadata: true },
+    });
     await exports.sync();
     await exports.runner('to-duckdb')!.ready;
     const batches = publishBatches(); // built before the clock starts, as for the baseline

@@ -46,7 +46,12 @@ async function orderlyRound(server: ServeProcess, client: LeanPubsubClient, name
   await client.createTopic(name);
   await client.createSubscription(name, name, true);
   const publish = await time(() =>
-    batches((b) => client.publish(name, Array.from({ length: batchSize(b) }, () => ({ data: DATA, orderingKey: `key-${b % KEYS}` })))),
+    batches((b) =>
+      client.publish(
+        name,
+        Array.from({ length: batchSize(b) }, () => ({ data: DATA, orderingKey: `key-${b % KEYS}` })),
+      ),
+    ),
   );
   const consume = await time(async () => {
     await client.drain(name, MESSAGES, { maxOutstandingMessages: OUTSTANDING });
@@ -71,7 +76,9 @@ async function jetStreamRound(nc: NatsConnection, name: string): Promise<Rates> 
   const jsm = await nc.jetstreamManager();
   const js = nc.jetstream();
   await jsm.streams.add({ name, subjects: [`${name}.>`], storage: StorageType.File });
-  const publish = await time(() => batches((b) => Promise.all(Array.from({ length: batchSize(b) }, () => js.publish(`${name}.key-${b % KEYS}`, DATA)))));
+  const publish = await time(() =>
+    batches((b) => Promise.all(Array.from({ length: batchSize(b) }, () => js.publish(`${name}.key-${b % KEYS}`, DATA)))),
+  );
   await jsm.consumers.add(name, { durable_name: name, ack_policy: AckPolicy.Explicit, max_ack_pending: OUTSTANDING });
   const consumer = await js.consumers.get(name, name);
   const consume = await time(async () => {
@@ -110,7 +117,13 @@ export async function benchEndpoint(): Promise<BenchOutput> {
   const rows = [
     ['`orderly serve` (lean gRPC client)', fmt.int(orderly.publish), fmt.int(orderly.consume), '', ''],
     jetStream
-      ? [`NATS JetStream (${'version' in nats ? nats.version : ''}, file storage)`, fmt.int(jetStream.publish), fmt.int(jetStream.consume), '', '']
+      ? [
+          `NATS JetStream (${'version' in nats ? nats.version : ''}, file storage)`,
+          fmt.int(jetStream.publish),
+          fmt.int(jetStream.consume),
+          '',
+          '',
+        ]
       : ['NATS JetStream', 'skipped', 'skipped', '', ''],
   ];
   const checks: Check[] = [];

@@ -175,14 +175,23 @@ async function throughLibrary(): Promise<PathResult> {
     const subscriber = core.subscribe('latency', (m) => tracker.received(m.message.data));
     const rate = await pace((i) => {
       tracker.sent(i);
-      core.publish('latency', [{ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` }]).catch((e: unknown) => tracker.publishErrors.push(e));
+      core
+        .publish('latency', [{ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` }])
+        .catch((e: unknown) => tracker.publishErrors.push(e));
     });
     await tracker.allDelivered(DELIVERY_DEADLINE_MS);
     await timeline.stop();
     await subscriber.close();
     const { nacked, expired, redelivered } = counters();
     const unexplained = tracker.unexplained(timeline);
-    return { name: 'library: core.publish -> core.subscribe', rate, latencies: tracker.latencies(), tracker, unexplained, counters: { nacked, expired, redelivered } };
+    return {
+      name: 'library: core.publish -> core.subscribe',
+      rate,
+      latencies: tracker.latencies(),
+      tracker,
+      unexplained,
+      counters: { nacked, expired, redelivered },
+    };
   } finally {
     await core.close();
     dir.remove();
@@ -212,7 +221,9 @@ async function throughGoogleClient(): Promise<PathResult> {
     });
     const rate = await pace((i) => {
       tracker.sent(i);
-      topic.publishMessage({ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` }).catch((e: unknown) => tracker.publishErrors.push(e));
+      topic
+        .publishMessage({ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` })
+        .catch((e: unknown) => tracker.publishErrors.push(e));
     });
     await tracker.allDelivered(DELIVERY_DEADLINE_MS);
     await timeline.stop();
@@ -221,7 +232,14 @@ async function throughGoogleClient(): Promise<PathResult> {
     if (subscriberErrors.length) throw new Error(`subscriber errors: ${String(subscriberErrors[0])}`);
     const { nacked, expired, redelivered } = await server.counters('latency');
     const unexplained = tracker.unexplained(timeline);
-    return { name: "Google's client via `orderly serve`", rate, latencies: tracker.latencies(), tracker, unexplained, counters: { nacked, expired, redelivered } };
+    return {
+      name: "Google's client via `orderly serve`",
+      rate,
+      latencies: tracker.latencies(),
+      tracker,
+      unexplained,
+      counters: { nacked, expired, redelivered },
+    };
   } finally {
     await server.stop();
   }
@@ -246,7 +264,11 @@ export async function benchLatency(): Promise<BenchOutput> {
       measured: `${fmt.int(t.missing)} missing, ${t.publishErrors.length} publish errors`,
       pass: t.missing === 0 && t.publishErrors.length === 0,
     });
-    checks.push({ target: `${r.name}: first deliveries in per-key order`, measured: `${fmt.int(t.outOfOrder)} out of order`, pass: t.outOfOrder === 0 });
+    checks.push({
+      target: `${r.name}: first deliveries in per-key order`,
+      measured: `${fmt.int(t.outOfOrder)} out of order`,
+      pass: t.outOfOrder === 0,
+    });
     checks.push({
       target: `${r.name}: no duplicate or rewind without a preceding nack or lease expiry`,
       measured: `${r.unexplained} of ${t.duplicates + t.rewinds}`,
@@ -267,7 +289,16 @@ export async function benchLatency(): Promise<BenchOutput> {
     tables: [
       {
         title: `${fmt.int(TOTAL - WARMUP)} messages measured (after ${fmt.int(WARMUP)} of warm-up) at ${fmt.int(RATE)} msgs/s`,
-        header: ['path', 'msgs/s', 'p50', 'p99', 'max', 'duplicates / rewinds / first out of order', 'without a preceding nack/expiry', 'server nacked / expired / redelivered'],
+        header: [
+          'path',
+          'msgs/s',
+          'p50',
+          'p99',
+          'max',
+          'duplicates / rewinds / first out of order',
+          'without a preceding nack/expiry',
+          'server nacked / expired / redelivered',
+        ],
         numeric: [1, 2, 3, 4, 6],
         rows,
       },

@@ -92,7 +92,14 @@ async function createBacklogSubscription(dir: string): Promise<PubSubCore> {
 async function publish({ dir, backlog }: StepInput): Promise<StepResult> {
   const core = await createBacklogSubscription(dir);
   const loop = await watchEventLoop();
-  const seconds = await time(() => publishBacklog(core, backlog, (i) => `key-${i % KEYS}`, (i) => Buffer.from(payload(i))));
+  const seconds = await time(() =>
+    publishBacklog(
+      core,
+      backlog,
+      (i) => `key-${i % KEYS}`,
+      (i) => Buffer.from(payload(i)),
+    ),
+  );
   const maxLoopDelayMs = await loop.stop();
   const peakRss = peakRssBytes();
   await core.close();
@@ -115,7 +122,10 @@ async function open({ dir }: StepInput): Promise<StepResult> {
  */
 async function callback({ dir, backlog, shrinkWaitSeconds }: StepInput): Promise<StepResult> {
   const { core, openSeconds } = await openCore(dir);
-  const probe = BenchChild.start<ProbeMessage>(new URL('./ack-probe.ts', import.meta.url), [join(dir, 'orderly.sqlite'), core.subscriptionName(SUBSCRIPTION)]);
+  const probe = BenchChild.start<ProbeMessage>(new URL('./ack-probe.ts', import.meta.url), [
+    join(dir, 'orderly.sqlite'),
+    core.subscriptionName(SUBSCRIPTION),
+  ]);
   const probed: Partial<{ firstAckAt: number; count: number }> = {};
   const untilProbed = async (field: 'firstAckAt' | 'count') => {
     while (probed[field] === undefined) Object.assign(probed, await probe.next());
@@ -201,7 +211,10 @@ async function exportDrain(kind: 'duckdb' | 'text' | 'parquet', { dir, backlog }
   let settings: ConnectorSettings;
   let exportConfig: Record<string, unknown>;
   if (kind === 'duckdb') {
-    const [{ closeDuckDb, connectDuckDb }, { EVENTS_TABLE }] = await Promise.all([import('../src/duckdb/database.js'), import('./duckdb-export.js')]);
+    const [{ closeDuckDb, connectDuckDb }, { EVENTS_TABLE }] = await Promise.all([
+      import('../src/duckdb/database.js'),
+      import('./duckdb-export.js'),
+    ]);
     const duckdbPath = join(dir, 'export.duckdb');
     const connection = await connectDuckDb(duckdbPath);
     await connection.run(EVENTS_TABLE);
@@ -255,14 +268,28 @@ async function keys({ dir, backlog }: StepInput): Promise<StepResult> {
   const before = retained();
   const loop = await watchEventLoop();
   const tiny = Buffer.from('k');
-  const seconds = await time(() => publishBacklog(core, backlog, (i) => `key-${i}`, () => tiny));
+  const seconds = await time(() =>
+    publishBacklog(
+      core,
+      backlog,
+      (i) => `key-${i}`,
+      () => tiny,
+    ),
+  );
   const maxLoopDelayMs = await loop.stop();
   const after = retained();
   const peakRss = peakRssBytes();
   const resident = core.metrics(SUBSCRIPTION, 0).residentBytes;
   await core.close();
   const perKey = (field: 'heap' | 'native' | 'rss') => (after[field] - before[field]) / backlog;
-  return { peakRss, maxLoopDelayMs, seconds, bytesPerKey: perKey('heap') + perKey('native') - resident / backlog, heapPerKey: perKey('heap'), rssPerKey: perKey('rss') };
+  return {
+    peakRss,
+    maxLoopDelayMs,
+    seconds,
+    bytesPerKey: perKey('heap') + perKey('native') - resident / backlog,
+    heapPerKey: perKey('heap'),
+    rssPerKey: perKey('rss'),
+  };
 }
 
 const steps: Record<StepName, (input: StepInput) => Promise<StepResult>> = {

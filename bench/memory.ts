@@ -16,7 +16,15 @@ const SHRINK_WAIT_SECONDS = Number(process.env.BENCH_SHRINK_WAIT ?? 70);
 /** A subset of the steps, comma-separated (publish always runs when a drain or open is asked for). */
 const ONLY = process.env.BENCH_MEMORY_STEPS?.split(',').map((s) => s.trim());
 
-const TARGET = { rss: 300 * 1024 * 1024, openSeconds: 1, loopMs: 50, firstAckMs: 1000, shrinkSeconds: 60, diskPerMessage: 1.1 * 1024, perKey: 1024 };
+const TARGET = {
+  rss: 300 * 1024 * 1024,
+  openSeconds: 1,
+  loopMs: 50,
+  firstAckMs: 1000,
+  shrinkSeconds: 60,
+  diskPerMessage: 1.1 * 1024,
+  perKey: 1024,
+};
 
 const DRAINS: [StepName, string][] = [
   ['callback', 'draining through `core.subscribe` (ack each)'],
@@ -31,7 +39,11 @@ const wanted = (step: StepName) => !ONLY || ONLY.includes(step);
 function runStep(step: StepName, dir: string): Promise<StepResult> {
   const input: StepInput = { dir, backlog: BACKLOG, shrinkWaitSeconds: SHRINK_WAIT_SECONDS };
   console.error(`memory: ${step} (${fmt.int(BACKLOG)} messages)...`);
-  return runChild<StepResult>(new URL('./memory-step.ts', import.meta.url), [step, JSON.stringify(input)], step === 'keys' ? ['--expose-gc'] : []);
+  return runChild<StepResult>(
+    new URL('./memory-step.ts', import.meta.url),
+    [step, JSON.stringify(input)],
+    step === 'keys' ? ['--expose-gc'] : [],
+  );
 }
 
 /** Runs a drain or the open on its own copy of the published data directory, removed afterwards. */
@@ -68,7 +80,11 @@ function tabulate(results: Map<StepName, StepResult>): BenchOutput {
   const row = (label: string, r: StepResult, timeNote: string, note: string) => {
     rows.push([label, fmt.mib(r.peakRss), fmt.ms(r.maxLoopDelayMs), timeNote, note]);
     checks.push({ target: `${label}: peak RSS ≤ 300 MiB`, measured: fmt.mib(r.peakRss), pass: r.peakRss <= TARGET.rss });
-    checks.push({ target: `${label}: max event-loop delay ≤ 50 ms`, measured: fmt.ms(r.maxLoopDelayMs), pass: r.maxLoopDelayMs <= TARGET.loopMs });
+    checks.push({
+      target: `${label}: max event-loop delay ≤ 50 ms`,
+      measured: fmt.ms(r.maxLoopDelayMs),
+      pass: r.maxLoopDelayMs <= TARGET.loopMs,
+    });
   };
   const rate = (r: StepResult) => `${fmt.s(r.seconds)} (${fmt.int(BACKLOG / r.seconds)} msgs/s)`;
   const afterOpen = (r: StepResult) => (r.openSeconds === undefined ? '' : `, after a ${fmt.s(r.openSeconds)} open`);
@@ -76,8 +92,17 @@ function tabulate(results: Map<StepName, StepResult>): BenchOutput {
   const published = results.get('publish');
   if (published) {
     const perMessage = published.storeBytes! / BACKLOG;
-    row('publishing it (no consumer)', published, rate(published), `store ${fmt.mib(published.storeBytes!)}, ${fmt.int(perMessage)} B per message`);
-    checks.push({ target: 'disk per 1 KB message ≤ 1.1 KB (1,126 B)', measured: `${fmt.int(perMessage)} B`, pass: perMessage <= TARGET.diskPerMessage });
+    row(
+      'publishing it (no consumer)',
+      published,
+      rate(published),
+      `store ${fmt.mib(published.storeBytes!)}, ${fmt.int(perMessage)} B per message`,
+    );
+    checks.push({
+      target: 'disk per 1 KB message ≤ 1.1 KB (1,126 B)',
+      measured: `${fmt.int(perMessage)} B`,
+      pass: perMessage <= TARGET.diskPerMessage,
+    });
   }
   const opened = results.get('open');
   if (opened) {
@@ -103,7 +128,10 @@ function tabulate(results: Map<StepName, StepResult>): BenchOutput {
   }
   const callback = results.get('callback');
   if (callback) {
-    const shrank = callback.shrankAfterSeconds === undefined ? `not to half within ${SHRINK_WAIT_SECONDS} s` : `to half after ${callback.shrankAfterSeconds} s`;
+    const shrank =
+      callback.shrankAfterSeconds === undefined
+        ? `not to half within ${SHRINK_WAIT_SECONDS} s`
+        : `to half after ${callback.shrankAfterSeconds} s`;
     rows.push([
       `after the callback drain (core open, ${SHRINK_WAIT_SECONDS} s)`,
       '',
@@ -125,11 +153,23 @@ function tabulate(results: Map<StepName, StepResult>): BenchOutput {
   if (keys) {
     const retained = `${fmt.int(keys.bytesPerKey!)} B per key retained (heap + external, of which JS heap ${fmt.int(keys.heapPerKey!)} B)`;
     const note = `${retained}; RSS +${fmt.int(keys.rssPerKey!)} B per key`;
-    rows.push([`${fmt.int(BACKLOG)} distinct keys, one message each`, fmt.mib(keys.peakRss), fmt.ms(keys.maxLoopDelayMs), rate(keys), note]);
-    checks.push({ target: 'memory per ordering key ≤ 1 KB', measured: `${fmt.int(keys.bytesPerKey!)} B`, pass: keys.bytesPerKey! <= TARGET.perKey });
+    rows.push([
+      `${fmt.int(BACKLOG)} distinct keys, one message each`,
+      fmt.mib(keys.peakRss),
+      fmt.ms(keys.maxLoopDelayMs),
+      rate(keys),
+      note,
+    ]);
+    checks.push({
+      target: 'memory per ordering key ≤ 1 KB',
+      measured: `${fmt.int(keys.bytesPerKey!)} B`,
+      pass: keys.bytesPerKey! <= TARGET.perKey,
+    });
   }
   return {
-    tables: [{ header: [`${fmt.int(BACKLOG)}-message backlog`, 'peak RSS', 'max event-loop delay', 'time', 'note'], numeric: [1, 2], rows }],
+    tables: [
+      { header: [`${fmt.int(BACKLOG)}-message backlog`, 'peak RSS', 'max event-loop delay', 'time', 'note'], numeric: [1, 2], rows },
+    ],
     checks,
   };
 }

@@ -102,10 +102,18 @@ async function exportObjects(s3: BenchS3, cloudStorageConfig: Record<string, unk
   const dir = tempDir('orderly-bench-');
   const bucket = await s3.bucket();
   const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')), tickMs: 50 });
-  const exports = new ExportManager({ core, settings: { dataDir: dir.path, objectStorage: s3.settings }, logger: createLogger({ level: 'warn' }) });
+  const exports = new ExportManager({
+    core,
+    settings: { dataDir: dir.path, objectStorage: s3.settings },
+    logger: createLogger({ level: 'warn' }),
+  });
   try {
     await core.createTopic('bench');
-    await core.createSubscription('to-s3', { topic: 'bench', enableMessageOrdering: true, cloudStorageConfig: { bucket, ...cloudStorageConfig } });
+    await core.createSubscription('to-s3', {
+      topic: 'bench',
+      enableMessageOrdering: true,
+      cloudStorageConfig: { bucket, ...cloudStorageConfig },
+    });
     await exports.sync();
     await exports.runner('to-s3')!.ready;
     const batches = publishBatches();
@@ -135,9 +143,25 @@ export async function benchObjectExport(): Promise<BenchOutput> {
     const [textRate, textMb] = await warm(() => peakRss(() => exportObjects(s3, { textConfig: {} })));
     const rss = (mb: number) => `peak RSS ${mb} MiB`;
     return ratioTable([
-      { name: 'DuckDB COPY TO parquet + PutObject (baseline: warm, best of runs)', perSecond: parquetBaseline, baseline: parquetBaseline, extra: rss(parquetBaselineMb) },
-      { name: 'publish -> Parquet objects committed', perSecond: parquetRate, baseline: parquetBaseline, minRatio: 0.5, extra: rss(parquetMb) },
-      { name: 'DuckDB COPY TO text + PutObject (baseline: warm, best of runs)', perSecond: textBaseline, baseline: textBaseline, extra: rss(textBaselineMb) },
+      {
+        name: 'DuckDB COPY TO parquet + PutObject (baseline: warm, best of runs)',
+        perSecond: parquetBaseline,
+        baseline: parquetBaseline,
+        extra: rss(parquetBaselineMb),
+      },
+      {
+        name: 'publish -> Parquet objects committed',
+        perSecond: parquetRate,
+        baseline: parquetBaseline,
+        minRatio: 0.5,
+        extra: rss(parquetMb),
+      },
+      {
+        name: 'DuckDB COPY TO text + PutObject (baseline: warm, best of runs)',
+        perSecond: textBaseline,
+        baseline: textBaseline,
+        extra: rss(textBaselineMb),
+      },
       { name: 'publish -> text objects committed', perSecond: textRate, baseline: textBaseline, minRatio: 0.5, extra: rss(textMb) },
     ]);
   } finally {

@@ -20,13 +20,22 @@ import { benchScaling } from './scaling.js';
 const benchmarks: Record<string, [string, () => Promise<BenchOutput>]> = {
   core: ['core: 1 KB messages, 10,000 ordering keys (baseline: raw SQLite inserts, same pragmas)', benchCore],
   duckdb: ['DuckDB export: 1 KB JSON, 10,000 keys (baseline: raw DuckDB appender, same rows, warm, best of runs)', benchDuckDbExport],
-  objects: ['object-storage export: 1 KB JSON, 10,000 keys (baselines: DuckDB COPY TO parquet / text + one PutObject, warm, best of runs)', benchObjectExport],
+  objects: [
+    'object-storage export: 1 KB JSON, 10,000 keys (baselines: DuckDB COPY TO parquet / text + one PutObject, warm, best of runs)',
+    benchObjectExport,
+  ],
   client: ["Pub/Sub endpoint: Google's Node client, 1 KB, 1,000 keys, ordering (baseline: the same through the library API)", benchClient],
-  memory: ['memory, start-up, event loop and disk at a backlog: 1 KB messages, 10,000 keys, default settings, each path in a fresh process', benchMemory],
+  memory: [
+    'memory, start-up, event loop and disk at a backlog: 1 KB messages, 10,000 keys, default settings, each path in a fresh process',
+    benchMemory,
+  ],
   latency: ['publish -> delivery latency at a steady rate: 1 KB messages, 10,000 keys, ordering', benchLatency],
   endpoint: ['endpoint: lean gRPC client against `orderly serve` vs NATS JetStream, same workload, same run', benchEndpoint],
   cli: ['CLI start-up: whole-process wall clock of `node bin/orderly.js`', benchCli],
-  scaling: ['worker fleets: 1-3 `orderly run` workers export one remote subscription from `orderly serve` to S3 (baseline: the embedded core, one process)', benchScaling],
+  scaling: [
+    'worker fleets: 1-3 `orderly run` workers export one remote subscription from `orderly serve` to S3 (baseline: the embedded core, one process)',
+    benchScaling,
+  ],
 };
 
 // The AWS SDK warns on Node 20 at client creation; the benchmarks' output is a report, not a log.

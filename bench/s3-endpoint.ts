@@ -23,11 +23,16 @@ export async function startBenchS3(): Promise<BenchS3> {
   if (!endpoint) {
     const child = spawn(
       process.execPath,
-      ['--input-type=module', '-e', `
+      [
+        '--input-type=module',
+        '-e',
+        `
         import S3rver from 's3rver';
         const server = new S3rver({ port: 0, address: '127.0.0.1', directory: process.argv[1], silent: true });
         const { port } = await server.run();
-        console.log(port);`, dir.path],
+        console.log(port);`,
+        dir.path,
+      ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     const [line] = (await once(child.stdout, 'data')) as [Buffer];

@@ -80,7 +80,10 @@ async function startRemote(dir: string): Promise<Remote> {
 
 /** An `orderly run` worker: resolves its metrics URL once it runs. */
 function startWorker(job: string): { child: ChildProcess; metrics: Promise<string>; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' } });
+  const child = spawn(process.execPath, [bin, 'run', job], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' },
+  });
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   const metrics = new Promise<string>((resolve, reject) => {
     let out = '';
@@ -107,7 +110,8 @@ async function prepareBacklog(remote: Remote, subscriptions: string[]): Promise<
   const publisher = remote.admin.topic('scale', { messageOrdering: true, batching: { maxMessages: 1000, maxMilliseconds: 5 } });
   for (let start = 0; start < MESSAGES; start += 5000) {
     const sends: Promise<string>[] = [];
-    for (let i = start; i < Math.min(MESSAGES, start + 5000); i++) sends.push(publisher.publishMessage({ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` }));
+    for (let i = start; i < Math.min(MESSAGES, start + 5000); i++)
+      sends.push(publisher.publishMessage({ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` }));
     await Promise.all(sends);
   }
   // Hidden (acked) until each run seeks back.
@@ -117,7 +121,15 @@ async function prepareBacklog(remote: Remote, subscriptions: string[]): Promise<
 }
 
 /** `workers` workers export the subscription's backlog to `format` objects; msgs/s from the seek to the last ack. */
-async function fleetRun(dir: string, remote: Remote, s3: BenchS3, subscription: string, from: Date, workers: number, format: Format): Promise<number> {
+async function fleetRun(
+  dir: string,
+  remote: Remote,
+  s3: BenchS3,
+  subscription: string,
+  from: Date,
+  workers: number,
+  format: Format,
+): Promise<number> {
   const bucket = await s3.bucket();
   const job = join(dir, `${subscription}.yaml`);
   writeFileSync(
@@ -130,7 +142,13 @@ async function fleetRun(dir: string, remote: Remote, s3: BenchS3, subscription: 
       remote: {
         endpoint: remote.host,
         flowControl: { maxMessages: WORKER_BUDGET },
-        exports: [{ subscription, enableMessageOrdering: true, cloudStorageConfig: { bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', ...format } }],
+        exports: [
+          {
+            subscription,
+            enableMessageOrdering: true,
+            cloudStorageConfig: { bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', ...format },
+          },
+        ],
       },
     }),
   );
@@ -173,7 +191,13 @@ async function embedded(s3: BenchS3): Promise<number> {
     await core.createTopic('scale');
     await core.createSubscription('to-s3', { topic: 'scale', enableMessageOrdering: true, cloudStorageConfig: { bucket, ...TEXT } });
     for (let start = 0; start < MESSAGES; start += 1000) {
-      await core.publish('scale', Array.from({ length: Math.min(1000, MESSAGES - start) }, (_, j) => ({ data: Buffer.from(payload(start + j)), orderingKey: `key-${(start + j) % KEYS}` })));
+      await core.publish(
+        'scale',
+        Array.from({ length: Math.min(1000, MESSAGES - start) }, (_, j) => ({
+          data: Buffer.from(payload(start + j)),
+          orderingKey: `key-${(start + j) % KEYS}`,
+        })),
+      );
     }
     const seconds = await time(async () => {
       await exports.start();
@@ -205,9 +229,14 @@ export async function benchScaling(): Promise<BenchOutput> {
       { subscription: 'scale-avro', workers: 1, format: { avroConfig: { writeMetadata: true } }, name: 'Avro with metadata' },
       { subscription: 'scale-parquet', workers: 1, format: { parquetConfig: { writeMetadata: true } }, name: 'Parquet with metadata' },
     ];
-    const from = await prepareBacklog(remote, runs.map((r) => r.subscription));
+    const from = await prepareBacklog(
+      remote,
+      runs.map((r) => r.subscription),
+    );
     const baseline = await embedded(s3);
-    const results: BenchResult[] = [{ name: 'embedded core, one process, text objects (baseline)', perSecond: baseline, baseline, extra: mbps(baseline) }];
+    const results: BenchResult[] = [
+      { name: 'embedded core, one process, text objects (baseline)', perSecond: baseline, baseline, extra: mbps(baseline) },
+    ];
     for (const run of runs) {
       const rate = await fleetRun(dir.path, remote, s3, run.subscription, from, run.workers, run.format);
       results.push({

@@ -17,7 +17,12 @@ export interface ServeProcess {
   stop(): Promise<void>;
 }
 
-const COUNTERS = { acked: 'orderly_acked_total', nacked: 'orderly_nacked_total', expired: 'orderly_expired_total', redelivered: 'orderly_redelivered_total' };
+const COUNTERS = {
+  acked: 'orderly_acked_total',
+  nacked: 'orderly_nacked_total',
+  expired: 'orderly_expired_total',
+  redelivered: 'orderly_redelivered_total',
+};
 
 /**
  * A real `orderly serve` child process (whatever bin/orderly.js runs) on a fresh data directory, with its
@@ -63,7 +68,12 @@ export async function startOrderlyServe(): Promise<ServeProcess> {
           const line = text.split('\n').find((l) => l.startsWith(`${metric}{subscription="${subscription}"}`));
           return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
         };
-        return { acked: read(COUNTERS.acked), nacked: read(COUNTERS.nacked), expired: read(COUNTERS.expired), redelivered: read(COUNTERS.redelivered) };
+        return {
+          acked: read(COUNTERS.acked),
+          nacked: read(COUNTERS.nacked),
+          expired: read(COUNTERS.expired),
+          redelivered: read(COUNTERS.redelivered),
+        };
       },
       async stop() {
         if (child.exitCode === null) child.kill('SIGTERM');

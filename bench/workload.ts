@@ -17,7 +17,10 @@ export function payload(i: number): string {
  */
 export function publishBatches(): MessageInput[][] {
   return Array.from({ length: Math.ceil(MESSAGES / 1000) }, (_, b) =>
-    Array.from({ length: Math.min(1000, MESSAGES - b * 1000) }, (_, j) => ({ data: Buffer.from(payload(b * 1000 + j)), orderingKey: `key-${(b * 1000 + j) % KEYS}` })),
+    Array.from({ length: Math.min(1000, MESSAGES - b * 1000) }, (_, j) => ({
+      data: Buffer.from(payload(b * 1000 + j)),
+      orderingKey: `key-${(b * 1000 + j) % KEYS}`,
+    })),
   );
 }
 
@@ -32,12 +35,21 @@ export async function publishAll(core: PubSubCore, topic: string, batches: Messa
 }
 
 /** Subscribes with a handler that acks; `finished` resolves once `count` messages were handled. */
-export function ackAll(core: PubSubCore, subscription: string, count: number, options?: SubscribeOptions): { finished: Promise<void>; subscriber: Subscriber } {
+export function ackAll(
+  core: PubSubCore,
+  subscription: string,
+  count: number,
+  options?: SubscribeOptions,
+): { finished: Promise<void>; subscriber: Subscriber } {
   let acked = 0;
   let done!: () => void;
   const finished = new Promise<void>((resolve) => (done = resolve));
-  const subscriber = core.subscribe(subscription, () => {
-    if (++acked === count) done();
-  }, options);
+  const subscriber = core.subscribe(
+    subscription,
+    () => {
+      if (++acked === count) done();
+    },
+    options,
+  );
   return { finished, subscriber };
 }

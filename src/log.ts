@@ -11,7 +11,16 @@ export function createLogger(options: { level?: string; name?: string } = {}): L
     name: options.name ?? 'orderly',
     level: options.level ?? process.env.ORDERLY_LOG_LEVEL ?? (process.env.VITEST ? 'silent' : 'info'),
     redact: {
-      paths: ['*.secretAccessKey', '*.accessKeyId', '*.sessionToken', '*.password', '*.credentials', 'credentials', '*.authToken', 'authToken'],
+      paths: [
+        '*.secretAccessKey',
+        '*.accessKeyId',
+        '*.sessionToken',
+        '*.password',
+        '*.credentials',
+        'credentials',
+        '*.authToken',
+        'authToken',
+      ],
       censor: '[redacted]',
     },
   });

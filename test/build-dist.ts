@@ -12,7 +12,8 @@ const root = fileURLToPath(new URL('..', import.meta.url));
  */
 export default function buildDist(): void {
   const built = join(root, 'dist', '.tsbuildinfo');
-  if (existsSync(built) && newest(['src', 'connectors', 'tsconfig.json', 'tsconfig.build.json', 'package.json']) < statSync(built).mtimeMs) return;
+  if (existsSync(built) && newest(['src', 'connectors', 'tsconfig.json', 'tsconfig.build.json', 'package.json']) < statSync(built).mtimeMs)
+    return;
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
   execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
   // tsc leaves its build info alone when no output changed (a file saved unchanged): mark the build current.

@@ -26,11 +26,15 @@ export class CdcApplier {
   ) {}
 
   static async create(connection: DuckDBConnection): Promise<void> {
-    await connection.run(`CREATE TABLE IF NOT EXISTS ${CDC_VERSIONS}(table_name VARCHAR, pk VARCHAR, change_sequence VARCHAR, PRIMARY KEY(table_name, pk))`);
+    await connection.run(
+      `CREATE TABLE IF NOT EXISTS ${CDC_VERSIONS}(table_name VARCHAR, pk VARCHAR, change_sequence VARCHAR, PRIMARY KEY(table_name, pk))`,
+    );
   }
 
   async load(connection: DuckDBConnection): Promise<void> {
-    const versions = await connection.runAndReadAll(`SELECT pk, change_sequence FROM ${CDC_VERSIONS} WHERE table_name = $1`, [this.tableKey]);
+    const versions = await connection.runAndReadAll(`SELECT pk, change_sequence FROM ${CDC_VERSIONS} WHERE table_name = $1`, [
+      this.tableKey,
+    ]);
     this.versions = new Map(versions.getRows().map(([k, v]) => [String(k), String(v)]));
   }
 
@@ -86,7 +90,13 @@ export class CdcApplier {
     if (!applied.size) return;
     const rows = [...applied].map(([pk, seq]) => [this.tableKey, pk, seq]);
     const columns = ['table_name', 'pk', 'change_sequence'].map((name) => ({ name, type: VARCHAR }));
-    await staged(connection, CDC_VERSIONS, columns, rows, (cols) => `INSERT OR REPLACE INTO ${CDC_VERSIONS} (${cols}) SELECT ${cols} FROM ${STAGE}`);
+    await staged(
+      connection,
+      CDC_VERSIONS,
+      columns,
+      rows,
+      (cols) => `INSERT OR REPLACE INTO ${CDC_VERSIONS} (${cols}) SELECT ${cols} FROM ${STAGE}`,
+    );
   }
 
   /** The transaction committed: its versions are the table's now. */

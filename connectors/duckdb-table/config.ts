@@ -29,7 +29,8 @@ export function parseDuckDbTableConfig(raw: unknown): DuckDbTableConfig {
     throw new InvalidArgumentError(`${FIELD}.table`, `must be "project.dataset.table", got ${JSON.stringify(c.table)}`);
   }
   for (const k of ['useTopicSchema', 'useTableSchema', 'writeMetadata', 'dropUnknownFields'] as const) {
-    if (c[k] !== undefined && typeof c[k] !== 'boolean') throw new InvalidArgumentError(`${FIELD}.${k}`, `must be true or false, got ${JSON.stringify(c[k])}`);
+    if (c[k] !== undefined && typeof c[k] !== 'boolean')
+      throw new InvalidArgumentError(`${FIELD}.${k}`, `must be true or false, got ${JSON.stringify(c[k])}`);
   }
   if (c.useTopicSchema && c.useTableSchema) {
     throw new InvalidArgumentError(`${FIELD}.useTableSchema`, 'useTopicSchema and useTableSchema are mutually exclusive');
@@ -37,7 +38,8 @@ export function parseDuckDbTableConfig(raw: unknown): DuckDbTableConfig {
   if (c.dropUnknownFields && !c.useTableSchema && !c.useTopicSchema) {
     throw new InvalidArgumentError(`${FIELD}.dropUnknownFields`, 'only applies with useTableSchema or useTopicSchema');
   }
-  if (c.serviceAccountEmail !== undefined && typeof c.serviceAccountEmail !== 'string') throw new InvalidArgumentError(`${FIELD}.serviceAccountEmail`, 'must be a string');
+  if (c.serviceAccountEmail !== undefined && typeof c.serviceAccountEmail !== 'string')
+    throw new InvalidArgumentError(`${FIELD}.serviceAccountEmail`, 'must be a string');
   return {
     table: c.table,
     schema: parts[1]!,

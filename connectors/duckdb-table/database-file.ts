@@ -37,4 +37,3 @@ export function databaseFileProblem(path: string, instance: DuckDBInstance): str
   const header = duckDbHeader(instance, 12);
   return header.subarray(8, 12).equals(DUCKDB_MAGIC) ? undefined : 'has no DuckDB header (truncated or overwritten)';
 }
-

@@ -43,10 +43,15 @@ describe('bigqueryConfig.writeMetadata', () => {
     await exportTo('proj.analytics.events', { writeMetadata: true });
     const keys = ['k1', 'k2', 'k3'];
     for (let round = 0; round < 20; round++) {
-      await env.core.publish('events', keys.map((k) => ({ data: `${k}-${round}`, orderingKey: k, attributes: { round: String(round) } })));
+      await env.core.publish(
+        'events',
+        keys.map((k) => ({ data: `${k}-${round}`, orderingKey: k, attributes: { round: String(round) } })),
+      );
     }
     await waitFor('rows', async () => Number((await sql('SELECT count(*) n FROM analytics.events'))[0]!.n) === 60);
-    const types = await sql("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'events' ORDER BY ordinal_position");
+    const types = await sql(
+      "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'events' ORDER BY ordinal_position",
+    );
     expect(types.map((t) => t.data_type)).toEqual(['VARCHAR', 'VARCHAR', 'TIMESTAMP', 'VARCHAR', 'JSON', 'VARCHAR', 'BIGINT']);
     const rows = await sql('SELECT * FROM analytics.events ORDER BY rowid');
     for (const k of keys) {
@@ -64,7 +69,9 @@ describe('bigqueryConfig.writeMetadata', () => {
 
   it('a table name with odd characters is quoted, never executed', async () => {
     const evil = 'x"; DROP TABLE victims; --';
-    await sql(`CREATE TABLE victims(id INTEGER); CREATE SCHEMA "we.ird"; CREATE TABLE "we.ird"."${evil.replaceAll('"', '""')}"(data VARCHAR)`);
+    await sql(
+      `CREATE TABLE victims(id INTEGER); CREATE SCHEMA "we.ird"; CREATE TABLE "we.ird"."${evil.replaceAll('"', '""')}"(data VARCHAR)`,
+    );
     expect(() => parseDuckDbTableConfig({ table: 'p.we.ird.t' })).toThrow('must be "project.dataset.table"');
     await env.core.createSubscription('odd', { topic: 'events', bigqueryConfig: { table: `p.main.${evil}` } });
     await env.exports.sync();
@@ -84,19 +91,40 @@ describe('bigqueryConfig.useTableSchema', () => {
   it('maps JSON fields to columns with type conversion', async () => {
     await exportTo('p.main.orders', { useTableSchema: true });
     const doc = {
-      order_id: 'o-1', qty: '3', price: 9.5, paid: true, placed_at: '2026-11-30T08:00:01.123456Z', day: '2026-11-30',
-      address: { city: 'Lyon', zip: '69001' }, tags: ['a', 'b'], extra: { nested: [1, { x: true }] }, big: '9007199254740993',
+      order_id: 'o-1',
+      qty: '3',
+      price: 9.5,
+      paid: true,
+      placed_at: '2026-11-30T08:00:01.123456Z',
+      day: '2026-11-30',
+      address: { city: 'Lyon', zip: '69001' },
+      tags: ['a', 'b'],
+      extra: { nested: [1, { x: true }] },
+      big: '9007199254740993',
     };
     await env.core.publish('events', [{ data: JSON.stringify(doc), orderingKey: 'o-1' }]);
     await waitFor('row', async () => (await sql('SELECT count(*) n FROM orders'))[0]!.n === 1n);
     const [row] = await sql(`SELECT order_id, qty, price, paid, strftime(placed_at, '%Y-%m-%dT%H:%M:%S.%f') placed, day::VARCHAR AS "day",
       address.city city, tags, extra::VARCHAR extra, big FROM orders`);
-    expect(row).toMatchObject({ order_id: 'o-1', qty: 3, price: 9.5, paid: true, placed: '2026-11-30T08:00:01.123456', day: '2026-11-30', city: 'Lyon', big: 9007199254740993n });
+    expect(row).toMatchObject({
+      order_id: 'o-1',
+      qty: 3,
+      price: 9.5,
+      paid: true,
+      placed: '2026-11-30T08:00:01.123456',
+      day: '2026-11-30',
+      city: 'Lyon',
+      big: 9007199254740993n,
+    });
     expect(JSON.parse(String(row!.extra))).toEqual({ nested: [1, { x: true }] });
   });
 
   it('unknown fields fail the message (to the dead-letter topic) unless dropUnknownFields', async () => {
-    await exportTo('p.main.orders', { useTableSchema: true }, { deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 5 }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } });
+    await exportTo(
+      'p.main.orders',
+      { useTableSchema: true },
+      { deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 5 }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } },
+    );
     await env.core.publish('events', [
       { data: JSON.stringify({ order_id: 'a', colour: 'red' }), orderingKey: 'a' },
       { data: JSON.stringify({ order_id: 'a', qty: 2 }), orderingKey: 'a' },
@@ -123,7 +151,11 @@ describe('bigqueryConfig.useTableSchema', () => {
   });
 
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
-    await exportTo('p.main.orders', { useTableSchema: true }, { deadLetterPolicy: { deadLetterTopic: 'dead' }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } });
+    await exportTo(
+      'p.main.orders',
+      { useTableSchema: true },
+      { deadLetterPolicy: { deadLetterTopic: 'dead' }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } },
+    );
     await env.core.publish('events', [
       { data: '{not json', orderingKey: 'x' },
       { data: JSON.stringify({ order_id: 'y', qty: 3.5 }), orderingKey: 'y' },
@@ -133,7 +165,9 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
     await waitFor('four dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 4);
     expect(await sql('SELECT order_id FROM orders')).toEqual([{ order_id: 'ok' }]);
-    const errors = (await env.core.pull('dead-sub', { maxMessages: 10 })).map((m) => m.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage).sort();
+    const errors = (await env.core.pull('dead-sub', { maxMessages: 10 }))
+      .map((m) => m.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage)
+      .sort();
     expect(errors).toEqual([
       expect.stringMatching(/^data: message data is not valid JSON/),
       'order_id: column "order_id" is NOT NULL and the message has no value for it',
@@ -146,12 +180,17 @@ describe('bigqueryConfig.useTableSchema', () => {
 describe('sink state', () => {
   it('a missing table puts the subscription in NOT_FOUND, keeps the backlog, and recovers when it appears', async () => {
     await exportTo('p.main.later', { writeMetadata: true }, { deadLetterPolicy: { deadLetterTopic: 'dead' } });
-    await env.core.publish('events', [{ data: 'a1', orderingKey: 'a' }, { data: 'a2', orderingKey: 'a' }]);
+    await env.core.publish('events', [
+      { data: 'a1', orderingKey: 'a' },
+      { data: 'a2', orderingKey: 'a' },
+    ]);
     await waitFor('NOT_FOUND', () => env.core.getSubscription('to-table').state === 'NOT_FOUND');
     await new Promise((r) => setTimeout(r, 300)); // several retries, none may dead-letter
     expect(backlog('to-table')).toBe(2);
     expect(backlog('dead-sub')).toBe(0);
-    await sql(`CREATE TABLE later(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes VARCHAR)`);
+    await sql(
+      `CREATE TABLE later(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes VARCHAR)`,
+    );
     await waitFor('ACTIVE', async () => env.core.getSubscription('to-table').state === 'ACTIVE' && backlog('to-table') === 0);
     expect(await sql('SELECT data FROM later ORDER BY rowid')).toEqual([{ data: 'a1' }, { data: 'a2' }]);
   });
@@ -215,12 +254,24 @@ describe('written ids of unkeyed messages', () => {
     let now = Date.now();
     const writer = new DuckDbTableWriter(
       parseDuckDbTableConfig({ table: 'p.main.loose' }),
-      { subscription: 'projects/p/subscriptions/loose', identity: { uid: 'loose-uid', adoptsNameKeyedProgress: false }, spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } as never, logger: createLogger(), settings: { dataDir: dir.path }, budget: { messages: 1, bytes: 1 }, notify: () => undefined },
+      {
+        subscription: 'projects/p/subscriptions/loose',
+        identity: { uid: 'loose-uid', adoptsNameKeyedProgress: false },
+        spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } as never,
+        logger: createLogger(),
+        settings: { dataDir: dir.path },
+        budget: { messages: 1, bytes: 1 },
+        notify: () => undefined,
+      },
       env.duckdbPath,
       () => now,
     );
     await writer.open();
-    const message = (id: string, publishTime: Date) => ({ id, deliveryAttempt: 0, message: { messageId: id, publishTime, data: Buffer.from(id), attributes: {}, orderingKey: '', sequence: 0 } });
+    const message = (id: string, publishTime: Date) => ({
+      id,
+      deliveryAttempt: 0,
+      message: { messageId: id, publishTime, data: Buffer.from(id), attributes: {}, orderingKey: '', sequence: 0 },
+    });
     const old = new Date(now);
     expect((await writer.write([message('1', old), message('2', old)])).written).toEqual(['1', '2']);
     // A redelivery within retention is recognised and not written again.
@@ -239,7 +290,10 @@ describe('analytics while exporting', () => {
     await exportTo('p.main.live', {});
     const counts: number[] = [];
     for (let i = 0; i < 10; i++) {
-      await env.core.publish('events', Array.from({ length: 100 }, (_, j) => ({ data: `${i}-${j}`, orderingKey: `k${j % 7}` })));
+      await env.core.publish(
+        'events',
+        Array.from({ length: 100 }, (_, j) => ({ data: `${i}-${j}`, orderingKey: `k${j % 7}` })),
+      );
       counts.push(Number((await sql('SELECT count(*) n FROM live'))[0]!.n));
     }
     await waitFor('all rows', async () => Number((await sql('SELECT count(*) n FROM live'))[0]!.n) === 1000);

@@ -34,7 +34,8 @@ export const duckdbTableConnector: ConnectorFactory<DuckDbTableConfig, { path: s
   counters: { rowsAppended: { metric: 'orderly_rows_appended_total', help: 'Rows appended to DuckDB tables' } },
   create(config, context) {
     const path = context.settings.duckdbPath;
-    if (typeof path !== 'string') throw new InvalidArgumentError('duckdb', 'bigqueryConfig subscriptions need a DuckDB database file (the job\'s duckdb.path)');
+    if (typeof path !== 'string')
+      throw new InvalidArgumentError('duckdb', "bigqueryConfig subscriptions need a DuckDB database file (the job's duckdb.path)");
     return lazyConnector(async () => new (await import('./table-writer.js')).DuckDbTableWriter(config, context, path));
   },
 };

@@ -48,7 +48,8 @@ export interface ConversionOptions {
 export function toColumnValue(value: unknown, type: DuckDBType, path: string, options: ConversionOptions): DuckDBValue {
   if (value === null || value === undefined) return null;
   if (type.alias === 'JSON') return JSON.stringify(value);
-  const fail = (expected: string) => new ConversionError(path, `expected ${expected} for a ${type.toString()} column, got ${describe(value)}`);
+  const fail = (expected: string) =>
+    new ConversionError(path, `expected ${expected} for a ${type.toString()} column, got ${describe(value)}`);
   switch (type.typeId) {
     case DuckDBTypeId.BOOLEAN:
       if (typeof value !== 'boolean') throw fail('true or false');
@@ -68,8 +69,12 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
       else throw fail('an integer');
       const [min, max] = INTEGER_RANGES[type.typeId]!;
       if (n < min || n > max) throw new ConversionError(path, `${n} is out of range for a ${type.toString()} column (${min} to ${max})`);
-      return type.typeId === DuckDBTypeId.TINYINT || type.typeId === DuckDBTypeId.SMALLINT || type.typeId === DuckDBTypeId.INTEGER ||
-        type.typeId === DuckDBTypeId.UTINYINT || type.typeId === DuckDBTypeId.USMALLINT || type.typeId === DuckDBTypeId.UINTEGER
+      return type.typeId === DuckDBTypeId.TINYINT ||
+        type.typeId === DuckDBTypeId.SMALLINT ||
+        type.typeId === DuckDBTypeId.INTEGER ||
+        type.typeId === DuckDBTypeId.UTINYINT ||
+        type.typeId === DuckDBTypeId.USMALLINT ||
+        type.typeId === DuckDBTypeId.UINTEGER
         ? Number(n)
         : n;
     }
@@ -112,13 +117,14 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
       });
       if (!options.dropUnknownFields) {
         const unknown = Object.keys(fields).filter((k) => !struct.entryNames.includes(k));
-        if (unknown.length) throw new ConversionError(`${path}.${unknown[0]}`, 'no such field in the STRUCT column (set dropUnknownFields to ignore it)');
+        if (unknown.length)
+          throw new ConversionError(`${path}.${unknown[0]}`, 'no such field in the STRUCT column (set dropUnknownFields to ignore it)');
       }
       return structValue(entries);
     }
     case DuckDBTypeId.LIST: {
       if (!Array.isArray(value)) throw fail('an array');
-      const item = (type).valueType;
+      const item = type.valueType;
       return listValue(value.map((v, i) => toColumnValue(v, item, `${path}[${i}]`, options)));
     }
     default:
@@ -128,7 +134,8 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
 
 function timestampMicros(value: unknown): bigint | undefined {
   if (typeof value === 'number' && Number.isInteger(value)) return BigInt(value);
-  if (typeof value !== 'string' || !/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$/.test(value.trim())) return undefined;
+  if (typeof value !== 'string' || !/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$/.test(value.trim()))
+    return undefined;
   const text = value.trim();
   const ms = Date.parse(/[Zz]|[+-]\d{2}:?\d{2}$/.test(text) || text.length === 10 ? text : `${text}Z`);
   if (!Number.isFinite(ms)) return undefined;

@@ -29,7 +29,10 @@ export async function adoptNameKeyedProgress(connection: DuckDBConnection, subsc
     }
     if (legacy.has(NAME_KEYED_IDS)) {
       await connection.run(`ALTER TABLE ${NAME_KEYED_IDS} ADD COLUMN IF NOT EXISTS publish_time TIMESTAMP`);
-      await connection.run(`INSERT INTO ${WRITTEN_IDS_TABLE} SELECT $1, subscription, message_id, publish_time FROM ${NAME_KEYED_IDS} WHERE subscription = $2`, params);
+      await connection.run(
+        `INSERT INTO ${WRITTEN_IDS_TABLE} SELECT $1, subscription, message_id, publish_time FROM ${NAME_KEYED_IDS} WHERE subscription = $2`,
+        params,
+      );
       await connection.run(`DELETE FROM ${NAME_KEYED_IDS} WHERE subscription = $1`, [subscription.name]);
     }
     await connection.run('COMMIT');

@@ -16,7 +16,9 @@ export class ProgressLog {
   private constructor(private readonly subscription: { name: string; uid: string }) {}
 
   static async create(connection: DuckDBConnection): Promise<void> {
-    await connection.run(`CREATE TABLE IF NOT EXISTS ${PROGRESS_TABLE}(subscription_uid VARCHAR, subscription VARCHAR, ordering_key VARCHAR, last_sequence BIGINT)`);
+    await connection.run(
+      `CREATE TABLE IF NOT EXISTS ${PROGRESS_TABLE}(subscription_uid VARCHAR, subscription VARCHAR, ordering_key VARCHAR, last_sequence BIGINT)`,
+    );
   }
 
   static async load(connection: DuckDBConnection, subscription: { name: string; uid: string }): Promise<ProgressLog> {

@@ -2,7 +2,13 @@ import { DuckDBTypeId, blobValue, timestampValue, type DuckDBType, type DuckDBVa
 import type { ExportMessage } from '../../src/connector/connector.js';
 import { decodeStoredMessage, MessageSchemaError, type TopicSchema } from '../../src/schema/topic-schema.js';
 import type { CompiledSchema } from '../../src/schema/schema-definition.js';
-import { ColumnValueError, columnDefinitionsSql, mapSchemaToTable, UnmappableSchemaError, type TableMapping } from '../../src/schema/type-mapping.js';
+import {
+  ColumnValueError,
+  columnDefinitionsSql,
+  mapSchemaToTable,
+  UnmappableSchemaError,
+  type TableMapping,
+} from '../../src/schema/type-mapping.js';
 import type { DuckDbTableConfig } from './config.js';
 import { ConversionError, toColumnValue } from './json-to-column.js';
 
@@ -65,7 +71,8 @@ export class RowMapper {
     for (const name of [...METADATA, ...ORDERLY_METADATA]) this.at[name] = this.byName.get(name);
     this.notNull = columns.flatMap((c, i) => (c.nullable ? [] : [i]));
     const missing: string[] = [];
-    if (config.writeMetadata) missing.push(...(config.useTopicSchema ? TOPIC_SCHEMA_METADATA : METADATA).filter((m) => !this.byName.has(m)));
+    if (config.writeMetadata)
+      missing.push(...(config.useTopicSchema ? TOPIC_SCHEMA_METADATA : METADATA).filter((m) => !this.byName.has(m)));
     else if (!config.useTableSchema && !config.useTopicSchema && !this.byName.has('data')) missing.push('data');
     if (missing.length) {
       throw new SchemaMismatch(
@@ -99,14 +106,18 @@ export class RowMapper {
         const i = this.byName.get(field);
         if (i === undefined || (this.config.writeMetadata && isMetadata(field))) {
           if (i === undefined && !this.config.dropUnknownFields) {
-            throw new ConversionError(field, `no column "${field}" in ${this.config.table} (set dropUnknownFields to ignore unknown fields)`);
+            throw new ConversionError(
+              field,
+              `no column "${field}" in ${this.config.table} (set dropUnknownFields to ignore unknown fields)`,
+            );
           }
           continue;
         }
         cells[i] = toColumnValue(value, this.columns[i]!.type, field, this.config);
       }
     }
-    if (at.data !== undefined && (this.config.writeMetadata || (!this.config.useTableSchema && !this.config.useTopicSchema))) cells[at.data] = this.dataCell(em, at.data);
+    if (at.data !== undefined && (this.config.writeMetadata || (!this.config.useTableSchema && !this.config.useTopicSchema)))
+      cells[at.data] = this.dataCell(em, at.data);
     if (this.config.writeMetadata) {
       cells[at.subscription_name!] = this.subscription;
       cells[at.message_id!] = m.messageId;
@@ -133,7 +144,8 @@ export class RowMapper {
     let values: DuckDBValue[];
     let columns: RevisionColumns;
     try {
-      if (!topic) throw new MessageSchemaError('the topic has no schema any more (schemaSettings), so useTopicSchema cannot read the message');
+      if (!topic)
+        throw new MessageSchemaError('the topic has no schema any more (schemaSettings), so useTopicSchema cannot read the message');
       const { schemaName, revisionId, schema, decoded } = decodeStoredMessage(topic, em.message);
       columns = this.revisionColumns(`${schemaName}@${revisionId}`, schema);
       values = columns.mapping.row(decoded);
@@ -169,23 +181,35 @@ export class RowMapper {
       const i = this.byName.get(c.name) ?? this.byFoldedName.get(c.name.toLowerCase());
       if (i === undefined) {
         if (this.config.dropUnknownFields) return -1;
-        throw new SchemaMismatch(`table ${table} has no column "${c.name}" for the topic schema's field (set dropUnknownFields to drop it); ${expected}`);
+        throw new SchemaMismatch(
+          `table ${table} has no column "${c.name}" for the topic schema's field (set dropUnknownFields to drop it); ${expected}`,
+        );
       }
       const column = this.columns[i]!;
       if (this.config.writeMetadata && isMetadata(column.name)) {
-        throw new SchemaMismatch(`table ${table}: the topic schema's field "${c.name}" has the name of a metadata column that writeMetadata fills`);
+        throw new SchemaMismatch(
+          `table ${table}: the topic schema's field "${c.name}" has the name of a metadata column that writeMetadata fills`,
+        );
       }
       if (duckdbTypeText(column.type.toString()) !== duckdbTypeText(c.duckdbType)) {
-        throw new SchemaMismatch(`table ${table}: column "${column.name}" is ${column.type.toString()}, but the topic schema's field maps to ${c.duckdbType}; ${expected}`);
+        throw new SchemaMismatch(
+          `table ${table}: column "${column.name}" is ${column.type.toString()}, but the topic schema's field maps to ${c.duckdbType}; ${expected}`,
+        );
       }
-      if (c.nullable && !column.nullable) throw new SchemaMismatch(`table ${table}: column "${column.name}" is NOT NULL, but the topic schema's field may be null; ${expected}`);
+      if (c.nullable && !column.nullable)
+        throw new SchemaMismatch(
+          `table ${table}: column "${column.name}" is NOT NULL, but the topic schema's field may be null; ${expected}`,
+        );
       return i;
     });
     const filled = new Set(at);
     const metadata = this.config.writeMetadata ? [...METADATA, ...ORDERLY_METADATA].map((m) => this.byName.get(m)) : [];
     for (const i of metadata) if (i !== undefined) filled.add(i);
     const unfilled = this.columns.find((c, i) => !c.nullable && !c.hasDefault && !filled.has(i));
-    if (unfilled) throw new SchemaMismatch(`table ${table}: column "${unfilled.name}" is NOT NULL without a default, and no field of the topic schema (${revision}) fills it`);
+    if (unfilled)
+      throw new SchemaMismatch(
+        `table ${table}: column "${unfilled.name}" is NOT NULL without a default, and no field of the topic schema (${revision}) fills it`,
+      );
     const result = { mapping, at };
     this.revisions.set(revision, result);
     return result;
@@ -195,10 +219,14 @@ export class RowMapper {
     if (changeType !== 'UPSERT' && changeType !== 'DELETE') {
       throw new ConversionError('_CHANGE_TYPE', `must be "UPSERT" or "DELETE", got ${JSON.stringify(changeType)}`);
     }
-    if (!this.primaryKey.length) throw new SchemaMismatch(`table ${this.config.table} has no PRIMARY KEY, which CDC (_CHANGE_TYPE) writes need`);
+    if (!this.primaryKey.length)
+      throw new SchemaMismatch(`table ${this.config.table} has no PRIMARY KEY, which CDC (_CHANGE_TYPE) writes need`);
     const seq = record._CHANGE_SEQUENCE_NUMBER;
     if (seq !== undefined && (typeof seq !== 'string' || !/^[0-9A-Fa-f]{1,16}(\/[0-9A-Fa-f]{1,16}){0,3}$/.test(seq))) {
-      throw new ConversionError('_CHANGE_SEQUENCE_NUMBER', `must be up to four '/'-separated hexadecimal sections, got ${JSON.stringify(seq)}`);
+      throw new ConversionError(
+        '_CHANGE_SEQUENCE_NUMBER',
+        `must be up to four '/'-separated hexadecimal sections, got ${JSON.stringify(seq)}`,
+      );
     }
     const keyCells = this.primaryKey.map((k) => {
       const v = cells[this.byName.get(k)!];
@@ -206,7 +234,9 @@ export class RowMapper {
       return v;
     });
     const pk = JSON.stringify(this.primaryKey.map((k) => record[k]));
-    return changeType === 'UPSERT' ? { kind: 'upsert', cells, pk, changeSequence: seq } : { kind: 'delete', keyCells, pk, changeSequence: seq };
+    return changeType === 'UPSERT'
+      ? { kind: 'upsert', cells, pk, changeSequence: seq }
+      : { kind: 'delete', keyCells, pk, changeSequence: seq };
   }
 
   private dataCell(em: ExportMessage, i: number): DuckDBValue {

@@ -1,5 +1,13 @@
 import type { DuckDBAppender, DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
-import { SinkBusyError, SinkStateError, emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
+import {
+  SinkBusyError,
+  SinkStateError,
+  emptyResult,
+  type Connector,
+  type ConnectorContext,
+  type ExportMessage,
+  type WriteResult,
+} from '../../src/connector/connector.js';
 import { FailedKeys } from '../../src/connector/failed-keys.js';
 import { RedeliveryFilter } from '../../src/connector/redelivery-filter.js';
 import { discardDuckDb, duckDbLockHolder, openDuckDb } from '../../src/duckdb/database.js';
@@ -65,7 +73,9 @@ export class DuckDbTableWriter implements Connector {
       } catch (e) {
         const holder = duckDbLockHolder(e);
         if (holder === undefined) throw e;
-        throw new SinkBusyError(`standby: DuckDB database ${this.databasePath} is open in another process (pid ${holder}); this worker takes over once it exits`);
+        throw new SinkBusyError(
+          `standby: DuckDB database ${this.databasePath} is open in another process (pid ${holder}); this worker takes over once it exits`,
+        );
       }
       const connection = await this.instance.connect();
       try {

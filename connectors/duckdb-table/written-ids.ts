@@ -52,6 +52,9 @@ export class DuckDbWrittenIds implements WrittenIds {
     if (now - this.prunedAt < 60_000) return;
     this.prunedAt = now;
     const cutoff = timestampValue(BigInt(retentionCutoff(this.spec, now)) * 1000n);
-    await this.connection().run(`DELETE FROM ${WRITTEN_IDS_TABLE} WHERE subscription_uid = $1 AND publish_time < $2`, [this.subscription.uid, cutoff]);
+    await this.connection().run(`DELETE FROM ${WRITTEN_IDS_TABLE} WHERE subscription_uid = $1 AND publish_time < $2`, [
+      this.subscription.uid,
+      cutoff,
+    ]);
   }
 }

@@ -61,7 +61,9 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
   /** key -> per object (in creation order): the sequences it holds, in file order */
   const perKey = new Map<string, KeyFile[]>();
   const unkeyed = new Map<string, number>();
-  const entries = manifest.committed().sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt) || (a.counter ?? 0) - (b.counter ?? 0));
+  const entries = manifest
+    .committed()
+    .sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt) || (a.counter ?? 0) - (b.counter ?? 0));
   for (const entry of entries) {
     report.objects++;
     let body: Buffer;
@@ -74,7 +76,8 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
     }
     const records = await readRecords(body, format);
     report.records += records.length;
-    if (records.length !== entry.records) note(report.objectErrors, `${entry.object}: ${records.length} records, manifest says ${entry.records}`);
+    if (records.length !== entry.records)
+      note(report.objectErrors, `${entry.object}: ${records.length} records, manifest says ${entry.records}`);
     const named = Math.floor(Date.parse(entry.createdAt) / 1000);
     const add = (key: string, seqs: number[]) => {
       const list = perKey.get(key) ?? [];
@@ -127,11 +130,10 @@ export async function auditSubscription(
 export async function auditExport(target: ExportTarget<ObjectStorageConfig>): Promise<AuditResult> {
   // A fleet's export (a remote subscription): its manifest lives in the bucket.
   if (target.shared) return (await import('./fleet-audit.js')).auditFleetExport(target);
-  const r = await auditSubscription(
-    { name: target.subscription, uid: target.identity.uid },
-    target.config,
-    { dataDir: target.settings.dataDir, objectStorage: target.settings.objectStorage as Record<string, unknown> | undefined },
-  );
+  const r = await auditSubscription({ name: target.subscription, uid: target.identity.uid }, target.config, {
+    dataDir: target.settings.dataDir,
+    objectStorage: target.settings.objectStorage as Record<string, unknown> | undefined,
+  });
   const check = (label: string, f: AuditFinding, failing = true) => ({ label, count: f.count, examples: f.examples, failing });
   return {
     summary: `objects ${r.objects}, records ${r.records}, keys ${r.keys} (${r.recordLevel ? 'checked record by record' : 'checked from manifest ranges'})`,
@@ -148,7 +150,9 @@ export async function auditExport(target: ExportTarget<ObjectStorageConfig>): Pr
 
 function rangeSeqs(range: ManifestObject['keys'][string]): number[] {
   // The manifest keeps first/last/count; a contiguous range is the common case and what we can check.
-  return range.count === range.last - range.first + 1 ? Array.from({ length: range.count }, (_, i) => range.first + i) : [range.first, range.last];
+  return range.count === range.last - range.first + 1
+    ? Array.from({ length: range.count }, (_, i) => range.first + i)
+    : [range.first, range.last];
 }
 
 interface KeyFile {
@@ -185,7 +189,10 @@ function checkKey(report: AuditReport, key: string, files: KeyFile[]): void {
     const low = Math.min(...later.seqs);
     const earlier = files.find((f) => namedBefore(f, later) && Math.max(...f.seqs) > low);
     if (earlier) {
-      note(report.skewedKeys, `${key}: ${later.object} holds sequence ${low}, but the earlier-named ${earlier.object} holds ${Math.max(...earlier.seqs)}`);
+      note(
+        report.skewedKeys,
+        `${key}: ${later.object} holds sequence ${low}, but the earlier-named ${earlier.object} holds ${Math.max(...earlier.seqs)}`,
+      );
       return;
     }
   }

@@ -1,4 +1,11 @@
-import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  type S3Client,
+} from '@aws-sdk/client-s3';
 import { pathSegment } from '../../src/connector/sink-paths.js';
 import { projectOf, shortId } from '../../src/core/names.js';
 import type { Logger } from '../../src/log.js';
@@ -64,7 +71,9 @@ export class BucketManifest implements ManifestLog {
   }
 
   private key(kind: 'pending' | 'committed', object: string): string {
-    return kind === 'pending' ? `${this.pendingPrefix()}${pathSegment(object)}.json` : `${this.prefix}committed/${pathSegment(object)}.json`;
+    return kind === 'pending'
+      ? `${this.pendingPrefix()}${pathSegment(object)}.json`
+      : `${this.prefix}committed/${pathSegment(object)}.json`;
   }
 
   private pendingPrefix(worker = this.worker): string {
@@ -97,7 +106,9 @@ export class BucketManifest implements ManifestLog {
   }
 
   private async put(key: string, entry: ManifestObject): Promise<void> {
-    await this.call(() => this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: JSON.stringify(entry), ContentType: 'application/json' })));
+    await this.call(() =>
+      this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: JSON.stringify(entry), ContentType: 'application/json' })),
+    );
   }
 
   /**
@@ -138,7 +149,11 @@ export class BucketManifest implements ManifestLog {
 }
 
 /** Every committed object of a fleet's manifest, read from the bucket (for the audit, queries and tests). */
-export async function readFleetManifest(s3: S3Client, bucket: string, subscription: { name: string; uid: string }): Promise<ManifestObject[]> {
+export async function readFleetManifest(
+  s3: S3Client,
+  bucket: string,
+  subscription: { name: string; uid: string },
+): Promise<ManifestObject[]> {
   const keys = await listKeys(s3, bucket, `${fleetManifestPrefix(subscription)}committed/`);
   const entries: ManifestObject[] = [];
   for (let i = 0; i < keys.length; i += PARALLEL_READS) {

@@ -24,8 +24,19 @@ export interface ObjectStorageConfig {
 
 const F = 'cloudStorageConfig';
 const KNOWN = [
-  'bucket', 'filenamePrefix', 'filenameSuffix', 'filenameDatetimeFormat', 'textConfig', 'avroConfig', 'parquetConfig',
-  'maxDuration', 'maxBytes', 'maxMessages', 'shards', 'serviceAccountEmail', 'state',
+  'bucket',
+  'filenamePrefix',
+  'filenameSuffix',
+  'filenameDatetimeFormat',
+  'textConfig',
+  'avroConfig',
+  'parquetConfig',
+  'maxDuration',
+  'maxBytes',
+  'maxMessages',
+  'shards',
+  'serviceAccountEmail',
+  'state',
 ];
 
 export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
@@ -33,7 +44,10 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
   const c = raw as Record<string, unknown>;
   for (const k of Object.keys(c)) if (!KNOWN.includes(k)) throw new UnknownFieldError(`${F}.${k}`, [k], KNOWN);
   if (typeof c.bucket !== 'string' || !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(c.bucket)) {
-    throw new InvalidArgumentError(`${F}.bucket`, `must be a bucket name (3-63 lowercase letters, digits, "." and "-"), got ${JSON.stringify(c.bucket)}`);
+    throw new InvalidArgumentError(
+      `${F}.bucket`,
+      `must be a bucket name (3-63 lowercase letters, digits, "." and "-"), got ${JSON.stringify(c.bucket)}`,
+    );
   }
   const text = (k: string) => {
     if (c[k] === undefined) return '';
@@ -41,27 +55,37 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
     return c[k];
   };
   const filenameSuffix = text('filenameSuffix');
-  if (filenameSuffix.endsWith('/')) throw new InvalidArgumentError(`${F}.filenameSuffix`, `must not end in "/", got ${JSON.stringify(filenameSuffix)}`);
+  if (filenameSuffix.endsWith('/'))
+    throw new InvalidArgumentError(`${F}.filenameSuffix`, `must not end in "/", got ${JSON.stringify(filenameSuffix)}`);
   if (filenameSuffix.includes('/')) checkPrefix(`${F}.filenameSuffix`, filenameSuffix);
   const filenameDatetimeFormat = text('filenameDatetimeFormat') || DEFAULT_DATETIME_FORMAT;
   parseDatetimeFormat(`${F}.filenameDatetimeFormat`, filenameDatetimeFormat);
 
   const formats = (['textConfig', 'avroConfig', 'parquetConfig'] as const).filter((k) => c[k] !== undefined && c[k] !== null);
-  if (formats.length > 1) throw new InvalidArgumentError(`${F}.${formats[1]}`, `only one of textConfig, avroConfig, parquetConfig may be set, got ${formats.join(' and ')}`);
+  if (formats.length > 1)
+    throw new InvalidArgumentError(
+      `${F}.${formats[1]}`,
+      `only one of textConfig, avroConfig, parquetConfig may be set, got ${formats.join(' and ')}`,
+    );
   let format: OutputFormat = { kind: 'text' };
   const sub = (k: string) => (c[k] ?? {}) as Record<string, unknown>;
   if (formats[0] === 'avroConfig') {
     const a = sub('avroConfig');
     for (const k of Object.keys(a)) {
-      if (k !== 'writeMetadata' && k !== 'useTopicSchema') throw new UnknownFieldError(`${F}.avroConfig.${k}`, ['avroConfig', k], ['writeMetadata', 'useTopicSchema']);
-      if (a[k] !== undefined && typeof a[k] !== 'boolean') throw new InvalidArgumentError(`${F}.avroConfig.${k}`, `must be true or false, got ${JSON.stringify(a[k])}`);
+      if (k !== 'writeMetadata' && k !== 'useTopicSchema')
+        throw new UnknownFieldError(`${F}.avroConfig.${k}`, ['avroConfig', k], ['writeMetadata', 'useTopicSchema']);
+      if (a[k] !== undefined && typeof a[k] !== 'boolean')
+        throw new InvalidArgumentError(`${F}.avroConfig.${k}`, `must be true or false, got ${JSON.stringify(a[k])}`);
     }
     format = { kind: 'avro', writeMetadata: a.writeMetadata === true, ...(a.useTopicSchema === true ? { useTopicSchema: true } : {}) };
   } else if (formats[0] === 'parquetConfig') {
     const p = sub('parquetConfig');
     const compression = (p.compression ?? 'SNAPPY') as string;
     if (!['UNCOMPRESSED', 'GZIP', 'SNAPPY'].includes(compression)) {
-      throw new InvalidArgumentError(`${F}.parquetConfig.compression`, `must be UNCOMPRESSED, GZIP or SNAPPY, got ${JSON.stringify(compression)}`);
+      throw new InvalidArgumentError(
+        `${F}.parquetConfig.compression`,
+        `must be UNCOMPRESSED, GZIP or SNAPPY, got ${JSON.stringify(compression)}`,
+      );
     }
     format = { kind: 'parquet', writeMetadata: p.writeMetadata === true, compression: compression as 'SNAPPY' };
   }
@@ -69,15 +93,20 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
   const maxDurationSeconds = checkRange(`${F}.maxDuration`, parseDuration(`${F}.maxDuration`, (c.maxDuration as string) ?? 300), 60, 600);
   const maxBytes = Number(c.maxBytes ?? 10 * 1024 ** 3);
   if (!Number.isInteger(maxBytes) || maxBytes < 1000 || maxBytes > 10 * 1024 ** 3) {
-    throw new InvalidArgumentError(`${F}.maxBytes`, `must be an integer between 1000 (1 KB) and ${10 * 1024 ** 3} (10 GiB), got ${JSON.stringify(c.maxBytes)}`);
+    throw new InvalidArgumentError(
+      `${F}.maxBytes`,
+      `must be an integer between 1000 (1 KB) and ${10 * 1024 ** 3} (10 GiB), got ${JSON.stringify(c.maxBytes)}`,
+    );
   }
   const maxMessages = Number(c.maxMessages ?? Number.MAX_SAFE_INTEGER);
   if (!Number.isInteger(maxMessages) || maxMessages < 1000) {
     throw new InvalidArgumentError(`${F}.maxMessages`, `must be an integer of at least 1000, got ${JSON.stringify(c.maxMessages)}`);
   }
-  if (c.serviceAccountEmail !== undefined && typeof c.serviceAccountEmail !== 'string') throw new InvalidArgumentError(`${F}.serviceAccountEmail`, 'must be a string');
+  if (c.serviceAccountEmail !== undefined && typeof c.serviceAccountEmail !== 'string')
+    throw new InvalidArgumentError(`${F}.serviceAccountEmail`, 'must be a string');
   const shards = Number(c.shards ?? 1);
-  if (!Number.isInteger(shards) || shards < 1 || shards > 64) throw new InvalidArgumentError(`${F}.shards`, `must be an integer between 1 and 64, got ${JSON.stringify(c.shards)}`);
+  if (!Number.isInteger(shards) || shards < 1 || shards > 64)
+    throw new InvalidArgumentError(`${F}.shards`, `must be an integer between 1 and 64, got ${JSON.stringify(c.shards)}`);
   return {
     bucket: c.bucket,
     filenamePrefix: checkPrefix(`${F}.filenamePrefix`, text('filenamePrefix')),

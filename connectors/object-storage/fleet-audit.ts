@@ -43,7 +43,11 @@ const note = (f: AuditFinding, example: string) => {
  * - `skewedKeys`: a key whose objects listed by name disagree with publish order (objects of different
  *   workers interleave; see docs/ordering-in-object-storage.md).
  */
-export async function auditFleetObjects(s3: S3Client, subscription: { name: string; uid: string }, config: ObjectStorageConfig): Promise<FleetAuditReport> {
+export async function auditFleetObjects(
+  s3: S3Client,
+  subscription: { name: string; uid: string },
+  config: ObjectStorageConfig,
+): Promise<FleetAuditReport> {
   const { format, bucket } = config;
   const recordLevel = format.kind !== 'text' && format.writeMetadata;
   const report: FleetAuditReport = {
@@ -86,11 +90,16 @@ export async function auditFleetObjects(s3: S3Client, subscription: { name: stri
     report.records += records.length;
     if (records.length !== listed.length) {
       note(report.objectErrors, `${entry.object}: ${records.length} records, manifest lists ${listed.length}`);
-      for (let i = records.length; i < listed.length; i++) if (counts[i]) note(report.missing, `message ${listed[i]![0]} (in ${entry.object})`);
+      for (let i = records.length; i < listed.length; i++)
+        if (counts[i]) note(report.missing, `message ${listed[i]![0]} (in ${entry.object})`);
     }
     if (recordLevel) {
       const mismatch = records.findIndex((r, i) => listed[i] !== undefined && r.messageId !== listed[i][0]);
-      if (mismatch >= 0) note(report.objectErrors, `${entry.object}: record ${mismatch} is message ${records[mismatch]!.messageId}, manifest lists ${listed[mismatch]![0]}`);
+      if (mismatch >= 0)
+        note(
+          report.objectErrors,
+          `${entry.object}: record ${mismatch} is message ${records[mismatch]!.messageId}, manifest lists ${listed[mismatch]![0]}`,
+        );
     }
     const inFile = new Map<string, number[]>();
     listed.forEach(([id, key, publishMs], i) => {
@@ -104,7 +113,11 @@ export async function auditFleetObjects(s3: S3Client, subscription: { name: stri
     });
     for (const [key, times] of inFile) {
       const back = times.findIndex((t, i) => i > 0 && t < times[i - 1]!);
-      if (back > 0) note(report.outOfOrderInFile, `${key}: in ${entry.object}, a message published at ${iso(times[back]!)} after one published at ${iso(times[back - 1]!)}`);
+      if (back > 0)
+        note(
+          report.outOfOrderInFile,
+          `${key}: in ${entry.object}, a message published at ${iso(times[back]!)} after one published at ${iso(times[back - 1]!)}`,
+        );
       const files = perKey.get(key) ?? [];
       files.push({ object: entry.object, times });
       perKey.set(key, files);
@@ -118,7 +131,10 @@ export async function auditFleetObjects(s3: S3Client, subscription: { name: stri
       const earlierMax = Math.max(...files.slice(0, i).flatMap((f) => f.times));
       const low = Math.min(...files[i]!.times);
       if (low < earlierMax) {
-        note(report.skewedKeys, `${key}: ${files[i]!.object} holds a message published at ${iso(low)}, but an object named before it one published at ${iso(earlierMax)}`);
+        note(
+          report.skewedKeys,
+          `${key}: ${files[i]!.object} holds a message published at ${iso(low)}, but an object named before it one published at ${iso(earlierMax)}`,
+        );
         break;
       }
     }
@@ -154,4 +170,3 @@ export async function auditFleetExport(target: ExportTarget<ObjectStorageConfig>
 function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
-

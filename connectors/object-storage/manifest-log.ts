@@ -47,7 +47,8 @@ export class LocalManifestLog implements ManifestLog {
     private readonly logger: Logger,
   ) {
     this.manifest = new Manifest(path);
-    if (this.manifest.repairedBytes) logger.warn({ manifest: path, bytes: this.manifest.repairedBytes }, 'cut a torn last line (a crash mid-append) off the manifest');
+    if (this.manifest.repairedBytes)
+      logger.warn({ manifest: path, bytes: this.manifest.repairedBytes }, 'cut a torn last line (a crash mid-append) off the manifest');
   }
 
   committedAtOpen(): ManifestObject[] {

@@ -29,9 +29,7 @@ export interface ManifestObject {
 }
 
 type Line =
-  | { type: 'pending'; object: string; counter?: number }
-  | { type: 'discarded'; object: string }
-  | ({ type: 'committed' } & ManifestObject);
+  { type: 'pending'; object: string; counter?: number } | { type: 'discarded'; object: string } | ({ type: 'committed' } & ManifestObject);
 
 /** A manifest line that is not a complete entry, before the last line: damage, never repaired silently. */
 export class ManifestCorruptError extends Error {
@@ -127,7 +125,9 @@ export class Manifest {
         ftruncateSync(this.fd, this.size);
         fsyncSync(this.fd);
       } catch (cut) {
-        this.broken = new Error(`manifest ${this.path}: an append failed (${(e as Error).message}) and could not be cut back off (${(cut as Error).message})`);
+        this.broken = new Error(
+          `manifest ${this.path}: an append failed (${(e as Error).message}) and could not be cut back off (${(cut as Error).message})`,
+        );
       }
       throw e;
     }

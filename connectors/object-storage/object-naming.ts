@@ -62,17 +62,22 @@ export function parseDatetimeFormat(field: string, spec: string): { pattern: str
       parts.push(rest[0]!);
       rest = rest.slice(1);
     } else {
-      throw new InvalidArgumentError(field, `unexpected "${rest[0]}" at position ${spec.length - rest.length} in ${JSON.stringify(spec)}; allowed: YYYY or YY, MM, DD, hh, mm, ss, T, Z or +00:00, and the separators - _ : /`);
+      throw new InvalidArgumentError(
+        field,
+        `unexpected "${rest[0]}" at position ${spec.length - rest.length} in ${JSON.stringify(spec)}; allowed: YYYY or YY, MM, DD, hh, mm, ss, T, Z or +00:00, and the separators - _ : /`,
+      );
     }
   }
   for (const group of REQUIRED) {
     const count = group.reduce((n, t) => n + (seen.get(t) ?? 0), 0);
-    if (count !== 1) throw new InvalidArgumentError(field, `${group.join(' or ')} must appear exactly once in ${JSON.stringify(spec)}, found ${count}`);
+    if (count !== 1)
+      throw new InvalidArgumentError(field, `${group.join(' or ')} must appear exactly once in ${JSON.stringify(spec)}, found ${count}`);
   }
   for (const t of ['T', 'Z', '+00:00']) {
     if ((seen.get(t) ?? 0) > 1) throw new InvalidArgumentError(field, `${t} may appear at most once in ${JSON.stringify(spec)}`);
   }
-  if ((seen.get('Z') ?? 0) + (seen.get('+00:00') ?? 0) > 1) throw new InvalidArgumentError(field, `use Z or +00:00, not both, in ${JSON.stringify(spec)}`);
+  if ((seen.get('Z') ?? 0) + (seen.get('+00:00') ?? 0) > 1)
+    throw new InvalidArgumentError(field, `use Z or +00:00, not both, in ${JSON.stringify(spec)}`);
   const last = spec[spec.length - 1]!;
   return SEPARATORS.includes(last) ? { pattern: parts.slice(0, -1).join(''), trailingSeparator: last } : { pattern: parts.join('') };
 }
@@ -90,11 +95,16 @@ export const RESERVED_PREFIX = '_orderly/';
 /** Object key prefixes must stay inside the bucket layout: no `..` segment, no leading `/`, not Orderly's own folder. */
 export function checkPrefix(field: string, prefix: string): string {
   if (prefix.startsWith('/')) throw new InvalidArgumentError(field, `must not start with "/", got ${JSON.stringify(prefix)}`);
-  if (prefix.startsWith(RESERVED_PREFIX)) throw new InvalidArgumentError(field, `must not start with "${RESERVED_PREFIX}" (Orderly keeps fleet manifests there), got ${JSON.stringify(prefix)}`);
+  if (prefix.startsWith(RESERVED_PREFIX))
+    throw new InvalidArgumentError(
+      field,
+      `must not start with "${RESERVED_PREFIX}" (Orderly keeps fleet manifests there), got ${JSON.stringify(prefix)}`,
+    );
   if (prefix.split('/').some((segment) => segment === '..' || segment === '.')) {
     throw new InvalidArgumentError(field, `must not contain "." or ".." path segments, got ${JSON.stringify(prefix)}`);
   }
   // eslint-disable-next-line no-control-regex -- control characters are what this refuses
-  if (/[\u0000-\u001f\\]/.test(prefix)) throw new InvalidArgumentError(field, `must not contain control characters or "\\", got ${JSON.stringify(prefix)}`);
+  if (/[\u0000-\u001f\\]/.test(prefix))
+    throw new InvalidArgumentError(field, `must not contain control characters or "\\", got ${JSON.stringify(prefix)}`);
   return prefix;
 }

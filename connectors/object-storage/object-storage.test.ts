@@ -85,7 +85,10 @@ describe('export to S3 (real HTTP server)', () => {
     Array.from({ length: n }, (_, i) => ({ data: `k${i % keys}-${Math.floor(i / keys)}${'.'.repeat(size)}`, orderingKey: `k${i % keys}` }));
   /** Waits until every published message is held by the writer, then stops it: open files are finalized. */
   async function finish(count: number) {
-    await waitFor('deliveries', () => (env.exports.runner('to-s3')?.outstanding ?? 0) + (env.exports.runner('to-s3')?.stats.written ?? 0) >= count);
+    await waitFor(
+      'deliveries',
+      () => (env.exports.runner('to-s3')?.outstanding ?? 0) + (env.exports.runner('to-s3')?.stats.written ?? 0) >= count,
+    );
     await env.exports.stop();
   }
 
@@ -98,18 +101,27 @@ describe('export to S3 (real HTTP server)', () => {
     expect(names).toHaveLength(1);
     expect(names[0]).toMatch(new RegExp(`^orders/\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}Z_${UNIQUE}\\.txt$`));
     const lines = (await s3.get(bucket, names[0]!)).toString().trim().split('\n');
-    for (const k of ['k0', 'k1', 'k2']) expect(lines.filter((l) => l.startsWith(`${k}-`))).toEqual(Array.from({ length: 10 }, (_, i) => `${k}-${i}`));
+    for (const k of ['k0', 'k1', 'k2'])
+      expect(lines.filter((l) => l.startsWith(`${k}-`))).toEqual(Array.from({ length: 10 }, (_, i) => `${k}-${i}`));
     expect(env.core.metrics('to-s3').backlogMessages).toBe(0);
   });
 
   it('avro with metadata: Pub/Sub record layout plus ordering_key and sequence', async () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { avroConfig: { writeMetadata: true } });
-    await env.core.publish('events', [{ data: 'a', orderingKey: 'k', attributes: { x: '1' } }, { data: 'b', orderingKey: 'k' }, { data: 'c' }]);
+    await env.core.publish('events', [
+      { data: 'a', orderingKey: 'k', attributes: { x: '1' } },
+      { data: 'b', orderingKey: 'k' },
+      { data: 'c' },
+    ]);
     await finish(3);
     const [name] = await s3.list(bucket);
     const records = await readRecords(await s3.get(bucket, name!), { kind: 'avro', writeMetadata: true });
-    expect(records.map((r) => [r.data.toString(), r.orderingKey, r.sequence])).toEqual([['a', 'k', 1], ['b', 'k', 2], ['c', '', 1]]);
+    expect(records.map((r) => [r.data.toString(), r.orderingKey, r.sequence])).toEqual([
+      ['a', 'k', 1],
+      ['b', 'k', 2],
+      ['c', '', 1],
+    ]);
     expect(records[0]!.attributes).toEqual({ x: '1', orderingKey: 'k' });
     expect(records[0]!.messageId).toMatch(/^\d+$/);
     expect(records[0]!.publishTimeMicros! / 1000).toBeCloseTo(Date.now(), -5);
@@ -126,8 +138,11 @@ describe('export to S3 (real HTTP server)', () => {
     expect(records).toHaveLength(200);
     const file = join(dir.path, 'copy.parquet');
     writeFileSync(file, body);
-    const rows = await queryDuckDb(join(dir.path, 'q.duckdb'), `SELECT ordering_key, list(sequence ORDER BY file_row_number) AS seqs
-      FROM read_parquet('${file}', file_row_number = true) GROUP BY ordering_key ORDER BY ordering_key`);
+    const rows = await queryDuckDb(
+      join(dir.path, 'q.duckdb'),
+      `SELECT ordering_key, list(sequence ORDER BY file_row_number) AS seqs
+      FROM read_parquet('${file}', file_row_number = true) GROUP BY ordering_key ORDER BY ordering_key`,
+    );
     expect(rows).toHaveLength(7);
     for (const r of rows) {
       const seqs = (r.seqs as { items: bigint[] }).items.map(Number);
@@ -139,10 +154,18 @@ describe('export to S3 (real HTTP server)', () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { maxMessages: 1000 });
     await env.core.publish('events', keyed(1000, 10));
-    await env.core.publish('events', keyed(1000, 10).map((m) => ({ ...m, data: m.data + '+' })));
-    await env.core.publish('events', keyed(500, 10).map((m) => ({ ...m, data: m.data + '#' })));
+    await env.core.publish(
+      'events',
+      keyed(1000, 10).map((m) => ({ ...m, data: m.data + '+' })),
+    );
+    await env.core.publish(
+      'events',
+      keyed(500, 10).map((m) => ({ ...m, data: m.data + '#' })),
+    );
     await finish(2500);
-    const counts = await Promise.all((await s3.list(bucket)).map(async (n) => (await s3.get(bucket, n)).toString().trim().split('\n').length));
+    const counts = await Promise.all(
+      (await s3.list(bucket)).map(async (n) => (await s3.get(bucket, n)).toString().trim().split('\n').length),
+    );
     expect(counts.sort()).toEqual([1000, 1000, 500].sort());
   });
 
@@ -194,9 +217,15 @@ describe('export to S3 (real HTTP server)', () => {
       dataDir: dir.path,
       objectStorage: s3.settings,
     });
-    expect(report).toMatchObject({ records: 2000, keys: 20, missing: { count: 0 }, duplicates: { count: 0 }, outOfOrderInFile: { count: 0 }, objectErrors: { count: 0 } });
+    expect(report).toMatchObject({
+      records: 2000,
+      keys: 20,
+      missing: { count: 0 },
+      duplicates: { count: 0 },
+      outOfOrderInFile: { count: 0 },
+      objectErrors: { count: 0 },
+    });
   }, 90_000);
-
 });
 
 describe('order across files', () => {
@@ -204,17 +233,37 @@ describe('order across files', () => {
     const dir = tempDir();
     const bucket = await s3.bucket();
     let now = new Date(Date.UTC(2026, 0, 1, 10, 5, 0));
-    const config = parseObjectStorageConfig({ bucket, maxBytes: 1000, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } });
+    const config = parseObjectStorageConfig({
+      bucket,
+      maxBytes: 1000,
+      filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+      parquetConfig: { writeMetadata: true },
+    });
     const writer = new ObjectStorageWriter(
       config,
-      { subscription: 'projects/p/subscriptions/skew', identity: { uid: 'skew-uid', adoptsNameKeyedProgress: false }, spec: { enableMessageOrdering: true } as never, logger: createLogger(), settings: { dataDir: dir.path, objectStorage: s3.settings }, budget: DEFAULT_BUDGET, notify: () => undefined },
+      {
+        subscription: 'projects/p/subscriptions/skew',
+        identity: { uid: 'skew-uid', adoptsNameKeyedProgress: false },
+        spec: { enableMessageOrdering: true } as never,
+        logger: createLogger(),
+        settings: { dataDir: dir.path, objectStorage: s3.settings },
+        budget: DEFAULT_BUDGET,
+        notify: () => undefined,
+      },
       () => now,
     );
     await writer.open();
     const msg = (key: string, sequence: number, size = 600) => ({
       id: `${key}-${sequence}`,
       deliveryAttempt: 0,
-      message: { messageId: `${key}${sequence}`, publishTime: now, data: Buffer.alloc(size, 'a'), attributes: {}, orderingKey: key, sequence },
+      message: {
+        messageId: `${key}${sequence}`,
+        publishTime: now,
+        data: Buffer.alloc(size, 'a'),
+        attributes: {},
+        orderingKey: key,
+        sequence,
+      },
     });
     // K:1-2 fill a file named 10:05 (maxBytes); then the clock steps back and K:3-4 go to a file named 10:00.
     const written = (await writer.write([msg('K', 1), msg('K', 2)])).written;
@@ -226,8 +275,19 @@ describe('order across files', () => {
     const names = await s3.list(bucket);
     // K:3-4 filled a file, J:1 opened another: both named 10:00, before K:1-2's file named 10:05.
     expect(names.map((n) => n.slice(0, 19))).toEqual(['2026-01-01T10:00:00', '2026-01-01T10:00:00', '2026-01-01T10:05:00']);
-    const report = await auditObjects(new S3Client({ ...s3.settings, credentials: s3.settings }), Manifest.readOnly(writer.manifestPath), config.format);
-    expect(report).toMatchObject({ objects: 3, records: 5, keys: 2, missing: { count: 0 }, duplicates: { count: 0 }, outOfOrderInFile: { count: 0 } });
+    const report = await auditObjects(
+      new S3Client({ ...s3.settings, credentials: s3.settings }),
+      Manifest.readOnly(writer.manifestPath),
+      config.format,
+    );
+    expect(report).toMatchObject({
+      objects: 3,
+      records: 5,
+      keys: 2,
+      missing: { count: 0 },
+      duplicates: { count: 0 },
+      outOfOrderInFile: { count: 0 },
+    });
     expect(report.skewedKeys.count).toBe(1);
     expect(report.skewedKeys.examples[0]).toMatch(/^K: .*10:05:00.* holds sequence 1, but the earlier-named .*10:00:00.* holds 4$/);
     dir.remove();
@@ -238,12 +298,27 @@ describe('restart recovery', () => {
   const make = (dataDir: string, bucket: string) =>
     new ObjectStorageWriter(
       parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { writeMetadata: true } }),
-      { subscription: 'projects/p/subscriptions/rec', identity: { uid: 'rec-uid', adoptsNameKeyedProgress: false }, spec: { enableMessageOrdering: true } as never, logger: createLogger(), settings: { dataDir, objectStorage: s3.settings }, budget: DEFAULT_BUDGET, notify: () => undefined },
+      {
+        subscription: 'projects/p/subscriptions/rec',
+        identity: { uid: 'rec-uid', adoptsNameKeyedProgress: false },
+        spec: { enableMessageOrdering: true } as never,
+        logger: createLogger(),
+        settings: { dataDir, objectStorage: s3.settings },
+        budget: DEFAULT_BUDGET,
+        notify: () => undefined,
+      },
     );
   const msg = (key: string, sequence: number) => ({
     id: `${key}-${sequence}-${Math.random()}`,
     deliveryAttempt: 0,
-    message: { messageId: `${key}${sequence}`, publishTime: new Date(), data: Buffer.from(`${key}${sequence}`), attributes: {}, orderingKey: key, sequence },
+    message: {
+      messageId: `${key}${sequence}`,
+      publishTime: new Date(),
+      data: Buffer.from(`${key}${sequence}`),
+      attributes: {},
+      orderingKey: key,
+      sequence,
+    },
   });
 
   it('a redelivery of committed messages (crash between commit and ack) is acked, not written again', async () => {
@@ -263,7 +338,9 @@ describe('restart recovery', () => {
     await restarted.close();
     const objects = await s3.list(bucket);
     expect(objects).toHaveLength(2);
-    const all = (await Promise.all(objects.map(async (o) => readRecords(await s3.get(bucket, o), { kind: 'avro', writeMetadata: true })))).flat();
+    const all = (
+      await Promise.all(objects.map(async (o) => readRecords(await s3.get(bucket, o), { kind: 'avro', writeMetadata: true })))
+    ).flat();
     expect(all.map((r) => r.sequence).sort()).toEqual([1, 2, 3]);
     dir.remove();
   });
@@ -274,10 +351,22 @@ describe('restart recovery', () => {
     let now = new Date();
     const writer = new ObjectStorageWriter(
       parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', textConfig: {} }),
-      { subscription: 'projects/p/subscriptions/loose', identity: { uid: 'loose-uid', adoptsNameKeyedProgress: false }, spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } as never, logger: createLogger(), settings: { dataDir: dir.path, objectStorage: s3.settings }, budget: DEFAULT_BUDGET, notify: () => undefined },
+      {
+        subscription: 'projects/p/subscriptions/loose',
+        identity: { uid: 'loose-uid', adoptsNameKeyedProgress: false },
+        spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } as never,
+        logger: createLogger(),
+        settings: { dataDir: dir.path, objectStorage: s3.settings },
+        budget: DEFAULT_BUDGET,
+        notify: () => undefined,
+      },
       () => now,
     );
-    const unkeyed = (id: string) => ({ id: `${id}-${Math.random()}`, deliveryAttempt: 0, message: { messageId: id, publishTime: now, data: Buffer.from(id), attributes: {}, orderingKey: '', sequence: 0 } });
+    const unkeyed = (id: string) => ({
+      id: `${id}-${Math.random()}`,
+      deliveryAttempt: 0,
+      message: { messageId: id, publishTime: now, data: Buffer.from(id), attributes: {}, orderingKey: '', sequence: 0 },
+    });
     await writer.open();
     await writer.write([unkeyed('m1')]);
     await writer.flush('all');

@@ -113,7 +113,14 @@ export class ObjectStorageWriter implements Connector {
 
   private openManifest(s3: S3Client): ManifestLog {
     const { context, config } = this;
-    if (context.fleet) return new BucketManifest(s3, config.bucket, { name: context.subscription, uid: context.identity.uid }, context.fleet.workerId, context.logger);
+    if (context.fleet)
+      return new BucketManifest(
+        s3,
+        config.bucket,
+        { name: context.subscription, uid: context.identity.uid },
+        context.fleet.workerId,
+        context.logger,
+      );
     if (context.identity.adoptsNameKeyedProgress) this.adoptNameKeyedManifest();
     return new LocalManifestLog(this.manifestPath, s3, config.bucket, context.logger);
   }
@@ -257,7 +264,12 @@ export class ObjectStorageWriter implements Connector {
   private recoverInBackground(now: number): void {
     this.recoveredAt = now;
     this.recovering ??= this.manifest!.recover()
-      .catch((e: unknown) => this.context.logger.warn({ error: (e as Error).message }, 'settling unfinished uploads in the bucket manifest failed; retried in a minute'))
+      .catch((e: unknown) =>
+        this.context.logger.warn(
+          { error: (e as Error).message },
+          'settling unfinished uploads in the bucket manifest failed; retried in a minute',
+        ),
+      )
       .finally(() => (this.recovering = undefined));
   }
 

@@ -77,5 +77,8 @@ export class ParquetFile {
 /** Reads a Parquet object with hyparquet, an implementation independent of the DuckDB that wrote it. */
 export async function readParquetRows(body: Buffer): Promise<Record<string, unknown>[]> {
   const file = body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength) as ArrayBuffer;
-  return (await parquetReadObjects({ file, utf8: false, compressors: { GZIP: (input: Uint8Array) => gunzipSync(input) } })) as Record<string, unknown>[];
+  return (await parquetReadObjects({ file, utf8: false, compressors: { GZIP: (input: Uint8Array) => gunzipSync(input) } })) as Record<
+    string,
+    unknown
+  >[];
 }

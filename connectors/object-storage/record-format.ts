@@ -36,7 +36,12 @@ export interface RecordFileWriter {
 }
 
 /** Pub/Sub's Avro record layouts; Orderly adds ordering_key and sequence to the metadata form. */
-const AVRO_PLAIN = avro.Type.forSchema({ type: 'record', name: 'PubsubMessage', namespace: 'com.google.pubsub', fields: [{ name: 'data', type: 'bytes' }] });
+const AVRO_PLAIN = avro.Type.forSchema({
+  type: 'record',
+  name: 'PubsubMessage',
+  namespace: 'com.google.pubsub',
+  fields: [{ name: 'data', type: 'bytes' }],
+});
 const AVRO_METADATA = avro.Type.forSchema({
   type: 'record',
   name: 'PubsubMessageWithMetadata',
@@ -80,7 +85,11 @@ export class RecordConversionError extends Error {
 
 const fitsAny = () => true;
 
-export async function openRecordFile(path: string, format: OutputFormat, topicSchema: () => TopicSchema | undefined = () => undefined): Promise<RecordFileWriter> {
+export async function openRecordFile(
+  path: string,
+  format: OutputFormat,
+  topicSchema: () => TopicSchema | undefined = () => undefined,
+): Promise<RecordFileWriter> {
   if (format.kind === 'parquet') {
     const file = await ParquetFile.create(path, format.writeMetadata, format.compression);
     let bytes = 0;
@@ -170,7 +179,8 @@ function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchem
     const key = `${schemaName}@${revisionId}`;
     let layout = layouts.get(key);
     if (!layout) {
-      if (!topic) throw new MessageSchemaError('the topic has no schema any more (schemaSettings), so useTopicSchema cannot read the message');
+      if (!topic)
+        throw new MessageSchemaError('the topic has no schema any more (schemaSettings), so useTopicSchema cannot read the message');
       layout = avroFileLayout(topic.revision(schemaName, revisionId), writeMetadata);
       layouts.set(key, layout);
     }
@@ -196,7 +206,8 @@ function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchem
       let record: unknown;
       try {
         const topic = topicSchema();
-        if (!topic) throw new MessageSchemaError('the topic has no schema any more (schemaSettings), so useTopicSchema cannot read the message');
+        if (!topic)
+          throw new MessageSchemaError('the topic has no schema any more (schemaSettings), so useTopicSchema cannot read the message');
         const { schemaName, revisionId, decoded } = decodeStoredMessage(topic, m);
         const key = `${schemaName}@${revisionId}`;
         if (!chosen) {
@@ -251,7 +262,10 @@ export async function readRecords(body: Buffer, format: OutputFormat): Promise<E
   if (format.kind === 'text') {
     const text = body.toString('utf8');
     if (!text) return [];
-    return text.replace(/\n$/, '').split('\n').map((line) => ({ data: Buffer.from(line) }));
+    return text
+      .replace(/\n$/, '')
+      .split('\n')
+      .map((line) => ({ data: Buffer.from(line) }));
   }
   if (format.kind === 'avro') {
     const records: ExportedRecord[] = [];
@@ -277,6 +291,7 @@ function toRecord(r: Record<string, unknown>, topicSchema = false): ExportedReco
   if (r.sequence !== undefined) rec.sequence = Number(r.sequence);
   if (typeof r.message_id === 'string') rec.messageId = r.message_id;
   if (r.attributes !== undefined && typeof r.attributes === 'object') rec.attributes = r.attributes as Record<string, string>;
-  if (r.publish_time !== undefined) rec.publishTimeMicros = r.publish_time instanceof Date ? r.publish_time.getTime() * 1000 : Number(r.publish_time);
+  if (r.publish_time !== undefined)
+    rec.publishTimeMicros = r.publish_time instanceof Date ? r.publish_time.getTime() * 1000 : Number(r.publish_time);
   return rec;
 }

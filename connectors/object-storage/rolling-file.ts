@@ -39,7 +39,14 @@ export class RollingFile {
     config: ObjectStorageConfig,
     options: { detailed?: boolean; topicSchema?: () => TopicSchema | undefined } = {},
   ): Promise<RollingFile> {
-    return new RollingFile(object, counter, localPath, openedAt, await openRecordFile(localPath, config.format, options.topicSchema), options.detailed ?? false);
+    return new RollingFile(
+      object,
+      counter,
+      localPath,
+      openedAt,
+      await openRecordFile(localPath, config.format, options.topicSchema),
+      options.detailed ?? false,
+    );
   }
 
   /** False when the message needs a new file (another topic schema layout); see RecordFileWriter.fits. */

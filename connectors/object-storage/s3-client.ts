@@ -49,7 +49,8 @@ export function classifyS3Error(e: unknown, bucket: string): S3Failure {
   const name = err.name ?? err.Code ?? err.code ?? 'Error';
   const status = err.$metadata?.httpStatusCode;
   const detail = `${name}${status ? ` (HTTP ${status})` : ''}: ${err.message ?? String(e)}`;
-  if (name === 'NoSuchBucket' || (name === 'NotFound' && status === 404)) return { state: 'NOT_FOUND', message: `bucket ${bucket} does not exist — ${detail}` };
+  if (name === 'NoSuchBucket' || (name === 'NotFound' && status === 404))
+    return { state: 'NOT_FOUND', message: `bucket ${bucket} does not exist — ${detail}` };
   if (['AccessDenied', 'InvalidAccessKeyId', 'SignatureDoesNotMatch', 'Forbidden'].includes(name) || status === 403) {
     return { state: 'PERMISSION_DENIED', message: `access to bucket ${bucket} denied — ${detail}` };
   }

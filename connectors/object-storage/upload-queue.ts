@@ -148,4 +148,3 @@ export class UploadQueue {
 export function stateError(f: S3Failure): SinkStateError {
   return new SinkStateError(f.state ?? 'RESOURCE_ERROR', f.message);
 }
-

@@ -9,13 +9,16 @@ export function bearerCheck(token: string): (authorization: string | undefined) 
   const expected = createHash('sha256').update(token).digest();
   return (authorization) => {
     const m = /^Bearer +(\S+) *$/i.exec(authorization ?? '');
-    const given = createHash('sha256').update(m?.[1] ?? '').digest();
+    const given = createHash('sha256')
+      .update(m?.[1] ?? '')
+      .digest();
     // Hash compare first (constant time), then the match itself: an absent header never passes.
     return timingSafeEqual(given, expected) && m !== null;
   };
 }
 
-export const UNAUTHENTICATED_MESSAGE = 'missing or wrong bearer token: send "authorization: Bearer <token>" (the token the endpoint was started with)';
+export const UNAUTHENTICATED_MESSAGE =
+  'missing or wrong bearer token: send "authorization: Bearer <token>" (the token the endpoint was started with)';
 
 /** Refuses every gRPC call whose `authorization` metadata does not carry the token (UNAUTHENTICATED). */
 export function bearerInterceptor(check: (authorization: string | undefined) => boolean): grpc.ServerInterceptor {

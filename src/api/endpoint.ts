@@ -4,7 +4,13 @@ import { createServer, type AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
-import { DEFAULT_IDLE_TIMEOUT_SECONDS, MAX_CONNECTIONS, MAX_GRPC_MESSAGE, MAX_STREAMS_PER_CONNECTION, REST_REQUEST_TIMEOUT_MS } from './endpoint-limits.js';
+import {
+  DEFAULT_IDLE_TIMEOUT_SECONDS,
+  MAX_CONNECTIONS,
+  MAX_GRPC_MESSAGE,
+  MAX_STREAMS_PER_CONNECTION,
+  REST_REQUEST_TIMEOUT_MS,
+} from './endpoint-limits.js';
 import { bearerCheck, bearerInterceptor } from './bearer-auth.js';
 import { checkExposure, isLoopback } from './exposure.js';
 import { pubsubServices } from './grpc-server.js';
@@ -31,16 +37,12 @@ export interface EndpointOptions {
   logger?: Logger;
 }
 
-
 /**
  * gRPC and REST on one port, as Google's emulator serves them: each connection's first bytes tell an
  * HTTP/2 (gRPC) client from an HTTP/1.1 (REST) one. Binds 127.0.0.1 unless told otherwise; off loopback
  * only with an explicit opt-in and a bearer token.
  */
-export async function startPubsubEndpoint(
-  core: PubSubCore,
-  options: EndpointOptions,
-): Promise<{ port: number; close(): Promise<void> }> {
+export async function startPubsubEndpoint(core: PubSubCore, options: EndpointOptions): Promise<{ port: number; close(): Promise<void> }> {
   const { host, port, authToken, logger } = options;
   checkExposure(options, options.flags ?? { allowRemote: 'allowRemote', authToken: 'authToken' });
   const idleMs = (options.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS) * 1000;
@@ -60,7 +62,12 @@ export async function startPubsubEndpoint(
   );
   const injector = grpcServer.createConnectionInjector(grpc.ServerCredentials.createInsecure());
   const http = createHttpServer(
-    { requestTimeout: REST_REQUEST_TIMEOUT_MS, headersTimeout: Math.min(idleMs, 60_000), keepAliveTimeout: idleMs, connectionsCheckingInterval: Math.min(idleMs / 2, 30_000) },
+    {
+      requestTimeout: REST_REQUEST_TIMEOUT_MS,
+      headersTimeout: Math.min(idleMs, 60_000),
+      keepAliveTimeout: idleMs,
+      connectionsCheckingInterval: Math.min(idleMs / 2, 30_000),
+    },
     restHandler(core, { authorization: check, logger }),
   );
   // Requests the HTTP parser refuses (or that time out before their head is complete) get Google's JSON
@@ -70,7 +77,9 @@ export async function startPubsubEndpoint(
     const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
     const message = status === 408 ? 'the request did not arrive in time' : `malformed HTTP request (${err.code ?? err.message})`;
     const body = JSON.stringify({ error: { code: status, message, status: 'INVALID_ARGUMENT' } });
-    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
   });
   // The HTTP server never listens itself (connections are handed to it), so start the tracking that
   // enforces headersTimeout and requestTimeout, which Node otherwise begins on 'listening'.
@@ -95,7 +104,8 @@ export async function startPubsubEndpoint(
     listener.listen(port, host, resolve);
   });
   const bound = (listener.address() as AddressInfo).port;
-  if (!isLoopback(host)) logger?.warn({ host, port: bound }, 'the Pub/Sub endpoint is reachable from other machines; every call must carry the bearer token');
+  if (!isLoopback(host))
+    logger?.warn({ host, port: bound }, 'the Pub/Sub endpoint is reachable from other machines; every call must carry the bearer token');
   return {
     port: bound,
     async close() {

@@ -24,7 +24,11 @@ export function toStatus(e: unknown, logger: Logger | undefined, method: string)
     return { code: GRPC_CODES[e.code], details: e.message, metadata };
   }
   logger?.error({ err: e, method }, 'internal error in a gRPC call');
-  return { code: grpc.status.INTERNAL, details: `Orderly internal error in ${method} (logged by the server)`, metadata: new grpc.Metadata() };
+  return {
+    code: grpc.status.INTERNAL,
+    details: `Orderly internal error in ${method} (logged by the server)`,
+    metadata: new grpc.Metadata(),
+  };
 }
 
 /** What a request that protobuf cannot decode turns into, so the handler can answer INVALID_ARGUMENT. */

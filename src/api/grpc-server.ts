@@ -33,11 +33,17 @@ export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {
   const handlers = pubsubHandlers(core);
   const server = new grpc.Server(options);
   for (const [serviceName, methods] of Object.entries(handlers)) {
-    const client = serviceName.split('.').reduce<grpc.GrpcObject>((ns, part) => ns[part] as grpc.GrpcObject, proto) as unknown as grpc.ServiceClientConstructor;
+    const client = serviceName
+      .split('.')
+      .reduce<grpc.GrpcObject>((ns, part) => ns[part] as grpc.GrpcObject, proto) as unknown as grpc.ServiceClientConstructor;
     const service = client.service;
     const implementation: grpc.UntypedServiceImplementation = {};
     for (const method of Object.keys(service)) {
-      if (method === 'StreamingPull') implementation[method] = ((call) => streamingPull(core, call, logger)) as grpc.handleBidiStreamingCall<StreamingPullRequest, unknown>;
+      if (method === 'StreamingPull')
+        implementation[method] = ((call) => streamingPull(core, call, logger)) as grpc.handleBidiStreamingCall<
+          StreamingPullRequest,
+          unknown
+        >;
       else implementation[method] = methods[method] ? unary(method, methods[method], logger) : unimplemented(serviceName, method);
     }
     server.addService(withUndecodableRequests(service), implementation);

@@ -21,7 +21,11 @@ export function iamHandlers(core: PubSubCore): Record<string, RpcHandler> {
   const resource = (r: { resource?: unknown }): string => {
     const name = r.resource;
     const m = typeof name === 'string' ? /^projects\/[^/]+\/(topics|subscriptions|snapshots|schemas)\/[^/]+$/.exec(name) : null;
-    if (!m) throw new InvalidArgumentError('resource', `expected a Pub/Sub topic, subscription, snapshot or schema name, got ${JSON.stringify(name) ?? String(name)}`);
+    if (!m)
+      throw new InvalidArgumentError(
+        'resource',
+        `expected a Pub/Sub topic, subscription, snapshot or schema name, got ${JSON.stringify(name) ?? String(name)}`,
+      );
     const kind = KINDS[m[1]!]!;
     if (!kind.exists(core, name as string)) throw new NotFoundError(kind.label, name as string);
     return name as string;

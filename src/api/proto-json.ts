@@ -76,7 +76,8 @@ function messageFromJson(type: protobuf.Type, json: unknown, at: string, path: P
     const oneof = field.partOf;
     if (oneof) {
       const other = oneofs.get(oneof.name);
-      if (other !== undefined) throw new InvalidArgumentError(where, `only one of ${oneof.oneof.join(', ')} may be set (${other} is set too)`);
+      if (other !== undefined)
+        throw new InvalidArgumentError(where, `only one of ${oneof.oneof.join(', ')} may be set (${other} is set too)`);
       oneofs.set(oneof.name, key);
     }
     out[name] = fieldFromJson(field, value, where, [...path, name], extensions);
@@ -116,12 +117,21 @@ function noun(field: protobuf.Field): string {
   return SCALAR_NOUNS[field.type] ?? field.type;
 }
 
-const SCALAR_NOUNS: Record<string, string> = { string: 'string', bool: 'true/false value', bytes: 'base64 string', double: 'number', float: 'number' };
+const SCALAR_NOUNS: Record<string, string> = {
+  string: 'string',
+  bool: 'true/false value',
+  bytes: 'base64 string',
+  double: 'number',
+  float: 'number',
+};
 
 function enumFromJson(type: protobuf.Enum, value: unknown, where: string): string {
   if (typeof value === 'string' && Object.hasOwn(type.values, value)) return value;
   if (typeof value === 'number' && Number.isInteger(value) && type.valuesById[value] !== undefined) return type.valuesById[value];
-  throw new InvalidArgumentError(where, `must be one of ${Object.keys(type.values).join(', ')}, got ${JSON.stringify(value) ?? String(value)}`);
+  throw new InvalidArgumentError(
+    where,
+    `must be one of ${Object.keys(type.values).join(', ')}, got ${JSON.stringify(value) ?? String(value)}`,
+  );
 }
 
 const INT_RANGES: Record<string, [bigint, bigint]> = {
@@ -147,7 +157,12 @@ function scalarFromJson(type: string, value: unknown, where: string): unknown {
       return value;
     case 'bytes':
       // Standard or URL-safe base64, padded or not, as proto3 JSON reads bytes.
-      if (typeof value !== 'string' || !/^[A-Za-z0-9+/_-]*={0,2}$/.test(value) || value.replace(/=+$/, '').length % 4 === 1 || (value.endsWith('=') && value.length % 4 !== 0)) {
+      if (
+        typeof value !== 'string' ||
+        !/^[A-Za-z0-9+/_-]*={0,2}$/.test(value) ||
+        value.replace(/=+$/, '').length % 4 === 1 ||
+        (value.endsWith('=') && value.length % 4 !== 0)
+      ) {
         throw new InvalidArgumentError(where, 'must be a base64 string');
       }
       return Buffer.from(value, 'base64');
@@ -180,9 +195,11 @@ function messageToJson(type: protobuf.Type, shaped: ProtoObject, original: Proto
     const from = original?.[field.name];
     if (field.map) {
       const entries = Object.entries(v);
-      if (entries.length) out[field.name] = Object.fromEntries(entries.map(([k, x]) => [k, singleToJson(field, x, (from as ProtoObject | undefined)?.[k])]));
+      if (entries.length)
+        out[field.name] = Object.fromEntries(entries.map(([k, x]) => [k, singleToJson(field, x, (from as ProtoObject | undefined)?.[k])]));
     } else if (field.repeated) {
-      if ((v as unknown[]).length) out[field.name] = (v as unknown[]).map((x, i) => singleToJson(field, x, (from as unknown[] | undefined)?.[i]));
+      if ((v as unknown[]).length)
+        out[field.name] = (v as unknown[]).map((x, i) => singleToJson(field, x, (from as unknown[] | undefined)?.[i]));
     } else if ((field.partOf && shaped[field.partOf.name] === field.name) || !isDefault(field, v)) {
       out[field.name] = singleToJson(field, v, from);
     }
@@ -266,7 +283,12 @@ const WELL_KNOWN: Record<string, WellKnown> = {
     noun: 'field mask',
     fromJson(json, at) {
       if (typeof json !== 'string') throw new InvalidArgumentError(at, 'must be a string of comma-separated field paths');
-      return { paths: json.split(',').filter(Boolean).map((p) => p.split('.').map(snake).join('.')) };
+      return {
+        paths: json
+          .split(',')
+          .filter(Boolean)
+          .map((p) => p.split('.').map(snake).join('.')),
+      };
     },
     toJson: (m) => ((m as ProtoFieldMask).paths ?? []).map((p) => p.split('.').map(camel).join('.')).join(','),
   },

@@ -5,7 +5,15 @@ import type { Subscription, Topic } from '../core/pubsub-core.js';
 import type { SubscriptionInput } from '../core/subscription-config.js';
 import type { TopicInput } from '../core/topic-config.js';
 import type { SchemaResource } from '../schema/schema-registry.js';
-import type { ProtoCloudStorageConfig, ProtoDuration, ProtoObject, ProtoPolicy, ProtoPushConfig, ProtoSubscription, ProtoTopic } from './pubsub-messages.js';
+import type {
+  ProtoCloudStorageConfig,
+  ProtoDuration,
+  ProtoObject,
+  ProtoPolicy,
+  ProtoPushConfig,
+  ProtoSubscription,
+  ProtoTopic,
+} from './pubsub-messages.js';
 import { isSet, refuseUnsupported } from './unsupported-fields.js';
 
 /**
@@ -14,7 +22,8 @@ import { isSet, refuseUnsupported } from './unsupported-fields.js';
  * transports answer alike.
  */
 
-const seconds = (d: ProtoDuration | null | undefined): number | undefined => (d ? Number(d.seconds ?? 0) + (d.nanos ?? 0) / 1e9 : undefined);
+const seconds = (d: ProtoDuration | null | undefined): number | undefined =>
+  d ? Number(d.seconds ?? 0) + (d.nanos ?? 0) / 1e9 : undefined;
 const duration = (s: number): ProtoDuration => ({ seconds: String(Math.floor(s)), nanos: Math.round((s % 1) * 1e9) });
 export const timestamp = (ms: number): ProtoDuration => ({ seconds: String(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 });
 export const timestampMs = (t: ProtoDuration): number => Number(t.seconds ?? 0) * 1000 + Math.floor((t.nanos ?? 0) / 1e6);
@@ -60,9 +69,13 @@ export function subscriptionFromProto(p: ProtoSubscription, at = ''): Subscripti
   if (p.ackDeadlineSeconds) input.ackDeadlineSeconds = p.ackDeadlineSeconds;
   if (p.messageRetentionDuration) input.messageRetentionDuration = seconds(p.messageRetentionDuration);
   if (p.deadLetterPolicy?.deadLetterTopic) {
-    input.deadLetterPolicy = { deadLetterTopic: p.deadLetterPolicy.deadLetterTopic, maxDeliveryAttempts: p.deadLetterPolicy.maxDeliveryAttempts || undefined };
+    input.deadLetterPolicy = {
+      deadLetterTopic: p.deadLetterPolicy.deadLetterTopic,
+      maxDeliveryAttempts: p.deadLetterPolicy.maxDeliveryAttempts || undefined,
+    };
   }
-  if (p.retryPolicy) input.retryPolicy = { minimumBackoff: seconds(p.retryPolicy.minimumBackoff), maximumBackoff: seconds(p.retryPolicy.maximumBackoff) };
+  if (p.retryPolicy)
+    input.retryPolicy = { minimumBackoff: seconds(p.retryPolicy.minimumBackoff), maximumBackoff: seconds(p.retryPolicy.maximumBackoff) };
   if (p.expirationPolicy) input.expirationPolicy = { ttl: seconds(p.expirationPolicy.ttl) ?? null };
   if (p.pushConfig && isSet(p.pushConfig)) input.pushConfig = pushConfigFromProto(p.pushConfig);
   if (p.bigqueryConfig && isSet(p.bigqueryConfig)) {
@@ -100,7 +113,8 @@ function cloudStorageFromProto(c: ProtoCloudStorageConfig): Record<string, unkno
     parquetConfig: c.parquetConfig,
     shards: c.shards,
   });
-  if (c.avroConfig) config.avroConfig = setFields({ writeMetadata: c.avroConfig.writeMetadata, useTopicSchema: c.avroConfig.useTopicSchema });
+  if (c.avroConfig)
+    config.avroConfig = setFields({ writeMetadata: c.avroConfig.writeMetadata, useTopicSchema: c.avroConfig.useTopicSchema });
   else if (c.textConfig || config.parquetConfig === undefined) config.textConfig = {};
   if (c.maxDuration) config.maxDuration = formatDuration(seconds(c.maxDuration)!);
   if (Number(c.maxBytes)) config.maxBytes = Number(c.maxBytes);
@@ -126,7 +140,9 @@ export function subscriptionToProto(s: Subscription): ProtoObject {
     enableExactlyOnceDelivery: s.enableExactlyOnceDelivery,
     labels: s.labels,
     deadLetterPolicy: s.deadLetterPolicy ?? null,
-    retryPolicy: s.retryPolicy ? { minimumBackoff: duration(s.retryPolicy.minimumBackoff), maximumBackoff: duration(s.retryPolicy.maximumBackoff) } : null,
+    retryPolicy: s.retryPolicy
+      ? { minimumBackoff: duration(s.retryPolicy.minimumBackoff), maximumBackoff: duration(s.retryPolicy.maximumBackoff) }
+      : null,
     expirationPolicy: s.expirationPolicy ? { ttl: s.expirationPolicy.ttl === null ? null : duration(s.expirationPolicy.ttl) } : null,
     pushConfig: s.pushConfig ? pushConfigToProto(s.pushConfig) : {},
     bigqueryConfig: s.bigqueryConfig ? { ...s.bigqueryConfig, state: s.state } : null,
@@ -165,8 +181,13 @@ interface StoredCloudStorageConfig {
 
 function cloudStorageToProto(stored: Record<string, unknown>, state: string): ProtoObject {
   const c = stored as StoredCloudStorageConfig;
-  const maxDuration = c.maxDuration === undefined ? undefined : typeof c.maxDuration === 'number' ? c.maxDuration : Number.parseFloat(c.maxDuration);
-  const format = c.avroConfig ? { avroConfig: { writeMetadata: !!c.avroConfig.writeMetadata, useTopicSchema: !!c.avroConfig.useTopicSchema } } : c.parquetConfig ? {} : { textConfig: {} };
+  const maxDuration =
+    c.maxDuration === undefined ? undefined : typeof c.maxDuration === 'number' ? c.maxDuration : Number.parseFloat(c.maxDuration);
+  const format = c.avroConfig
+    ? { avroConfig: { writeMetadata: !!c.avroConfig.writeMetadata, useTopicSchema: !!c.avroConfig.useTopicSchema } }
+    : c.parquetConfig
+      ? {}
+      : { textConfig: {} };
   return {
     bucket: c.bucket,
     filenamePrefix: c.filenamePrefix ?? '',
@@ -198,7 +219,13 @@ export function receivedToProto(m: ReceivedMessage): ProtoObject {
 }
 
 export function schemaToProto(s: SchemaResource): ProtoObject {
-  return { name: s.name, type: s.type, definition: s.definition ?? '', revisionId: s.revisionId, revisionCreateTime: timestamp(Date.parse(s.revisionCreateTime)) };
+  return {
+    name: s.name,
+    type: s.type,
+    definition: s.definition ?? '',
+    revisionId: s.revisionId,
+    revisionCreateTime: timestamp(Date.parse(s.revisionCreateTime)),
+  };
 }
 
 export function policyToProto(p: IamPolicy): ProtoObject {
@@ -208,7 +235,11 @@ export function policyToProto(p: IamPolicy): ProtoObject {
 export function policyFromProto(p: ProtoPolicy): IamPolicy {
   return {
     version: p.version ?? 0,
-    bindings: (p.bindings ?? []).map((b) => ({ role: b.role, members: b.members ?? [], ...(b.condition ? { condition: b.condition } : {}) })),
+    bindings: (p.bindings ?? []).map((b) => ({
+      role: b.role,
+      members: b.members ?? [],
+      ...(b.condition ? { condition: b.condition } : {}),
+    })),
     auditConfigs: p.auditConfigs ?? [],
     etag: p.etag?.length ? Buffer.from(p.etag).toString('base64') : '',
   };

@@ -27,7 +27,10 @@ function protoDirs(): string[] {
   const pubsubPackage = require.resolve('@google-cloud/pubsub/package.json');
   // google/api/*.proto (annotations, field behaviour) and google/iam ship in google-gax, a dependency of the client.
   const gaxMain = createRequire(pubsubPackage).resolve('google-gax');
-  const gaxPackage = join(gaxMain.slice(0, gaxMain.lastIndexOf('/node_modules/google-gax/') + '/node_modules/google-gax/'.length), 'package.json');
+  const gaxPackage = join(
+    gaxMain.slice(0, gaxMain.lastIndexOf('/node_modules/google-gax/') + '/node_modules/google-gax/'.length),
+    'package.json',
+  );
   includeDirs = [join(dirname(pubsubPackage), 'build', 'protos'), join(dirname(gaxPackage), 'build', 'protos')];
   return includeDirs;
 }
@@ -44,7 +47,10 @@ let root: protobuf.Root | undefined;
 export function pubsubRoot(): protobuf.Root {
   if (root) return root;
   const loaded = new protobuf.Root();
-  loaded.resolvePath = (_origin, target) => protoDirs().map((d) => join(d, target)).find((p) => existsSync(p)) ?? target;
+  loaded.resolvePath = (_origin, target) =>
+    protoDirs()
+      .map((d) => join(d, target))
+      .find((p) => existsSync(p)) ?? target;
   loaded.loadSync(FILES, { keepCase: false });
   loaded.resolveAll();
   root = loaded;

@@ -48,7 +48,8 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
   const handlers = pubsubHandlers(core);
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    if (options.authorization && !options.authorization(req.headers.authorization)) throw new Refused(401, 'UNAUTHENTICATED', UNAUTHENTICATED_MESSAGE);
+    if (options.authorization && !options.authorization(req.headers.authorization))
+      throw new Refused(401, 'UNAUTHENTICATED', UNAUTHENTICATED_MESSAGE);
     const url = req.url ?? '';
     const queryAt = url.indexOf('?');
     const path = queryAt < 0 ? url : url.slice(0, queryAt);
@@ -57,7 +58,11 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     const matched = forPath.find((r) => r.method === req.method);
     if (!matched) {
       const allowed = [...new Set(forPath.map((r) => r.method))].sort();
-      throw new Refused(404, 'NOT_FOUND', allowed.length ? `no method ${req.method} on ${path} (allowed: ${allowed.join(', ')})` : `no such path: ${path}`);
+      throw new Refused(
+        404,
+        'NOT_FOUND',
+        allowed.length ? `no method ${req.method} on ${path} (allowed: ${allowed.join(', ')})` : `no such path: ${path}`,
+      );
     }
     const alt = query.get('alt');
     if (alt !== null && alt !== 'json') throw new InvalidArgumentError('alt', `only "json" is served, got ${JSON.stringify(alt)}`);
@@ -67,7 +72,9 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     if (!handler) throw new Refused(501, 'UNIMPLEMENTED', `Orderly does not implement ${matched.service}.${matched.rpc} yet`);
     const response = toProtoJson(matched.responseType, (await handler(request)) ?? {});
     const pretty = query.get('prettyPrint');
-    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(pretty === 'true' ? JSON.stringify(response, null, 2) : JSON.stringify(response));
+    res
+      .writeHead(200, { 'content-type': 'application/json; charset=utf-8' })
+      .end(pretty === 'true' ? JSON.stringify(response, null, 2) : JSON.stringify(response));
   };
 
   return (req, res) => {

@@ -59,7 +59,16 @@ export function restRoutes(root: protobuf.Root): RestRoute[] {
       for (const template of templates) {
         for (const m of methods) {
           const { pattern, variables } = compileTemplate(template);
-          routes.push({ method: m, pattern, variables, body: m === 'GET' ? '' : (rule.body ?? ''), service: serviceName, rpc: method.name, requestType, responseType });
+          routes.push({
+            method: m,
+            pattern,
+            variables,
+            body: m === 'GET' ? '' : (rule.body ?? ''),
+            service: serviceName,
+            rpc: method.name,
+            requestType,
+            responseType,
+          });
         }
       }
     }
@@ -92,7 +101,10 @@ function compileTemplate(template: string): { pattern: RegExp; variables: string
     const close = rest.indexOf('}', open);
     const [field, path = '*'] = rest.slice(open + 1, close).split('=');
     variables.push(field!);
-    source += `(${path.split('/').map((p) => (p === '*' ? segment : escape(p))).join('/')})`;
+    source += `(${path
+      .split('/')
+      .map((p) => (p === '*' ? segment : escape(p)))
+      .join('/')})`;
     rest = rest.slice(close + 1);
   }
   return { pattern: new RegExp(`^${source}$`), variables };
@@ -110,16 +122,19 @@ export function restRequest(route: RestRoute, match: RegExpExecArray, body: unkn
   } else if (route.body) {
     if (body !== undefined) json[route.body] = body;
   } else if (body !== undefined && body !== null) {
-    if (typeof body !== 'object' || Array.isArray(body)) throw new InvalidArgumentError('request body', 'must be a JSON object (this method takes no body)');
+    if (typeof body !== 'object' || Array.isArray(body))
+      throw new InvalidArgumentError('request body', 'must be a JSON object (this method takes no body)');
     const [extra] = Object.keys(body);
     if (extra !== undefined) throw new InvalidArgumentError(extra, 'unknown field (this method takes no body)');
   }
-  if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new InvalidArgumentError('request body', 'must be a JSON object');
+  if (json === null || typeof json !== 'object' || Array.isArray(json))
+    throw new InvalidArgumentError('request body', 'must be a JSON object');
   for (const [name, value] of queryFields(route, query)) setPath(json, name, value);
   route.variables.forEach((field, i) => {
     const value = decodePath(match[i + 1]!);
     const given = getPath(json, field);
-    if (given !== undefined && given !== null && given !== value) throw new InvalidArgumentError(field, `must match the name in the URL (${value}), got ${JSON.stringify(given)}`);
+    if (given !== undefined && given !== null && given !== value)
+      throw new InvalidArgumentError(field, `must match the name in the URL (${value}), got ${JSON.stringify(given)}`);
     setPath(json, field, value);
   });
   return fromProtoJson(route.requestType, json);
@@ -130,7 +145,8 @@ function queryFields(route: RestRoute, query: URLSearchParams): [string, unknown
   const fields = new Map<string, unknown>();
   for (const [name, value] of query) {
     if (SYSTEM_PARAMETERS.has(name)) continue;
-    if (route.body === '*') throw new InvalidArgumentError(name, 'unknown query parameter (this method takes its fields in the request body)');
+    if (route.body === '*')
+      throw new InvalidArgumentError(name, 'unknown query parameter (this method takes its fields in the request body)');
     const field = fieldAt(route.requestType, name);
     if (!field) throw new InvalidArgumentError(name, 'unknown field');
     const v = field.type === 'bool' && (value === 'true' || value === 'false') ? value === 'true' : value;

@@ -18,7 +18,9 @@ export type ServiceHandlers = Record<string, Record<string, RpcHandler>>;
  * (proto-loader) and REST (fromProtoJson) both decode a request against the method's input type with
  * MESSAGE_SHAPE, so by the time it reaches its handler it has the shape `Requests` describes.
  */
-export function serviceHandlers<Requests>(handlers: { [Method in keyof Requests]: (request: Requests[Method]) => Promise<ProtoObject | void> }): Record<string, RpcHandler> {
+export function serviceHandlers<Requests>(handlers: {
+  [Method in keyof Requests]: (request: Requests[Method]) => Promise<ProtoObject | void>;
+}): Record<string, RpcHandler> {
   return handlers as unknown as Record<string, RpcHandler>;
 }
 
@@ -29,7 +31,13 @@ export function required<T>(value: T | null | undefined, field: string): T {
 }
 
 /** One page of a List call's items (sorted by `keyOf`), as `{ [field]: items, nextPageToken }`. */
-export function listPage<T>(request: PageRequest, items: readonly T[], keyOf: (item: T) => string, field: string, map: (item: T) => unknown = (x) => x): ProtoObject {
+export function listPage<T>(
+  request: PageRequest,
+  items: readonly T[],
+  keyOf: (item: T) => string,
+  field: string,
+  map: (item: T) => unknown = (x) => x,
+): ProtoObject {
   const page = pageOf(items, { pageSize: request.pageSize, pageToken: request.pageToken }, keyOf, 'ascending');
   return { [field]: page.items.map(map), nextPageToken: page.nextPageToken };
 }

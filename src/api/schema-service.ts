@@ -14,11 +14,21 @@ export function schemaHandlers(core: PubSubCore): Record<string, RpcHandler> {
     CreateSchema: async (r) => schemaToProto(await schemas().create({ parent: r.parent, schemaId: r.schemaId, schema: r.schema })),
     GetSchema: async (r) => schemaToProto(schemas().get(r.name, r.view)),
     ListSchemas: async (r) => {
-      const { schemas: list, nextPageToken } = schemas().list({ parent: r.parent, view: r.view, pageSize: r.pageSize, pageToken: r.pageToken });
+      const { schemas: list, nextPageToken } = schemas().list({
+        parent: r.parent,
+        view: r.view,
+        pageSize: r.pageSize,
+        pageToken: r.pageToken,
+      });
       return { schemas: list.map(schemaToProto), nextPageToken };
     },
     ListSchemaRevisions: async (r) => {
-      const { schemas: list, nextPageToken } = schemas().listRevisions({ name: r.name, view: r.view, pageSize: r.pageSize, pageToken: r.pageToken });
+      const { schemas: list, nextPageToken } = schemas().listRevisions({
+        name: r.name,
+        view: r.view,
+        pageSize: r.pageSize,
+        pageToken: r.pageToken,
+      });
       return { schemas: list.map(schemaToProto), nextPageToken };
     },
     CommitSchema: async (r) => schemaToProto(await schemas().commit({ name: r.name, schema: r.schema })),
@@ -32,7 +42,13 @@ export function schemaHandlers(core: PubSubCore): Record<string, RpcHandler> {
       return {};
     },
     ValidateMessage: async (r) => {
-      schemas().validateMessage({ parent: r.parent, name: r.name || undefined, schema: r.schema ?? undefined, message: r.message, encoding: r.encoding });
+      schemas().validateMessage({
+        parent: r.parent,
+        name: r.name || undefined,
+        schema: r.schema ?? undefined,
+        message: r.message,
+        encoding: r.encoding,
+      });
       return {};
     },
   });

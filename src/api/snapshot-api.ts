@@ -26,9 +26,14 @@ export function snapshotPatch(paths: string[], snapshot: { labels?: Record<strin
   for (const [path, field] of maskFields(paths)) {
     if (field === 'labels') patch.labels = snapshot.labels ?? {};
     else if (field === 'expireTime') {
-      if (snapshot.expireTime === undefined) throw new InvalidArgumentError('snapshot.expireTime', 'is required when the update mask names it');
+      if (snapshot.expireTime === undefined)
+        throw new InvalidArgumentError('snapshot.expireTime', 'is required when the update mask names it');
       patch.expireTime = snapshot.expireTime;
-    } else throw new InvalidArgumentError('updateMask', `unknown or read-only field path ${JSON.stringify(path)} (a snapshot's labels and expire_time can be updated)`);
+    } else
+      throw new InvalidArgumentError(
+        'updateMask',
+        `unknown or read-only field path ${JSON.stringify(path)} (a snapshot's labels and expire_time can be updated)`,
+      );
   }
   return patch;
 }
@@ -53,7 +58,9 @@ export function snapshotHandlers(core: PubSubCore): { subscriber: Record<string,
       CreateSnapshot: async (r) => {
         refuseSnapshotTags(r.tags);
         if (!r.subscription) throw new InvalidArgumentError('subscription', 'is required');
-        return snapshotToProto(await core.createSnapshot(r.name, { subscription: inProjectOf(r.name, 'subscriptions', r.subscription), labels: r.labels }));
+        return snapshotToProto(
+          await core.createSnapshot(r.name, { subscription: inProjectOf(r.name, 'subscriptions', r.subscription), labels: r.labels }),
+        );
       },
       GetSnapshot: async (r) => snapshotToProto(core.getSnapshot(r.snapshot)),
       ListSnapshots: async (r) => listPage(r, core.listSnapshots(projectId(r.project)), (s) => s.name, 'snapshots', snapshotToProto),

@@ -7,7 +7,9 @@ import type { ErrorInfo } from '../core/errors.js';
  * @google-cloud/pubsub reads for exactly-once ack failures), in JSON as `error.details`.
  */
 const root = new protobuf.Root();
-root.define('google.protobuf').add(new protobuf.Type('Any').add(new protobuf.Field('type_url', 1, 'string')).add(new protobuf.Field('value', 2, 'bytes')));
+root
+  .define('google.protobuf')
+  .add(new protobuf.Type('Any').add(new protobuf.Field('type_url', 1, 'string')).add(new protobuf.Field('value', 2, 'bytes')));
 const ErrorInfoType = new protobuf.Type('ErrorInfo')
   .add(new protobuf.Field('reason', 1, 'string'))
   .add(new protobuf.Field('domain', 2, 'string'))

@@ -72,15 +72,22 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
   const settle = async (req: StreamingPullRequest, stream: SubscriptionHandle) => {
     const name = stream.subscription;
     if (req.subscription && core.subscriptionName(req.subscription) !== name) {
-      throw new InvalidArgumentError('subscription', `a stream serves one subscription (${name}); got ${req.subscription} in a later request`);
+      throw new InvalidArgumentError(
+        'subscription',
+        `a stream serves one subscription (${name}); got ${req.subscription} in a later request`,
+      );
     }
     const ids = req.modifyDeadlineAckIds;
     const seconds = req.modifyDeadlineSeconds;
     if (ids.length !== seconds.length) {
-      throw new InvalidArgumentError('modifyDeadlineSeconds', `must have one entry per modifyDeadlineAckIds entry (${ids.length}), got ${seconds.length}`);
+      throw new InvalidArgumentError(
+        'modifyDeadlineSeconds',
+        `must have one entry per modifyDeadlineAckIds entry (${ids.length}), got ${seconds.length}`,
+      );
     }
     seconds.forEach((s, i) => {
-      if (!Number.isInteger(s) || s < 0 || s > 600) throw new InvalidArgumentError(`modifyDeadlineSeconds[${i}]`, `must be an integer between 0 and 600, got ${s}`);
+      if (!Number.isInteger(s) || s < 0 || s > 600)
+        throw new InvalidArgumentError(`modifyDeadlineSeconds[${i}]`, `must be an integer between 0 and 600, got ${s}`);
     });
     const acked = req.ackIds.length ? await stream.acknowledge(req.ackIds) : undefined;
     const bySeconds = new Map<number, string[]>();
@@ -125,7 +132,13 @@ function properties(stream: SubscriptionHandle): Record<string, boolean> {
  */
 function confirmation(stream: SubscriptionHandle, acked: AckResult | undefined, modacked: AckResult[]): Record<string, unknown> {
   const response: Record<string, unknown> = { receivedMessages: [], subscriptionProperties: properties(stream) };
-  if (acked) response.acknowledgeConfirmation = { ackIds: acked.ackIds, invalidAckIds: acked.invalidAckIds, unorderedAckIds: [], temporaryFailedAckIds: [] };
+  if (acked)
+    response.acknowledgeConfirmation = {
+      ackIds: acked.ackIds,
+      invalidAckIds: acked.invalidAckIds,
+      unorderedAckIds: [],
+      temporaryFailedAckIds: [],
+    };
   if (modacked.length) {
     response.modifyAckDeadlineConfirmation = {
       ackIds: modacked.flatMap((r) => r.ackIds),

@@ -22,7 +22,8 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
       const patch = subscriptionPatch(required(r.updateMask, 'updateMask').paths, input as unknown as Record<string, unknown>);
       return subscriptionToProto(await core.updateSubscription(subscription.name, patch));
     },
-    ListSubscriptions: async (r) => listPage(r, core.listSubscriptions(projectId(r.project)), (s) => s.name, 'subscriptions', subscriptionToProto),
+    ListSubscriptions: async (r) =>
+      listPage(r, core.listSubscriptions(projectId(r.project)), (s) => s.name, 'subscriptions', subscriptionToProto),
     DeleteSubscription: async (r) => core.deleteSubscription(r.subscription),
     // On an exactly-once subscription invalid ack ids fail the call, with ErrorInfo details naming them.
     ModifyAckDeadline: async (r) => {
@@ -38,7 +39,9 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
     ModifyPushConfig: async (r) => {
       const pushConfig = required(r.pushConfig, 'pushConfig');
       refuseUnsupported(pushConfig, 'pushConfig', 'pushConfig.');
-      await core.updateSubscription(r.subscription, { pushConfig: isSet(pushConfig) || pushConfig.noWrapper ? pushConfigFromProto(pushConfig) : null });
+      await core.updateSubscription(r.subscription, {
+        pushConfig: isSet(pushConfig) || pushConfig.noWrapper ? pushConfigFromProto(pushConfig) : null,
+      });
     },
     Seek: async (r) => {
       if (r.snapshot) await core.seekToSnapshot(r.subscription, inProjectOf(r.subscription, 'snapshots', r.snapshot));
@@ -57,6 +60,7 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
 function topicsInProjectOf(subscription: unknown, input: SubscriptionInput): SubscriptionInput {
   const full = (ref: string) => inProjectOf(subscription, 'topics', ref);
   const resolved: SubscriptionInput = { ...input, topic: typeof input.topic === 'string' ? full(input.topic) : input.topic };
-  if (input.deadLetterPolicy?.deadLetterTopic) resolved.deadLetterPolicy = { ...input.deadLetterPolicy, deadLetterTopic: full(input.deadLetterPolicy.deadLetterTopic) };
+  if (input.deadLetterPolicy?.deadLetterTopic)
+    resolved.deadLetterPolicy = { ...input.deadLetterPolicy, deadLetterTopic: full(input.deadLetterPolicy.deadLetterTopic) };
   return resolved;
 }

@@ -28,7 +28,11 @@ export function isSet(v: unknown): boolean {
 }
 
 /** Throws for the first unsupported field that `message` sets; `at` is its path ("" or "subscription."). */
-export function refuseUnsupported(message: Record<string, unknown> | null | undefined, kind: keyof typeof UNSUPPORTED_FIELDS, at: string): void {
+export function refuseUnsupported(
+  message: Record<string, unknown> | null | undefined,
+  kind: keyof typeof UNSUPPORTED_FIELDS,
+  at: string,
+): void {
   for (const field of UNSUPPORTED_FIELDS[kind] as readonly string[]) {
     if (message && isSet(message[field])) throw new InvalidArgumentError(`${at}${field}`, 'is not supported by Orderly');
   }

@@ -5,8 +5,21 @@ import { UNSUPPORTED_FIELDS } from './unsupported-fields.js';
 
 /** Subscription fields an update mask may name (the core refuses changing the immutable ones). */
 const UPDATABLE = new Set([
-  'topic', 'ackDeadlineSeconds', 'messageRetentionDuration', 'retainAckedMessages', 'enableMessageOrdering', 'filter', 'deadLetterPolicy',
-  'retryPolicy', 'enableExactlyOnceDelivery', 'expirationPolicy', 'pushConfig', 'bigqueryConfig', 'cloudStorageConfig', 'exportConfig', 'labels',
+  'topic',
+  'ackDeadlineSeconds',
+  'messageRetentionDuration',
+  'retainAckedMessages',
+  'enableMessageOrdering',
+  'filter',
+  'deadLetterPolicy',
+  'retryPolicy',
+  'enableExactlyOnceDelivery',
+  'expirationPolicy',
+  'pushConfig',
+  'bigqueryConfig',
+  'cloudStorageConfig',
+  'exportConfig',
+  'labels',
 ]);
 
 /**
@@ -16,7 +29,8 @@ const UPDATABLE = new Set([
 export function subscriptionPatch(paths: string[], subscription: Record<string, unknown>): Partial<SubscriptionInput> {
   const patch: Record<string, unknown> = {};
   for (const [path, field] of maskFields(paths)) {
-    if ((UNSUPPORTED_FIELDS.subscription as readonly string[]).includes(field)) throw new InvalidArgumentError(`updateMask: ${path}`, 'is not supported by Orderly');
+    if ((UNSUPPORTED_FIELDS.subscription as readonly string[]).includes(field))
+      throw new InvalidArgumentError(`updateMask: ${path}`, 'is not supported by Orderly');
     if (!UPDATABLE.has(field)) throw new InvalidArgumentError('updateMask', `unknown or read-only field path ${JSON.stringify(path)}`);
     patch[field] = subscription[field] ?? null;
   }
@@ -33,8 +47,10 @@ const TOPIC_UPDATABLE = new Set(['labels', 'messageRetentionDuration', 'schemaSe
 export function topicPatch(paths: string[], topic: Required<TopicInput>): TopicInput {
   const patch: Record<string, unknown> = {};
   for (const [path, field] of maskFields(paths)) {
-    if ((UNSUPPORTED_FIELDS.topic as readonly string[]).includes(field)) throw new InvalidArgumentError(`updateMask: ${path}`, 'is not supported by Orderly');
-    if (!TOPIC_UPDATABLE.has(field)) throw new InvalidArgumentError('updateMask', `unknown or read-only field path ${JSON.stringify(path)}`);
+    if ((UNSUPPORTED_FIELDS.topic as readonly string[]).includes(field))
+      throw new InvalidArgumentError(`updateMask: ${path}`, 'is not supported by Orderly');
+    if (!TOPIC_UPDATABLE.has(field))
+      throw new InvalidArgumentError('updateMask', `unknown or read-only field path ${JSON.stringify(path)}`);
     patch[field] = topic[field as keyof TopicInput];
   }
   return patch;

@@ -32,14 +32,20 @@ export async function runDemo(o: { dataDir?: string }): Promise<void> {
     const { core, exports } = runtime;
     const tty = process.stdout.isTTY;
     console.log(`Orderly demo — data in ${dataDir}`);
-    const published = await publishFile((messages) => core.publish('order-changes', messages), { file: EVENTS, orderingKeyField: 'order_id', progress: tty });
+    const published = await publishFile((messages) => core.publish('order-changes', messages), {
+      file: EVENTS,
+      orderingKeyField: 'order_id',
+      progress: tty,
+    });
     console.log(`published ${published.published} order changes (refused ${published.refused.length})`);
 
     const subscriptions = ['orders-to-duckdb', 'orders-to-parquet'];
     const runners = subscriptions.map((s) => exports.runner(s)!);
     const total = published.published * runners.length;
     const done = () => runners.reduce((n, r) => n + r.stats.written + r.outstanding, 0);
-    const bar = tty ? new SingleBar({ format: 'export  [{bar}] {value}/{total} deliveries', hideCursor: true }, Presets.shades_classic) : undefined;
+    const bar = tty
+      ? new SingleBar({ format: 'export  [{bar}] {value}/{total} deliveries', hideCursor: true }, Presets.shades_classic)
+      : undefined;
     bar?.start(total, 0);
     const deadline = Date.now() + 45_000;
     while (done() < total && Date.now() < deadline) {
@@ -50,11 +56,18 @@ export async function runDemo(o: { dataDir?: string }): Promise<void> {
     bar?.update(total);
     bar?.stop();
     subscriptions.forEach((s, i) => {
-      console.log(`${s}: state ${core.getSubscription(s).state}, exported ${runners[i]!.stats.written}, backlog ${core.metrics(s).backlogMessages}`);
+      console.log(
+        `${s}: state ${core.getSubscription(s).state}, exported ${runners[i]!.stats.written}, backlog ${core.metrics(s).backlogMessages}`,
+      );
     });
 
     console.log('\nThe DuckDB table (CDC applied per order: one row per live order):');
-    console.table(await queryJob(runtime, 'SELECT status, count(*) AS orders, round(sum(amount), 2) AS amount FROM analytics.orders GROUP BY status ORDER BY orders DESC'));
+    console.table(
+      await queryJob(
+        runtime,
+        'SELECT status, count(*) AS orders, round(sum(amount), 2) AS amount FROM analytics.orders GROUP BY status ORDER BY orders DESC',
+      ),
+    );
     console.log('The Parquet files (view orders_to_parquet over the exported objects):');
     console.table(
       await queryJob(

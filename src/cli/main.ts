@@ -20,7 +20,8 @@ const keepServingOnUnexpectedErrors = async () => {
 };
 
 const json = new Option('--json', 'print the result as JSON');
-const out = (value: unknown, asJson: boolean | undefined, text: () => void) => (asJson ? console.log(JSON.stringify(value, null, 2)) : text());
+const out = (value: unknown, asJson: boolean | undefined, text: () => void) =>
+  asJson ? console.log(JSON.stringify(value, null, 2)) : text();
 
 /** The `orderly` command line. Returns the exit code: 0 ok, 1 failure, 2 invalid job file or usage. */
 export async function main(argv: string[]): Promise<number> {
@@ -48,14 +49,23 @@ export async function main(argv: string[]): Promise<number> {
     .command('run')
     .description('run a job until SIGINT/SIGTERM: store, exports, metrics; shutdown drains and finalizes files')
     .argument('<job>', 'job file')
-    .option('--worker-id <id>', "this worker's id, for a job with remote: exports (default: ORDERLY_WORKER_ID, remote.workerId, else <host>-<pid>)")
-    .addHelpText('after', '\nExample:\n  $ orderly run job.yaml   # Ctrl-C stops it cleanly\n  $ orderly run job.yaml --worker-id exporter-2   # one more worker of a remote export')
+    .option(
+      '--worker-id <id>',
+      "this worker's id, for a job with remote: exports (default: ORDERLY_WORKER_ID, remote.workerId, else <host>-<pid>)",
+    )
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ orderly run job.yaml   # Ctrl-C stops it cleanly\n  $ orderly run job.yaml --worker-id exporter-2   # one more worker of a remote export',
+    )
     .action(async (file: string, o: { workerId?: string }) => {
       const logger = await keepServingOnUnexpectedErrors();
       const job = await loadJobFile(file);
       const { JobRuntime } = await import('../job/job-runtime.js');
       const runtime = await JobRuntime.start(job, logger, { serveMetrics: true, workerId: o.workerId });
-      logger.info({ ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort, worker: runtime.workerId }, 'job running');
+      logger.info(
+        { ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort, worker: runtime.workerId },
+        'job running',
+      );
       const signal = await untilStopSignal(runtime);
       logger.info({ signal }, 'stopping: finishing writes, finalizing open files');
       if (signal === 'failure') process.exitCode = 1;
@@ -74,35 +84,46 @@ export async function main(argv: string[]): Promise<number> {
     .argument('<job>', 'job file')
     .requiredOption('--topic <topic>', 'topic to publish to')
     .option('--file <path>', 'JSONL file, or - for stdin', '-')
-    .option('--ordering-key-field <field>', 'take each message\'s ordering key from this field')
-    .option('--attributes-field <field>', 'take each message\'s attributes from this field (an object of strings)')
+    .option('--ordering-key-field <field>', "take each message's ordering key from this field")
+    .option('--attributes-field <field>', "take each message's attributes from this field (an object of strings)")
     .addOption(json)
-    .addHelpText('after', '\nExample:\n  $ orderly publish job.yaml --topic order-changes --file orders.jsonl --ordering-key-field order_id')
-    .action(async (file: string, o: { topic: string; file: string; orderingKeyField?: string; attributesField?: string; json?: boolean }) => {
-      const job = await loadJobFile(file);
-      const { readLock } = await import('../job/job-lock.js');
-      const { publishFile } = await import('./publish-file.js');
-      const running = readLock(job.dataDir);
-      if (running && !running.endpoint) {
-        throw new OrderlyError('FAILED_PRECONDITION', `the job is running (pid ${running.pid}) without a Pub/Sub endpoint: add endpoint: to the job file, or stop it and publish here`);
-      }
-      // A running job is reached through its endpoint; otherwise the store is opened here.
-      const runtime = running ? undefined : await (await import('../job/job-runtime.js')).JobRuntime.start(job, await createLogger(), { withExports: false });
-      const publish: PublishBatch = runtime
-        ? (messages) => runtime.core.publish(o.topic, messages)
-        : (messages) => publishOverRest(running!.endpoint!, job.projectId, o.topic, messages, job.endpoint?.authToken ?? process.env.ORDERLY_TOKEN);
-      try {
-        const report = await publishFile(publish, { ...o, progress: !o.json && process.stderr.isTTY });
-        out(report, o.json, () => {
-          for (const r of report.refused.slice(0, 20)) console.error(`line ${r.line}: ${r.reason}`);
-          if (report.refused.length > 20) console.error(`... and ${report.refused.length - 20} more`);
-          console.log(`published ${report.published}, refused ${report.refused.length}`);
-        });
-        if (report.refused.length) process.exitCode = 1;
-      } finally {
-        await runtime?.stop();
-      }
-    });
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ orderly publish job.yaml --topic order-changes --file orders.jsonl --ordering-key-field order_id',
+    )
+    .action(
+      async (file: string, o: { topic: string; file: string; orderingKeyField?: string; attributesField?: string; json?: boolean }) => {
+        const job = await loadJobFile(file);
+        const { readLock } = await import('../job/job-lock.js');
+        const { publishFile } = await import('./publish-file.js');
+        const running = readLock(job.dataDir);
+        if (running && !running.endpoint) {
+          throw new OrderlyError(
+            'FAILED_PRECONDITION',
+            `the job is running (pid ${running.pid}) without a Pub/Sub endpoint: add endpoint: to the job file, or stop it and publish here`,
+          );
+        }
+        // A running job is reached through its endpoint; otherwise the store is opened here.
+        const runtime = running
+          ? undefined
+          : await (await import('../job/job-runtime.js')).JobRuntime.start(job, await createLogger(), { withExports: false });
+        const publish: PublishBatch = runtime
+          ? (messages) => runtime.core.publish(o.topic, messages)
+          : (messages) =>
+              publishOverRest(running!.endpoint!, job.projectId, o.topic, messages, job.endpoint?.authToken ?? process.env.ORDERLY_TOKEN);
+        try {
+          const report = await publishFile(publish, { ...o, progress: !o.json && process.stderr.isTTY });
+          out(report, o.json, () => {
+            for (const r of report.refused.slice(0, 20)) console.error(`line ${r.line}: ${r.reason}`);
+            if (report.refused.length > 20) console.error(`... and ${report.refused.length - 20} more`);
+            console.log(`published ${report.published}, refused ${report.refused.length}`);
+          });
+          if (report.refused.length) process.exitCode = 1;
+        } finally {
+          await runtime?.stop();
+        }
+      },
+    );
 
   program
     .command('status')
@@ -116,7 +137,9 @@ export async function main(argv: string[]): Promise<number> {
         // A fleet worker of a remote export: every worker of the job running on this machine.
         const { fleetStatus, flatRow } = await import('../job/fleet-status.js');
         const rows = await fleetStatus(job);
-        out(rows, o.json, () => (rows.length ? console.table(rows.map(flatRow)) : console.log('no worker of this job runs on this machine')));
+        out(rows, o.json, () =>
+          rows.length ? console.table(rows.map(flatRow)) : console.log('no worker of this job runs on this machine'),
+        );
         return;
       }
       const running = (await import('../job/job-lock.js')).readLock(job.dataDir);
@@ -132,7 +155,11 @@ export async function main(argv: string[]): Promise<number> {
           status.map(({ residentBytes, payloadLimitBytes: _limit, ...s }) => ({
             ...s,
             hotKeys: s.hotKeys.map((k) => `${k.orderingKey}:${k.backlog}`).join(' '),
-            exportCounters: s.exportCounters && Object.entries(s.exportCounters).map(([name, n]) => `${name}=${n}`).join(' '),
+            exportCounters:
+              s.exportCounters &&
+              Object.entries(s.exportCounters)
+                .map(([name, n]) => `${name}=${n}`)
+                .join(' '),
             residentPayload: mib(residentBytes),
           })),
         );
@@ -143,7 +170,9 @@ export async function main(argv: string[]): Promise<number> {
 
   program
     .command('audit')
-    .description("check per-key order of what an export subscription wrote, read back from its sink (connectors that offer it: object-storage's files)")
+    .description(
+      "check per-key order of what an export subscription wrote, read back from its sink (connectors that offer it: object-storage's files)",
+    )
     .argument('<job>', 'job file')
     .argument('<subscription>', 'subscription name')
     .addOption(json)
@@ -160,10 +189,12 @@ export async function main(argv: string[]): Promise<number> {
 
   program
     .command('query')
-    .description('SQL over the job\'s DuckDB database and its exports (a view per subscription whose connector offers one); read-only unless --write')
+    .description(
+      "SQL over the job's DuckDB database and its exports (a view per subscription whose connector offers one); read-only unless --write",
+    )
     .argument('<job>', 'job file')
     .argument('<sql>', 'the query')
-    .option('--write', 'let the SQL change the database and read or write files (COPY, ATTACH, DROP, ...); also runs the job\'s duckdb.init')
+    .option('--write', "let the SQL change the database and read or write files (COPY, ATTACH, DROP, ...); also runs the job's duckdb.init")
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly query job.yaml "SELECT status, count(*) FROM analytics.orders GROUP BY ALL"')
     .action(async (file: string, sql: string, o: { json?: boolean; write?: boolean }) => {
@@ -177,7 +208,7 @@ export async function main(argv: string[]): Promise<number> {
 
   program
     .command('serve')
-    .description('serve the Pub/Sub v1 gRPC API (for PUBSUB_EMULATOR_HOST), with the job file\'s exports if given')
+    .description("serve the Pub/Sub v1 gRPC API (for PUBSUB_EMULATOR_HOST), with the job file's exports if given")
     .option('--config <job>', 'job file (topics, subscriptions, DuckDB, object storage)')
     .option('--host <host>', 'address to bind (anything but loopback needs --allow-remote and a token)', '127.0.0.1')
     .option('--port <port>', 'port (0: any free port, printed at start)', '8085')
@@ -190,28 +221,41 @@ export async function main(argv: string[]): Promise<number> {
       '\nExamples:\n  $ orderly serve --port 8085 &\n  $ PUBSUB_EMULATOR_HOST=127.0.0.1:8085 node my-publisher.js\n' +
         '  $ ORDERLY_TOKEN=$(openssl rand -hex 24) orderly serve --host 0.0.0.0 --allow-remote',
     )
-    .action(async (o: { config?: string; host: string; port: string; dataDir: string; allowRemote?: boolean; authToken?: string; idleTimeout?: string }) => {
-      const logger = await keepServingOnUnexpectedErrors();
-      const job = o.config ? await loadJobFile(o.config) : (await import('../job/job-config.js')).bareJob(resolve(o.dataDir));
-      const idleTimeoutSeconds = o.idleTimeout === undefined ? (job.endpoint?.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS) : Number(o.idleTimeout);
-      if (!(idleTimeoutSeconds >= 1 && idleTimeoutSeconds <= 3600)) throw new OrderlyError('INVALID_ARGUMENT', `--idle-timeout: must be 1 to 3600 seconds, got ${o.idleTimeout}`);
-      const endpoint = {
-        host: o.host,
-        port: Number(o.port),
-        allowRemote: o.allowRemote ?? job.endpoint?.allowRemote ?? false,
-        authToken: o.authToken ?? process.env.ORDERLY_TOKEN ?? job.endpoint?.authToken,
-        idleTimeoutSeconds,
-      };
-      const flags = { allowRemote: '--allow-remote', authToken: '--auth-token or ORDERLY_TOKEN' };
-      const { JobRuntime } = await import('../job/job-runtime.js');
-      const runtime = await JobRuntime.start({ ...job, endpoint }, logger, { serveMetrics: true, endpointFlags: flags });
-      const port = runtime.endpointPort!;
-      const auth = endpoint.authToken ? '; every call needs "authorization: Bearer <token>"' : '';
-      if (!isLoopback(o.host)) console.error(`orderly serve: WARNING: ${o.host} is reachable from other machines; only callers with the token get in`);
-      console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})${auth}`);
-      if ((await untilStopSignal(runtime)) === 'failure') process.exitCode = 1;
-      await runtime.stop();
-    });
+    .action(
+      async (o: {
+        config?: string;
+        host: string;
+        port: string;
+        dataDir: string;
+        allowRemote?: boolean;
+        authToken?: string;
+        idleTimeout?: string;
+      }) => {
+        const logger = await keepServingOnUnexpectedErrors();
+        const job = o.config ? await loadJobFile(o.config) : (await import('../job/job-config.js')).bareJob(resolve(o.dataDir));
+        const idleTimeoutSeconds =
+          o.idleTimeout === undefined ? (job.endpoint?.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS) : Number(o.idleTimeout);
+        if (!(idleTimeoutSeconds >= 1 && idleTimeoutSeconds <= 3600))
+          throw new OrderlyError('INVALID_ARGUMENT', `--idle-timeout: must be 1 to 3600 seconds, got ${o.idleTimeout}`);
+        const endpoint = {
+          host: o.host,
+          port: Number(o.port),
+          allowRemote: o.allowRemote ?? job.endpoint?.allowRemote ?? false,
+          authToken: o.authToken ?? process.env.ORDERLY_TOKEN ?? job.endpoint?.authToken,
+          idleTimeoutSeconds,
+        };
+        const flags = { allowRemote: '--allow-remote', authToken: '--auth-token or ORDERLY_TOKEN' };
+        const { JobRuntime } = await import('../job/job-runtime.js');
+        const runtime = await JobRuntime.start({ ...job, endpoint }, logger, { serveMetrics: true, endpointFlags: flags });
+        const port = runtime.endpointPort!;
+        const auth = endpoint.authToken ? '; every call needs "authorization: Bearer <token>"' : '';
+        if (!isLoopback(o.host))
+          console.error(`orderly serve: WARNING: ${o.host} is reachable from other machines; only callers with the token get in`);
+        console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})${auth}`);
+        if ((await untilStopSignal(runtime)) === 'failure') process.exitCode = 1;
+        await runtime.stop();
+      },
+    );
 
   program
     .command('demo')
@@ -232,12 +276,22 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 /** `:publish` on a running job's REST endpoint; Google's JSON errors become exceptions. */
-async function publishOverRest(endpoint: string, projectId: string, topic: string, messages: MessageInput[], authToken?: string): Promise<string[]> {
+async function publishOverRest(
+  endpoint: string,
+  projectId: string,
+  topic: string,
+  messages: MessageInput[],
+  authToken?: string,
+): Promise<string[]> {
   const res = await fetch(`http://${endpoint}/v1/projects/${encodeURIComponent(projectId)}/topics/${encodeURIComponent(topic)}:publish`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(authToken ? { authorization: `Bearer ${authToken}` } : {}) },
     body: JSON.stringify({
-      messages: messages.map((m) => ({ data: Buffer.from(m.data ?? '').toString('base64'), attributes: m.attributes, orderingKey: m.orderingKey })),
+      messages: messages.map((m) => ({
+        data: Buffer.from(m.data ?? '').toString('base64'),
+        attributes: m.attributes,
+        orderingKey: m.orderingKey,
+      })),
     }),
   });
   const body = (await res.json()) as { messageIds?: string[]; error?: { message: string } };

@@ -27,8 +27,16 @@ const BATCH = 500;
  */
 export async function publishFile(publish: PublishBatch, o: PublishFileOptions): Promise<PublishFileReport> {
   const report: PublishFileReport = { published: 0, refused: [] };
-  const total = o.file === '-' ? 0 : readFileSync(o.file, 'utf8').split('\n').filter((l) => l.trim()).length;
-  const bar = o.progress && total ? new SingleBar({ format: 'publish [{bar}] {value}/{total} lines', hideCursor: true, stream: process.stderr }, Presets.shades_classic) : undefined;
+  const total =
+    o.file === '-'
+      ? 0
+      : readFileSync(o.file, 'utf8')
+          .split('\n')
+          .filter((l) => l.trim()).length;
+  const bar =
+    o.progress && total
+      ? new SingleBar({ format: 'publish [{bar}] {value}/{total} lines', hideCursor: true, stream: process.stderr }, Presets.shades_classic)
+      : undefined;
   bar?.start(total, 0);
   let batch: { line: number; message: MessageInput }[] = [];
   const flush = async () => {
@@ -78,7 +86,8 @@ function toMessage(text: string, o: PublishFileOptions): MessageInput {
   const message: MessageInput = { data: text };
   if (o.orderingKeyField) {
     const key = record[o.orderingKeyField];
-    if (typeof key !== 'string' && typeof key !== 'number') throw new Error(`field "${o.orderingKeyField}" (the ordering key) is missing or not a string`);
+    if (typeof key !== 'string' && typeof key !== 'number')
+      throw new Error(`field "${o.orderingKeyField}" (the ordering key) is missing or not a string`);
     message.orderingKey = String(key);
   }
   if (o.attributesField && record[o.attributesField] !== undefined) {

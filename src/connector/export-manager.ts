@@ -10,7 +10,9 @@ import { EmbeddedSource } from './sources/embedded-source.js';
 import { createPubSubClient, remoteIdentity, remoteSubscriptionName, type RemoteEndpoint } from './sources/remote-endpoint.js';
 import { RemoteSource, type ExportSection } from './sources/remote-source.js';
 
-type RunnerTuning = Partial<Pick<ExportRunnerOptions, 'maxBatchMessages' | 'maxOutstandingMessages' | 'maxOutstandingBytes' | 'flushIntervalMs' | 'standbyRetryMs'>>;
+type RunnerTuning = Partial<
+  Pick<ExportRunnerOptions, 'maxBatchMessages' | 'maxOutstandingMessages' | 'maxOutstandingBytes' | 'flushIntervalMs' | 'standbyRetryMs'>
+>;
 
 /** Exports a fleet of workers runs from subscriptions on a remote Pub/Sub endpoint (the job's `remote:` section). */
 export interface RemoteExports extends RemoteEndpoint {
@@ -87,7 +89,10 @@ export class ExportManager {
 
   private budget(): { messages: number; bytes: number } {
     const tuning = this.options.runner ?? {};
-    return { messages: tuning.maxOutstandingMessages ?? DEFAULT_BUDGET.messages, bytes: tuning.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes };
+    return {
+      messages: tuning.maxOutstandingMessages ?? DEFAULT_BUDGET.messages,
+      bytes: tuning.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes,
+    };
   }
 
   /** A connector factory for one export: `first` made now (a setting it refuses fails here), later ones for the spec the source reports. */
@@ -179,7 +184,9 @@ export class ExportManager {
         ...entry.section,
       };
       // A remote topic's schema is not read: a connector treats the topic as having none.
-      const createConnector = this.connectorMaker(subscription, remoteIdentity(subscription), assumed, start, { fleet: { workerId: remote.workerId } });
+      const createConnector = this.connectorMaker(subscription, remoteIdentity(subscription), assumed, start, {
+        fleet: { workerId: remote.workerId },
+      });
       const source = new RemoteSource({
         client: this.remoteClient,
         endpoint: remote,
@@ -200,7 +207,9 @@ export class ExportManager {
   }
 
   runner(subscription: string): ExportRunner | undefined {
-    const remote = this.remoteRunners.get(subscription) ?? (this.options.remote && this.remoteRunners.get(remoteSubscriptionName(subscription, this.options.remote.projectId)));
+    const remote =
+      this.remoteRunners.get(subscription) ??
+      (this.options.remote && this.remoteRunners.get(remoteSubscriptionName(subscription, this.options.remote.projectId)));
     if (remote) return remote;
     const { core } = this.options;
     return core.hasSubscription(subscription) ? this.runners.get(core.subscriptionName(subscription))?.runner : undefined;
@@ -219,7 +228,9 @@ export class ExportManager {
     await Promise.all([...this.runners.values(), ...this.remoteRunners.values()].map((r) => ('runner' in r ? r.runner : r).stop()));
     this.runners.clear();
     this.remoteRunners.clear();
-    await this.remoteClient?.close().catch((e: unknown) => this.options.logger.warn({ error: (e as Error).message }, 'closing the remote Pub/Sub client failed'));
+    await this.remoteClient
+      ?.close()
+      .catch((e: unknown) => this.options.logger.warn({ error: (e as Error).message }, 'closing the remote Pub/Sub client failed'));
     this.remoteClient = undefined;
   }
 }

@@ -111,7 +111,10 @@ export class ExportRunner {
     this.backoff = options.backoff?.() ?? new Backoff();
     this.sourceBackoff = options.backoff?.() ?? new Backoff();
     this.consumer = {
-      room: () => ({ messages: this.stopping ? 0 : this.maxOutstanding - this.held.size, bytes: this.maxOutstandingBytes - this.heldBytes }),
+      room: () => ({
+        messages: this.stopping ? 0 : this.maxOutstanding - this.held.size,
+        bytes: this.maxOutstandingBytes - this.heldBytes,
+      }),
       deliver: (batch) => {
         for (const m of batch) {
           this.held.set(m.ackId, m);
@@ -182,7 +185,11 @@ export class ExportRunner {
         // Refused settings change rarely: retried at the backoff's slowest.
         const delay = e.kind === 'refused' ? 60_000 : this.sourceBackoff.next();
         this.stats.sourceRetryAt = new Date(Date.now() + delay).toISOString();
-        this.logThrottled('error', { error: e.message, retryInMs: delay }, 'the export cannot read its subscription; retrying with backoff');
+        this.logThrottled(
+          'error',
+          { error: e.message, retryInMs: delay },
+          'the export cannot read its subscription; retrying with backoff',
+        );
         if (!(await this.pause(delay))) return undefined;
       }
     }
@@ -204,13 +211,15 @@ export class ExportRunner {
         if (connector) await this.retire(connector);
         if (e instanceof SinkBusyError) {
           // Another worker holds the sink: wait for it, neither an error nor a growing backoff.
-          if (!this.stats.standby) this.options.logger.info({ subscription: this.subscription, reason: e.message }, 'export waiting as a standby');
+          if (!this.stats.standby)
+            this.options.logger.info({ subscription: this.subscription, reason: e.message }, 'export waiting as a standby');
           this.stats.standby = e.message;
           if (!(await this.pause(this.options.standbyRetryMs ?? 1000))) return undefined;
           continue;
         }
         this.unusable(e);
-        if (!(e instanceof SinkStateError)) this.logThrottled('error', { error: errorText(e) }, 'export sink cannot be opened; retrying with backoff');
+        if (!(e instanceof SinkStateError))
+          this.logThrottled('error', { error: errorText(e) }, 'export sink cannot be opened; retrying with backoff');
         if (!(await this.pause())) return undefined;
       }
     }
@@ -237,7 +246,11 @@ export class ExportRunner {
    */
   private async fail(connector: Connector, e: unknown): Promise<void> {
     this.unusable(e);
-    this.logThrottled('error', { error: (e as Error).stack ?? String(e) }, 'export sink failed; subscription RESOURCE_ERROR, reopening it with backoff (backlog kept, nothing nacked)');
+    this.logThrottled(
+      'error',
+      { error: (e as Error).stack ?? String(e) },
+      'export sink failed; subscription RESOURCE_ERROR, reopening it with backoff (backlog kept, nothing nacked)',
+    );
     this.connector = undefined;
     await this.retire(connector);
     this.pending.length = 0;
@@ -369,7 +382,11 @@ export class ExportRunner {
     if (acks.length) this.stats.lastCommitAt = new Date().toISOString();
     const permanent = result.failed.filter((f) => !f.retryable);
     if (permanent.length) {
-      this.logThrottled('warn', { count: permanent.length, example: permanent[0]!.error }, 'messages cannot be written; nacked (dead-lettered after maxDeliveryAttempts)');
+      this.logThrottled(
+        'warn',
+        { count: permanent.length, example: permanent[0]!.error },
+        'messages cannot be written; nacked (dead-lettered after maxDeliveryAttempts)',
+      );
     }
     const handle = this.live();
     // Failures first: a nack revokes the key's later deliveries at the source, the deferred ones included.
@@ -382,9 +399,11 @@ export class ExportRunner {
     if (!handle || !acks.length) return;
     // Not awaited: the next write need not wait for the ack's own commit. An ack lost to a crash only
     // means a redelivery, which connectors recognise (or the at-least-once contract allows).
-    handle.acknowledge(acks).catch((e: unknown) =>
-      this.logThrottled('error', { error: errorText(e) }, 'recording acks failed; the messages will be delivered again'),
-    );
+    handle
+      .acknowledge(acks)
+      .catch((e: unknown) =>
+        this.logThrottled('error', { error: errorText(e) }, 'recording acks failed; the messages will be delivered again'),
+      );
   }
 
   /** Failures repeat on every retry; one line per 10 s is enough to see them. */
@@ -438,7 +457,10 @@ export class ExportRunner {
       try {
         this.apply(await connector.flush('all'));
       } catch (e) {
-        this.options.logger.error({ subscription: this.subscription, error: errorText(e) }, 'final flush failed; unacked messages will be delivered again');
+        this.options.logger.error(
+          { subscription: this.subscription, error: errorText(e) },
+          'final flush failed; unacked messages will be delivered again',
+        );
       }
     }
     // Detached only now: until the final flush is acked, the core keeps what the connector holds leased.

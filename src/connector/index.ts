@@ -4,12 +4,29 @@
  * blocks. A module that calls `registerConnector` is a plugin: list it in a job file's `plugins:`.
  * Test a connector with `orderly/testing`.
  */
-export { emptyResult, SinkBusyError, SinkStateError, type Connector, type ConnectorContext, type ConnectorCounters, type ConnectorSettings, type ExportMessage, type WriteResult } from './connector.js';
+export {
+  emptyResult,
+  SinkBusyError,
+  SinkStateError,
+  type Connector,
+  type ConnectorContext,
+  type ConnectorCounters,
+  type ConnectorSettings,
+  type ExportMessage,
+  type WriteResult,
+} from './connector.js';
 export { getConnector, registerConnector, registeredConnectors, type ConnectorFactory } from './registry.js';
 export type { AuditCheck, AuditResult, CounterMetric, ExportTarget, QueryView } from './capabilities.js';
 export type { OpenSection, SectionContext, SettingsSection, StandardIssue, StandardResult, StandardSchema } from './settings-section.js';
 export { lazyConnector } from './lazy-connector.js';
-export { RedeliveryFilter, RememberedIds, redeliveryMark, retentionCutoff, type RedeliveryMark, type WrittenIds } from './redelivery-filter.js';
+export {
+  RedeliveryFilter,
+  RememberedIds,
+  redeliveryMark,
+  retentionCutoff,
+  type RedeliveryMark,
+  type WrittenIds,
+} from './redelivery-filter.js';
 export { FailedKeys } from './failed-keys.js';
 export { keyHash } from './key-hash.js';
 export { pathSegment, subscriptionDir } from './sink-paths.js';

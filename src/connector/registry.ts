@@ -51,13 +51,19 @@ export function registerConnector<C, S = unknown>(factory: ConnectorFactory<C, S
   const known = factories.get(factory.name);
   if (known === (factory as ConnectorFactory)) return;
   if (!/^[a-z0-9][a-z0-9._-]*$/.test(factory.name)) {
-    throw new InvalidArgumentError('connector name', `must be lowercase letters, digits, ".", "_" and "-", got ${JSON.stringify(factory.name)}`);
+    throw new InvalidArgumentError(
+      'connector name',
+      `must be lowercase letters, digits, ".", "_" and "-", got ${JSON.stringify(factory.name)}`,
+    );
   }
   if (known) throw new OrderlyError('ALREADY_EXISTS', `a different connector is already registered as "${factory.name}"`);
   const section = factory.settings;
   for (const other of factories.values()) {
     if (section && other.settings && other.settings.key === section.key && other.settings !== (section as SettingsSection)) {
-      throw new OrderlyError('ALREADY_EXISTS', `connector "${factory.name}": the job file section "${section.key}" belongs to connector "${other.name}"`);
+      throw new OrderlyError(
+        'ALREADY_EXISTS',
+        `connector "${factory.name}": the job file section "${section.key}" belongs to connector "${other.name}"`,
+      );
     }
   }
   factories.set(factory.name, factory);
@@ -66,7 +72,11 @@ export function registerConnector<C, S = unknown>(factory: ConnectorFactory<C, S
 /** The factory registered under `name`, or an InvalidArgumentError listing the registered ones. */
 export function getConnector(name: string): ConnectorFactory {
   const f = factories.get(name);
-  if (!f) throw new InvalidArgumentError('exportConfig.connector', `no connector named "${name}" (registered: ${[...factories.keys()].join(', ') || 'none'})`);
+  if (!f)
+    throw new InvalidArgumentError(
+      'exportConfig.connector',
+      `no connector named "${name}" (registered: ${[...factories.keys()].join(', ') || 'none'})`,
+    );
   return f;
 }
 
@@ -100,9 +110,12 @@ export function counterMetrics(): (CounterMetric & { counterOf: Record<string, s
 export const BUILT_IN_FOR = { bigqueryConfig: 'duckdb-table', cloudStorageConfig: 'object-storage' } as const;
 
 /** The subscription's export section: which connector runs it, the field it came from, and its config. */
-export function exportSection(spec: Pick<SubscriptionSpec, 'bigqueryConfig' | 'cloudStorageConfig' | 'exportConfig'>): { connector: string; field: string; config: unknown } | undefined {
+export function exportSection(
+  spec: Pick<SubscriptionSpec, 'bigqueryConfig' | 'cloudStorageConfig' | 'exportConfig'>,
+): { connector: string; field: string; config: unknown } | undefined {
   if (spec.bigqueryConfig) return { connector: BUILT_IN_FOR.bigqueryConfig, field: 'bigqueryConfig', config: spec.bigqueryConfig };
-  if (spec.cloudStorageConfig) return { connector: BUILT_IN_FOR.cloudStorageConfig, field: 'cloudStorageConfig', config: spec.cloudStorageConfig };
+  if (spec.cloudStorageConfig)
+    return { connector: BUILT_IN_FOR.cloudStorageConfig, field: 'cloudStorageConfig', config: spec.cloudStorageConfig };
   if (spec.exportConfig) {
     const { connector, ...config } = spec.exportConfig;
     return { connector, field: 'exportConfig', config };

@@ -15,7 +15,8 @@ export interface StandardSchema<Output> {
 }
 
 /** A Standard Schema validation result: the value, or the issues. */
-export type StandardResult<Output> = { readonly value: Output; readonly issues?: undefined } | { readonly issues: readonly StandardIssue[] };
+export type StandardResult<Output> =
+  { readonly value: Output; readonly issues?: undefined } | { readonly issues: readonly StandardIssue[] };
 
 /** One problem a Standard Schema found: what, and where in the section. */
 export interface StandardIssue {

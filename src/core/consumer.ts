@@ -5,12 +5,7 @@ import type { SubscriptionSpec } from './subscription-config.js';
 
 /** Pub/Sub's subscription states, including the export-specific ones. */
 export type SubscriptionState =
-  | 'ACTIVE'
-  | 'RESOURCE_ERROR'
-  | 'PERMISSION_DENIED'
-  | 'NOT_FOUND'
-  | 'SCHEMA_MISMATCH'
-  | 'IN_TRANSIT_LOCATION_RESTRICTION';
+  'ACTIVE' | 'RESOURCE_ERROR' | 'PERMISSION_DENIED' | 'NOT_FOUND' | 'SCHEMA_MISMATCH' | 'IN_TRANSIT_LOCATION_RESTRICTION';
 
 /** How much more a consumer takes now; delivery stops when either reaches 0. */
 export interface ConsumerRoom {

@@ -3,13 +3,7 @@
  * Google does, and a message that names the field and what would have been accepted.
  */
 export type StatusCode =
-  | 'INVALID_ARGUMENT'
-  | 'NOT_FOUND'
-  | 'ALREADY_EXISTS'
-  | 'FAILED_PRECONDITION'
-  | 'RESOURCE_EXHAUSTED'
-  | 'ABORTED'
-  | 'INTERNAL';
+  'INVALID_ARGUMENT' | 'NOT_FOUND' | 'ALREADY_EXISTS' | 'FAILED_PRECONDITION' | 'RESOURCE_EXHAUSTED' | 'ABORTED' | 'INTERNAL';
 
 /** google.rpc.ErrorInfo: why, machine-readably, as Google's APIs attach it to some errors. */
 export interface ErrorInfo {

@@ -26,7 +26,8 @@ export interface IamBinding {
 /** What GetIamPolicy returns for a resource no policy was set on: Google's empty policy. */
 const EMPTY_ETAG = 'ACAB';
 
-const MEMBER = /^(allUsers|allAuthenticatedUsers|(user|serviceAccount|group|domain|principal|principalSet|deleted:user|deleted:serviceAccount|deleted:group):\S+)$/;
+const MEMBER =
+  /^(allUsers|allAuthenticatedUsers|(user|serviceAccount|group|domain|principal|principalSet|deleted:user|deleted:serviceAccount|deleted:group):\S+)$/;
 const ROLE = /^(roles\/[A-Za-z0-9_.]+|(projects|organizations)\/[^/]+\/roles\/[A-Za-z0-9_.]+)$/;
 const MASK_FIELDS = new Set(['bindings', 'etag', 'auditConfigs', 'version']);
 
@@ -50,11 +51,19 @@ export class IamPolicies {
   async set(resource: string, policy: IamPolicy, updateMask: string[] = []): Promise<IamPolicy> {
     const current = this.get(resource);
     if (policy.etag && policy.etag !== current.etag) {
-      throw new OrderlyError('ABORTED', `policy.etag: the policy of ${resource} changed since it was read (etag ${current.etag}, got ${policy.etag}); read it again and retry`);
+      throw new OrderlyError(
+        'ABORTED',
+        `policy.etag: the policy of ${resource} changed since it was read (etag ${current.etag}, got ${policy.etag}); read it again and retry`,
+      );
     }
     checkBindings(policy.bindings);
     const paths = updateMask.length ? updateMask : ['bindings', 'etag'];
-    for (const p of paths) if (!MASK_FIELDS.has(p)) throw new InvalidArgumentError('updateMask', `unknown policy field path ${JSON.stringify(p)} (known: bindings, etag, auditConfigs, version)`);
+    for (const p of paths)
+      if (!MASK_FIELDS.has(p))
+        throw new InvalidArgumentError(
+          'updateMask',
+          `unknown policy field path ${JSON.stringify(p)} (known: bindings, etag, auditConfigs, version)`,
+        );
     const next: IamPolicy = {
       version: paths.includes('version') || policy.version ? policy.version : current.version,
       bindings: paths.includes('bindings') ? policy.bindings : current.bindings,
@@ -81,9 +90,17 @@ export class IamPolicies {
 
 function checkBindings(bindings: IamBinding[]): void {
   bindings.forEach((b, i) => {
-    if (!ROLE.test(b.role)) throw new InvalidArgumentError(`policy.bindings[${i}].role`, `must be a role like "roles/pubsub.subscriber", got ${JSON.stringify(b.role)}`);
+    if (!ROLE.test(b.role))
+      throw new InvalidArgumentError(
+        `policy.bindings[${i}].role`,
+        `must be a role like "roles/pubsub.subscriber", got ${JSON.stringify(b.role)}`,
+      );
     b.members.forEach((m, j) => {
-      if (!MEMBER.test(m)) throw new InvalidArgumentError(`policy.bindings[${i}].members[${j}]`, `must be a principal like "user:ada@example.com", got ${JSON.stringify(m)}`);
+      if (!MEMBER.test(m))
+        throw new InvalidArgumentError(
+          `policy.bindings[${i}].members[${j}]`,
+          `must be a principal like "user:ada@example.com", got ${JSON.stringify(m)}`,
+        );
     });
   });
 }

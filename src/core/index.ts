@@ -5,7 +5,14 @@ export { parseFilter, type Filter } from './filter.js';
 export { LIMITS } from './limits.js';
 export type { MessageInput, PubsubMessage, ReceivedMessage } from './message.js';
 export { Publisher } from './publisher.js';
-export { PubSubCore, type CoreOptions, type PullOptions, type Subscription, type SubscriptionValidator, type Topic } from './pubsub-core.js';
+export {
+  PubSubCore,
+  type CoreOptions,
+  type PullOptions,
+  type Subscription,
+  type SubscriptionValidator,
+  type Topic,
+} from './pubsub-core.js';
 export { pushEnvelope } from './push-delivery.js';
 export type { DeliveredMessage, MessageHandler, SubscribeOptions, Subscriber } from './subscriber.js';
 export type { SubscriptionInput, SubscriptionSpec } from './subscription-config.js';

@@ -23,7 +23,14 @@ export class LeaseManager<Q extends LeaseQueue> {
   }
 
   grant(queue: Q, entry: Entry<Q>, now: number, deadline: number, consumer: string): Lease<Q> {
-    const lease: Lease<Q> = { ackId: `${this.prefix}-${entry.message.seq}-${++this.counter}`, queue, entry, deadline, consumer, grantedAt: now };
+    const lease: Lease<Q> = {
+      ackId: `${this.prefix}-${entry.message.seq}-${++this.counter}`,
+      queue,
+      entry,
+      deadline,
+      consumer,
+      grantedAt: now,
+    };
     this.leases.set(lease.ackId, lease);
     entry.lease = lease;
     queue.outstanding++;

@@ -34,12 +34,18 @@ export function validateMessage(input: MessageInput, index: number): ValidMessag
     if (typeof v !== 'string') throw new InvalidArgumentError(`${where}.attributes["${k}"]`, 'value must be a string');
     const kb = Buffer.byteLength(k);
     if (kb === 0 || kb > LIMITS.maxAttributeKeyBytes) {
-      throw new InvalidArgumentError(`${where}.attributes`, `key must be 1 to ${LIMITS.maxAttributeKeyBytes} bytes, got ${kb} ("${k.slice(0, 40)}")`);
+      throw new InvalidArgumentError(
+        `${where}.attributes`,
+        `key must be 1 to ${LIMITS.maxAttributeKeyBytes} bytes, got ${kb} ("${k.slice(0, 40)}")`,
+      );
     }
     if (k.startsWith('goog')) throw new InvalidArgumentError(`${where}.attributes["${k}"]`, 'keys starting with "goog" are reserved');
     const vb = Buffer.byteLength(v);
     if (vb > LIMITS.maxAttributeValueBytes) {
-      throw new InvalidArgumentError(`${where}.attributes["${k}"]`, `value must be at most ${LIMITS.maxAttributeValueBytes} bytes, got ${vb}`);
+      throw new InvalidArgumentError(
+        `${where}.attributes["${k}"]`,
+        `value must be at most ${LIMITS.maxAttributeValueBytes} bytes, got ${vb}`,
+      );
     }
   }
   const orderingKey = input.orderingKey ?? '';

@@ -20,7 +20,12 @@ export interface Page<T> {
 }
 
 /** One page of `items`, which must be sorted by `keyOf` in `order`. */
-export function pageOf<T>(items: readonly T[], request: PageRequest, keyOf: (item: T) => string, order: 'ascending' | 'descending'): Page<T> {
+export function pageOf<T>(
+  items: readonly T[],
+  request: PageRequest,
+  keyOf: (item: T) => string,
+  order: 'ascending' | 'descending',
+): Page<T> {
   const size = pageSize(request.pageSize);
   let start = 0;
   if (request.pageToken) {
@@ -36,7 +41,8 @@ export function pageOf<T>(items: readonly T[], request: PageRequest, keyOf: (ite
 
 function pageSize(requested: number | undefined): number {
   if (requested === undefined || requested === 0) return DEFAULT_PAGE_SIZE;
-  if (!Number.isInteger(requested) || requested < 0) throw new InvalidArgumentError('pageSize', `must be a non-negative integer, got ${requested}`);
+  if (!Number.isInteger(requested) || requested < 0)
+    throw new InvalidArgumentError('pageSize', `must be a non-negative integer, got ${requested}`);
   return Math.min(requested, MAX_PAGE_SIZE);
 }
 

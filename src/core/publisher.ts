@@ -49,7 +49,10 @@ export class Publisher {
         continue;
       }
       try {
-        const ids = await this.core.publish(this.topic, batch.map((p) => p.message));
+        const ids = await this.core.publish(
+          this.topic,
+          batch.map((p) => p.message),
+        );
         batch.forEach((p, i) => p.resolve(ids[i]!));
       } catch (e) {
         this.paused.add(key);

@@ -19,12 +19,7 @@ import { PushDelivery } from './push-delivery.js';
 import { SequenceAllocator } from './sequence-allocator.js';
 import { Snapshots, type Snapshot, type SnapshotPatch } from './snapshots.js';
 import { Subscriber, type MessageHandler, type SubscribeOptions } from './subscriber.js';
-import {
-  checkImmutable,
-  normalizeSubscription,
-  type SubscriptionInput,
-  type SubscriptionSpec,
-} from './subscription-config.js';
+import { checkImmutable, normalizeSubscription, type SubscriptionInput, type SubscriptionSpec } from './subscription-config.js';
 import { IamPolicies } from './iam-policies.js';
 import { DEFAULT_PUSH_EGRESS, type PushEgress } from './push-egress.js';
 import { SubscriptionEvents, type SubscriptionListener } from './subscription-events.js';
@@ -208,7 +203,8 @@ export class PubSubCore {
   private syncPush(runtime: SubscriptionRuntime): void {
     const wantsPush = this.subs.get(runtime.name) === runtime && runtime.spec.pushConfig !== undefined && !runtime.detached;
     const pusher = this.pushers.get(runtime.name);
-    if (wantsPush && !pusher) this.pushers.set(runtime.name, new PushDelivery((spec) => runtime.attach(spec), this.pushEgress, this.onStoreError));
+    if (wantsPush && !pusher)
+      this.pushers.set(runtime.name, new PushDelivery((spec) => runtime.attach(spec), this.pushEgress, this.onStoreError));
     if (!wantsPush && pusher) {
       pusher.stop();
       this.pushers.delete(runtime.name);
@@ -245,7 +241,9 @@ export class PubSubCore {
   /** Changes the fields `patch` gives (`null` clears one); the rest stay as they are. */
   async updateTopic(ref: string, patch: TopicInput): Promise<Topic> {
     const rec = this.topicRecord(ref);
-    const next = applyTopicInput({ labels: rec.labels, settings: topicSettings(rec.settings) }, patch, (v, f) => this.schemas.checkTopicSettings(v, f));
+    const next = applyTopicInput({ labels: rec.labels, settings: topicSettings(rec.settings) }, patch, (v, f) =>
+      this.schemas.checkTopicSettings(v, f),
+    );
     await this.store.updateTopic({ ...rec, ...next });
     rec.labels = next.labels;
     rec.settings = next.settings;
@@ -326,7 +324,15 @@ export class PubSubCore {
     checkTopicSchemaUse(spec, topic.name, topicSettings(topic.settings), DELETED_SCHEMA);
     for (const validate of this.validators) validate(name, spec);
     // Delivery starts with messages published after creation: everything up to now is below the watermark.
-    const rec: SubscriptionRecord = { name, uid: randomUUID(), adoptsNameKeyedProgress: false, topicUid: topic.uid, spec, lowSeq: this.fannedOutSeq, detached: false };
+    const rec: SubscriptionRecord = {
+      name,
+      uid: randomUUID(),
+      adoptsNameKeyedProgress: false,
+      topicUid: topic.uid,
+      spec,
+      lowSeq: this.fannedOutSeq,
+      detached: false,
+    };
     await this.store.createSubscription(rec);
     this.startRuntime(rec);
     this.events.emit({ type: 'created', subscription: name });
@@ -447,7 +453,10 @@ export class PubSubCore {
     const schema = topicSettings(topic.settings).schemaSettings;
     if (schema) {
       // Every message is checked before any is appended: a publish is accepted or refused whole.
-      const stamped = messages.map((m, i) => ({ ...m, attributes: { ...m.attributes, ...this.schemas.validateForTopic(schema, m.data, i).attributes } }));
+      const stamped = messages.map((m, i) => ({
+        ...m,
+        attributes: { ...m.attributes, ...this.schemas.validateForTopic(schema, m.data, i).attributes },
+      }));
       return this.append(topic, stamped);
     }
     return this.append(topic, messages);
@@ -574,7 +583,8 @@ export class PubSubCore {
   async createSnapshot(ref: string, options: { subscription: string; labels?: Record<string, string> }): Promise<Snapshot> {
     if (ref !== '') this.snapshots.name(ref, 'name');
     const rt = this.attachable(options.subscription);
-    if (!this.topicLive(rt)) throw new FailedPreconditionError(`the topic of subscription ${rt.name} was deleted: a snapshot holds messages of a topic`);
+    if (!this.topicLive(rt))
+      throw new FailedPreconditionError(`the topic of subscription ${rt.name} was deleted: a snapshot holds messages of a topic`);
     // A compaction planned before the snapshot existed must not run alongside it.
     await this.compacting?.catch(() => undefined);
     const source = { name: rt.name, topicUid: rt.topicUid, retentionSeconds: rt.spec.messageRetentionDuration };
@@ -664,7 +674,8 @@ export class PubSubCore {
 
   /** Expired snapshots are deleted first; a detached subscription holds nothing. */
   private async compactNow(): Promise<{ deletedMessages: number }> {
-    if (await this.snapshots.sweep()) await this.iam.dropWhere((resource) => resource.includes('/snapshots/') && !this.hasSnapshot(resource));
+    if (await this.snapshots.sweep())
+      await this.iam.dropWhere((resource) => resource.includes('/snapshots/') && !this.hasSnapshot(resource));
     const views = [...this.subs.values()].map((rt) => ({
       name: rt.name,
       topicUid: rt.topicUid,
@@ -672,7 +683,10 @@ export class PubSubCore {
       messageRetentionDuration: rt.detached ? 0 : rt.spec.messageRetentionDuration,
       lowestHeldSeq: () => (rt.detached ? undefined : rt.lowestHeldSeq()),
     }));
-    const topics = [...this.topics.values()].map((t) => ({ uid: t.uid, messageRetentionDuration: topicSettings(t.settings).messageRetentionDuration }));
+    const topics = [...this.topics.values()].map((t) => ({
+      uid: t.uid,
+      messageRetentionDuration: topicSettings(t.settings).messageRetentionDuration,
+    }));
     const plan = compactionPlan(views, topics, this.fannedOutSeq, this.clock.now(), this.snapshots.holds());
     return this.store.compact(plan);
   }

@@ -7,7 +7,8 @@ import type { SubscriptionRuntime } from './subscription-runtime.js';
  * batch per key out), waiting up to `waitMs` for the first ones (Pub/Sub's returnImmediately=false).
  */
 export function pullOnce(runtime: SubscriptionRuntime, maxMessages: number, waitMs: number): Promise<ReceivedMessage[]> {
-  if (!Number.isInteger(maxMessages) || maxMessages < 1) throw new InvalidArgumentError('maxMessages', `must be a positive integer, got ${maxMessages}`);
+  if (!Number.isInteger(maxMessages) || maxMessages < 1)
+    throw new InvalidArgumentError('maxMessages', `must be a positive integer, got ${maxMessages}`);
   return new Promise((resolve) => {
     let timer: NodeJS.Timeout | undefined;
     let done = false;

@@ -30,8 +30,13 @@ export function pushEnvelope(subscription: string, m: ReceivedMessage): unknown 
  * attribute as a header of its own, as Pub/Sub sends them. Throws PushEgressRefused for an attribute that
  * cannot be a header (the delivery fails, naming it).
  */
-export function pushRequest(subscription: string, m: ReceivedMessage, config: PushConfigSpec): { body: string | Buffer; headers: Record<string, string> } {
-  if (!config.noWrapper) return { body: JSON.stringify(pushEnvelope(subscription, m)), headers: { ...config.attributes, 'content-type': 'application/json' } };
+export function pushRequest(
+  subscription: string,
+  m: ReceivedMessage,
+  config: PushConfigSpec,
+): { body: string | Buffer; headers: Record<string, string> } {
+  if (!config.noWrapper)
+    return { body: JSON.stringify(pushEnvelope(subscription, m)), headers: { ...config.attributes, 'content-type': 'application/json' } };
   const headers: Record<string, string> = { ...config.attributes, 'content-type': 'application/octet-stream' };
   if (config.noWrapper.writeMetadata) {
     for (const [name, value] of Object.entries(m.message.attributes)) {
@@ -91,7 +96,8 @@ export class PushDelivery {
       else if (status >= 300 && status < 400) failure = `push endpoint answered HTTP ${status}; redirects are not followed`;
       else failure = `push endpoint answered HTTP ${status}`;
     } catch (e) {
-      failure = e instanceof PushEgressRefused || e instanceof OrderlyError ? e.message : `push endpoint unreachable: ${(e as Error).message}`;
+      failure =
+        e instanceof PushEgressRefused || e instanceof OrderlyError ? e.message : `push endpoint unreachable: ${(e as Error).message}`;
     } finally {
       this.inflight--;
     }

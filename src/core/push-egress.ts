@@ -35,8 +35,21 @@ export function isLinkLocal(address: string): boolean {
  * request, auth headers would let a subscription carry credentials (or a Host header steer them).
  */
 const RESERVED_HEADERS = new Set([
-  'authorization', 'proxy-authorization', 'cookie', 'host', 'connection', 'proxy-connection', 'keep-alive', 'transfer-encoding', 'te',
-  'trailer', 'upgrade', 'content-length', 'content-type', 'content-encoding', 'expect',
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'host',
+  'connection',
+  'proxy-connection',
+  'keep-alive',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'content-length',
+  'content-type',
+  'content-encoding',
+  'expect',
 ]);
 
 /** Refuses attributes that are not usable as HTTP headers, or that name a reserved one. */
@@ -56,7 +69,10 @@ const RESERVED_MESSAGE_HEADERS = new Set([...RESERVED_HEADERS].filter((h) => h !
 /** Why a message attribute cannot be sent as a header of an unwrapped push, if it cannot. */
 export function messageHeaderProblem(name: string, value: string): string | undefined {
   const problem = headerProblem(name, value, RESERVED_MESSAGE_HEADERS);
-  return problem && `message attribute ${JSON.stringify(name.slice(0, 100))} cannot be sent as an HTTP header (payload unwrapping writes attributes as headers): it ${problem}`;
+  return (
+    problem &&
+    `message attribute ${JSON.stringify(name.slice(0, 100))} cannot be sent as an HTTP header (payload unwrapping writes attributes as headers): it ${problem}`
+  );
 }
 
 function headerProblem(name: string, value: unknown, reserved: Set<string>): string | undefined {
@@ -79,7 +95,12 @@ export class PushEgressRefused extends Error {}
  * answer); unless allowed, a link-local address is refused, checked on the address actually connected
  * to, after DNS resolution, so a name that resolves there (or later rebinds there) is caught too.
  */
-export function post(url: string, body: string | Buffer, headers: Record<string, string>, options: { timeoutMs: number; egress: PushEgress }): Promise<number> {
+export function post(
+  url: string,
+  body: string | Buffer,
+  headers: Record<string, string>,
+  options: { timeoutMs: number; egress: PushEgress },
+): Promise<number> {
   const target = new URL(url);
   const literal = target.hostname.replace(/^\[|\]$/g, '');
   if (!options.egress.allowLinkLocal && isLinkLocal(literal)) return Promise.reject(refused(literal));

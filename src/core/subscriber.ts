@@ -143,7 +143,6 @@ export class Subscriber {
     }
   }
 
-
   /** Stops taking messages, lets running handlers finish (not-yet-started ones are nacked), then detaches. */
   async close(): Promise<void> {
     this.closing = true;

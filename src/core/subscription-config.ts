@@ -134,7 +134,10 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
     } else {
       const ttl = parseDuration('expirationPolicy.ttl', ttlInput);
       if (ttl < 86400 || ttl < retention) {
-        throw new InvalidArgumentError('expirationPolicy.ttl', `must be at least 1 day and at least messageRetentionDuration (${retention}s), got ${ttl}s`);
+        throw new InvalidArgumentError(
+          'expirationPolicy.ttl',
+          `must be at least 1 day and at least messageRetentionDuration (${retention}s), got ${ttl}s`,
+        );
       }
       spec.expirationPolicy = { ttl };
     }
@@ -142,7 +145,10 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
 
   const deliveries = (['pushConfig', 'bigqueryConfig', 'cloudStorageConfig', 'exportConfig'] as const).filter((k) => hasConfig(input[k]));
   if (deliveries.length > 1) {
-    throw new InvalidArgumentError(deliveries[1]!, `at most one of pushConfig, bigqueryConfig, cloudStorageConfig, exportConfig may be set, got ${deliveries.join(' and ')}`);
+    throw new InvalidArgumentError(
+      deliveries[1]!,
+      `at most one of pushConfig, bigqueryConfig, cloudStorageConfig, exportConfig may be set, got ${deliveries.join(' and ')}`,
+    );
   }
   if (hasConfig(input.pushConfig)) {
     const endpoint = input.pushConfig!.pushEndpoint ?? '';
@@ -156,16 +162,21 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
       throw new InvalidArgumentError('pushConfig.pushEndpoint', `must be an http(s) URL, got ${JSON.stringify(endpoint)}`);
     }
     const attributes = input.pushConfig!.attributes ?? {};
-    if (typeof attributes !== 'object' || Array.isArray(attributes)) throw new InvalidArgumentError('pushConfig.attributes', 'must be an object of string values');
+    if (typeof attributes !== 'object' || Array.isArray(attributes))
+      throw new InvalidArgumentError('pushConfig.attributes', 'must be an object of string values');
     checkPushAttributes(attributes);
     spec.pushConfig = { pushEndpoint: endpoint, attributes: { ...attributes } };
     const { oidcToken, noWrapper } = input.pushConfig!;
     if (oidcToken) {
       const email = oidcToken.serviceAccountEmail ?? '';
       if (typeof email !== 'string' || !/^[^@\s]+@[^@\s]+$/.test(email)) {
-        throw new InvalidArgumentError('pushConfig.oidcToken.serviceAccountEmail', `must be a service account email, got ${JSON.stringify(email)}`);
+        throw new InvalidArgumentError(
+          'pushConfig.oidcToken.serviceAccountEmail',
+          `must be a service account email, got ${JSON.stringify(email)}`,
+        );
       }
-      if (typeof (oidcToken.audience ?? '') !== 'string') throw new InvalidArgumentError('pushConfig.oidcToken.audience', 'must be a string');
+      if (typeof (oidcToken.audience ?? '') !== 'string')
+        throw new InvalidArgumentError('pushConfig.oidcToken.audience', 'must be a string');
       spec.pushConfig.oidcToken = { serviceAccountEmail: email, audience: oidcToken.audience ?? '' };
     }
     if (noWrapper) spec.pushConfig.noWrapper = { writeMetadata: bool('pushConfig.noWrapper.writeMetadata', noWrapper.writeMetadata) };
@@ -201,7 +212,9 @@ export function checkImmutable(current: SubscriptionSpec, next: SubscriptionSpec
     );
   }
   if (current.filter !== next.filter) {
-    throw new FailedPreconditionError(`filter cannot be changed after creation (is ${JSON.stringify(current.filter)}); create a new subscription instead`);
+    throw new FailedPreconditionError(
+      `filter cannot be changed after creation (is ${JSON.stringify(current.filter)}); create a new subscription instead`,
+    );
   }
   if (current.topic !== next.topic) throw new FailedPreconditionError(`topic cannot be changed after creation (is ${current.topic})`);
 }

@@ -176,7 +176,8 @@ export class SubscriptionRuntime implements BacklogSink {
 
   /** After an ack: read more once half the window (or half a key's share) is free. */
   private afterTrim(queue: KeyQueue): void {
-    if (queue.ordered && this.reader.overflows(queue.key) && this.keyLoad(queue.key) <= this.hooks.window.perKey / 2) this.refillKeys.add(queue.key);
+    if (queue.ordered && this.reader.overflows(queue.key) && this.keyLoad(queue.key) <= this.hooks.window.perKey / 2)
+      this.refillKeys.add(queue.key);
     if (this.refillKeys.size || (this.reader.isBehind && this.held <= this.hooks.window.messages / 2)) this.scheduleFill();
   }
 

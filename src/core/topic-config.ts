@@ -40,7 +40,12 @@ export function applyTopicInput(
   if (input.messageRetentionDuration === null) delete settings.messageRetentionDuration;
   else if (input.messageRetentionDuration !== undefined) {
     const field = 'messageRetentionDuration';
-    settings.messageRetentionDuration = checkRange(field, parseDuration(field, input.messageRetentionDuration), MIN_RETENTION, MAX_RETENTION);
+    settings.messageRetentionDuration = checkRange(
+      field,
+      parseDuration(field, input.messageRetentionDuration),
+      MIN_RETENTION,
+      MAX_RETENTION,
+    );
   }
   if (input.schemaSettings === null) delete settings.schemaSettings;
   else if (input.schemaSettings !== undefined) settings.schemaSettings = checkSchema(input.schemaSettings, 'schemaSettings');
@@ -48,14 +53,15 @@ export function applyTopicInput(
 }
 
 function checkLabels(labels: unknown): Record<string, string> {
-  if (!labels || typeof labels !== 'object' || Array.isArray(labels)) throw new InvalidArgumentError('labels', 'must be an object of string values');
+  if (!labels || typeof labels !== 'object' || Array.isArray(labels))
+    throw new InvalidArgumentError('labels', 'must be an object of string values');
   for (const [k, v] of Object.entries(labels)) if (typeof v !== 'string') throw new InvalidArgumentError(`labels.${k}`, 'must be a string');
   return { ...(labels as Record<string, string>) };
 }
 
 /** Stored settings as the core reads them (a store written before topics had settings holds `{}`). */
 export function topicSettings(stored: unknown): TopicSettings {
-  return stored && typeof stored === 'object' ? (stored) : {};
+  return stored && typeof stored === 'object' ? stored : {};
 }
 
 /**
@@ -63,10 +69,28 @@ export function topicSettings(stored: unknown): TopicSettings {
  * `cloudStorageConfig.avroConfig.useTopicSchema`) needs a topic that has one: refused otherwise, as
  * Pub/Sub refuses it.
  */
-export function checkTopicSchemaUse(spec: { bigqueryConfig?: Record<string, unknown>; cloudStorageConfig?: Record<string, unknown> }, topic: string, settings: TopicSettings, deletedSchema: string): void {
+export function checkTopicSchemaUse(
+  spec: { bigqueryConfig?: Record<string, unknown>; cloudStorageConfig?: Record<string, unknown> },
+  topic: string,
+  settings: TopicSettings,
+  deletedSchema: string,
+): void {
   const avroConfig = spec.cloudStorageConfig?.avroConfig as Record<string, unknown> | undefined;
-  const field = spec.bigqueryConfig?.useTopicSchema === true ? 'bigqueryConfig.useTopicSchema' : avroConfig?.useTopicSchema === true ? 'cloudStorageConfig.avroConfig.useTopicSchema' : undefined;
+  const field =
+    spec.bigqueryConfig?.useTopicSchema === true
+      ? 'bigqueryConfig.useTopicSchema'
+      : avroConfig?.useTopicSchema === true
+        ? 'cloudStorageConfig.avroConfig.useTopicSchema'
+        : undefined;
   if (!field) return;
-  if (!settings.schemaSettings) throw new InvalidArgumentError(field, `topic ${topic} has no schema (schemaSettings); give the topic a schema, or leave useTopicSchema unset`);
-  if (settings.schemaSettings.schema === deletedSchema) throw new InvalidArgumentError(field, `the schema of topic ${topic} was deleted; give the topic a schema, or leave useTopicSchema unset`);
+  if (!settings.schemaSettings)
+    throw new InvalidArgumentError(
+      field,
+      `topic ${topic} has no schema (schemaSettings); give the topic a schema, or leave useTopicSchema unset`,
+    );
+  if (settings.schemaSettings.schema === deletedSchema)
+    throw new InvalidArgumentError(
+      field,
+      `the schema of topic ${topic} was deleted; give the topic a schema, or leave useTopicSchema unset`,
+    );
 }

@@ -14,7 +14,10 @@ export async function auditExport(runtime: JobRuntime, subscription: string): Pr
   const name = found.target.subscription;
   if (!found.factory.audit) {
     const auditable = registeredConnectors().filter((n) => typeof getConnector(n).audit === 'function');
-    throw new OrderlyError('INVALID_ARGUMENT', `${name}: its connector "${found.connector}" offers no order audit (connectors that do: ${auditable.join(', ') || 'none'})`);
+    throw new OrderlyError(
+      'INVALID_ARGUMENT',
+      `${name}: its connector "${found.connector}" offers no order audit (connectors that do: ${auditable.join(', ') || 'none'})`,
+    );
   }
   return found.factory.audit(found.target);
 }
@@ -22,7 +25,11 @@ export async function auditExport(runtime: JobRuntime, subscription: string): Pr
 function coreTarget(runtime: JobRuntime, subscription: string) {
   const sub = runtime.core.getSubscription(subscription);
   const found = exportTargetOf(runtime.core, runtime.connectorSettings, sub);
-  if (!found) throw new OrderlyError('INVALID_ARGUMENT', `${sub.name} is not an export subscription (bigqueryConfig, cloudStorageConfig or exportConfig)`);
+  if (!found)
+    throw new OrderlyError(
+      'INVALID_ARGUMENT',
+      `${sub.name} is not an export subscription (bigqueryConfig, cloudStorageConfig or exportConfig)`,
+    );
   return found;
 }
 

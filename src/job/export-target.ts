@@ -4,7 +4,11 @@ import { exportSection, getConnector, type ConnectorFactory } from '../connector
 import type { PubSubCore, Subscription } from '../core/pubsub-core.js';
 
 /** An export subscription's connector factory (from the registry) and what its capabilities are given. */
-export function exportTargetOf(core: PubSubCore, settings: ConnectorSettings, sub: Subscription): { factory: ConnectorFactory; target: ExportTarget; connector: string } | undefined {
+export function exportTargetOf(
+  core: PubSubCore,
+  settings: ConnectorSettings,
+  sub: Subscription,
+): { factory: ConnectorFactory; target: ExportTarget; connector: string } | undefined {
   const section = exportSection(sub);
   if (!section) return undefined;
   const factory = getConnector(section.connector);

@@ -16,14 +16,22 @@ export async function fleetStatus(job: JobConfig): Promise<WorkerRow[]> {
   const rows: WorkerRow[] = [];
   for (const { workerId, lock } of localWorkers(job.dataDir)) {
     if (!lock.metrics) {
-      rows.push({ worker: workerId, pid: lock.pid, note: 'running; no metrics endpoint to ask (add metrics: { port: 0 } to the job file)' });
+      rows.push({
+        worker: workerId,
+        pid: lock.pid,
+        note: 'running; no metrics endpoint to ask (add metrics: { port: 0 } to the job file)',
+      });
       continue;
     }
     try {
       const status = (await (await fetch(`${lock.metrics}/status`)).json()) as StatusRow[];
       rows.push(...status.filter((s): s is RemoteStatus => 'worker' in s));
     } catch (e) {
-      rows.push({ worker: workerId, pid: lock.pid, note: `running; its status could not be read from ${lock.metrics} (${(e as Error).message})` });
+      rows.push({
+        worker: workerId,
+        pid: lock.pid,
+        note: `running; its status could not be read from ${lock.metrics} (${(e as Error).message})`,
+      });
     }
   }
   return rows;
@@ -37,6 +45,10 @@ export function flatRow(row: WorkerRow): Record<string, unknown> {
     ...rest,
     source: `${source.location} ${source.state}${source.error ? `: ${source.error}` : ''}`,
     lastExportError: lastExportError?.message,
-    exportCounters: exportCounters && Object.entries(exportCounters).map(([name, n]) => `${name}=${n}`).join(' '),
+    exportCounters:
+      exportCounters &&
+      Object.entries(exportCounters)
+        .map(([name, n]) => `${name}=${n}`)
+        .join(' '),
   };
 }

@@ -21,16 +21,19 @@ const duration = z.union([z.number().nonnegative(), z.string().regex(/^\d+(\.\d+
 const labels = z.record(z.string(), z.string());
 const BYTE_UNITS: Record<string, number> = { '': 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
 /** A size in bytes: a number, or a string like "64MiB", "512MB", "2GiB". */
-const byteSize = z.union([
-  z.number().int().min(1),
-  z
-    .string()
-    .regex(/^\d+(\.\d+)?\s*([kmg]i?b|b)?$/i, 'a size like 64MiB, 512MB or a number of bytes')
-    .transform((text) => {
-      const [, amount, unit] = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text)!;
-      return Math.round(Number(amount) * BYTE_UNITS[unit!.toLowerCase()]!);
-    }),
-], { error: 'a size like 64MiB, 512MB or a number of bytes' });
+const byteSize = z.union(
+  [
+    z.number().int().min(1),
+    z
+      .string()
+      .regex(/^\d+(\.\d+)?\s*([kmg]i?b|b)?$/i, 'a size like 64MiB, 512MB or a number of bytes')
+      .transform((text) => {
+        const [, amount, unit] = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text)!;
+        return Math.round(Number(amount) * BYTE_UNITS[unit!.toLowerCase()]!);
+      }),
+  ],
+  { error: 'a size like 64MiB, 512MB or a number of bytes' },
+);
 
 const subscription = z.strictObject({
   name: z.string(),
@@ -70,26 +73,46 @@ const remoteExport = z.strictObject({
 
 const remote = z.strictObject({
   /** `host:port` of a compatible endpoint (another `orderly serve`), reached as PUBSUB_EMULATOR_HOST is; unset: Google Cloud Pub/Sub. */
-  endpoint: z.string().regex(/^[^\s/:]+:\d+$/, 'host:port, e.g. "10.0.0.5:8085"').optional(),
+  endpoint: z
+    .string()
+    .regex(/^[^\s/:]+:\d+$/, 'host:port, e.g. "10.0.0.5:8085"')
+    .optional(),
   /** The remote project (default: the job's projectId). */
   projectId: z.string().optional(),
   /** Bearer token of an `orderly serve` started with one; write `${ORDERLY_TOKEN}` rather than the token. */
   authToken: z.string().optional(),
   /** This worker's id (default: --worker-id, ORDERLY_WORKER_ID, else <host>-<pid>). */
-  workerId: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, '1-64 letters, digits, ".", "_" or "-"').optional(),
+  workerId: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/, '1-64 letters, digits, ".", "_" or "-"')
+    .optional(),
   /** The most messages and payload bytes one worker holds unacked per export (its share of the backlog). */
   flowControl: z
-    .strictObject({ maxMessages: z.number().int().min(100).max(1_000_000).optional(), maxBytes: z.number().int().min(1024 * 1024).optional() })
+    .strictObject({
+      maxMessages: z.number().int().min(100).max(1_000_000).optional(),
+      maxBytes: z
+        .number()
+        .int()
+        .min(1024 * 1024)
+        .optional(),
+    })
     .optional(),
   /** How long a held message's lease is extended (a file open, an upload), in minutes. */
-  maxExtensionMinutes: z.number().min(1).max(24 * 60).default(60),
+  maxExtensionMinutes: z
+    .number()
+    .min(1)
+    .max(24 * 60)
+    .default(60),
   /** StreamingPull streams per export and worker. */
   streams: z.number().int().min(1).max(16).default(2),
   exports: z.array(remoteExport).min(1),
 });
 
 export const jobSchema = z.strictObject({
-  projectId: z.string().regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'a Pub/Sub project id (6-30 lowercase letters, digits, "-")').default('orderly-local'),
+  projectId: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'a Pub/Sub project id (6-30 lowercase letters, digits, "-")')
+    .default('orderly-local'),
   dataDir: z.string().default('./orderly-data'),
   durability: z.enum(['fsync', 'process']).default('fsync'),
   /** What a running job keeps in memory (docs/configuration.md#memory); the defaults keep it within ~300 MiB. */
@@ -150,7 +173,10 @@ export class JobConfigError extends OrderlyError {
     readonly file: string,
     readonly problems: string[],
   ) {
-    super('INVALID_ARGUMENT', `${file}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${problems.map((p) => `  ${p}`).join('\n')}`);
+    super(
+      'INVALID_ARGUMENT',
+      `${file}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${problems.map((p) => `  ${p}`).join('\n')}`,
+    );
   }
 }
 
@@ -192,7 +218,11 @@ export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS
   const sections = settingsSections();
   const ownKeys = Object.keys(jobSchema.shape);
   const clash = sections.find((s) => ownKeys.includes(s.key));
-  if (clash) throw new OrderlyError('INVALID_ARGUMENT', `a connector declares the job file section "${clash.key}", which is one of the job's own keys`);
+  if (clash)
+    throw new OrderlyError(
+      'INVALID_ARGUMENT',
+      `a connector declares the job file section "${clash.key}", which is one of the job's own keys`,
+    );
   // The job's own keys go to its schema (which calls any other key unknown), each section to its connector's.
   const own = Object.fromEntries(Object.entries(substituted).filter(([k]) => !sections.some((s) => s.key === k)));
   const parsed = jobSchema.safeParse(own);
@@ -216,13 +246,16 @@ export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS
   const present = new Set(sections.filter((section) => substituted[section.key] !== undefined).map((section) => section.key));
   checkSettings(withoutPaths(own, unknownKeys), present, problems);
   if (own.remote && (substituted.objectStorage as { embedded?: unknown } | undefined)?.embedded === true) {
-    problems.push('objectStorage.embedded: each worker would run its own S3 server; remote exports need object storage every worker reaches (endpoint:)');
+    problems.push(
+      'objectStorage.embedded: each worker would run its own S3 server; remote exports need object storage every worker reaches (endpoint:)',
+    );
   }
   if (!parsed.success || problems.length) throw new JobConfigError(file, problems);
   const job = parsed.data;
   job.dataDir = resolve(base, job.dataDir);
   for (const section of sections) {
-    if (section.key in values && section.resolvePaths) values[section.key] = section.resolvePaths(values[section.key], (path) => resolve(base, path));
+    if (section.key in values && section.resolvePaths)
+      values[section.key] = section.resolvePaths(values[section.key], (path) => resolve(base, path));
   }
   return { ...job, file: resolve(file), sections: values };
 }
@@ -262,14 +295,16 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
       const section = exportSection(spec);
       if (!section) return;
       const factory = getConnector(section.connector);
-      if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key)) problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
+      if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key))
+        problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
       checkSection(problems, at, (config) => factory.parseConfig(config), section.config);
     });
   });
   const remoteSection = part(jobSchema.shape.remote, doc.remote);
   if (remoteSection) checkRemote(remoteSection, doc, projectId, sections, problems);
   const endpoint = part(jobSchema.shape.endpoint, doc.endpoint);
-  if (endpoint) check(problems, 'endpoint', () => checkExposure(endpoint, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
+  if (endpoint)
+    check(problems, 'endpoint', () => checkExposure(endpoint, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
 }
 
 /** A connector's section: every unknown field is reported and set aside, and the rest is checked too. */
@@ -295,7 +330,9 @@ function withoutPaths(doc: Record<string, unknown>, paths: PropertyKey[][]): Rec
   if (!paths.length) return doc;
   const copy = structuredClone(doc);
   for (const path of paths) {
-    const parent = path.slice(0, -1).reduce<unknown>((o, p) => (o && typeof o === 'object' ? (o as Record<PropertyKey, unknown>)[p] : undefined), copy);
+    const parent = path
+      .slice(0, -1)
+      .reduce<unknown>((o, p) => (o && typeof o === 'object' ? (o as Record<PropertyKey, unknown>)[p] : undefined), copy);
     if (parent && typeof parent === 'object') delete (parent as Record<PropertyKey, unknown>)[path[path.length - 1]!];
   }
   return copy;
@@ -314,7 +351,11 @@ function validateSection(section: SettingsSection, raw: unknown, problems: strin
     }
   }
   const result = schema['~standard'].validate(raw);
-  if (result instanceof Promise) throw new OrderlyError('INVALID_ARGUMENT', `the schema of the job file section "${section.key}" validates asynchronously; sections need a synchronous schema`);
+  if (result instanceof Promise)
+    throw new OrderlyError(
+      'INVALID_ARGUMENT',
+      `the schema of the job file section "${section.key}" validates asynchronously; sections need a synchronous schema`,
+    );
   if (result.issues) for (const issue of result.issues) problems.push(...formatIssue(issue, [section.key]));
   return result.issues ? undefined : result.value;
 }
@@ -341,25 +382,37 @@ function checkRemote(
 ): void {
   const count = (value: unknown) => (Array.isArray(value) ? value.length : 0);
   if (count(doc.topics) || count(doc.subscriptions)) {
-    problems.push('remote: a job that exports from a remote Pub/Sub runs as a fleet worker; put local topics and subscriptions in another job file');
+    problems.push(
+      'remote: a job that exports from a remote Pub/Sub runs as a fleet worker; put local topics and subscriptions in another job file',
+    );
   }
   remote.exports.forEach((e, i) => {
     const at = `remote.exports[${i}]`;
     const given = (['bigqueryConfig', 'cloudStorageConfig', 'exportConfig'] as const).filter((k) => e[k] !== undefined);
     if (given.length !== 1) {
-      problems.push(`${at}: needs exactly one of bigqueryConfig, cloudStorageConfig, exportConfig${given.length ? `, got ${given.join(' and ')}` : ''}`);
+      problems.push(
+        `${at}: needs exactly one of bigqueryConfig, cloudStorageConfig, exportConfig${given.length ? `, got ${given.join(' and ')}` : ''}`,
+      );
       return;
     }
     check(problems, at, () => {
-      const section = exportSection({ bigqueryConfig: e.bigqueryConfig, cloudStorageConfig: e.cloudStorageConfig, exportConfig: e.exportConfig })!;
+      const section = exportSection({
+        bigqueryConfig: e.bigqueryConfig,
+        cloudStorageConfig: e.cloudStorageConfig,
+        exportConfig: e.exportConfig,
+      })!;
       const factory = getConnector(section.connector);
-      if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key)) problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
+      if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key))
+        problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
       checkSection(problems, at, (config) => factory.parseConfig(config), section.config);
     });
   });
-  const names = remote.exports.map((e) => (e.subscription.startsWith('projects/') ? e.subscription : `projects/${remote.projectId ?? projectId}/subscriptions/${e.subscription}`));
+  const names = remote.exports.map((e) =>
+    e.subscription.startsWith('projects/') ? e.subscription : `projects/${remote.projectId ?? projectId}/subscriptions/${e.subscription}`,
+  );
   names.forEach((n, i) => {
-    if (names.indexOf(n) !== i) problems.push(`remote.exports[${i}].subscription: ${n} is exported twice; one export per remote subscription`);
+    if (names.indexOf(n) !== i)
+      problems.push(`remote.exports[${i}].subscription: ${n} is exported twice; one export per remote subscription`);
   });
 }
 
@@ -404,11 +457,19 @@ export function readJobDocument(file: string): Record<string, unknown> {
       value = doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
     } catch (e) {
       const message = (e as Error).message;
-      fail(/resource exhaustion/.test(message) ? `YAML aliases expand too far (over ${MAX_YAML_ALIASES} alias uses); write the values out` : `not valid YAML: ${message}`);
+      fail(
+        /resource exhaustion/.test(message)
+          ? `YAML aliases expand too far (over ${MAX_YAML_ALIASES} alias uses); write the values out`
+          : `not valid YAML: ${message}`,
+      );
     }
   }
-  if (value === null || value === undefined) fail('the file holds no settings (only comments or null); a job file is a mapping of settings');
-  if (typeof value !== 'object' || Array.isArray(value)) fail(`the document is ${Array.isArray(value) ? 'a list' : `a ${typeof value}`}, not a mapping of settings (projectId, topics, subscriptions, ...)`);
+  if (value === null || value === undefined)
+    fail('the file holds no settings (only comments or null); a job file is a mapping of settings');
+  if (typeof value !== 'object' || Array.isArray(value))
+    fail(
+      `the document is ${Array.isArray(value) ? 'a list' : `a ${typeof value}`}, not a mapping of settings (projectId, topics, subscriptions, ...)`,
+    );
   const shape = treeProblem(value, '', new Set());
   if (shape) fail(shape);
   return value as Record<string, unknown>;
@@ -426,7 +487,7 @@ function readCapped(file: string): string {
     // Pipes and devices have no size: read one byte past the limit to tell.
     const buffer = Buffer.alloc(limit + 1);
     let length = 0;
-    for (let n; length < buffer.length && (n = readSync(fd, buffer, length, buffer.length - length, null)) > 0; ) length += n;
+    for (let n; length < buffer.length && (n = readSync(fd, buffer, length, buffer.length - length, null)) > 0;) length += n;
     if (length > limit) throw tooLarge(`has more than ${limit} bytes`);
     return buffer.toString('utf8', 0, length);
   } finally {
@@ -446,7 +507,9 @@ function treeProblem(value: unknown, path: string, ancestors: Set<object>): stri
   if (ancestors.has(value)) return `${path || '(root)'}: a YAML alias that contains itself (a cycle); a job file must be a tree`;
   if (ancestors.size >= MAX_DEPTH) return `${path}: nested deeper than ${MAX_DEPTH} levels`;
   ancestors.add(value);
-  const entries: [string, unknown][] = Array.isArray(value) ? value.map((v, i) => [`${path}[${i}]`, v]) : Object.entries(value).map(([k, v]) => [path ? `${path}.${k}` : k, v]);
+  const entries: [string, unknown][] = Array.isArray(value)
+    ? value.map((v, i) => [`${path}[${i}]`, v])
+    : Object.entries(value).map(([k, v]) => [path ? `${path}.${k}` : k, v]);
   for (const [at, v] of entries) {
     const found = treeProblem(v, at, ancestors);
     if (found) return found;
@@ -481,5 +544,7 @@ function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: string, pro
 }
 
 function formatPath(path: PropertyKey[]): string {
-  return path.reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${String(p)}` : String(p)), '') || '(root)';
+  return (
+    path.reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${String(p)}` : String(p)), '') || '(root)'
+  );
 }

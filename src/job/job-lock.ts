@@ -32,7 +32,10 @@ export function readLock(dataDir: string): LockInfo | undefined {
   try {
     info = JSON.parse(text) as LockInfo;
   } catch {
-    throw new OrderlyError('FAILED_PRECONDITION', `the lock file ${file} is not readable JSON; if no orderly process runs on ${dataDir}, remove it`);
+    throw new OrderlyError(
+      'FAILED_PRECONDITION',
+      `the lock file ${file} is not readable JSON; if no orderly process runs on ${dataDir}, remove it`,
+    );
   }
   return isRunning(info) ? info : undefined;
 }
@@ -40,7 +43,10 @@ export function readLock(dataDir: string): LockInfo | undefined {
 export function acquireLock(dataDir: string, info: Omit<LockInfo, 'pid' | 'startTime'> = {}): () => void {
   const running = readLock(dataDir);
   if (running && running.pid !== process.pid) {
-    throw new OrderlyError('FAILED_PRECONDITION', `the data directory ${dataDir} is in use by a running job (pid ${running.pid}); stop it first${running.metrics ? `, or read ${running.metrics}/status` : ''}`);
+    throw new OrderlyError(
+      'FAILED_PRECONDITION',
+      `the data directory ${dataDir} is in use by a running job (pid ${running.pid}); stop it first${running.metrics ? `, or read ${running.metrics}/status` : ''}`,
+    );
   }
   mkdirSync(dataDir, { recursive: true });
   const file = join(dataDir, 'orderly.lock');

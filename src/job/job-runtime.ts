@@ -91,7 +91,11 @@ export class JobRuntime {
       const failure = new Promise<Error>((resolve) => (reportFailure = resolve));
       const core = await PubSubCore.open({
         store: SqliteStore.open(dataDir, { durability: job.durability }),
-        memory: { payloadBytes: job.memory.payloadBytes, messagesPerSubscription: job.memory.messagesPerSubscription, messagesPerKey: job.memory.messagesPerKey },
+        memory: {
+          payloadBytes: job.memory.payloadBytes,
+          messagesPerSubscription: job.memory.messagesPerSubscription,
+          messagesPerKey: job.memory.messagesPerKey,
+        },
         onStoreFatal: (error) => {
           logger.fatal({ error: error.message }, 'the store is unusable; stopping');
           reportFailure(error);
@@ -130,9 +134,25 @@ export class JobRuntime {
       }
       if (metricsUrl || endpointPort !== undefined) {
         // Tell other commands where to reach this job (status reads /status, publish the endpoint).
-        acquireLock(dataDir, { metrics: metricsUrl, endpoint: endpointPort === undefined ? undefined : `${job.endpoint!.host}:${endpointPort}` });
+        acquireLock(dataDir, {
+          metrics: metricsUrl,
+          endpoint: endpointPort === undefined ? undefined : `${job.endpoint!.host}:${endpointPort}`,
+        });
       }
-      return new JobRuntime(job, core, exports, reconciled, opened.settings, opened.queryDatabase, readOnly, cleanups, failure, metricsUrl, endpointPort, workerId);
+      return new JobRuntime(
+        job,
+        core,
+        exports,
+        reconciled,
+        opened.settings,
+        opened.queryDatabase,
+        readOnly,
+        cleanups,
+        failure,
+        metricsUrl,
+        endpointPort,
+        workerId,
+      );
     } catch (e) {
       await undo();
       throw e;
@@ -164,12 +184,20 @@ async function openSections(
     if (opened.close) cleanups.push(() => opened.close?.());
     for (const [key, setting] of Object.entries(opened.settings)) {
       const other = key === 'dataDir' ? 'the job' : providedBy.get(key);
-      if (other) throw new OrderlyError('INVALID_ARGUMENT', `the job file sections ${section.key} and ${other} both provide the connector setting "${key}"`);
+      if (other)
+        throw new OrderlyError(
+          'INVALID_ARGUMENT',
+          `the job file sections ${section.key} and ${other} both provide the connector setting "${key}"`,
+        );
       providedBy.set(key, section.key);
       provided[key] = setting;
     }
     if (opened.queryDatabase !== undefined) {
-      if (queryDatabase) throw new OrderlyError('INVALID_ARGUMENT', `the job file sections ${queryDatabase.key} and ${section.key} both name a database for orderly query`);
+      if (queryDatabase)
+        throw new OrderlyError(
+          'INVALID_ARGUMENT',
+          `the job file sections ${queryDatabase.key} and ${section.key} both name a database for orderly query`,
+        );
       queryDatabase = { path: opened.queryDatabase, key: section.key };
     }
   }

@@ -86,7 +86,12 @@ export function statusOf(core: PubSubCore, exports?: ExportManager) {
  * Prometheus metrics (computed from the live state at each scrape) and /status as JSON, served on
  * 127.0.0.1 by default.
  */
-export async function serveMetrics(core: PubSubCore, exports: ExportManager, host: string, port: number): Promise<{ url: string; close(): Promise<void> }> {
+export async function serveMetrics(
+  core: PubSubCore,
+  exports: ExportManager,
+  host: string,
+  port: number,
+): Promise<{ url: string; close(): Promise<void> }> {
   const registry = new Registry();
   // The default project's subscriptions by id, as before; another project's by full name (ids can repeat).
   const label = (name: string) => (projectOf(name) === core.projectId ? shortId(name) : name);
@@ -107,7 +112,11 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
     });
   gauge('orderly_backlog_messages', 'Unacked messages per subscription', (s) => s.status.backlog);
   gauge('orderly_oldest_unacked_message_age_seconds', 'Age of the oldest unacked message', (s) => s.status.oldestUnackedAgeSeconds);
-  gauge('orderly_resident_payload_bytes', 'Payload bytes held in memory (the rest of the backlog is read from the store)', (s) => s.status.residentBytes);
+  gauge(
+    'orderly_resident_payload_bytes',
+    'Payload bytes held in memory (the rest of the backlog is read from the store)',
+    (s) => s.status.residentBytes,
+  );
   gauge('orderly_delivered_total', 'Deliveries (including redeliveries)', (s) => s.counters.delivered);
   gauge('orderly_redelivered_total', 'Redeliveries', (s) => s.counters.redelivered);
   gauge('orderly_acked_total', 'Acks', (s) => s.counters.acked);
@@ -115,7 +124,11 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
   gauge('orderly_expired_total', 'Lease expiries', (s) => s.counters.expired);
   gauge('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (s) => s.counters.deadLettered);
   gauge('orderly_exported_total', 'Messages written by the export connector', (s) => s.status.exported);
-  gauge('orderly_export_errors_total', 'Unexpected failures of the export sink (each one reopened it after a backoff)', (s) => s.status.exportErrors);
+  gauge(
+    'orderly_export_errors_total',
+    'Unexpected failures of the export sink (each one reopened it after a backoff)',
+    (s) => s.status.exportErrors,
+  );
   // The connectors' declared counters (ConnectorFactory.counters); 0 for subscriptions whose connector has none.
   for (const { metric, help, counterOf } of counterMetrics()) {
     gauge(metric, help, (s) => {
@@ -136,10 +149,18 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
       },
     });
   workerGauge('orderly_worker_exported_total', 'Messages this worker wrote for a remote export', (r) => r.exported);
-  workerGauge('orderly_worker_keys_in_flight', 'Ordering keys with messages this worker holds unacked (remote exports)', (r) => r.keysInFlight);
+  workerGauge(
+    'orderly_worker_keys_in_flight',
+    'Ordering keys with messages this worker holds unacked (remote exports)',
+    (r) => r.keysInFlight,
+  );
   workerGauge('orderly_worker_held_messages', 'Messages delivered to this worker and not yet acked (remote exports)', (r) => r.backlog);
-  workerGauge('orderly_worker_streaming', '1 while this worker streams from the remote subscription, else 0', (r) => (r.source.state === 'streaming' ? 1 : 0));
-  workerGauge('orderly_worker_standby', '1 while this worker waits for another to release the sink (a DuckDB file)', (r) => (r.standby ? 1 : 0));
+  workerGauge('orderly_worker_streaming', '1 while this worker streams from the remote subscription, else 0', (r) =>
+    r.source.state === 'streaming' ? 1 : 0,
+  );
+  workerGauge('orderly_worker_standby', '1 while this worker waits for another to release the sink (a DuckDB file)', (r) =>
+    r.standby ? 1 : 0,
+  );
   workerGauge('orderly_worker_last_commit_timestamp_seconds', 'When this worker last acked messages durable at the sink (0: never)', (r) =>
     r.lastCommitAt ? Date.parse(r.lastCommitAt) / 1000 : 0,
   );
@@ -168,7 +189,8 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
     registers: [registry],
     collect() {
       this.reset();
-      for (const { status: s } of current) for (const state of STATES) this.set({ subscription: label(s.subscription), state }, s.state === state ? 1 : 0);
+      for (const { status: s } of current)
+        for (const state of STATES) this.set({ subscription: label(s.subscription), state }, s.state === state ? 1 : 0);
     },
   });
   new Gauge({
@@ -179,15 +201,21 @@ export async function serveMetrics(core: PubSubCore, exports: ExportManager, hos
       this.set(unexpectedErrorCount());
     },
   });
-  const failed = (res: ServerResponse, e: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`reading the state failed: ${(e as Error).message}\n`);
+  const failed = (res: ServerResponse, e: unknown) =>
+    res.writeHead(500, { 'content-type': 'text/plain' }).end(`reading the state failed: ${(e as Error).message}\n`);
   const server: Server = createServer((req, res) => {
     try {
       if (req.url === '/metrics') {
         current = snapshot(core, exports);
         remote = remoteStatusOf(exports);
-        registry.metrics().then((body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body), (e: unknown) => failed(res, e));
+        registry.metrics().then(
+          (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
+          (e: unknown) => failed(res, e),
+        );
       } else if (req.url === '/status') {
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify([...statusOf(core, exports), ...remoteStatusOf(exports)]));
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify([...statusOf(core, exports), ...remoteStatusOf(exports)]));
       } else res.writeHead(404).end();
     } catch (e) {
       failed(res, e);

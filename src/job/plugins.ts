@@ -27,9 +27,10 @@ export async function importPlugins(specs: string[], base: string): Promise<stri
       await import(url);
       imported.add(url);
     } catch (e) {
-      const message = (e as NodeJS.ErrnoException).code === 'ERR_UNKNOWN_FILE_EXTENSION'
-        ? 'a TypeScript plugin needs a loader: build it to JavaScript (or run node --import tsx)'
-        : (e as Error).message;
+      const message =
+        (e as NodeJS.ErrnoException).code === 'ERR_UNKNOWN_FILE_EXTENSION'
+          ? 'a TypeScript plugin needs a loader: build it to JavaScript (or run node --import tsx)'
+          : (e as Error).message;
       problems.push(`plugins[${index}]: cannot load "${spec}": ${message}`);
     }
   }
@@ -54,12 +55,14 @@ export function resolvePlugin(spec: string, base: string): string {
   if (spec.startsWith('file:')) return spec;
   if (spec.startsWith('.') || isAbsolute(spec)) {
     const path = resolve(base, spec);
-    if (!existsSync(path) || !statSync(path).isFile()) throw new Error(`no file ${path} (a plugin path is relative to the job file's folder)`);
+    if (!existsSync(path) || !statSync(path).isFile())
+      throw new Error(`no file ${path} (a plugin path is relative to the job file's folder)`);
     return pathToFileURL(path).href;
   }
   const own = dirname(fileURLToPath(import.meta.url));
   const found = findPackageEntry(spec, base) ?? findPackageEntry(spec, own);
-  if (!found) throw new Error(`no package "${spec}" in node_modules from ${base} or from Orderly's own folder upwards (install it, or give a path)`);
+  if (!found)
+    throw new Error(`no package "${spec}" in node_modules from ${base} or from Orderly's own folder upwards (install it, or give a path)`);
   return pathToFileURL(found).href;
 }
 
@@ -73,7 +76,8 @@ function findPackageEntry(spec: string, from: string): string | undefined {
     const manifest = join(root, 'package.json');
     if (existsSync(manifest)) {
       const pkg = JSON.parse(readFileSync(manifest, 'utf8')) as { exports?: unknown; main?: string };
-      const target = pkg.exports === undefined ? (subpath === '.' ? (pkg.main ?? 'index.js') : subpath) : exportTarget(pkg.exports, subpath);
+      const target =
+        pkg.exports === undefined ? (subpath === '.' ? (pkg.main ?? 'index.js') : subpath) : exportTarget(pkg.exports, subpath);
       if (!target) throw new Error(`package "${name}" exports no "${subpath}" for import`);
       return join(root, target);
     }
@@ -83,7 +87,8 @@ function findPackageEntry(spec: string, from: string): string | undefined {
 
 /** The target of `subpath` in a package's `exports`, taking the `import`, `node` or `default` condition. */
 function exportTarget(exports: unknown, subpath: string): string | undefined {
-  const bySubpath = exports && typeof exports === 'object' && !Array.isArray(exports) && Object.keys(exports).some((k) => k.startsWith('.'));
+  const bySubpath =
+    exports && typeof exports === 'object' && !Array.isArray(exports) && Object.keys(exports).some((k) => k.startsWith('.'));
   const entry = bySubpath ? (exports as Record<string, unknown>)[subpath] : subpath === '.' ? exports : undefined;
   return condition(entry);
 }

@@ -34,7 +34,9 @@ export async function queryJob(runtime: JobRuntime, sql: string): Promise<Record
     }
   }
   // A database not created yet has no tables to read; the views still work on an empty in-memory one.
-  const instance = existsSync(path) ? await DuckDBInstance.create(path, { access_mode: 'READ_ONLY' }) : await DuckDBInstance.create(':memory:');
+  const instance = existsSync(path)
+    ? await DuckDBInstance.create(path, { access_mode: 'READ_ONLY' })
+    : await DuckDBInstance.create(':memory:');
   try {
     const connection = await instance.connect();
     try {
@@ -43,7 +45,10 @@ export async function queryJob(runtime: JobRuntime, sql: string): Promise<Record
     } catch (e) {
       const message = (e as Error).message;
       if (/read-only mode|file system operations are disabled|configuration has been locked|disabled through configuration/.test(message)) {
-        throw new OrderlyError('FAILED_PRECONDITION', `${message}\n(orderly query is read-only: it cannot change the database or touch other files; use --write to allow that)`);
+        throw new OrderlyError(
+          'FAILED_PRECONDITION',
+          `${message}\n(orderly query is read-only: it cannot change the database or touch other files; use --write to allow that)`,
+        );
       }
       throw e;
     } finally {

@@ -44,6 +44,11 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
 
 function sorted(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sorted);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => [k, sorted(v)]));
+  if (value && typeof value === 'object')
+    return Object.fromEntries(
+      Object.entries(value)
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([k, v]) => [k, sorted(v)]),
+    );
   return value;
 }

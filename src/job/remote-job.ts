@@ -26,7 +26,10 @@ export function remoteExportsOf(job: JobConfig, workerId: string): RemoteExports
 }
 
 /** A remote export of the job by its subscription (bare id or full name), with the identity its sinks keep progress under. */
-export function findRemoteExport(job: JobConfig, ref: string): { subscription: string; identity: SubscriptionIdentity; export: NonNullable<JobConfig['remote']>['exports'][number] } {
+export function findRemoteExport(
+  job: JobConfig,
+  ref: string,
+): { subscription: string; identity: SubscriptionIdentity; export: NonNullable<JobConfig['remote']>['exports'][number] } {
   const projectId = job.remote?.projectId ?? job.projectId;
   const wanted = remoteSubscriptionName(ref, projectId);
   const found = job.remote?.exports.find((e) => remoteSubscriptionName(e.subscription, projectId) === wanted);
@@ -38,11 +41,22 @@ export function findRemoteExport(job: JobConfig, ref: string): { subscription: s
 }
 
 /** The job's remote exports as connector capabilities (audit, query views) see them: shared by the fleet. */
-export function remoteExportTargets(job: JobConfig, settings: ConnectorSettings): { factory: ConnectorFactory; connector: string; target: ExportTarget }[] {
+export function remoteExportTargets(
+  job: JobConfig,
+  settings: ConnectorSettings,
+): { factory: ConnectorFactory; connector: string; target: ExportTarget }[] {
   return (job.remote?.exports ?? []).map((e) => {
     const { subscription, identity } = findRemoteExport(job, e.subscription);
-    const section = exportSection({ bigqueryConfig: e.bigqueryConfig, cloudStorageConfig: e.cloudStorageConfig, exportConfig: e.exportConfig })!;
+    const section = exportSection({
+      bigqueryConfig: e.bigqueryConfig,
+      cloudStorageConfig: e.cloudStorageConfig,
+      exportConfig: e.exportConfig,
+    })!;
     const factory = getConnector(section.connector);
-    return { factory, connector: section.connector, target: { subscription, identity, config: factory.parseConfig(section.config), settings, shared: true } };
+    return {
+      factory,
+      connector: section.connector,
+      target: { subscription, identity, config: factory.parseConfig(section.config), settings, shared: true },
+    };
   });
 }

@@ -14,10 +14,14 @@ const WORKER_ID = /^[A-Za-z0-9._-]{1,64}$/;
 export function resolveWorkerId(flag: string | undefined, fromJob: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
   const given = flag ?? env.ORDERLY_WORKER_ID ?? fromJob;
   if (given !== undefined) {
-    if (!WORKER_ID.test(given)) throw new OrderlyError('INVALID_ARGUMENT', `worker id ${JSON.stringify(given)}: must be 1-64 letters, digits, ".", "_" or "-"`);
+    if (!WORKER_ID.test(given))
+      throw new OrderlyError('INVALID_ARGUMENT', `worker id ${JSON.stringify(given)}: must be 1-64 letters, digits, ".", "_" or "-"`);
     return given;
   }
-  const host = hostname().replace(/[^A-Za-z0-9._-]+/g, '-').slice(0, 48) || 'host';
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9._-]+/g, '-')
+      .slice(0, 48) || 'host';
   return `${host}-${process.pid}`;
 }
 

@@ -34,7 +34,10 @@ export function decodeAvroBinary(type: AvroType, data: Buffer): AvroValue {
   const value = reader.read(type, '', 0);
   if (reader.pos !== data.length) {
     const left = data.length - reader.pos;
-    throw new SchemaViolationError('', `${left} byte${left === 1 ? '' : 's'} left over after the Avro value (the data must be exactly one binary-encoded value)`);
+    throw new SchemaViolationError(
+      '',
+      `${left} byte${left === 1 ? '' : 's'} left over after the Avro value (the data must be exactly one binary-encoded value)`,
+    );
   }
   return value;
 }
@@ -94,7 +97,8 @@ class BinaryReader {
         const symbols = (t as avro.types.EnumType).symbols;
         const index = this.int(path);
         const symbol = symbols[index];
-        if (symbol === undefined) throw new SchemaViolationError(path, `enum ${t.name} has no symbol at index ${index} (it has ${symbols.length})`);
+        if (symbol === undefined)
+          throw new SchemaViolationError(path, `enum ${t.name} has no symbol at index ${index} (it has ${symbols.length})`);
         return symbol;
       }
       case 'array': {
@@ -122,7 +126,8 @@ class BinaryReader {
         const types = (t as avro.types.WrappedUnionType).types;
         const index = this.long(path);
         const branch = types[Number(index)];
-        if (branch === undefined || index < 0n) throw new SchemaViolationError(path, `union branch index ${index} out of range (the union has ${types.length} branches)`);
+        if (branch === undefined || index < 0n)
+          throw new SchemaViolationError(path, `union branch index ${index} out of range (the union has ${types.length} branches)`);
         if (kind(branch) === 'null') return null;
         const wrapped = record();
         wrapped[branch.branchName!] = this.read(branch, path, depth + 1);
@@ -238,8 +243,16 @@ function fromJson(type: AvroType, json: JsonValue, path: string, depth: number):
       return integer(json, INT64, path) ?? fail('an integer');
     case 'float':
     case 'double': {
-      const n = typeof json === 'number' ? json : typeof json === 'string' && json in SPECIAL_FLOATS ? SPECIAL_FLOATS[json]! : typeof json === 'bigint' ? Number(json) : fail('a number');
-      if (kind(t) === 'float' && Number.isFinite(n) && Math.abs(n) > FLOAT_MAX) throw new SchemaViolationError(path, `${n} is out of range for a float`);
+      const n =
+        typeof json === 'number'
+          ? json
+          : typeof json === 'string' && json in SPECIAL_FLOATS
+            ? SPECIAL_FLOATS[json]!
+            : typeof json === 'bigint'
+              ? Number(json)
+              : fail('a number');
+      if (kind(t) === 'float' && Number.isFinite(n) && Math.abs(n) > FLOAT_MAX)
+        throw new SchemaViolationError(path, `${n} is out of range for a float`);
       return n;
     }
     case 'string':
@@ -303,7 +316,10 @@ function fromJson(type: AvroType, json: JsonValue, path: string, depth: number):
         // The common mistake: the bare value of the right branch. Say how to write it.
         const fits = types.find((b) => kind(b) !== 'null' && accepts(b, json, depth));
         const hint = fits ? `write {"${fits.branchName}": ${describeJson(json)}}` : `branches: ${names.join(', ')}`;
-        throw new SchemaViolationError(path, `Avro's JSON encoding writes a union value as null or as an object naming its branch (${hint}); got ${describeJson(json)}`);
+        throw new SchemaViolationError(
+          path,
+          `Avro's JSON encoding writes a union value as null or as an object naming its branch (${hint}); got ${describeJson(json)}`,
+        );
       }
       const wrapped = record();
       wrapped[branch.branchName!] = fromJson(branch, (json as Record<string, JsonValue>)[keys[0]!]!, path, depth + 1);
@@ -340,7 +356,10 @@ function integer(json: JsonValue, range: readonly [bigint, bigint], path: string
 function latin1(text: string, path: string): Buffer {
   for (let i = 0; i < text.length; i++) {
     if (text.charCodeAt(i) > 0xff) {
-      throw new SchemaViolationError(path, `bytes are written as characters \\u0000 to \\u00ff, one per byte; character ${i} is U+${text.charCodeAt(i).toString(16).toUpperCase().padStart(4, '0')}`);
+      throw new SchemaViolationError(
+        path,
+        `bytes are written as characters \\u0000 to \\u00ff, one per byte; character ${i} is U+${text.charCodeAt(i).toString(16).toUpperCase().padStart(4, '0')}`,
+      );
     }
   }
   return Buffer.from(text, 'latin1');

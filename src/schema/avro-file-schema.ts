@@ -55,17 +55,25 @@ const METADATA_FIELDS = [
 ];
 
 export function avroFileLayout(schema: CompiledSchema, writeMetadata: boolean): AvroFileLayout {
-  const base = schema.type === 'AVRO' ? { schema: schema.avro.schema({ exportAttrs: true }), toRecord: (v: unknown) => v } : protoRecordLayout(schema.message);
+  const base =
+    schema.type === 'AVRO'
+      ? { schema: schema.avro.schema({ exportAttrs: true }), toRecord: (v: unknown) => v }
+      : protoRecordLayout(schema.message);
   if (!writeMetadata) {
     const type = schema.type === 'AVRO' ? schema.avro : avroType(base.schema);
     return { schema: headerSchema(type), type, record: (decoded) => base.toRecord(decoded.value) };
   }
   const top = base.schema as { type?: unknown; fields?: Array<{ name: string }> };
   if (top.type !== 'record' || !Array.isArray(top.fields)) {
-    throw new FailedPreconditionError('avroConfig.writeMetadata with useTopicSchema needs a topic schema that is a record, to add the metadata fields to it');
+    throw new FailedPreconditionError(
+      'avroConfig.writeMetadata with useTopicSchema needs a topic schema that is a record, to add the metadata fields to it',
+    );
   }
   const clash = top.fields.find((f) => METADATA_FIELDS.some((m) => m.name === f.name));
-  if (clash) throw new FailedPreconditionError(`the topic schema's field ${clash.name} has the name of a metadata field that avroConfig.writeMetadata adds`);
+  if (clash)
+    throw new FailedPreconditionError(
+      `the topic schema's field ${clash.name} has the name of a metadata field that avroConfig.writeMetadata adds`,
+    );
   const withMetadata = { ...top, fields: [...top.fields, ...METADATA_FIELDS] } as avro.Schema;
   const type = avroType(withMetadata);
   return {
@@ -96,7 +104,9 @@ function headerSchema(type: avro.Type): avro.Schema {
     return JSON.parse(JSON.stringify(type.schema({ exportAttrs: true }))) as avro.Schema;
   } catch (e) {
     if (!(e instanceof TypeError)) throw e;
-    throw new FailedPreconditionError('the topic schema has a long default beyond 2^53, which an Avro file header (JSON) cannot hold exactly');
+    throw new FailedPreconditionError(
+      'the topic schema has a long default beyond 2^53, which an Avro file header (JSON) cannot hold exactly',
+    );
   }
 }
 
@@ -120,7 +130,11 @@ function fullName(type: protobuf.ReflectionObject): string {
   return type.fullName.replace(/^\./, '');
 }
 
-function recordSchema(message: protobuf.Type, defined: Set<string>, converters: Map<protobuf.Type, (m: ProtoMessage) => AvroRecord>): avro.Schema {
+function recordSchema(
+  message: protobuf.Type,
+  defined: Set<string>,
+  converters: Map<protobuf.Type, (m: ProtoMessage) => AvroRecord>,
+): avro.Schema {
   const name = fullName(message);
   defined.add(name);
   const fields: Array<{ name: string; slot: Slot; nullable: boolean }> = [];
@@ -134,13 +148,19 @@ function recordSchema(message: protobuf.Type, defined: Set<string>, converters: 
     return out;
   });
   for (const field of message.fieldsArray) {
-    const slot = field.map ? mapSlot(field, message, defined, converters) : field.repeated ? arraySlot(valueSlot(field, defined, converters)) : valueSlot(field, defined, converters);
+    const slot = field.map
+      ? mapSlot(field, message, defined, converters)
+      : field.repeated
+        ? arraySlot(valueSlot(field, defined, converters))
+        : valueSlot(field, defined, converters);
     fields.push({ name: field.name, slot, nullable: hasPresence(field) });
   }
   return {
     type: 'record',
     name,
-    fields: fields.map((f) => (f.nullable ? { name: f.name, type: ['null', f.slot.schema], default: null } : { name: f.name, type: f.slot.schema })),
+    fields: fields.map((f) =>
+      f.nullable ? { name: f.name, type: ['null', f.slot.schema], default: null } : { name: f.name, type: f.slot.schema },
+    ),
   } as avro.Schema;
 }
 
@@ -172,7 +192,11 @@ const SCALARS: Record<string, string> = {
 function scalarSlot(type: string): Slot {
   if (type === 'uint32' || type === 'fixed32') return { schema: 'long', branch: 'long', convert: (v) => BigInt(v as number) };
   if (type === 'uint64' || type === 'fixed64') {
-    return { schema: { type: 'bytes', logicalType: 'decimal', precision: 20, scale: 0 }, branch: 'bytes', convert: (v) => unsignedDecimalBytes(v as bigint) };
+    return {
+      schema: { type: 'bytes', logicalType: 'decimal', precision: 20, scale: 0 },
+      branch: 'bytes',
+      convert: (v) => unsignedDecimalBytes(v as bigint),
+    };
   }
   const avroName = SCALARS[type];
   if (!avroName) throw new Error(`Orderly cannot write the protobuf type ${type} to Avro`);
@@ -180,10 +204,19 @@ function scalarSlot(type: string): Slot {
 }
 
 function arraySlot(item: Slot): Slot {
-  return { schema: { type: 'array', items: item.schema }, branch: 'array', convert: (v) => (v as ProtoValue[]).map((x) => item.convert(x)) };
+  return {
+    schema: { type: 'array', items: item.schema },
+    branch: 'array',
+    convert: (v) => (v as ProtoValue[]).map((x) => item.convert(x)),
+  };
 }
 
-function mapSlot(field: protobuf.Field, owner: protobuf.Type, defined: Set<string>, converters: Map<protobuf.Type, (m: ProtoMessage) => AvroRecord>): Slot {
+function mapSlot(
+  field: protobuf.Field,
+  owner: protobuf.Type,
+  defined: Set<string>,
+  converters: Map<protobuf.Type, (m: ProtoMessage) => AvroRecord>,
+): Slot {
   const value = valueSlot(field, defined, converters);
   const keyType = mapKeyType(field);
   if (keyType === 'string') {
@@ -200,11 +233,21 @@ function mapSlot(field: protobuf.Field, owner: protobuf.Type, defined: Set<strin
   const key = scalarSlot(keyType);
   const entryName = `${fullName(owner)}.${field.name.replace(/(^|_)(.)/g, (_m, _u, c: string) => c.toUpperCase())}Entry`;
   defined.add(entryName);
-  const entry = { type: 'record', name: entryName, fields: [{ name: 'key', type: key.schema }, { name: 'value', type: value.schema }] };
+  const entry = {
+    type: 'record',
+    name: entryName,
+    fields: [
+      { name: 'key', type: key.schema },
+      { name: 'value', type: value.schema },
+    ],
+  };
   return {
     schema: { type: 'array', items: entry },
     branch: 'array',
-    convert: (v) => [...(v as Map<ProtoMapKey, ProtoValue>)].map(([k, x]) => Object.assign(Object.create(null) as AvroRecord, { key: key.convert(k), value: value.convert(x) })),
+    convert: (v) =>
+      [...(v as Map<ProtoMapKey, ProtoValue>)].map(([k, x]) =>
+        Object.assign(Object.create(null) as AvroRecord, { key: key.convert(k), value: value.convert(x) }),
+      ),
   };
 }
 

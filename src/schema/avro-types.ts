@@ -18,7 +18,17 @@ export type AvroType = avro.Type;
 
 /** A recognised logical type and its parameters. */
 export interface AvroLogical {
-  name: 'decimal' | 'uuid' | 'date' | 'time-millis' | 'time-micros' | 'timestamp-millis' | 'timestamp-micros' | 'local-timestamp-millis' | 'local-timestamp-micros' | 'duration';
+  name:
+    | 'decimal'
+    | 'uuid'
+    | 'date'
+    | 'time-millis'
+    | 'time-micros'
+    | 'timestamp-millis'
+    | 'timestamp-micros'
+    | 'local-timestamp-millis'
+    | 'local-timestamp-micros'
+    | 'duration';
   precision?: number;
   scale?: number;
 }

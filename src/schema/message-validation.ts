@@ -32,7 +32,10 @@ export function parseEncoding(value: unknown, field: string): Encoding {
 /** Decodes `data`; throws SchemaViolationError (INVALID_ARGUMENT on `data`) if it does not conform. */
 export function decodeMessage(schema: CompiledSchema, encoding: Encoding, data: Buffer): DecodedMessage {
   if (schema.type === 'AVRO') {
-    return { type: 'AVRO', value: encoding === 'BINARY' ? decodeAvroBinary(schema.avro, data) : decodeAvroJson(schema.avro, parseMessageJson(data)) };
+    return {
+      type: 'AVRO',
+      value: encoding === 'BINARY' ? decodeAvroBinary(schema.avro, data) : decodeAvroJson(schema.avro, parseMessageJson(data)),
+    };
   }
   const value = encoding === 'BINARY' ? decodeProtoBinary(schema.message, data) : decodeProtoJson(schema.message, parseMessageJson(data));
   return { type: 'PROTOCOL_BUFFER', value };
@@ -99,15 +102,22 @@ export function validateAgainstRevisions(
     }
   }
   if (candidates.length === 1) throw first!;
-  throw new SchemaViolationError(first!.path, `${first!.reason} (checked against revision ${candidates[0]!.revisionId}; none of the ${candidates.length} revisions in the topic's range accepts the data)`);
+  throw new SchemaViolationError(
+    first!.path,
+    `${first!.reason} (checked against revision ${candidates[0]!.revisionId}; none of the ${candidates.length} revisions in the topic's range accepts the data)`,
+  );
 }
 
 /** The live revisions in `range`, newest first. */
-function revisionsInRange(revisions: readonly RevisionDefinition[], range: RevisionRange): Array<RevisionDefinition & { definition: string }> {
+function revisionsInRange(
+  revisions: readonly RevisionDefinition[],
+  range: RevisionRange,
+): Array<RevisionDefinition & { definition: string }> {
   const position = (id: string | undefined, fallback: number, which: string) => {
     if (!id) return fallback;
     const i = revisions.findIndex((r) => r.revisionId === id);
-    if (i < 0) throw new FailedPreconditionError(`the topic's schemaSettings.${which} names revision ${id}, which the schema does not have`);
+    if (i < 0)
+      throw new FailedPreconditionError(`the topic's schemaSettings.${which} names revision ${id}, which the schema does not have`);
     return i;
   };
   const from = position(range.firstRevisionId, 0, 'firstRevisionId');

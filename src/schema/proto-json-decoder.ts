@@ -53,7 +53,8 @@ function fieldsByJsonKey(type: protobuf.Type): Map<string, protobuf.Field> {
 
 function message(type: protobuf.Type, json: JsonValue, path: string, depth: number): ProtoMessage {
   if (depth > MAX_PROTO_DEPTH) throw new SchemaViolationError(path, `nested deeper than ${MAX_PROTO_DEPTH} levels`);
-  if (!isJsonObject(json)) throw new SchemaViolationError(path, `expected a JSON object for message ${type.name}, got ${describeJson(json)}`);
+  if (!isJsonObject(json))
+    throw new SchemaViolationError(path, `expected a JSON object for message ${type.name}, got ${describeJson(json)}`);
   const target = emptyMessage();
   const seen = new Map<string, string>();
   const oneofs = new Map<string, string>();
@@ -69,7 +70,8 @@ function message(type: protobuf.Type, json: JsonValue, path: string, depth: numb
     const oneof = realOneof(field);
     if (oneof) {
       const other = oneofs.get(oneof.name);
-      if (other) throw new SchemaViolationError(p, `${other} and ${field.name} belong to the same oneof ${oneof.name}; only one may be set`);
+      if (other)
+        throw new SchemaViolationError(p, `${other} and ${field.name} belong to the same oneof ${oneof.name}; only one may be set`);
       oneofs.set(oneof.name, field.name);
     }
     target[field.name] = fieldValue(field, value, p, depth);
@@ -132,12 +134,17 @@ function single(field: protobuf.Field, json: JsonValue, path: string, depth: num
     case 'float':
     case 'double': {
       const n =
-        typeof json === 'number' ? json
-        : typeof json === 'bigint' ? Number(json)
-        : typeof json === 'string' && json in SPECIAL_FLOATS ? SPECIAL_FLOATS[json]!
-        : typeof json === 'string' && /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(json) ? Number(json)
-        : fail('a number, a numeric string, "NaN", "Infinity" or "-Infinity"');
-      if (type === 'float' && Number.isFinite(n) && Math.abs(n) > FLOAT_MAX) throw new SchemaViolationError(path, `${describeJson(json)} is out of range for a float`);
+        typeof json === 'number'
+          ? json
+          : typeof json === 'bigint'
+            ? Number(json)
+            : typeof json === 'string' && json in SPECIAL_FLOATS
+              ? SPECIAL_FLOATS[json]!
+              : typeof json === 'string' && /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(json)
+                ? Number(json)
+                : fail('a number, a numeric string, "NaN", "Infinity" or "-Infinity"');
+      if (type === 'float' && Number.isFinite(n) && Math.abs(n) > FLOAT_MAX)
+        throw new SchemaViolationError(path, `${describeJson(json)} is out of range for a float`);
       if (type === 'double' && typeof json === 'string' && !(json in SPECIAL_FLOATS) && !Number.isFinite(n)) {
         throw new SchemaViolationError(path, `${json} is out of range for a double`);
       }
@@ -159,7 +166,11 @@ function single(field: protobuf.Field, json: JsonValue, path: string, depth: num
 function enumValue(enumType: protobuf.Enum, json: JsonValue, path: string): number {
   if (typeof json === 'string') {
     const n = enumType.values[json];
-    if (n === undefined) throw new SchemaViolationError(path, `"${json}" is not a value of enum ${enumType.name} (${Object.keys(enumType.values).join(', ')})`);
+    if (n === undefined)
+      throw new SchemaViolationError(
+        path,
+        `"${json}" is not a value of enum ${enumType.name} (${Object.keys(enumType.values).join(', ')})`,
+      );
     return n;
   }
   const n = integer(json, path);
@@ -192,7 +203,11 @@ function integer(json: JsonValue, path: string): bigint | undefined {
   if (typeof json === 'bigint') return json;
   if (typeof json === 'number') {
     if (Number.isSafeInteger(json)) return BigInt(json);
-    if (Number.isInteger(json)) throw new SchemaViolationError(path, `${json} is beyond 2^53 and written with a fraction or exponent; write it as a plain integer or a string`);
+    if (Number.isInteger(json))
+      throw new SchemaViolationError(
+        path,
+        `${json} is beyond 2^53 and written with a fraction or exponent; write it as a plain integer or a string`,
+      );
     throw new SchemaViolationError(path, `expected an integer, got ${json}`);
   }
   if (typeof json !== 'string') return undefined;

@@ -54,7 +54,11 @@ class WireReader {
       }
       if (number < 1 || number > 536_870_911) throw new SchemaViolationError(path, `invalid field number ${number}`);
       const field = type.fieldsById[number];
-      if (!field) throw new SchemaViolationError(path, `field number ${number} is not declared in message ${type.name} (wire type ${WIRE_NAMES[wire]})`);
+      if (!field)
+        throw new SchemaViolationError(
+          path,
+          `field number ${number} is not declared in message ${type.name} (wire type ${WIRE_NAMES[wire]})`,
+        );
       this.field(field, wire, target, at.field(path, field.name), depth, end);
     }
     if (group !== undefined) throw new SchemaViolationError(path, `group ${group} is not closed`);
@@ -85,7 +89,14 @@ class WireReader {
     const oneof = realOneof(field);
     if (oneof) for (const member of oneof.oneof) if (member !== field.name) delete target[member];
     const existing = target[field.name];
-    target[field.name] = this.value(field, expected, path, depth, end, messageTypeOf(field) ? (existing as ProtoMessage | undefined) : undefined);
+    target[field.name] = this.value(
+      field,
+      expected,
+      path,
+      depth,
+      end,
+      messageTypeOf(field) ? (existing as ProtoMessage | undefined) : undefined,
+    );
   }
 
   private mapEntry(field: protobuf.Field, path: string, depth: number, end: number): [ProtoMapKey, ProtoValue] {
@@ -99,12 +110,23 @@ class WireReader {
       if (number === 1) {
         const keyType = mapKeyType(field);
         const expected = keyWireType(keyType);
-        if (wire !== expected) throw new SchemaViolationError(path, `map key of ${field.name} (${keyType}) is written with wire type ${WIRE_NAMES[expected]}, got ${WIRE_NAMES[wire]}`);
+        if (wire !== expected)
+          throw new SchemaViolationError(
+            path,
+            `map key of ${field.name} (${keyType}) is written with wire type ${WIRE_NAMES[expected]}, got ${WIRE_NAMES[wire]}`,
+          );
         key = this.scalar(keyType, undefined, field, path, end) as ProtoMapKey;
       } else if (number === 2) {
         const expected = wireTypeOf(field);
         this.expectWire(field, wire, expected, path);
-        value = this.value(field, expected, key === undefined ? path : at.key(path, String(key)), depth, end, nested ? (value as ProtoMessage | undefined) : undefined);
+        value = this.value(
+          field,
+          expected,
+          key === undefined ? path : at.key(path, String(key)),
+          depth,
+          end,
+          nested ? (value as ProtoMessage | undefined) : undefined,
+        );
       } else {
         throw new SchemaViolationError(path, `a map entry has only fields 1 (key) and 2 (value), got field ${number}`);
       }
@@ -176,7 +198,10 @@ class WireReader {
 
   private expectWire(field: protobuf.Field, wire: number, expected: number, path: string): void {
     if (wire !== expected) {
-      throw new SchemaViolationError(path, `field ${field.name} (${field.type}, number ${field.id}) is written with wire type ${WIRE_NAMES[expected]}, got ${WIRE_NAMES[wire]}`);
+      throw new SchemaViolationError(
+        path,
+        `field ${field.name} (${field.type}, number ${field.id}) is written with wire type ${WIRE_NAMES[expected]}, got ${WIRE_NAMES[wire]}`,
+      );
     }
   }
 

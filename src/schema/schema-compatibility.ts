@@ -28,7 +28,8 @@ export function incompatibility(next: CompiledSchema, previous: CompiledSchema):
     }
     return undefined;
   }
-  if (next.type === 'PROTOCOL_BUFFER' && previous.type === 'PROTOCOL_BUFFER') return protoIncompatibility(next.message, previous.message, new Set());
+  if (next.type === 'PROTOCOL_BUFFER' && previous.type === 'PROTOCOL_BUFFER')
+    return protoIncompatibility(next.message, previous.message, new Set());
   return `a schema cannot change from ${previous.type} to ${next.type}`;
 }
 
@@ -64,8 +65,18 @@ function isOptional(field: protobuf.Field): boolean {
 
 /** A field's shape for comparison: label, type (named types by name), map key and oneof. */
 function signature(field: protobuf.Field): string {
-  const label = field.map ? `map<${mapKeyType(field)}, ` : field.repeated ? 'repeated ' : field.required ? 'required ' : hasPresence(field) ? 'optional ' : '';
-  const type = field.resolvedType ? `${field.resolvedType instanceof protobuf.Enum ? 'enum' : 'message'} ${field.resolvedType.name}` : field.type;
+  const label = field.map
+    ? `map<${mapKeyType(field)}, `
+    : field.repeated
+      ? 'repeated '
+      : field.required
+        ? 'required '
+        : hasPresence(field)
+          ? 'optional '
+          : '';
+  const type = field.resolvedType
+    ? `${field.resolvedType instanceof protobuf.Enum ? 'enum' : 'message'} ${field.resolvedType.name}`
+    : field.type;
   const oneof = realOneof(field);
   return `${label}${type}${field.map ? '>' : ''}${oneof ? ` in oneof ${oneof.name}` : ''}`;
 }

@@ -97,7 +97,10 @@ function compileProto(definition: string, where: string): ProtoSchema {
   }
   const imports = [...(parsed.imports ?? []), ...(parsed.weakImports ?? [])];
   if (imports.length) {
-    throw new InvalidArgumentError(where, `imports are not allowed in a Pub/Sub schema (found import "${imports[0]}"); define every type in the one definition`);
+    throw new InvalidArgumentError(
+      where,
+      `imports are not allowed in a Pub/Sub schema (found import "${imports[0]}"); define every type in the one definition`,
+    );
   }
   try {
     parsed.root.resolveAll();
@@ -109,7 +112,10 @@ function compileProto(definition: string, where: string): ProtoSchema {
   const messages = top.filter((n): n is protobuf.Type => n instanceof protobuf.Type);
   if (top.length !== 1 || messages.length !== 1) {
     const names = top.map((n) => n.name).join(', ') || 'none';
-    throw new InvalidArgumentError(where, `a Pub/Sub schema must define exactly one top-level type, a message; found ${top.length} (${names})`);
+    throw new InvalidArgumentError(
+      where,
+      `a Pub/Sub schema must define exactly one top-level type, a message; found ${top.length} (${names})`,
+    );
   }
   checkOpenEnums(messages[0]!, where);
   return { type: 'PROTOCOL_BUFFER', definition, message: messages[0]! };
@@ -120,7 +126,8 @@ function checkOpenEnums(ns: protobuf.Namespace, where: string): void {
   for (const nested of ns.nestedArray) {
     if (nested instanceof protobuf.Enum && protoFeature(nested, 'enum_type') === 'OPEN') {
       const first = Object.values(nested.values)[0];
-      if (first !== 0) throw new InvalidArgumentError(where, `the first value of enum ${nested.fullName.slice(1)} must be zero (it is ${String(first)})`);
+      if (first !== 0)
+        throw new InvalidArgumentError(where, `the first value of enum ${nested.fullName.slice(1)} must be zero (it is ${String(first)})`);
     }
     if (nested instanceof protobuf.Namespace) checkOpenEnums(nested, where);
   }

@@ -22,10 +22,15 @@ const NAME = /^projects\/([^/@]+)\/schemas\/([^/@]+)(?:@([^/@]*))?$/;
 
 export function parseSchemaName(value: unknown, field: string, allowRevision = false): SchemaName {
   const m = typeof value === 'string' ? NAME.exec(value) : null;
-  if (!m) throw new InvalidArgumentError(field, `expected projects/{project}/schemas/{schema}${allowRevision ? '[@{revisionId}]' : ''}, got ${JSON.stringify(value) ?? String(value)}`);
+  if (!m)
+    throw new InvalidArgumentError(
+      field,
+      `expected projects/{project}/schemas/{schema}${allowRevision ? '[@{revisionId}]' : ''}, got ${JSON.stringify(value) ?? String(value)}`,
+    );
   const [, project, id, revisionId] = m;
   checkSchemaId(id!, field);
-  if (revisionId !== undefined && !allowRevision) throw new InvalidArgumentError(field, `names a schema, not a revision; remove "@${revisionId}"`);
+  if (revisionId !== undefined && !allowRevision)
+    throw new InvalidArgumentError(field, `names a schema, not a revision; remove "@${revisionId}"`);
   if (revisionId === '') throw new InvalidArgumentError(field, 'a revision id is missing after "@"');
   return { name: `projects/${project}/schemas/${id}`, project: project!, id: id!, revisionId };
 }

@@ -134,7 +134,10 @@ export class SchemaRegistry {
     const record = this.record(parseSchemaName(request.name, 'name').name);
     const view = parseView(request.view, 'BASIC');
     // The key is the revision's place in the history, which never changes (deleted ones keep theirs).
-    const live = record.revisions.map((r, i) => ({ r, key: String(i).padStart(6, '0') })).filter((x) => x.r.definition !== undefined).reverse();
+    const live = record.revisions
+      .map((r, i) => ({ r, key: String(i).padStart(6, '0') }))
+      .filter((x) => x.r.definition !== undefined)
+      .reverse();
     const page = pageOf(live, request, (x) => x.key, 'descending');
     return { schemas: page.items.map((x) => resource(record, x.r, view)), nextPageToken: page.nextPageToken };
   }
@@ -150,7 +153,10 @@ export class SchemaRegistry {
     parseProjectParent(request.parent);
     const byName = request.name !== undefined && request.name !== '';
     if (byName === (request.schema !== undefined && request.schema !== null)) {
-      throw new InvalidArgumentError(byName ? 'schema' : 'name', 'give exactly one of name (an existing schema) and schema (an inline definition)');
+      throw new InvalidArgumentError(
+        byName ? 'schema' : 'name',
+        'give exactly one of name (an existing schema) and schema (an inline definition)',
+      );
     }
     let compiled: CompiledSchema;
     if (byName) {
@@ -191,7 +197,10 @@ export class SchemaRegistry {
     const first = position('firstRevisionId');
     const last = position('lastRevisionId');
     if (first !== undefined && last !== undefined && first > last) {
-      throw new InvalidArgumentError(`${field}.firstRevisionId`, `revision ${String(settings.firstRevisionId)} is newer than lastRevisionId ${String(settings.lastRevisionId)}`);
+      throw new InvalidArgumentError(
+        `${field}.firstRevisionId`,
+        `revision ${String(settings.firstRevisionId)} is newer than lastRevisionId ${String(settings.lastRevisionId)}`,
+      );
     }
     const result: TopicSchemaSettings = { schema: name, encoding };
     if (first !== undefined) result.firstRevisionId = String(settings.firstRevisionId);
@@ -208,7 +217,10 @@ export class SchemaRegistry {
   validateForTopic(settings: TopicSchemaSettings, data: Buffer, index = 0): TopicValidation {
     const record = settings.schema === DELETED_SCHEMA ? undefined : this.schemas.get(settings.schema);
     if (!record) {
-      throw new OrderlyError('NOT_FOUND', `the topic's schema was deleted (schemaSettings.schema is ${DELETED_SCHEMA}); publishing needs new schemaSettings`);
+      throw new OrderlyError(
+        'NOT_FOUND',
+        `the topic's schema was deleted (schemaSettings.schema is ${DELETED_SCHEMA}); publishing needs new schemaSettings`,
+      );
     }
     try {
       const match = validateAgainstRevisions(record.type, record.revisions, settings, settings.encoding, data);
@@ -274,14 +286,22 @@ export class SchemaRegistry {
       if (schema.name !== undefined && schema.name !== '' && schema.name !== record.name) {
         throw new InvalidArgumentError('schema.name', `must be empty or ${record.name}, got ${JSON.stringify(schema.name)}`);
       }
-      const type = schema.type === undefined || schema.type === 0 || schema.type === 'TYPE_UNSPECIFIED' ? record.type : parseSchemaType(schema.type, 'schema.type');
-      if (type !== record.type) throw new InvalidArgumentError('schema.type', `schema ${record.name} is ${record.type}; a revision cannot change it to ${type}`);
+      const type =
+        schema.type === undefined || schema.type === 0 || schema.type === 'TYPE_UNSPECIFIED'
+          ? record.type
+          : parseSchemaType(schema.type, 'schema.type');
+      if (type !== record.type)
+        throw new InvalidArgumentError('schema.type', `schema ${record.name} is ${record.type}; a revision cannot change it to ${type}`);
       const compiled = compileSchema(type, schema.definition);
       this.checkRevisionLimit(record);
       for (const previous of [...record.revisions].reverse()) {
         if (previous.definition === undefined) continue;
         const why = incompatibility(compiled, compileSchema(record.type, previous.definition));
-        if (why) throw new InvalidArgumentError('schema.definition', `the new revision is incompatible with revision ${previous.revisionId}: ${why}`);
+        if (why)
+          throw new InvalidArgumentError(
+            'schema.definition',
+            `the new revision is incompatible with revision ${previous.revisionId}: ${why}`,
+          );
       }
       return this.addRevision(record, compiled.definition);
     });
@@ -290,7 +310,8 @@ export class SchemaRegistry {
   rollback(request: { name: unknown; revisionId: unknown }): Promise<SchemaResource> {
     return this.mutate(() => {
       const record = this.record(parseSchemaName(request.name, 'name').name);
-      if (typeof request.revisionId !== 'string' || request.revisionId === '') throw new InvalidArgumentError('revisionId', 'the revision to roll back to is required');
+      if (typeof request.revisionId !== 'string' || request.revisionId === '')
+        throw new InvalidArgumentError('revisionId', 'the revision to roll back to is required');
       const target = this.revision(record, request.revisionId);
       this.checkRevisionLimit(record);
       return this.addRevision(record, target.definition);
@@ -302,7 +323,8 @@ export class SchemaRegistry {
     return this.mutate(() => {
       const ref = parseSchemaName(request.name, 'name', true);
       const given = request.revisionId ?? '';
-      if (typeof given !== 'string') throw new InvalidArgumentError('revisionId', `must be a string, got ${JSON.stringify(given) ?? typeof given}`);
+      if (typeof given !== 'string')
+        throw new InvalidArgumentError('revisionId', `must be a string, got ${JSON.stringify(given) ?? typeof given}`);
       const extra = given === '' ? undefined : given;
       if (ref.revisionId && extra && ref.revisionId !== extra) {
         throw new InvalidArgumentError('revisionId', `names revision ${extra}, but name names revision ${ref.revisionId}`);
@@ -312,11 +334,15 @@ export class SchemaRegistry {
       const record = this.record(ref.name);
       const target = this.revision(record, revisionId);
       if (record.revisions.filter((r) => r.definition !== undefined).length === 1) {
-        throw new FailedPreconditionError(`revision ${revisionId} is the only revision of schema ${record.name} and cannot be deleted; delete the schema instead`);
+        throw new FailedPreconditionError(
+          `revision ${revisionId} is the only revision of schema ${record.name} and cannot be deleted; delete the schema instead`,
+        );
       }
       const next: SchemaRecord = {
         ...record,
-        revisions: record.revisions.map((r) => (r.revisionId === revisionId ? { revisionId: r.revisionId, revisionCreateTime: r.revisionCreateTime } : { ...r })),
+        revisions: record.revisions.map((r) =>
+          r.revisionId === revisionId ? { revisionId: r.revisionId, revisionCreateTime: r.revisionCreateTime } : { ...r },
+        ),
       };
       return { change: { kind: 'put', record: next }, result: resource(record, target, 'FULL') };
     });
@@ -351,7 +377,8 @@ export class SchemaRegistry {
 
   /** A live revision by id, or the latest without one. */
   private revision(record: SchemaRecord, revisionId: string | undefined): SchemaRevisionRecord & { definition: string } {
-    const revision = revisionId === undefined ? latest(record) : record.revisions.find((r) => r.revisionId === revisionId && r.definition !== undefined);
+    const revision =
+      revisionId === undefined ? latest(record) : record.revisions.find((r) => r.revisionId === revisionId && r.definition !== undefined);
     if (!revision) throw new NotFoundError('Schema revision', `${record.name}@${revisionId}`);
     return revision as SchemaRevisionRecord & { definition: string };
   }
@@ -366,15 +393,20 @@ export class SchemaRegistry {
       return fromId;
     }
     const parsed = parseSchemaName(name, 'schema.name');
-    if (parsed.project !== project) throw new InvalidArgumentError('schema.name', `is in project ${parsed.project}, but parent is projects/${project}`);
-    if (fromId && parsed.name !== fromId) throw new InvalidArgumentError('schema.name', `must be empty or ${fromId} (from schemaId), got ${parsed.name}`);
+    if (parsed.project !== project)
+      throw new InvalidArgumentError('schema.name', `is in project ${parsed.project}, but parent is projects/${project}`);
+    if (fromId && parsed.name !== fromId)
+      throw new InvalidArgumentError('schema.name', `must be empty or ${fromId} (from schemaId), got ${parsed.name}`);
     return parsed.name;
   }
 
   private checkRevisionLimit(record: SchemaRecord): void {
     const live = record.revisions.filter((r) => r.definition !== undefined).length;
     if (live >= MAX_REVISIONS) {
-      throw new OrderlyError('RESOURCE_EXHAUSTED', `schema ${record.name} has ${live} revisions, the most Pub/Sub allows; delete a revision before adding another`);
+      throw new OrderlyError(
+        'RESOURCE_EXHAUSTED',
+        `schema ${record.name} has ${live} revisions, the most Pub/Sub allows; delete a revision before adding another`,
+      );
     }
   }
 
@@ -400,7 +432,12 @@ function latest(record: SchemaRecord): SchemaRevisionRecord & { definition: stri
 }
 
 function resource(record: SchemaRecord, revision: SchemaRevisionRecord, view: SchemaView): SchemaResource {
-  const result: SchemaResource = { name: record.name, type: record.type, revisionId: revision.revisionId, revisionCreateTime: revision.revisionCreateTime };
+  const result: SchemaResource = {
+    name: record.name,
+    type: record.type,
+    revisionId: revision.revisionId,
+    revisionCreateTime: revision.revisionCreateTime,
+  };
   if (view === 'FULL') result.definition = revision.definition;
   return result;
 }

@@ -53,14 +53,19 @@ export function messageSchemaOf(attributes: Record<string, string>): StoredMessa
 }
 
 /** Decodes a stored message with the revision it was validated against. Throws MessageSchemaError. */
-export function decodeStoredMessage(topic: TopicSchema, message: { attributes: Record<string, string>; data: Buffer }): StoredMessageSchema & { schema: CompiledSchema; decoded: DecodedMessage } {
+export function decodeStoredMessage(
+  topic: TopicSchema,
+  message: { attributes: Record<string, string>; data: Buffer },
+): StoredMessageSchema & { schema: CompiledSchema; decoded: DecodedMessage } {
   const which = messageSchemaOf(message.attributes);
   let schema: CompiledSchema;
   try {
     schema = topic.revision(which.schemaName, which.revisionId);
   } catch (e) {
     if (e instanceof OrderlyError && e.code === 'NOT_FOUND') {
-      throw new MessageSchemaError(`the message's schema revision ${which.schemaName}@${which.revisionId} was deleted, so it cannot be read any more`);
+      throw new MessageSchemaError(
+        `the message's schema revision ${which.schemaName}@${which.revisionId} was deleted, so it cannot be read any more`,
+      );
     }
     throw e;
   }
@@ -68,6 +73,8 @@ export function decodeStoredMessage(topic: TopicSchema, message: { attributes: R
     return { ...which, schema, decoded: decodeMessage(schema, which.encoding, message.data) };
   } catch (e) {
     // Validated on publish, so only a store edited by hand gets here.
-    throw new MessageSchemaError(`the message does not match its schema revision ${which.schemaName}@${which.revisionId}: ${(e as Error).message}`);
+    throw new MessageSchemaError(
+      `the message does not match its schema revision ${which.schemaName}@${which.revisionId}: ${(e as Error).message}`,
+    );
   }
 }

@@ -72,7 +72,8 @@ export function mapSchemaToTable(schema: CompiledSchema): TableMapping {
   return {
     columns: fields.map((f) => ({ name: f.name, duckdbType: f.mapped.sql, nullable: f.nullable })),
     row(decoded) {
-      if (decoded.type !== schema.type) throw new Error(`a ${decoded.type} message cannot fill columns mapped from a ${schema.type} schema`);
+      if (decoded.type !== schema.type)
+        throw new Error(`a ${decoded.type} message cannot fill columns mapped from a ${schema.type} schema`);
       const record = decoded.value as Record<string, unknown>;
       return fields.map((f) => {
         const value = record[f.name];
@@ -108,7 +109,8 @@ function distinctNames(path: string, entries: FieldColumn[]): FieldColumn[] {
   const seen = new Map<string, string>();
   for (const e of entries) {
     const other = seen.get(e.name.toLowerCase());
-    if (other !== undefined) throw new UnmappableSchemaError(path, `fields "${other}" and "${e.name}" differ only in case, which DuckDB names do not distinguish`);
+    if (other !== undefined)
+      throw new UnmappableSchemaError(path, `fields "${other}" and "${e.name}" differ only in case, which DuckDB names do not distinguish`);
     seen.set(e.name.toLowerCase(), e.name);
   }
   return entries;
@@ -132,7 +134,10 @@ function struct(path: string, entries: FieldColumn[]): Mapped {
 }
 
 function list(item: Mapped): Mapped {
-  return { sql: `${item.sql}[]`, convert: (v, p) => listValue((v as unknown[]).map((x, i) => (x === null ? null : item.convert(x, `${p}[${i}]`)))) };
+  return {
+    sql: `${item.sql}[]`,
+    convert: (v, p) => listValue((v as unknown[]).map((x, i) => (x === null ? null : item.convert(x, `${p}[${i}]`)))),
+  };
 }
 
 // ---- Avro ----
@@ -145,7 +150,8 @@ function avroColumns(type: AvroType): FieldColumn[] {
 }
 
 function recordFields(type: avro.types.RecordType, path: string, visiting: Set<AvroType>): FieldColumn[] {
-  if (visiting.has(type)) throw new UnmappableSchemaError(path || '(top level)', `record ${type.name} contains itself; a column type cannot nest without end`);
+  if (visiting.has(type))
+    throw new UnmappableSchemaError(path || '(top level)', `record ${type.name} contains itself; a column type cannot nest without end`);
   visiting.add(type);
   const columns = type.fields.map((f) => {
     const p = path ? `${path}.${f.name}` : f.name;
@@ -167,7 +173,10 @@ function avroSlot(type: AvroType, path: string, visiting: Set<AvroType>): [Mappe
   if (!(u instanceof avro.types.WrappedUnionType)) return [avroMapped(type, path, visiting), false];
   const others = u.types.filter((t) => t.typeName !== 'null');
   if (u.types.length !== 2 || others.length !== 1) {
-    throw new UnmappableSchemaError(path, `a union maps to a column only as [null, T]; this one is [${u.types.map((t) => t.branchName).join(', ')}]`);
+    throw new UnmappableSchemaError(
+      path,
+      `a union maps to a column only as [null, T]; this one is [${u.types.map((t) => t.branchName).join(', ')}]`,
+    );
   }
   const inner = avroMapped(others[0]!, path, visiting);
   return [{ sql: inner.sql, convert: (v, p) => inner.convert(Object.values(v as object)[0], p) }, true];
@@ -202,7 +211,13 @@ function avroMapped(type: AvroType, path: string, visiting: Set<AvroType>): Mapp
     const [value] = avroSlot(u.valuesType as AvroType, `${path}{}`, visiting);
     return {
       sql: `MAP(VARCHAR, ${value.sql})`,
-      convert: (v, p) => mapValue(Object.entries(v as Record<string, unknown>).map(([key, x]) => ({ key, value: x === null ? null : value.convert(x, `${p}[${JSON.stringify(key)}]`) }))),
+      convert: (v, p) =>
+        mapValue(
+          Object.entries(v as Record<string, unknown>).map(([key, x]) => ({
+            key,
+            value: x === null ? null : value.convert(x, `${p}[${JSON.stringify(key)}]`),
+          })),
+        ),
     };
   }
   switch (u.typeName) {
@@ -264,7 +279,8 @@ function duration(bytes: Buffer, path: string): DuckDBValue {
   const months = bytes.readUInt32LE(0);
   const days = bytes.readUInt32LE(4);
   const millis = bytes.readUInt32LE(8);
-  if (months > 0x7fffffff || days > 0x7fffffff) throw new ColumnValueError(path, `duration of ${months} months and ${days} days exceeds DuckDB's INTERVAL`);
+  if (months > 0x7fffffff || days > 0x7fffffff)
+    throw new ColumnValueError(path, `duration of ${months} months and ${days} days exceeds DuckDB's INTERVAL`);
   return intervalValue(months, days, BigInt(millis) * 1000n);
 }
 
@@ -293,19 +309,30 @@ function protoColumns(type: protobuf.Type): FieldColumn[] {
 }
 
 function messageFields(type: protobuf.Type, path: string, visiting: Set<protobuf.Type>): FieldColumn[] {
-  if (visiting.has(type)) throw new UnmappableSchemaError(path || '(top level)', `message ${type.name} contains itself; a column type cannot nest without end`);
+  if (visiting.has(type))
+    throw new UnmappableSchemaError(path || '(top level)', `message ${type.name} contains itself; a column type cannot nest without end`);
   visiting.add(type);
   const columns = type.fieldsArray.map((f) => {
     const p = path ? `${path}.${f.name}` : f.name;
     const oneof = realOneof(f);
-    if (oneof) throw new UnmappableSchemaError(p, `field ${f.name} belongs to oneof ${oneof.name}; BigQuery cannot map a oneof, and neither can Orderly`);
+    if (oneof)
+      throw new UnmappableSchemaError(
+        p,
+        `field ${f.name} belongs to oneof ${oneof.name}; BigQuery cannot map a oneof, and neither can Orderly`,
+      );
     const value = protoValueMapped(f, p, visiting);
     let mapped = value;
     if (f.map) {
       const key = PROTO_SCALARS[mapKeyType(f)]!;
       mapped = {
         sql: `MAP(${key.sql}, ${value.sql})`,
-        convert: (v, q) => mapValue([...(v as Map<ProtoMapKey, ProtoValue>)].map(([k, x]) => ({ key: key.convert(k, q), value: value.convert(x, `${q}[${JSON.stringify(String(k))}]`) }))),
+        convert: (v, q) =>
+          mapValue(
+            [...(v as Map<ProtoMapKey, ProtoValue>)].map(([k, x]) => ({
+              key: key.convert(k, q),
+              value: value.convert(x, `${q}[${JSON.stringify(String(k))}]`),
+            })),
+          ),
       };
     } else if (f.repeated) {
       mapped = list(value);

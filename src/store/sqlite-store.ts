@@ -151,11 +151,13 @@ export class SqliteStore implements Store {
         )
         .pluck(),
       firstPublishTimeAfter: db.prepare('SELECT publish_time FROM messages WHERE topic_uid = ? AND seq > ? ORDER BY seq LIMIT 1').pluck(),
-      lastKeySeq: db.prepare(
-        `SELECT max(last) FROM (
+      lastKeySeq: db
+        .prepare(
+          `SELECT max(last) FROM (
            SELECT max(key_seq) AS last FROM messages WHERE topic_uid = @topic AND ordering_key = @key
            UNION ALL SELECT last FROM key_seqs WHERE topic_uid = @topic AND ordering_key = @key)`,
-      ).pluck(),
+        )
+        .pluck(),
     };
   }
 
@@ -182,7 +184,10 @@ export class SqliteStore implements Store {
         throw new StoreCorruptError(file, new Error(`cannot create it: ${(e as Error).message}`));
       }
     } else if (statSync(file).size === 0) {
-      throw new StoreCorruptError(file, new Error('the file is empty (0 bytes): an Orderly store never is, and Orderly does not re-initialise one'));
+      throw new StoreCorruptError(
+        file,
+        new Error('the file is empty (0 bytes): an Orderly store never is, and Orderly does not re-initialise one'),
+      );
     }
     let store: SqliteStore;
     try {
@@ -232,7 +237,8 @@ export class SqliteStore implements Store {
     return this.db.transaction(() => {
       this.db.exec(SCHEMA);
       const meta = (k: string) => this.db.prepare('SELECT v FROM meta WHERE k = ?').pluck().get(k) as string | undefined;
-      const setMeta = (k: string, v: string) => this.db.prepare('INSERT INTO meta(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v').run(k, v);
+      const setMeta = (k: string, v: string) =>
+        this.db.prepare('INSERT INTO meta(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v').run(k, v);
       const version = meta('schema');
       if (version === '1') {
         // Subscriptions of a store made before uids: each gets one, and its sinks adopt what they kept
@@ -278,17 +284,31 @@ export class SqliteStore implements Store {
   }
 
   async listTopics(): Promise<TopicRecord[]> {
-    const rows = this.db.prepare('SELECT uid, name, labels, settings FROM topics ORDER BY name').all() as { uid: number; name: string; labels: string; settings: string }[];
-    return rows.map((r) => ({ uid: r.uid, name: r.name, labels: JSON.parse(r.labels) as Record<string, string>, settings: JSON.parse(r.settings) as unknown }));
+    const rows = this.db.prepare('SELECT uid, name, labels, settings FROM topics ORDER BY name').all() as {
+      uid: number;
+      name: string;
+      labels: string;
+      settings: string;
+    }[];
+    return rows.map((r) => ({
+      uid: r.uid,
+      name: r.name,
+      labels: JSON.parse(r.labels) as Record<string, string>,
+      settings: JSON.parse(r.settings) as unknown,
+    }));
   }
 
   async createTopic(name: string, labels: Record<string, string>, settings: unknown): Promise<TopicRecord> {
-    const info = this.db.prepare('INSERT INTO topics(name, labels, settings) VALUES (?, ?, ?)').run(name, JSON.stringify(labels), JSON.stringify(settings));
+    const info = this.db
+      .prepare('INSERT INTO topics(name, labels, settings) VALUES (?, ?, ?)')
+      .run(name, JSON.stringify(labels), JSON.stringify(settings));
     return { uid: Number(info.lastInsertRowid), name, labels, settings };
   }
 
   async updateTopic(topic: TopicRecord): Promise<void> {
-    this.db.prepare('UPDATE topics SET labels = ?, settings = ? WHERE uid = ?').run(JSON.stringify(topic.labels), JSON.stringify(topic.settings), topic.uid);
+    this.db
+      .prepare('UPDATE topics SET labels = ?, settings = ? WHERE uid = ?')
+      .run(JSON.stringify(topic.labels), JSON.stringify(topic.settings), topic.uid);
   }
 
   async deleteTopic(uid: number): Promise<void> {
@@ -311,7 +331,10 @@ export class SqliteStore implements Store {
   }
 
   async listIamPolicies(): Promise<IamPolicyRow[]> {
-    const rows = this.db.prepare('SELECT resource, policy FROM iam_policies ORDER BY resource').all() as { resource: string; policy: string }[];
+    const rows = this.db.prepare('SELECT resource, policy FROM iam_policies ORDER BY resource').all() as {
+      resource: string;
+      policy: string;
+    }[];
     return rows.map((r) => ({ resource: r.resource, policy: JSON.parse(r.policy) as unknown }));
   }
 
@@ -325,7 +348,9 @@ export class SqliteStore implements Store {
   }
 
   async listSubscriptions(): Promise<SubscriptionRecord[]> {
-    const rows = this.db.prepare('SELECT name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq, detached FROM subscriptions ORDER BY name').all() as {
+    const rows = this.db
+      .prepare('SELECT name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq, detached FROM subscriptions ORDER BY name')
+      .all() as {
       name: string;
       uid: string;
       adopts_name_keyed_progress: number;
@@ -347,8 +372,18 @@ export class SqliteStore implements Store {
 
   async createSubscription(sub: SubscriptionRecord): Promise<void> {
     this.db
-      .prepare('INSERT INTO subscriptions(name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq, detached) VALUES (?, ?, ?, ?, ?, ?, ?)')
-      .run(sub.name, sub.uid, sub.adoptsNameKeyedProgress ? 1 : 0, sub.topicUid, JSON.stringify(sub.spec), sub.lowSeq, sub.detached ? 1 : 0);
+      .prepare(
+        'INSERT INTO subscriptions(name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq, detached) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      )
+      .run(
+        sub.name,
+        sub.uid,
+        sub.adoptsNameKeyedProgress ? 1 : 0,
+        sub.topicUid,
+        JSON.stringify(sub.spec),
+        sub.lowSeq,
+        sub.detached ? 1 : 0,
+      );
   }
 
   async updateSubscriptionSpec(name: string, spec: unknown): Promise<void> {
@@ -374,7 +409,9 @@ export class SqliteStore implements Store {
   }
 
   async listSnapshots(): Promise<SnapshotRecord[]> {
-    const rows = this.db.prepare('SELECT uid, name, topic_uid, low_seq, expire_time, max_expire_time, labels FROM snapshots ORDER BY name').all() as SnapshotRow[];
+    const rows = this.db
+      .prepare('SELECT uid, name, topic_uid, low_seq, expire_time, max_expire_time, labels FROM snapshots ORDER BY name')
+      .all() as SnapshotRow[];
     return rows.map(toSnapshot);
   }
 
@@ -386,7 +423,8 @@ export class SqliteStore implements Store {
   async createSnapshot(request: SnapshotRequest): Promise<SnapshotRecord> {
     await this.writer.drain();
     return this.db.transaction(() => {
-      const sub = this.db.prepare('SELECT low_seq FROM subscriptions WHERE name = ?').pluck().get(request.subscription) as number | undefined;
+      const sub = this.db.prepare('SELECT low_seq FROM subscriptions WHERE name = ?').pluck().get(request.subscription) as
+        number | undefined;
       if (sub === undefined) throw new Error(`subscription ${request.subscription} is not in the store`);
       const boundary = this.committedSeq();
       const oldest = this.db
@@ -397,8 +435,7 @@ export class SqliteStore implements Store {
             ORDER BY m.seq LIMIT 1`,
         )
         .get({ topic: request.topicUid, low: sub, boundary, from: request.expiredBefore, sub: request.subscription }) as
-        | { seq: number; publish_time: number }
-        | undefined;
+        { seq: number; publish_time: number } | undefined;
       const lowSeq = oldest ? oldest.seq - 1 : boundary;
       const expireTime = request.expireTime(oldest?.publish_time);
       const labels = JSON.stringify(request.labels);
@@ -409,12 +446,22 @@ export class SqliteStore implements Store {
       this.db
         .prepare('INSERT INTO snapshot_acks(snapshot, seq) SELECT ?, seq FROM acks WHERE sub = ? AND seq > ? AND seq <= ?')
         .run(uid, request.subscription, lowSeq, boundary);
-      return { uid, name: request.name, topicUid: request.topicUid, lowSeq, expireTime, maxExpireTime: expireTime, labels: { ...request.labels } };
+      return {
+        uid,
+        name: request.name,
+        topicUid: request.topicUid,
+        lowSeq,
+        expireTime,
+        maxExpireTime: expireTime,
+        labels: { ...request.labels },
+      };
     })();
   }
 
   async updateSnapshot(snapshot: SnapshotRecord): Promise<void> {
-    this.db.prepare('UPDATE snapshots SET labels = ?, expire_time = ? WHERE uid = ?').run(JSON.stringify(snapshot.labels), snapshot.expireTime, snapshot.uid);
+    this.db
+      .prepare('UPDATE snapshots SET labels = ?, expire_time = ? WHERE uid = ?')
+      .run(JSON.stringify(snapshot.labels), snapshot.expireTime, snapshot.uid);
   }
 
   async deleteSnapshot(uid: number): Promise<void> {
@@ -470,7 +517,14 @@ export class SqliteStore implements Store {
   }
 
   scanKey(source: BacklogSource, orderingKey: string, fromKeySeq: number, maxSeq: number, limit: number, dataBytes: number): BacklogRow[] {
-    const rows = this.stmt.scanKey.all({ sub: source.name, topic: source.topicUid, key: orderingKey, from: fromKeySeq, max: maxSeq, limit }) as BacklogQueryRow[];
+    const rows = this.stmt.scanKey.all({
+      sub: source.name,
+      topic: source.topicUid,
+      key: orderingKey,
+      from: fromKeySeq,
+      max: maxSeq,
+      limit,
+    }) as BacklogQueryRow[];
     return this.toBacklog(rows, dataBytes);
   }
 
@@ -489,7 +543,6 @@ export class SqliteStore implements Store {
       return { message, dataBytes: r.data_bytes, acked: r.acked === 1, failures: r.failures ?? 0 };
     });
   }
-
 
   countUnacked(source: BacklogSource, afterSeq: number, upToSeq: number): number {
     return this.stmt.countUnacked.get({ sub: source.name, topic: source.topicUid, after: afterSeq, upTo: upToSeq }) as number;
@@ -573,7 +626,9 @@ function readStoreId(marker: string): string | undefined {
     // reported below
   }
   if (typeof id === 'string' && id !== '') return id;
-  throw new StoreIdentityError(`${marker} does not name a store (expected JSON with "storeId"); restore it, or delete it to accept the store that is there`);
+  throw new StoreIdentityError(
+    `${marker} does not name a store (expected JSON with "storeId"); restore it, or delete it to accept the store that is there`,
+  );
 }
 
 interface SnapshotRow {

@@ -16,7 +16,16 @@ export type StoreWrite =
  * `dataBytes` of the transferred buffer), a subscription's acks, a failure count.
  */
 export type PackedRow =
-  | [kind: 'm', seq: number, topicUid: number, orderingKey: string, keySeq: number, publishTime: number, dataBytes: number, attributes: string | null]
+  | [
+      kind: 'm',
+      seq: number,
+      topicUid: number,
+      orderingKey: string,
+      keySeq: number,
+      publishTime: number,
+      dataBytes: number,
+      attributes: string | null,
+    ]
   | [kind: 'a', subscription: string, seqs: number[]]
   | [kind: 'f', subscription: string, seq: number, failures: number];
 
@@ -47,10 +56,14 @@ function startWorker(): Worker {
   if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./writer-thread.js', import.meta.url));
   // tsx's ESM API (its `import` export: the `require` one cannot register ESM hooks), found from its package.json.
   const manifest = createRequire(import.meta.url).resolve('tsx/package.json');
-  const api = (JSON.parse(readFileSync(manifest, 'utf8')) as { exports: Record<string, { import: { default: string } }> }).exports['./esm/api']!.import.default;
+  const api = (JSON.parse(readFileSync(manifest, 'utf8')) as { exports: Record<string, { import: { default: string } }> }).exports[
+    './esm/api'
+  ]!.import.default;
   const loader = pathToFileURL(join(dirname(manifest), api)).href;
   const thread = new URL('./writer-thread.ts', import.meta.url).href;
-  return new Worker(`import(${JSON.stringify(loader)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(thread)}); });`, { eval: true });
+  return new Worker(`import(${JSON.stringify(loader)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(thread)}); });`, {
+    eval: true,
+  });
 }
 
 interface Waiter {

@@ -37,7 +37,9 @@ function open({ store, file, synchronous }: { store: number; file: string; synch
     'INSERT INTO messages(seq, topic_uid, ordering_key, key_seq, publish_time, data, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)',
   );
   const insertAck = db.prepare('INSERT OR IGNORE INTO acks(sub, seq) VALUES (?, ?)');
-  const upsertFailures = db.prepare('INSERT INTO failures(sub, seq, n) VALUES (?, ?, ?) ON CONFLICT(sub, seq) DO UPDATE SET n = excluded.n');
+  const upsertFailures = db.prepare(
+    'INSERT INTO failures(sub, seq, n) VALUES (?, ?, ?) ON CONFLICT(sub, seq) DO UPDATE SET n = excluded.n',
+  );
   // Rows arrive as one JSON string of tuples, payloads back to back in one transferred buffer, in row
   // order (store-writer.ts `pack`).
   const apply = db.transaction((rows: string, payloads: ArrayBuffer) => {
@@ -80,8 +82,10 @@ async function compact(store: number, plan: WirePlan): Promise<number> {
     // The seq counter must not go backwards once the newest message is compacted away.
     const last = db.prepare('SELECT coalesce(max(seq), 0) FROM messages').pluck().get() as number;
     const saved = Number(db.prepare("SELECT v FROM meta WHERE k = 'last_seq'").pluck().get() ?? 0);
-    if (last > saved) db.prepare("INSERT INTO meta(k, v) VALUES ('last_seq', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v").run(String(last));
-    for (const [name, low] of plan.watermarks) db.prepare('UPDATE subscriptions SET low_seq = max(low_seq, ?) WHERE name = ?').run(low, name);
+    if (last > saved)
+      db.prepare("INSERT INTO meta(k, v) VALUES ('last_seq', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v").run(String(last));
+    for (const [name, low] of plan.watermarks)
+      db.prepare('UPDATE subscriptions SET low_seq = max(low_seq, ?) WHERE name = ?').run(low, name);
   });
   for (const [name, low] of plan.watermarks) {
     for (const table of ['acks', 'failures']) {
@@ -95,7 +99,10 @@ async function compact(store: number, plan: WirePlan): Promise<number> {
   const deleteChunk = (where: string, params: (string | number)[]) =>
     run(() => {
       const db = live()!.db;
-      const seqs = db.prepare(`SELECT seq FROM messages WHERE ${where} ORDER BY seq LIMIT ${CHUNK}`).pluck().all(...params) as number[];
+      const seqs = db
+        .prepare(`SELECT seq FROM messages WHERE ${where} ORDER BY seq LIMIT ${CHUNK}`)
+        .pluck()
+        .all(...params) as number[];
       if (!seqs.length) return 0;
       const from = seqs[0];
       const to = seqs[seqs.length - 1];
@@ -114,19 +121,26 @@ async function compact(store: number, plan: WirePlan): Promise<number> {
   const keepSince = new Map(plan.keepPublishedSince);
   for (const [uid, upTo] of plan.deleteUpTo) {
     const since = keepSince.get(uid) ?? Number.MAX_SAFE_INTEGER;
-    for (let n: number; (n = deleteChunk('topic_uid = ? AND seq <= ? AND seq < ? AND publish_time < ?', [uid, upTo, below(uid), since])) > 0; ) {
+    for (
+      let n: number;
+      (n = deleteChunk('topic_uid = ? AND seq <= ? AND seq < ? AND publish_time < ?', [uid, upTo, below(uid), since])) > 0;
+    ) {
       deleted += n;
       await yieldToMessages();
     }
   }
   for (const [uid, before] of plan.deletePublishedBefore) {
-    for (let n: number; (n = deleteChunk('topic_uid = ? AND publish_time < ? AND seq < ?', [uid, before, below(uid)])) > 0; ) {
+    for (let n: number; (n = deleteChunk('topic_uid = ? AND publish_time < ? AND seq < ?', [uid, before, below(uid)])) > 0;) {
       deleted += n;
       await yieldToMessages();
     }
   }
   // Stores created before incremental vacuum (auto_vacuum NONE) have no free-page map to give back.
-  for (let s = live(); s && s.db.pragma('auto_vacuum', { simple: true }) === 2 && (s.db.pragma('freelist_count', { simple: true }) as number) > 0; s = live()) {
+  for (
+    let s = live();
+    s && s.db.pragma('auto_vacuum', { simple: true }) === 2 && (s.db.pragma('freelist_count', { simple: true }) as number) > 0;
+    s = live()
+  ) {
     s.db.pragma(`incremental_vacuum(${VACUUM_PAGES})`);
     await yieldToMessages();
   }
@@ -148,8 +162,7 @@ parentPort.on('message', (msg: ThreadRequest) => {
       const store = stores.get(msg.store);
       if (!store) throw new Error('the store is closed');
       store.apply(msg.rows, msg.payloads);
-    }
-    else if (msg.op === 'close') {
+    } else if (msg.op === 'close') {
       stores.get(msg.store)?.db.close();
       stores.delete(msg.store);
     }

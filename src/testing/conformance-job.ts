@@ -32,7 +32,8 @@ export class ConformanceJob {
   static create(options: ConformanceOptions, name: string, connector = options.connector): ConformanceJob {
     const dir = mkdtempSync(join(options.tempDir ?? tmpdir(), `orderly-conformance-${name}-`));
     const job = new ConformanceJob({ dir }, options);
-    const plugin = options.plugin && (options.plugin.startsWith('.') || isAbsolute(options.plugin) ? resolve(options.plugin) : options.plugin);
+    const plugin =
+      options.plugin && (options.plugin.startsWith('.') || isAbsolute(options.plugin) ? resolve(options.plugin) : options.plugin);
     const document = {
       projectId: 'orderly-conformance',
       dataDir: './data',
@@ -43,7 +44,13 @@ export class ConformanceJob {
       metrics: { port: 0 },
       topics: [{ name: TOPIC }],
       subscriptions: [
-        { name: SUBSCRIPTION, topic: TOPIC, enableMessageOrdering: true, ackDeadlineSeconds: 30, exportConfig: { ...options.config(job.sink), connector } },
+        {
+          name: SUBSCRIPTION,
+          topic: TOPIC,
+          enableMessageOrdering: true,
+          ackDeadlineSeconds: 30,
+          exportConfig: { ...options.config(job.sink), connector },
+        },
       ],
     };
     writeFileSync(job.file, JSON.stringify(document, null, 2));

@@ -43,7 +43,11 @@ export function conformanceCases(options: ConformanceOptions): ConformanceCase[]
   return cases.map(([name, run]) => ({
     name: `${options.connector}: ${name}`,
     async run() {
-      const job = ConformanceJob.create(options, name.replaceAll(' ', '-'), name === 'redelivery' ? faultyConnector(options.connector) : options.connector);
+      const job = ConformanceJob.create(
+        options,
+        name.replaceAll(' ', '-'),
+        name === 'redelivery' ? faultyConnector(options.connector) : options.connector,
+      );
       try {
         const problems = await run(job);
         if (problems.length) throw new ConformanceError(`${options.connector}: ${name}`, problems);
@@ -71,7 +75,10 @@ async function ordering(job: ConformanceJob): Promise<string[]> {
 async function redelivery(job: ConformanceJob): Promise<string[]> {
   const problems = await ordering(job);
   const injected = faults.get(job.dataDir) ?? 0;
-  if (injected < FAULTS) problems.push(`the sink failed only ${injected} of ${FAULTS} times: the case needs the connector to report writes while the export runs`);
+  if (injected < FAULTS)
+    problems.push(
+      `the sink failed only ${injected} of ${FAULTS} times: the case needs the connector to report writes while the export runs`,
+    );
   return problems;
 }
 
@@ -84,7 +91,10 @@ async function crashAndRestart(job: ConformanceJob): Promise<string[]> {
   } finally {
     await runtime.stop();
   }
-  const child = spawn(process.execPath, [packageFile('bin/orderly.js'), 'run', job.file], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ORDERLY_LOG_LEVEL: 'warn' } });
+  const child = spawn(process.execPath, [packageFile('bin/orderly.js'), 'run', job.file], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, ORDERLY_LOG_LEVEL: 'warn' },
+  });
   let stderr = '';
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const exited = once(child, 'exit');
@@ -127,7 +137,8 @@ async function bufferedFlush(job: ConformanceJob): Promise<string[]> {
       // Read the acks first: whatever was acked by then must be in the sink when it is read after.
       const acked = runtime.core.metrics(SUBSCRIPTION).counters.acked;
       const held = new Set(await job.readBack()).size;
-      if (held < acked && !problems.length) problems.push(`${acked} messages were acked while the sink held ${held}: an ack came before the write was durable`);
+      if (held < acked && !problems.length)
+        problems.push(`${acked} messages were acked while the sink held ${held}: an ack came before the write was durable`);
       return acked >= published.length;
     });
   } finally {

@@ -22,9 +22,19 @@ export function sinkProblems(published: PublishedMessage[], held: string[], skip
   const report = (what: string, items: string[]) => {
     if (items.length) problems.push(`${items.length} ${what}, e.g. ${items.slice(0, EXAMPLES).join(', ')}`);
   };
-  report('published messages are not in the sink', published.filter((m) => !count.has(m.id)).map((m) => m.id));
-  report('messages in the sink were never published', [...count.keys()].filter((id) => !keyOf.has(id)));
-  if (skipsDuplicates) report('messages are in the sink more than once (the connector says it skips duplicates)', [...count].filter(([, n]) => n > 1).map(([id, n]) => `${id} (${n}x)`));
+  report(
+    'published messages are not in the sink',
+    published.filter((m) => !count.has(m.id)).map((m) => m.id),
+  );
+  report(
+    'messages in the sink were never published',
+    [...count.keys()].filter((id) => !keyOf.has(id)),
+  );
+  if (skipsDuplicates)
+    report(
+      'messages are in the sink more than once (the connector says it skips duplicates)',
+      [...count].filter(([, n]) => n > 1).map(([id, n]) => `${id} (${n}x)`),
+    );
   // Per key, each message's first copy must come after the first copy of the message before it.
   const firstSeen = new Map<string, number>();
   held.forEach((id, i) => firstSeen.has(id) || firstSeen.set(id, i));

@@ -33,7 +33,10 @@ function tables(): { rpcs: string[][]; messages: Map<string, string[][]> } {
     if (line === '## RPCs') current = rpcs;
     if (/^## /.test(line) && line !== '## RPCs' && line !== '## Messages') current = undefined;
     if (!current || !line.startsWith('|') || /^\|[-|]+\|$/.test(line)) continue;
-    const cells = line.slice(1, -1).split('|').map((c) => c.trim());
+    const cells = line
+      .slice(1, -1)
+      .split('|')
+      .map((c) => c.trim());
     if (cells[0] === 'Field' || cells[0] === 'Service') continue;
     current.push(cells);
   }
@@ -66,12 +69,16 @@ describe('docs/api-coverage.md matches the protos', () => {
         if (f.resolvedType instanceof protobuf.Type && behaviourOf(name, f.name) !== 'refused') visit(f.resolvedType);
       }
     };
-    for (const s of SERVICES) for (const m of root.lookupService(s).methodsArray) [m.requestType, m.responseType].forEach((t) => visit(root.lookupType(t)));
+    for (const s of SERVICES)
+      for (const m of root.lookupService(s).methodsArray) [m.requestType, m.responseType].forEach((t) => visit(root.lookupType(t)));
     const withFields = [...reachable].filter((n) => root.lookupType(n).fieldsArray.length > 0).sort();
     expect([...messages.keys()].sort()).toEqual(withFields);
     for (const name of withFields) {
       const rows = messages.get(name)!;
-      expect(rows.map((r) => r[0]), name).toEqual(root.lookupType(name).fieldsArray.map((f) => f.name));
+      expect(
+        rows.map((r) => r[0]),
+        name,
+      ).toEqual(root.lookupType(name).fieldsArray.map((f) => f.name));
       for (const [field, behaviour] of rows) expect(BEHAVIOURS.has(behaviour!), `${name}.${field}: ${behaviour}`).toBe(true);
     }
   });

@@ -54,12 +54,18 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expectInvalid(await publish({ messages: [{ data: 'QQ', attributes: { a: 1 } }] }), 'messages[0].attributes.a', /must be a string/);
     expectInvalid(await publish({ messages: [{ data: 'QQ', colour: 'red' }] }), 'messages[0].colour', /unknown field/);
     expectInvalid(await publish([1, 2]), 'request body', /object/);
-    expectInvalid(await rest('POST', '/v1/projects/bad-input/topics/orders:publish', undefined, '{"messages": ['), 'request body', /not JSON/);
+    expectInvalid(
+      await rest('POST', '/v1/projects/bad-input/topics/orders:publish', undefined, '{"messages": ['),
+      'request body',
+      /not JSON/,
+    );
     // Nothing of the refused requests was stored: the one good publish is the only message.
     const ok = await publish({ messages: [{ data: Buffer.from('fine').toString('base64'), attributes: { a: 'b' } }] });
     expect(ok.status).toBe(200);
     const pulled = await rest('POST', '/v1/projects/bad-input/subscriptions/orders-sub:pull', { returnImmediately: true, maxMessages: 10 });
-    expect(pulled.json.receivedMessages.map((m: any) => [Buffer.from(m.message.data, 'base64').toString(), m.message.attributes])).toEqual([['fine', { a: 'b' }]]);
+    expect(pulled.json.receivedMessages.map((m: any) => [Buffer.from(m.message.data, 'base64').toString(), m.message.attributes])).toEqual([
+      ['fine', { a: 'b' }],
+    ]);
   });
 
   it('subscription and topic bodies: wrong types, unknown and unsupported fields are refused', async () => {
@@ -75,11 +81,30 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expectInvalid(await sub({ name: 'projects/bad-input/subscriptions/other', topic }), 'name', /must match the name in the URL/);
     expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { kmsKeyName: 'k' }), 'kmsKeyName', /not supported/);
     expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { labels: { a: 1 } }), 'labels.a', /must be a string/);
-    expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 }, updateMask: 'ackDeadline' }), 'updateMask', /unknown/);
-    expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 } }), 'updateMask', /is required/);
-    expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 }, updateMask: '' }), 'updateMask', /at least one/);
+    expectInvalid(
+      await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', {
+        subscription: { ackDeadlineSeconds: 30 },
+        updateMask: 'ackDeadline',
+      }),
+      'updateMask',
+      /unknown/,
+    );
+    expectInvalid(
+      await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 } }),
+      'updateMask',
+      /is required/,
+    );
+    expectInvalid(
+      await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', { subscription: { ackDeadlineSeconds: 30 }, updateMask: '' }),
+      'updateMask',
+      /at least one/,
+    );
     const exportPatch = { subscription: { cloudStorageConfig: { bucket: 'NOT A BUCKET' } }, updateMask: 'cloudStorageConfig' };
-    expectInvalid(await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', exportPatch), 'cloudStorageConfig.bucket', /must be a bucket name/);
+    expectInvalid(
+      await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', exportPatch),
+      'cloudStorageConfig.bucket',
+      /must be a bucket name/,
+    );
     expect((await rest('GET', '/v1/projects/bad-input/subscriptions/orders-sub')).json.cloudStorageConfig).toBeUndefined();
     expect((await rest('GET', '/v1/projects/bad-input/subscriptions/s-bad')).status).toBe(404);
     // proto3 JSON: int32 as a string and null as "not set" are fine; the answer leaves fields at their defaults out, as Pub/Sub's does.
@@ -101,32 +126,52 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expectInvalid(await rest('POST', `${s}:acknowledge`, { ackIds: 'abc' }), 'ackIds', /list of strings/);
     expectInvalid(await rest('POST', `${s}:acknowledge`, { ackIds: [1] }), 'ackIds[0]', /must be a string/);
     expectInvalid(await rest('POST', `${s}:modifyAckDeadline`, { ackIds: [], ackDeadlineSeconds: 1.5 }), 'ackDeadlineSeconds', /integer/);
-    expectInvalid(await rest('POST', `${s}:modifyAckDeadline`, { ackIds: ['x'], ackDeadlineSeconds: 601 }), 'ackDeadlineSeconds', /between 0 and 600/);
+    expectInvalid(
+      await rest('POST', `${s}:modifyAckDeadline`, { ackIds: ['x'], ackDeadlineSeconds: 601 }),
+      'ackDeadlineSeconds',
+      /between 0 and 600/,
+    );
     expectInvalid(await rest('POST', `${s}:pull`, { maxMessages: 'many' }), 'maxMessages', /integer/);
     expectInvalid(await rest('POST', `${s}:pull`, { maxMessages: -3, returnImmediately: true }), 'maxMessages');
     expectInvalid(await rest('POST', `${s}:seek`, { time: 'yesterday' }), 'time', /RFC 3339/);
     expectInvalid(await rest('POST', `${s}:seek`, { snapshot: 12 }), 'snapshot', /must be a string/);
     // time and snapshot are a oneof: the second one given is named.
-    expectInvalid(await rest('POST', `${s}:seek`, { snapshot: 'projects/bad-input/snapshots/x', time: '2024-05-01T12:00:00Z' }), 'time', /only one of time, snapshot may be set/);
+    expectInvalid(
+      await rest('POST', `${s}:seek`, { snapshot: 'projects/bad-input/snapshots/x', time: '2024-05-01T12:00:00Z' }),
+      'time',
+      /only one of time, snapshot may be set/,
+    );
     expectInvalid(await rest('POST', `${s}:seek`, {}), 'time', /a seek needs a target/);
   });
 
-  it('unknown paths and wrong methods get Google\'s JSON error body with a 404', async () => {
+  it("unknown paths and wrong methods get Google's JSON error body with a 404", async () => {
     const unknown = await rest('GET', '/v2/anything');
     expect(unknown).toEqual({ status: 404, json: { error: { code: 404, status: 'NOT_FOUND', message: 'no such path: /v2/anything' } } });
     const wrongMethod = await rest('POST', '/v1/projects/bad-input/topics/orders', {});
     expect(wrongMethod.status).toBe(404);
-    expect(wrongMethod.json.error).toMatchObject({ status: 'NOT_FOUND', message: expect.stringContaining('allowed: DELETE, GET, PATCH, PUT') });
+    expect(wrongMethod.json.error).toMatchObject({
+      status: 'NOT_FOUND',
+      message: expect.stringContaining('allowed: DELETE, GET, PATCH, PUT'),
+    });
   });
 
   it('a body over 14 MiB is refused with 413 before it is sent', async () => {
     const [hostname, port] = server.host.split(':');
     const { status, body } = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = request({ hostname, port, method: 'POST', path: '/v1/projects/bad-input/topics/orders:publish', headers: { 'content-length': 15 * 1024 * 1024 } }, (res) => {
-        let text = '';
-        res.on('data', (c) => (text += c));
-        res.on('end', () => resolve({ status: res.statusCode!, body: text }));
-      });
+      const req = request(
+        {
+          hostname,
+          port,
+          method: 'POST',
+          path: '/v1/projects/bad-input/topics/orders:publish',
+          headers: { 'content-length': 15 * 1024 * 1024 },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (c) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+        },
+      );
       req.on('error', reject);
       // Only the headers and a first piece go out: the answer must not wait for the rest.
       req.write(Buffer.alloc(1024, 0x20));
@@ -166,9 +211,18 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
     // 0x0f: a field number 1 with wire type 7, which does not exist; the rest is truncated varints.
     const garbage = Buffer.from([0x0f, 0xff, 0xff, 0xff, 0xff, 0xff]);
     const publish = await rawCall(api.publisher, '/google.pubsub.v1.Publisher/Publish', garbage);
-    expect([publish.code, publish.details]).toEqual([grpc.status.INVALID_ARGUMENT, expect.stringContaining('not a valid protobuf message')]);
-    expect((await rawCall(api.subscriber, '/google.pubsub.v1.Subscriber/CreateSubscription', garbage)).code).toBe(grpc.status.INVALID_ARGUMENT);
-    const stream = api.subscriber.makeBidiStreamRequest('/google.pubsub.v1.Subscriber/StreamingPull', (b: Buffer) => b, (b: Buffer) => b);
+    expect([publish.code, publish.details]).toEqual([
+      grpc.status.INVALID_ARGUMENT,
+      expect.stringContaining('not a valid protobuf message'),
+    ]);
+    expect((await rawCall(api.subscriber, '/google.pubsub.v1.Subscriber/CreateSubscription', garbage)).code).toBe(
+      grpc.status.INVALID_ARGUMENT,
+    );
+    const stream = api.subscriber.makeBidiStreamRequest(
+      '/google.pubsub.v1.Subscriber/StreamingPull',
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+    );
     const ended = new Promise<grpc.ServiceError>((resolve) => stream.on('error', resolve));
     stream.write(garbage);
     expect((await ended).code).toBe(grpc.status.INVALID_ARGUMENT);
@@ -183,11 +237,16 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
 
   it('requests without their required messages are INVALID_ARGUMENT', async () => {
     await expect(api.pub('updateTopic', {})).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: 'topic: is required' });
-    await expect(api.sub('updateSubscription', {})).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: 'subscription: is required' });
+    await expect(api.sub('updateSubscription', {})).rejects.toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: 'subscription: is required',
+    });
     await expect(api.sub('modifyPushConfig', { subscription: 'projects/bad-input/subscriptions/orders-sub' })).rejects.toMatchObject({
       code: grpc.status.INVALID_ARGUMENT,
     });
-    await expect(api.sub('seek', { subscription: 'projects/bad-input/subscriptions/orders-sub' })).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+    await expect(api.sub('seek', { subscription: 'projects/bad-input/subscriptions/orders-sub' })).rejects.toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+    });
     await expect(api.pub('createTopic', { name: 'projects/bad-input/topics/kms', kmsKeyName: 'k' })).rejects.toMatchObject({
       code: grpc.status.INVALID_ARGUMENT,
       details: 'kmsKeyName: is not supported by Orderly',

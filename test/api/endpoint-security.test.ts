@@ -30,7 +30,9 @@ describe('the endpoint off loopback needs an opt-in and a token (issue #9.6)', (
       expect(bare.code).toBe(2);
       expect(bare.out).toContain('refusing to serve on 0.0.0.0');
       expect(bare.out).toContain('--allow-remote');
-      const noToken = await orderly(['serve', '--host', '0.0.0.0', '--allow-remote', '--port', '0', '--data-dir', dir.path], { ORDERLY_TOKEN: '' });
+      const noToken = await orderly(['serve', '--host', '0.0.0.0', '--allow-remote', '--port', '0', '--data-dir', dir.path], {
+        ORDERLY_TOKEN: '',
+      });
       expect(noToken.code).toBe(2);
       const shortToken = await orderly(['serve', '--auth-token', 'short', '--port', '0', '--data-dir', dir.path]);
       expect(shortToken.code).toBe(2);
@@ -49,7 +51,10 @@ describe('the endpoint off loopback needs an opt-in and a token (issue #9.6)', (
       expect(r.code).toBe(2);
       expect(r.out).toContain('endpoint: refusing to serve on 0.0.0.0');
       expect(r.out).toContain('endpoint.allowRemote');
-      writeFileSync(job, 'endpoint:\n  host: 0.0.0.0\n  port: 0\n  allowRemote: true\n  authToken: ${ORDERLY_TOKEN}\npush:\n  allowLinkLocal: true\n');
+      writeFileSync(
+        job,
+        'endpoint:\n  host: 0.0.0.0\n  port: 0\n  allowRemote: true\n  authToken: ${ORDERLY_TOKEN}\npush:\n  allowLinkLocal: true\n',
+      );
       expect((await orderly(['validate', job], { ORDERLY_TOKEN: TOKEN })).code).toBe(0);
       writeFileSync(job, 'push:\n  allowMetadata: true\n');
       expect((await orderly(['validate', job])).out).toContain('push.allowMetadata: unknown key');
@@ -79,10 +84,25 @@ describe('orderly run with a token in the job file (issue #9.6)', () => {
     const job = join(dir.path, 'job.yaml');
     writeFileSync(
       job,
-      ['dataDir: ./data', 'durability: process', 'endpoint:', '  port: 0', '  authToken: ${ORDERLY_TOKEN}', 'topics:', '  - name: run-topic', 'subscriptions:', '  - name: run-sub', '    topic: run-topic', ''].join('\n'),
+      [
+        'dataDir: ./data',
+        'durability: process',
+        'endpoint:',
+        '  port: 0',
+        '  authToken: ${ORDERLY_TOKEN}',
+        'topics:',
+        '  - name: run-topic',
+        'subscriptions:',
+        '  - name: run-sub',
+        '    topic: run-topic',
+        '',
+      ].join('\n'),
     );
     writeFileSync(join(dir.path, 'lines.jsonl'), '{"n":1}\n{"n":2}\n');
-    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ORDERLY_TOKEN: TOKEN, ORDERLY_LOG_LEVEL: 'info' } });
+    const child = spawn(process.execPath, [bin, 'run', job], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ORDERLY_TOKEN: TOKEN, ORDERLY_LOG_LEVEL: 'info' },
+    });
     let out = '';
     child.stdout.on('data', (c) => (out += c));
     child.stderr.on('data', (c) => (out += c));
@@ -91,7 +111,9 @@ describe('orderly run with a token in the job file (issue #9.6)', () => {
       await waitFor('the endpoint', () => existsSync(lock) && JSON.parse(readFileSync(lock, 'utf8')).endpoint !== undefined, 30_000);
       const endpoint = JSON.parse(readFileSync(lock, 'utf8')).endpoint as string;
       expect((await fetch(`http://${endpoint}/v1/projects/orderly-local/topics/run-topic`)).status).toBe(401);
-      const published = await orderly(['publish', job, '--topic', 'run-topic', '--file', join(dir.path, 'lines.jsonl'), '--json'], { ORDERLY_TOKEN: TOKEN });
+      const published = await orderly(['publish', job, '--topic', 'run-topic', '--file', join(dir.path, 'lines.jsonl'), '--json'], {
+        ORDERLY_TOKEN: TOKEN,
+      });
       expect(JSON.parse(published.out)).toEqual({ published: 2, refused: [] });
       const pulled = await fetch(`http://${endpoint}/v1/projects/orderly-local/subscriptions/run-sub:pull`, {
         method: 'POST',
@@ -132,17 +154,23 @@ describe('a bearer token is checked on every call (issue #9.6)', () => {
   it('gRPC: calls and streams without the token are UNAUTHENTICATED', async () => {
     const api = rawPubsubClients(server.host);
     try {
-      await expect(api.pub('createTopic', { name: 'projects/auth/topics/grpc-topic' })).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+      await expect(api.pub('createTopic', { name: 'projects/auth/topics/grpc-topic' })).rejects.toMatchObject({
+        code: grpc.status.UNAUTHENTICATED,
+      });
       const wrong = new grpc.Metadata();
       wrong.set('authorization', 'Bearer not-the-token-0123456789');
-      await expect(api.pub('createTopic', { name: 'projects/auth/topics/grpc-topic' }, wrong)).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+      await expect(api.pub('createTopic', { name: 'projects/auth/topics/grpc-topic' }, wrong)).rejects.toMatchObject({
+        code: grpc.status.UNAUTHENTICATED,
+      });
       const stream = api.subscriber.streamingPull();
       const ended = new Promise<grpc.ServiceError>((resolve) => stream.on('error', resolve));
       stream.write({ subscription: 'projects/auth/subscriptions/none', streamAckDeadlineSeconds: 10 });
       expect((await ended).code).toBe(grpc.status.UNAUTHENTICATED);
       const right = new grpc.Metadata();
       right.set('authorization', `Bearer ${TOKEN}`);
-      expect(await api.pub('createTopic', { name: 'projects/auth/topics/grpc-topic' }, right)).toMatchObject({ name: 'projects/auth/topics/grpc-topic' });
+      expect(await api.pub('createTopic', { name: 'projects/auth/topics/grpc-topic' }, right)).toMatchObject({
+        name: 'projects/auth/topics/grpc-topic',
+      });
     } finally {
       api.close();
     }
@@ -173,7 +201,9 @@ describe('a bearer token is checked on every call (issue #9.6)', () => {
       });
       expect(received).toBe('hello');
       await subscription.close();
-      await expect(without.topic('client-topic').publishMessage({ data: Buffer.from('no') })).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+      await expect(without.topic('client-topic').publishMessage({ data: Buffer.from('no') })).rejects.toMatchObject({
+        code: grpc.status.UNAUTHENTICATED,
+      });
     } finally {
       await withToken.close();
       await without.close();
@@ -232,7 +262,10 @@ describe('idle connections are closed (issue #9.6)', () => {
       stream.write({ subscription: 'projects/idle/subscriptions/idle-sub', streamAckDeadlineSeconds: 10 });
       // A REST pull that waits (no returnImmediately): several idle timeouts long, then answered.
       const started = Date.now();
-      const pulled = await fetch(`http://${server.host}/v1/projects/idle/subscriptions/idle-sub:pull`, { method: 'POST', body: JSON.stringify({ maxMessages: 1 }) });
+      const pulled = await fetch(`http://${server.host}/v1/projects/idle/subscriptions/idle-sub:pull`, {
+        method: 'POST',
+        body: JSON.stringify({ maxMessages: 1 }),
+      });
       expect(pulled.status).toBe(200);
       expect(Date.now() - started).toBeGreaterThanOrEqual(3_000);
       await api.pub('publish', { topic: 'projects/idle/topics/idle-topic', messages: [{ data: Buffer.from('late') }] });

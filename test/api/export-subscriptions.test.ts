@@ -13,7 +13,7 @@ import { startTestS3 } from '../helpers/s3.js';
 
 const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));
 
-describe('export subscriptions created through Google\'s client', () => {
+describe("export subscriptions created through Google's client", () => {
   it('bigqueryConfig writes DuckDB rows and cloudStorageConfig writes S3 objects, per key in order', async () => {
     const dir = tempDir();
     const s3 = await startTestS3();
@@ -25,7 +25,13 @@ describe('export subscriptions created through Google\'s client', () => {
       stringify({
         projectId: 'export-project',
         dataDir: './data',
-        duckdb: { path: './data/export.duckdb', init: ['CREATE SCHEMA IF NOT EXISTS sales', 'CREATE TABLE IF NOT EXISTS sales.events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes VARCHAR, ordering_key VARCHAR, sequence BIGINT)'] },
+        duckdb: {
+          path: './data/export.duckdb',
+          init: [
+            'CREATE SCHEMA IF NOT EXISTS sales',
+            'CREATE TABLE IF NOT EXISTS sales.events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes VARCHAR, ordering_key VARCHAR, sequence BIGINT)',
+          ],
+        },
         objectStorage: s3.settings,
         metrics: { port: 0 },
       }),
@@ -48,10 +54,17 @@ describe('export subscriptions created through Google\'s client', () => {
       });
       await topic.createSubscription('sales-to-files', {
         enableMessageOrdering: true,
-        cloudStorageConfig: { bucket, filenamePrefix: 'sales/', filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { writeMetadata: true } },
+        cloudStorageConfig: {
+          bucket,
+          filenamePrefix: 'sales/',
+          filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+          avroConfig: { writeMetadata: true },
+        },
       });
       topic.setPublishOptions({ messageOrdering: true });
-      await Promise.all(Array.from({ length: 60 }, (_, i) => topic.publishMessage({ data: Buffer.from(`${i}`), orderingKey: `k${i % 4}` })));
+      await Promise.all(
+        Array.from({ length: 60 }, (_, i) => topic.publishMessage({ data: Buffer.from(`${i}`), orderingKey: `k${i % 4}` })),
+      );
       const [meta] = await toTable.getMetadata();
       expect(meta.state).toBe('ACTIVE');
       expect(meta.bigqueryConfig?.table).toBe('export-project.sales.events');
@@ -66,7 +79,10 @@ describe('export subscriptions created through Google\'s client', () => {
       server.kill('SIGTERM'); // drains: the open object file is finalized and acked
       await new Promise((r) => server.once('exit', r));
 
-      const rows = await queryDuckDb(duckdb, `SELECT ordering_key, list(data ORDER BY rowid) AS data FROM sales.events GROUP BY ordering_key ORDER BY ordering_key`);
+      const rows = await queryDuckDb(
+        duckdb,
+        `SELECT ordering_key, list(data ORDER BY rowid) AS data FROM sales.events GROUP BY ordering_key ORDER BY ordering_key`,
+      );
       expect(rows.map((r) => r.ordering_key)).toEqual(['k0', 'k1', 'k2', 'k3']);
       for (const [k, r] of rows.entries()) {
         expect((r.data as { items: string[] }).items).toEqual(Array.from({ length: 15 }, (_, i) => String(i * 4 + k)));
@@ -74,10 +90,14 @@ describe('export subscriptions created through Google\'s client', () => {
       await closeDuckDb(duckdb);
       const objects = await s3.list(bucket, 'sales/');
       expect(objects.length).toBeGreaterThanOrEqual(1);
-      const records = (await Promise.all(objects.map(async (o) => readRecords(await s3.get(bucket, o), { kind: 'avro', writeMetadata: true })))).flat();
+      const records = (
+        await Promise.all(objects.map(async (o) => readRecords(await s3.get(bucket, o), { kind: 'avro', writeMetadata: true })))
+      ).flat();
       expect(records).toHaveLength(60);
       for (let k = 0; k < 4; k++) {
-        expect(records.filter((r) => r.orderingKey === `k${k}`).map((r) => r.sequence)).toEqual(Array.from({ length: 15 }, (_, i) => i + 1));
+        expect(records.filter((r) => r.orderingKey === `k${k}`).map((r) => r.sequence)).toEqual(
+          Array.from({ length: 15 }, (_, i) => i + 1),
+        );
       }
     } finally {
       server.kill('SIGKILL');

@@ -34,7 +34,7 @@ afterAll(async () => {
   dir.remove();
 });
 
-describe('Google\'s Node client (@google-cloud/pubsub@5) against orderly serve', () => {
+describe("Google's Node client (@google-cloud/pubsub@5) against orderly serve", () => {
   it('the ordering flow: per-key order, and a nack redelivers that message and every later one of its key', async () => {
     const [topic] = await pubsub.createTopic('orders');
     const [subscription] = await topic.createSubscription('orders-ordered', { enableMessageOrdering: true });
@@ -54,7 +54,11 @@ describe('Google\'s Node client (@google-cloud/pubsub@5) against orderly serve',
       }
       m.ack();
     });
-    await waitFor('all messages', () => keys.every((k) => seen.includes(`${k}5`)) && seen.filter((t) => t.startsWith('a')).length >= 9, 30_000);
+    await waitFor(
+      'all messages',
+      () => keys.every((k) => seen.includes(`${k}5`)) && seen.filter((t) => t.startsWith('a')).length >= 9,
+      30_000,
+    );
     await subscription.close();
     for (const k of ['b', 'c']) expect(seen.filter((t) => t.startsWith(k))).toEqual([1, 2, 3, 4, 5].map((i) => `${k}${i}`));
     // a2 was nacked: a2 and everything after it come again, in order (a3.. may have been received once before)
@@ -134,7 +138,9 @@ describe('Google\'s Node client (@google-cloud/pubsub@5) against orderly serve',
     await new Promise((r) => setTimeout(r, 1000)); // both clients' streams are open
     const KEYS = 40;
     await Promise.all(
-      Array.from({ length: 400 }, (_, i) => topic.publishMessage({ data: Buffer.from(String(Math.floor(i / KEYS))), orderingKey: `key-${i % KEYS}` })),
+      Array.from({ length: 400 }, (_, i) =>
+        topic.publishMessage({ data: Buffer.from(String(Math.floor(i / KEYS))), orderingKey: `key-${i % KEYS}` }),
+      ),
     );
     await waitFor('all 400', () => log.length >= 400, 60_000);
     await Promise.all(subs.map((s) => s.close()));
@@ -158,7 +164,11 @@ describe('Google\'s Node client (@google-cloud/pubsub@5) against orderly serve',
     await expect(topic.create()).rejects.toMatchObject({ code: 6 }); // ALREADY_EXISTS
     const [sub] = await topic.createSubscription('meta-sub', { enableMessageOrdering: true, ackDeadlineSeconds: 30 });
     const [metadata] = await sub.getMetadata();
-    expect(metadata).toMatchObject({ enableMessageOrdering: true, ackDeadlineSeconds: 30, topic: 'projects/test-project/topics/meta-topic' });
+    expect(metadata).toMatchObject({
+      enableMessageOrdering: true,
+      ackDeadlineSeconds: 30,
+      topic: 'projects/test-project/topics/meta-topic',
+    });
     await expect(pubsub.subscription('nope-sub').getMetadata()).rejects.toMatchObject({ code: 5 }); // NOT_FOUND
     await expect(topic.createSubscription('bad-sub', { ackDeadlineSeconds: 5 })).rejects.toMatchObject({ code: 3 }); // INVALID_ARGUMENT
   });
@@ -183,7 +193,10 @@ describe('Google\'s Node client (@google-cloud/pubsub@5) against orderly serve',
     await sub.close();
     await deadSub.close();
     expect(attempts).toEqual([1, 2, 3, 4, 5]);
-    expect(got[0]!.attributes).toMatchObject({ CloudPubSubDeadLetterSourceDeliveryCount: '5', CloudPubSubDeadLetterSourceSubscription: 'dl-sub' });
+    expect(got[0]!.attributes).toMatchObject({
+      CloudPubSubDeadLetterSourceDeliveryCount: '5',
+      CloudPubSubDeadLetterSourceSubscription: 'dl-sub',
+    });
   }, 60_000);
 });
 
@@ -199,31 +212,56 @@ describe('REST/JSON v1 on the same port (plain fetch)', () => {
 
   it('topics, subscriptions, :publish, :pull, :acknowledge, :modifyAckDeadline, with proto3 JSON', async () => {
     expect((await call('PUT', 'topics/rest-topic', {})).json).toEqual({ name: 'projects/rest-project/topics/rest-topic', state: 'ACTIVE' });
-    const created = await call('PUT', 'subscriptions/rest-sub', { topic: 'projects/rest-project/topics/rest-topic', enableMessageOrdering: true, messageRetentionDuration: '600s', ackDeadlineSeconds: 20 });
-    expect(created.json).toMatchObject({ name: 'projects/rest-project/subscriptions/rest-sub', messageRetentionDuration: '600s', ackDeadlineSeconds: 20, state: 'ACTIVE' });
+    const created = await call('PUT', 'subscriptions/rest-sub', {
+      topic: 'projects/rest-project/topics/rest-topic',
+      enableMessageOrdering: true,
+      messageRetentionDuration: '600s',
+      ackDeadlineSeconds: 20,
+    });
+    expect(created.json).toMatchObject({
+      name: 'projects/rest-project/subscriptions/rest-sub',
+      messageRetentionDuration: '600s',
+      ackDeadlineSeconds: 20,
+      state: 'ACTIVE',
+    });
     const published = await call('POST', 'topics/rest-topic:publish', {
       messages: ['k1', 'k2', 'k3'].map((d) => ({ data: Buffer.from(d).toString('base64'), orderingKey: 'k', attributes: { n: d } })),
     });
     expect(published.json.messageIds).toHaveLength(3);
     const pulled = await call('POST', 'subscriptions/rest-sub:pull', { maxMessages: 10, returnImmediately: true });
-    const msgs = pulled.json.receivedMessages as { ackId: string; message: { data: string; orderingKey: string; publishTime: string; messageId: string } }[];
+    const msgs = pulled.json.receivedMessages as {
+      ackId: string;
+      message: { data: string; orderingKey: string; publishTime: string; messageId: string };
+    }[];
     expect(msgs.map((m) => Buffer.from(m.message.data, 'base64').toString())).toEqual(['k1', 'k2', 'k3']);
     expect(msgs[0]!.message.publishTime).toMatch(/^\d{4}-\d{2}-\d{2}T/);
     // nack the second: it and the third come again
     await call('POST', 'subscriptions/rest-sub:acknowledge', { ackIds: [msgs[0]!.ackId] });
     await call('POST', 'subscriptions/rest-sub:modifyAckDeadline', { ackIds: [msgs[1]!.ackId], ackDeadlineSeconds: 0 });
     const again = await call('POST', 'subscriptions/rest-sub:pull', { maxMessages: 10, returnImmediately: true });
-    expect(again.json.receivedMessages.map((m: { message: { data: string } }) => Buffer.from(m.message.data, 'base64').toString())).toEqual(['k2', 'k3']);
-    await call('POST', 'subscriptions/rest-sub:acknowledge', { ackIds: again.json.receivedMessages.map((m: { ackId: string }) => m.ackId) });
+    expect(again.json.receivedMessages.map((m: { message: { data: string } }) => Buffer.from(m.message.data, 'base64').toString())).toEqual(
+      ['k2', 'k3'],
+    );
+    await call('POST', 'subscriptions/rest-sub:acknowledge', {
+      ackIds: again.json.receivedMessages.map((m: { ackId: string }) => m.ackId),
+    });
     const seek = await call('POST', 'subscriptions/rest-sub:seek', { time: new Date(Date.now() - 60_000).toISOString() });
     expect(seek.status).toBe(200);
   });
 
-  it('errors in Google\'s JSON form with the status and the field', async () => {
-    expect(await call('GET', 'topics/missing-topic')).toEqual({ status: 404, json: { error: { code: 404, status: 'NOT_FOUND', message: 'Topic not found: projects/rest-project/topics/missing-topic' } } });
+  it("errors in Google's JSON form with the status and the field", async () => {
+    expect(await call('GET', 'topics/missing-topic')).toEqual({
+      status: 404,
+      json: { error: { code: 404, status: 'NOT_FOUND', message: 'Topic not found: projects/rest-project/topics/missing-topic' } },
+    });
     await call('PUT', 'topics/twice-topic', {});
     expect((await call('PUT', 'topics/twice-topic', {})).json.error).toMatchObject({ code: 409, status: 'ALREADY_EXISTS' });
     const bad = await call('PUT', 'subscriptions/bad-sub', { topic: 'projects/rest-project/topics/twice-topic', ackDeadlineSeconds: 700 });
-    expect(bad).toEqual({ status: 400, json: { error: { code: 400, status: 'INVALID_ARGUMENT', message: 'ackDeadlineSeconds: must be an integer between 10 and 600, got 700' } } });
+    expect(bad).toEqual({
+      status: 400,
+      json: {
+        error: { code: 400, status: 'INVALID_ARGUMENT', message: 'ackDeadlineSeconds: must be an integer between 10 and 600, got 700' },
+      },
+    });
   });
 });

@@ -23,7 +23,11 @@ afterAll(async () => {
 });
 
 async function rest(method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`http://${server.host}${path}`, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`http://${server.host}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   return { status: res.status, json: await res.json() };
 }
 
@@ -33,7 +37,12 @@ describe('REST answers from the same mapping as gRPC', () => {
   it('a topic with retention and a schema reads the same over REST and gRPC, durations as "600s"', async () => {
     const schema = await rest('POST', `${P}/schemas?schemaId=readings`, { type: 'AVRO', definition: AVRO });
     expect(schema.status).toBe(200);
-    expect(schema.json).toMatchObject({ name: 'projects/rest-fidelity/schemas/readings', type: 'AVRO', definition: AVRO, revisionId: expect.stringMatching(/^[0-9a-f]{8}$/) });
+    expect(schema.json).toMatchObject({
+      name: 'projects/rest-fidelity/schemas/readings',
+      type: 'AVRO',
+      definition: AVRO,
+      revisionId: expect.stringMatching(/^[0-9a-f]{8}$/),
+    });
     expect(schema.json.revisionCreateTime).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{3})?Z$/);
     const topic = await rest('PUT', `${P}/topics/readings`, {
       labels: { team: 'a' },
@@ -48,20 +57,39 @@ describe('REST answers from the same mapping as gRPC', () => {
       state: 'ACTIVE',
     });
     const viaGrpc = await api.pub('getTopic', { topic: 'projects/rest-fidelity/topics/readings' });
-    expect(viaGrpc).toMatchObject({ labels: { team: 'a' }, messageRetentionDuration: { seconds: '3600', nanos: 0 }, schemaSettings: { encoding: 'JSON' }, state: 'ACTIVE' });
+    expect(viaGrpc).toMatchObject({
+      labels: { team: 'a' },
+      messageRetentionDuration: { seconds: '3600', nanos: 0 },
+      schemaSettings: { encoding: 'JSON' },
+      state: 'ACTIVE',
+    });
     // A bad message is refused naming it; a good one is accepted.
-    const bad = await rest('POST', `${P}/topics/readings:publish`, { messages: [{ data: Buffer.from('{"value": 1.5}').toString('base64') }, { data: Buffer.from('{}').toString('base64') }] });
+    const bad = await rest('POST', `${P}/topics/readings:publish`, {
+      messages: [{ data: Buffer.from('{"value": 1.5}').toString('base64') }, { data: Buffer.from('{}').toString('base64') }],
+    });
     expect(bad.status).toBe(400);
     expect(bad.json.error.message).toMatch(/^messages\[1\]\.data: does not match the schema/);
     // A subscription in the URL's project, named by the topic's short name, sees the topic's retention.
     const sub = await rest('PUT', `${P}/subscriptions/readings-sub`, { topic: 'readings' });
-    expect(sub.json).toMatchObject({ topic: 'projects/rest-fidelity/topics/readings', topicMessageRetentionDuration: '3600s', messageRetentionDuration: '604800s' });
+    expect(sub.json).toMatchObject({
+      topic: 'projects/rest-fidelity/topics/readings',
+      topicMessageRetentionDuration: '3600s',
+      messageRetentionDuration: '604800s',
+    });
   });
 
   it('UpdateTopic applies exactly its mask; unknown, read-only and empty masks are refused', async () => {
     await rest('PUT', `${P}/topics/masked`, { labels: { keep: 'me' } });
-    const patched = await rest('PATCH', `${P}/topics/masked`, { topic: { messageRetentionDuration: '7200s' }, updateMask: 'messageRetentionDuration' });
-    expect(patched.json).toEqual({ name: 'projects/rest-fidelity/topics/masked', labels: { keep: 'me' }, messageRetentionDuration: '7200s', state: 'ACTIVE' });
+    const patched = await rest('PATCH', `${P}/topics/masked`, {
+      topic: { messageRetentionDuration: '7200s' },
+      updateMask: 'messageRetentionDuration',
+    });
+    expect(patched.json).toEqual({
+      name: 'projects/rest-fidelity/topics/masked',
+      labels: { keep: 'me' },
+      messageRetentionDuration: '7200s',
+      state: 'ACTIVE',
+    });
     const cleared = await rest('PATCH', `${P}/topics/masked`, { topic: {}, updateMask: 'message_retention_duration,labels' });
     expect(cleared.json).toEqual({ name: 'projects/rest-fidelity/topics/masked', state: 'ACTIVE' });
     for (const [mask, message] of [
@@ -76,28 +104,47 @@ describe('REST answers from the same mapping as gRPC', () => {
 
   it('list calls page with pageSize and pageToken (query parameters), gRPC alike', async () => {
     for (const t of ['pg-1', 'pg-2', 'pg-3']) await rest('PUT', `/v1/projects/paging-project/topics/${t}`, {});
-    for (const s of ['pg-sub-1', 'pg-sub-2', 'pg-sub-3']) await rest('PUT', `/v1/projects/paging-project/subscriptions/${s}`, { topic: 'pg-1' });
+    for (const s of ['pg-sub-1', 'pg-sub-2', 'pg-sub-3'])
+      await rest('PUT', `/v1/projects/paging-project/subscriptions/${s}`, { topic: 'pg-1' });
     const first = await rest('GET', '/v1/projects/paging-project/topics?pageSize=2');
-    expect(first.json.topics.map((t: { name: string }) => t.name)).toEqual(['projects/paging-project/topics/pg-1', 'projects/paging-project/topics/pg-2']);
+    expect(first.json.topics.map((t: { name: string }) => t.name)).toEqual([
+      'projects/paging-project/topics/pg-1',
+      'projects/paging-project/topics/pg-2',
+    ]);
     const second = await rest('GET', `/v1/projects/paging-project/topics?pageSize=2&pageToken=${first.json.nextPageToken}`);
     expect(second.json).toEqual({ topics: [{ name: 'projects/paging-project/topics/pg-3', state: 'ACTIVE' }] });
     const subs = await rest('GET', '/v1/projects/paging-project/topics/pg-1/subscriptions?page_size=2');
     expect(subs.json.subscriptions).toHaveLength(2);
-    const rest2 = await api.pub('listTopicSubscriptions', { topic: 'projects/paging-project/topics/pg-1', pageSize: 2, pageToken: subs.json.nextPageToken });
+    const rest2 = await api.pub('listTopicSubscriptions', {
+      topic: 'projects/paging-project/topics/pg-1',
+      pageSize: 2,
+      pageToken: subs.json.nextPageToken,
+    });
     expect(rest2).toEqual({ subscriptions: ['projects/paging-project/subscriptions/pg-sub-3'], nextPageToken: '' });
     const grpcSubs = await api.sub('listSubscriptions', { project: 'projects/paging-project', pageSize: 1 });
     expect(grpcSubs.subscriptions).toHaveLength(1);
     expect(grpcSubs.nextPageToken).not.toBe('');
-    expect((await rest('GET', '/v1/projects/paging-project/topics?pageToken=bogus')).json.error.message).toMatch(/^pageToken: not a page token/);
+    expect((await rest('GET', '/v1/projects/paging-project/topics?pageToken=bogus')).json.error.message).toMatch(
+      /^pageToken: not a page token/,
+    );
     expect((await rest('GET', '/v1/projects/paging-project/topics?pageSize=-1')).json.error.message).toMatch(/^pageSize: /);
     expect((await rest('GET', '/v1/projects/paging-project/topics?colour=red')).json.error.message).toBe('colour: unknown field');
-    expect((await rest('POST', `${P}/topics/readings:publish?pageSize=2`, { messages: [] })).json.error.message).toMatch(/^pageSize: unknown query parameter/);
+    expect((await rest('POST', `${P}/topics/readings:publish?pageSize=2`, { messages: [] })).json.error.message).toMatch(
+      /^pageSize: unknown query parameter/,
+    );
   });
 
-  it('schemas over Google\'s JSON API paths: get, list, commit, revisions, rollback, deleteRevision, validate', async () => {
+  it("schemas over Google's JSON API paths: get, list, commit, revisions, rollback, deleteRevision, validate", async () => {
     const name = 'projects/rest-fidelity/schemas/evolving';
     await rest('POST', `${P}/schemas?schemaId=evolving`, { type: 'AVRO', definition: AVRO });
-    const v2 = JSON.stringify({ type: 'record', name: 'Reading', fields: [{ name: 'value', type: 'double' }, { name: 'unit', type: 'string', default: 'C' }] });
+    const v2 = JSON.stringify({
+      type: 'record',
+      name: 'Reading',
+      fields: [
+        { name: 'value', type: 'double' },
+        { name: 'unit', type: 'string', default: 'C' },
+      ],
+    });
     const committed = await rest('POST', `${P}/schemas/evolving:commit`, { schema: { type: 'AVRO', definition: v2 } });
     expect(committed.json.definition).toBe(v2);
     const revisions = await rest('GET', `${P}/schemas/evolving:listRevisions?view=FULL&pageSize=1`);
@@ -114,7 +161,11 @@ describe('REST answers from the same mapping as gRPC', () => {
     expect((await rest('POST', `${P}/schemas:validate`, { schema: { type: 'AVRO', definition: AVRO } })).json).toEqual({});
     const invalid = await rest('POST', `${P}/schemas:validate`, { schema: { type: 'PROTOCOL_BUFFER', definition: 'message {' } });
     expect(invalid.json.error.message).toMatch(/^schema\.definition: not a valid Protocol Buffer definition/);
-    const message = await rest('POST', `${P}/schemas:validateMessage`, { name, encoding: 'JSON', message: Buffer.from('{"value": "x"}').toString('base64') });
+    const message = await rest('POST', `${P}/schemas:validateMessage`, {
+      name,
+      encoding: 'JSON',
+      message: Buffer.from('{"value": "x"}').toString('base64'),
+    });
     expect(message.json.error.message).toMatch(/^message: does not match the schema at \.value/);
     expect((await rest('DELETE', `${P}/schemas/evolving`)).json).toEqual({});
     expect((await rest('GET', `${P}/schemas/evolving`)).status).toBe(404);
@@ -133,7 +184,9 @@ describe('REST answers from the same mapping as gRPC', () => {
     const IAMPolicy = (loadPubsubProto() as any).google.iam.v1.IAMPolicy;
     const iam = new IAMPolicy(server.host, grpc.credentials.createInsecure());
     const viaGrpc = await new Promise<any>((resolve, reject) =>
-      iam.getIamPolicy({ resource: 'projects/rest-fidelity/topics/guarded' }, (e: Error | null, r: unknown) => (e ? reject(e) : resolve(r))),
+      iam.getIamPolicy({ resource: 'projects/rest-fidelity/topics/guarded' }, (e: Error | null, r: unknown) =>
+        e ? reject(e) : resolve(r),
+      ),
     );
     iam.close();
     expect(viaGrpc.bindings).toEqual([expect.objectContaining(policy.bindings[0])]);
@@ -142,7 +195,9 @@ describe('REST answers from the same mapping as gRPC', () => {
     expect(stale).toMatchObject({ status: 409, json: { error: { status: 'ABORTED' } } });
     const badRole = await rest('POST', `${P}/topics/guarded:setIamPolicy`, { policy: { bindings: [{ role: 'viewer', members: [] }] } });
     expect(badRole.json.error.message).toMatch(/^policy\.bindings\[0\]\.role: must be a role/);
-    const tested = await rest('POST', `${P}/topics/guarded:testIamPermissions`, { permissions: ['pubsub.topics.publish', 'pubsub.topics.attachSubscription'] });
+    const tested = await rest('POST', `${P}/topics/guarded:testIamPermissions`, {
+      permissions: ['pubsub.topics.publish', 'pubsub.topics.attachSubscription'],
+    });
     expect(tested.json).toEqual({ permissions: ['pubsub.topics.publish', 'pubsub.topics.attachSubscription'] });
     expect((await rest('GET', `${P}/subscriptions/nope:getIamPolicy`)).status).toBe(404);
     // A deleted topic's policy goes with it.
@@ -151,20 +206,32 @@ describe('REST answers from the same mapping as gRPC', () => {
     expect((await rest('GET', `${P}/topics/guarded:getIamPolicy`)).json).toEqual({ etag: 'ACAB' });
   });
 
-  it('accepted fields come back: export service accounts, push oidcToken and noWrapper, Orderly\'s own extensions', async () => {
+  it("accepted fields come back: export service accounts, push oidcToken and noWrapper, Orderly's own extensions", async () => {
     await rest('PUT', `${P}/topics/fields`, {});
     const push = await rest('PUT', `${P}/subscriptions/fields-push`, {
       topic: 'fields',
-      pushConfig: { pushEndpoint: 'http://127.0.0.1:9/push', oidcToken: { serviceAccountEmail: 'sa@p.iam.gserviceaccount.com', audience: 'aud' }, noWrapper: { writeMetadata: true } },
+      pushConfig: {
+        pushEndpoint: 'http://127.0.0.1:9/push',
+        oidcToken: { serviceAccountEmail: 'sa@p.iam.gserviceaccount.com', audience: 'aud' },
+        noWrapper: { writeMetadata: true },
+      },
     });
     expect(push.json.pushConfig).toEqual({
       pushEndpoint: 'http://127.0.0.1:9/push',
       oidcToken: { serviceAccountEmail: 'sa@p.iam.gserviceaccount.com', audience: 'aud' },
       noWrapper: { writeMetadata: true },
     });
-    const both = await rest('PUT', `${P}/subscriptions/fields-both`, { topic: 'fields', pushConfig: { pushEndpoint: 'http://127.0.0.1:9/', pubsubWrapper: {}, noWrapper: {} } });
+    const both = await rest('PUT', `${P}/subscriptions/fields-both`, {
+      topic: 'fields',
+      pushConfig: { pushEndpoint: 'http://127.0.0.1:9/', pubsubWrapper: {}, noWrapper: {} },
+    });
     expect(both.json.error.message).toMatch(/^pushConfig\.noWrapper: only one of pubsubWrapper, noWrapper may be set/);
-    const mixed = await rest('POST', `${P}/topics/fields:publish`, { messages: [{ data: 'QQ==', orderingKey: 'a' }, { data: 'QQ==', orderingKey: 'b' }] });
+    const mixed = await rest('POST', `${P}/topics/fields:publish`, {
+      messages: [
+        { data: 'QQ==', orderingKey: 'a' },
+        { data: 'QQ==', orderingKey: 'b' },
+      ],
+    });
     expect(mixed.json.error.message).toBe('messages: all messages of one publish request must share an ordering key');
   });
 });

@@ -49,17 +49,23 @@ async function receive(topicName: string, subscription: string, publish: () => P
   return got;
 }
 
-describe('schemas through Google\'s client (issue #13)', () => {
+describe("schemas through Google's client (issue #13)", () => {
   it('an Avro schema on a topic: a bad publish is refused naming the message, a good one arrives with the schema attributes', async () => {
     const schema = await pubsub.createSchema('orders-avro', SchemaTypes.Avro, AVRO);
     const [info] = await Promise.all([schema.get()]);
     expect(info).toMatchObject({ name: `projects/${PROJECT}/schemas/orders-avro`, type: 'AVRO', definition: AVRO });
     expect(info.revisionId).toMatch(/^[0-9a-f]{8}$/);
-    const [topic] = await pubsub.createTopic({ name: 'orders-avro-topic', schemaSettings: { schema: await schema.getName(), encoding: Encodings.Json } });
+    const [topic] = await pubsub.createTopic({
+      name: 'orders-avro-topic',
+      schemaSettings: { schema: await schema.getName(), encoding: Encodings.Json },
+    });
     const [meta] = await topic.getMetadata();
     expect(meta.schemaSettings).toMatchObject({ schema: `projects/${PROJECT}/schemas/orders-avro`, encoding: 'JSON' });
 
-    await expect(topic.publishMessage({ json: { id: 'a-1', qty: 'two' } })).rejects.toMatchObject({ code: 3, details: expect.stringMatching(/^messages\[0\]\.data: does not match the schema at \.qty/) });
+    await expect(topic.publishMessage({ json: { id: 'a-1', qty: 'two' } })).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringMatching(/^messages\[0\]\.data: does not match the schema at \.qty/),
+    });
     const [message] = await receive('orders-avro-topic', 'orders-avro-sub', () => topic.publishMessage({ json: { id: 'a-1', qty: 2 } }));
     expect(JSON.parse(message!.data.toString())).toEqual({ id: 'a-1', qty: 2 });
     expect(message!.attributes).toEqual({
@@ -71,15 +77,24 @@ describe('schemas through Google\'s client (issue #13)', () => {
 
   it('a proto schema with BINARY encoding validates the wire format', async () => {
     const schema = await pubsub.createSchema('orders-proto', SchemaTypes.ProtocolBuffer, PROTO);
-    const [topic] = await pubsub.createTopic({ name: 'orders-proto-topic', schemaSettings: { schema: await schema.getName(), encoding: Encodings.Binary } });
+    const [topic] = await pubsub.createTopic({
+      name: 'orders-proto-topic',
+      schemaSettings: { schema: await schema.getName(), encoding: Encodings.Binary },
+    });
     const Order = protobuf.parse(PROTO).root.lookupType('Order');
     // Field 7 is not declared: Pub/Sub refuses it (an ordinary parser would keep it as unknown).
     const unknownField = Buffer.from([0x38, 0x01]);
-    await expect(topic.publishMessage({ data: unknownField })).rejects.toMatchObject({ code: 3, details: expect.stringContaining('messages[0].data') });
+    await expect(topic.publishMessage({ data: unknownField })).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringContaining('messages[0].data'),
+    });
     const good = Buffer.from(Order.encode(Order.create({ id: 'p-1', qty: 5 })).finish());
     const [message] = await receive('orders-proto-topic', 'orders-proto-sub', () => topic.publishMessage({ data: good }));
     expect(Order.toObject(Order.decode(message!.data))).toEqual({ id: 'p-1', qty: 5 });
-    expect(message!.attributes).toMatchObject({ googclient_schemaname: `projects/${PROJECT}/schemas/orders-proto`, googclient_schemaencoding: 'BINARY' });
+    expect(message!.attributes).toMatchObject({
+      googclient_schemaname: `projects/${PROJECT}/schemas/orders-proto`,
+      googclient_schemaencoding: 'BINARY',
+    });
     // Avro data is not proto data: the schema is what decides.
     const avroBytes = avro.Type.forSchema(JSON.parse(AVRO) as avro.Schema).toBuffer({ id: 'x', qty: 1 });
     await expect(topic.publishMessage({ data: Buffer.concat([avroBytes, Buffer.from([0xff])]) })).rejects.toMatchObject({ code: 3 });
@@ -92,8 +107,14 @@ describe('schemas through Google\'s client (issue #13)', () => {
     // The message is bytes; the client sends a string as base64.
     const json = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64');
     await schema.validateMessage(json({ id: 'v', qty: 1 }), Encodings.Json);
-    await expect(schema.validateMessage(json({ id: 'v' }), Encodings.Json)).rejects.toMatchObject({ code: 3, details: expect.stringMatching(/^message: does not match the schema/) });
-    const [topic] = await pubsub.createTopic({ name: 'evolving-topic', schemaSettings: { schema: await schema.getName(), encoding: Encodings.Json } });
+    await expect(schema.validateMessage(json({ id: 'v' }), Encodings.Json)).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringMatching(/^message: does not match the schema/),
+    });
+    const [topic] = await pubsub.createTopic({
+      name: 'evolving-topic',
+      schemaSettings: { schema: await schema.getName(), encoding: Encodings.Json },
+    });
     const schemas: string[] = [];
     for await (const s of pubsub.listSchemas()) schemas.push(s.name!);
     expect(schemas).toEqual(expect.arrayContaining([`projects/${PROJECT}/schemas/evolving`, `projects/${PROJECT}/schemas/orders-avro`]));

@@ -65,8 +65,8 @@ function openStream(first: Record<string, unknown>) {
   return { call, responses, ended };
 }
 
-describe('snapshots with Google\'s client', () => {
-  it('createSnapshot, ack, snapshot.seek: exactly the snapshot\'s unacked set comes again, per key in order; getSnapshots pages', async () => {
+describe("snapshots with Google's client", () => {
+  it("createSnapshot, ack, snapshot.seek: exactly the snapshot's unacked set comes again, per key in order; getSnapshots pages", async () => {
     const [topic] = await pubsub.createTopic('snap-topic');
     const [subscription] = await topic.createSubscription('snap-sub', { enableMessageOrdering: true });
     topic.setPublishOptions({ messageOrdering: true });
@@ -74,7 +74,8 @@ describe('snapshots with Google\'s client', () => {
     await topic.publishMessage({ data: Buffer.from('x1'), orderingKey: 'x' });
     const { receivedMessages } = await api.sub('pull', { subscription: subscription.name, maxMessages: 10 });
     await api.sub('acknowledge', { subscription: subscription.name, ackIds: receivedMessages.map((m: { ackId: string }) => m.ackId) });
-    for (let i = 1; i <= 3; i++) await Promise.all(['a', 'b'].map((k) => topic.publishMessage({ data: Buffer.from(`${k}${i}`), orderingKey: k })));
+    for (let i = 1; i <= 3; i++)
+      await Promise.all(['a', 'b'].map((k) => topic.publishMessage({ data: Buffer.from(`${k}${i}`), orderingKey: k })));
 
     const [snapshot] = await subscription.createSnapshot('before-replay');
     expect(snapshot.name).toBe(`projects/${PROJECT}/snapshots/before-replay`);
@@ -99,7 +100,10 @@ describe('snapshots with Google\'s client', () => {
     const [all] = await pubsub.getSnapshots();
     expect(all.map((s) => s.name)).toEqual(names);
     // page by page, as the client does it without autoPaginate
-    const [page1, next] = (await pubsub.getSnapshots({ pageSize: 1, autoPaginate: false })) as unknown as [{ name: string }[], { pageToken: string }];
+    const [page1, next] = (await pubsub.getSnapshots({ pageSize: 1, autoPaginate: false })) as unknown as [
+      { name: string }[],
+      { pageToken: string },
+    ];
     expect(page1.map((s) => s.name)).toEqual([names[0]]);
     const [page2, last] = (await pubsub.getSnapshots({ ...next, autoPaginate: false })) as unknown as [{ name: string }[], unknown];
     expect(page2.map((s) => s.name)).toEqual([names[1]]);
@@ -114,22 +118,35 @@ describe('snapshot RPCs over gRPC', () => {
   it('get, update (labels, expire_time; other or empty masks refused), delete; seek needs a target', async () => {
     await api.pub('createTopic', { name: topicName('rpc-topic') });
     await api.sub('createSubscription', { name: sub('rpc-sub'), topic: topicName('rpc-topic') });
-    const created = await api.sub('createSnapshot', { name: `projects/${PROJECT}/snapshots/rpc-snap`, subscription: sub('rpc-sub'), labels: { a: '1' } });
+    const created = await api.sub('createSnapshot', {
+      name: `projects/${PROJECT}/snapshots/rpc-snap`,
+      subscription: sub('rpc-sub'),
+      labels: { a: '1' },
+    });
     expect(created).toMatchObject({ name: `projects/${PROJECT}/snapshots/rpc-snap`, topic: topicName('rpc-topic'), labels: { a: '1' } });
     expect(await api.sub('getSnapshot', { snapshot: created.name })).toEqual(created);
-    const update = (paths: string[], snapshot: Record<string, unknown>) => api.sub('updateSnapshot', { snapshot: { name: created.name, ...snapshot }, updateMask: { paths } });
+    const update = (paths: string[], snapshot: Record<string, unknown>) =>
+      api.sub('updateSnapshot', { snapshot: { name: created.name, ...snapshot }, updateMask: { paths } });
     expect((await update(['labels'], { labels: { b: '2' } })).labels).toEqual({ b: '2' });
     const sooner = { seconds: String(Math.floor(Date.now() / 1000) + 3600), nanos: 0 };
     expect((await update(['expire_time'], { expireTime: sooner })).expireTime).toEqual(sooner);
-    for (const [paths, field] of [[[], 'updateMask'], [['topic'], 'updateMask'], [['name'], 'updateMask']] as const) {
+    for (const [paths, field] of [
+      [[], 'updateMask'],
+      [['topic'], 'updateMask'],
+      [['name'], 'updateMask'],
+    ] as const) {
       const e = await failure(update([...paths], { topic: topicName('other') }));
       expect(e.code).toBe(grpc.status.INVALID_ARGUMENT);
       expect(e.details).toMatch(new RegExp(`^${field}: `));
     }
     expect((await failure(update(['expire_time'], { expireTime: { seconds: '1', nanos: 0 } }))).code).toBe(grpc.status.INVALID_ARGUMENT);
-    expect((await failure(api.sub('createSnapshot', { name: 'projects/fidelity/snapshots/tagged', subscription: sub('rpc-sub'), tags: { 'k/v': 'x' } }))).details).toBe(
-      'tags: is not supported by Orderly',
-    );
+    expect(
+      (
+        await failure(
+          api.sub('createSnapshot', { name: 'projects/fidelity/snapshots/tagged', subscription: sub('rpc-sub'), tags: { 'k/v': 'x' } }),
+        )
+      ).details,
+    ).toBe('tags: is not supported by Orderly');
     const unnamed = await api.sub('createSnapshot', { name: '', subscription: sub('rpc-sub') });
     expect(unnamed.name).toMatch(new RegExp(`^projects/${PROJECT}/snapshots/snapshot-`));
     expect((await failure(api.sub('seek', { subscription: sub('rpc-sub') }))).code).toBe(grpc.status.INVALID_ARGUMENT);
@@ -141,7 +158,7 @@ describe('snapshot RPCs over gRPC', () => {
 });
 
 describe('exactly-once delivery', () => {
-  it('ackWithResponse() in Google\'s client: SUCCESS for a valid lease, INVALID once the lease is gone (ordered too)', async () => {
+  it("ackWithResponse() in Google's client: SUCCESS for a valid lease, INVALID once the lease is gone (ordered too)", async () => {
     const [topic] = await pubsub.createTopic('eod-topic');
     const [subscription] = await topic.createSubscription('eod-sub', { enableExactlyOnceDelivery: true, enableMessageOrdering: true });
     topic.setPublishOptions({ messageOrdering: true });
@@ -180,7 +197,12 @@ describe('exactly-once delivery', () => {
     expect(stream.responses[1].modifyAckDeadlineConfirmation).toMatchObject({ ackIds: [ackId], invalidAckIds: ['bogus'] });
     stream.call.write({ ackIds: [ackId, 'bogus'] });
     await waitFor('the ack confirmation', () => stream.responses.length === 3);
-    expect(stream.responses[2].acknowledgeConfirmation).toMatchObject({ ackIds: [ackId], invalidAckIds: ['bogus'], unorderedAckIds: [], temporaryFailedAckIds: [] });
+    expect(stream.responses[2].acknowledgeConfirmation).toMatchObject({
+      ackIds: [ackId],
+      invalidAckIds: ['bogus'],
+      unorderedAckIds: [],
+      temporaryFailedAckIds: [],
+    });
     stream.call.end();
     await stream.ended;
 
@@ -188,15 +210,28 @@ describe('exactly-once delivery', () => {
     const e = await failure(api.sub('acknowledge', { subscription: sub('eod-raw-sub'), ackIds: [ackId] }));
     expect(e.code).toBe(grpc.status.INVALID_ARGUMENT);
     const decoded = GoogleError.parseGRPCStatusDetails(e);
-    expect(decoded).toMatchObject({ reason: 'EXACTLY_ONCE_ACKID_FAILURE', domain: 'pubsub.googleapis.com', errorInfoMetadata: { [ackId]: 'PERMANENT_FAILURE_INVALID_ACK_ID' } });
-    expect((await failure(api.sub('modifyAckDeadline', { subscription: sub('eod-raw-sub'), ackIds: ['x'], ackDeadlineSeconds: 0 }))).code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(decoded).toMatchObject({
+      reason: 'EXACTLY_ONCE_ACKID_FAILURE',
+      domain: 'pubsub.googleapis.com',
+      errorInfoMetadata: { [ackId]: 'PERMANENT_FAILURE_INVALID_ACK_ID' },
+    });
+    expect(
+      (await failure(api.sub('modifyAckDeadline', { subscription: sub('eod-raw-sub'), ackIds: ['x'], ackDeadlineSeconds: 0 }))).code,
+    ).toBe(grpc.status.INVALID_ARGUMENT);
     // the same over REST, in Google's JSON error shape
     const refused = await rest('POST', 'subscriptions/eod-raw-sub:acknowledge', { ackIds: ['x'] });
     expect(refused.status).toBe(400);
     expect(refused.json.error).toMatchObject({
       code: 400,
       status: 'INVALID_ARGUMENT',
-      details: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason: 'EXACTLY_ONCE_ACKID_FAILURE', domain: 'pubsub.googleapis.com', metadata: { x: 'PERMANENT_FAILURE_INVALID_ACK_ID' } }],
+      details: [
+        {
+          '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
+          reason: 'EXACTLY_ONCE_ACKID_FAILURE',
+          domain: 'pubsub.googleapis.com',
+          metadata: { x: 'PERMANENT_FAILURE_INVALID_ACK_ID' },
+        },
+      ],
     });
     // an ordinary subscription ignores stale ids, as before
     expect(await rest('POST', 'subscriptions/plain-raw-sub:acknowledge', { ackIds: ['x'] })).toEqual({ status: 200, json: {} });
@@ -229,7 +264,9 @@ describe('DetachSubscription and StreamingPull errors', () => {
     expect(ended.details).toMatch(/is detached from its topic/);
     expect((await subscription.getMetadata())[0]).toMatchObject({ name: subscription.name, topic: topic.name, detached: true });
     expect((await subscription.detached())[0]).toBe(true);
-    expect((await failure(api.sub('pull', { subscription: subscription.name, maxMessages: 1 }))).code).toBe(grpc.status.FAILED_PRECONDITION);
+    expect((await failure(api.sub('pull', { subscription: subscription.name, maxMessages: 1 }))).code).toBe(
+      grpc.status.FAILED_PRECONDITION,
+    );
     expect((await openStream({ subscription: subscription.name }).ended).code).toBe(grpc.status.FAILED_PRECONDITION);
     const [subs] = await pubsub.getSubscriptions();
     expect(subs.find((s) => s.name === subscription.name)?.metadata?.detached).toBe(true);
@@ -238,8 +275,13 @@ describe('DetachSubscription and StreamingPull errors', () => {
     await rest('PUT', 'subscriptions/detach-rest-sub', { topic: topicName('detach-rest') });
     expect(await rest('POST', 'subscriptions/detach-rest-sub:detach')).toEqual({ status: 200, json: {} });
     expect((await rest('GET', 'subscriptions/detach-rest-sub')).json).toMatchObject({ detached: true, topic: topicName('detach-rest') });
-    expect((await rest('POST', 'subscriptions/detach-rest-sub:pull', { maxMessages: 1 })).json.error).toMatchObject({ code: 400, status: 'FAILED_PRECONDITION' });
-    expect((await rest('PUT', 'subscriptions/born-detached', { topic: topicName('detach-rest'), detached: true })).json.error.message).toMatch(/^detached: /);
+    expect((await rest('POST', 'subscriptions/detach-rest-sub:pull', { maxMessages: 1 })).json.error).toMatchObject({
+      code: 400,
+      status: 'FAILED_PRECONDITION',
+    });
+    expect(
+      (await rest('PUT', 'subscriptions/born-detached', { topic: topicName('detach-rest'), detached: true })).json.error.message,
+    ).toMatch(/^detached: /);
   }, 30_000);
 });
 
@@ -247,16 +289,25 @@ describe('snapshots over REST', () => {
   const P = 'fidelity-rest';
   const call = (method: string, path: string, body?: unknown) => rest(method, path, body, P);
   const snap = (id: string) => `projects/${P}/snapshots/${id}`;
-  it('PUT, GET, list with paging, PATCH, :seek {snapshot}, DELETE, in Google\'s JSON shapes', async () => {
+  it("PUT, GET, list with paging, PATCH, :seek {snapshot}, DELETE, in Google's JSON shapes", async () => {
     await call('PUT', 'topics/rest-snap-topic', {});
     await call('PUT', 'subscriptions/rest-snap-sub', { topic: `projects/${P}/topics/rest-snap-topic` });
     await call('POST', 'topics/rest-snap-topic:publish', { messages: [{ data: Buffer.from('m1').toString('base64') }] });
     const created = await call('PUT', 'snapshots/rest-snap', { subscription: 'rest-snap-sub', labels: { a: '1' } });
     expect(created.status).toBe(200);
-    expect(created.json).toEqual({ name: snap('rest-snap'), topic: `projects/${P}/topics/rest-snap-topic`, expireTime: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/), labels: { a: '1' } });
-    expect((await call('PUT', 'snapshots/rest-snap', { subscription: `projects/${P}/subscriptions/rest-snap-sub` })).json.error).toMatchObject({ code: 409, status: 'ALREADY_EXISTS' });
+    expect(created.json).toEqual({
+      name: snap('rest-snap'),
+      topic: `projects/${P}/topics/rest-snap-topic`,
+      expireTime: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/),
+      labels: { a: '1' },
+    });
+    expect(
+      (await call('PUT', 'snapshots/rest-snap', { subscription: `projects/${P}/subscriptions/rest-snap-sub` })).json.error,
+    ).toMatchObject({ code: 409, status: 'ALREADY_EXISTS' });
     expect((await call('PUT', 'snapshots/rest-snap-2', {})).json.error.message).toMatch(/^subscription: is required/);
-    expect((await call('PUT', 'snapshots/rest-snap-2', { subscription: 'rest-snap-sub', unknown: 1 })).json.error.message).toMatch(/^unknown: unknown field/);
+    expect((await call('PUT', 'snapshots/rest-snap-2', { subscription: 'rest-snap-sub', unknown: 1 })).json.error.message).toMatch(
+      /^unknown: unknown field/,
+    );
     await call('PUT', 'snapshots/rest-snap-2', { subscription: 'rest-snap-sub' });
     expect(await call('GET', 'snapshots/rest-snap')).toEqual(created);
 
@@ -268,18 +319,33 @@ describe('snapshots over REST', () => {
     expect((await call('GET', 'snapshots?pageSize=x')).json.error.message).toMatch(/^pageSize: /);
     expect((await call('GET', 'topics/rest-snap-topic/snapshots')).json).toEqual({ snapshots: [snap('rest-snap'), snap('rest-snap-2')] });
 
-    expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { labels: { b: '2' } }, updateMask: 'labels' })).json.labels).toEqual({ b: '2' });
-    expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { labels: {} } })).json.error.message).toMatch(/^updateMask: is required/);
-    expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { labels: {} }, updateMask: '' })).json.error.message).toMatch(/^updateMask: must name at least one field/);
-    expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { topic: 'x' }, updateMask: 'topic' })).json.error.message).toMatch(/^updateMask: unknown or read-only field path "topic"/);
+    expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { labels: { b: '2' } }, updateMask: 'labels' })).json.labels).toEqual({
+      b: '2',
+    });
+    expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { labels: {} } })).json.error.message).toMatch(
+      /^updateMask: is required/,
+    );
+    expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { labels: {} }, updateMask: '' })).json.error.message).toMatch(
+      /^updateMask: must name at least one field/,
+    );
+    expect((await call('PATCH', 'snapshots/rest-snap', { snapshot: { topic: 'x' }, updateMask: 'topic' })).json.error.message).toMatch(
+      /^updateMask: unknown or read-only field path "topic"/,
+    );
 
     const pulled = await call('POST', 'subscriptions/rest-snap-sub:pull', { maxMessages: 10, returnImmediately: true });
-    await call('POST', 'subscriptions/rest-snap-sub:acknowledge', { ackIds: pulled.json.receivedMessages.map((m: { ackId: string }) => m.ackId) });
+    await call('POST', 'subscriptions/rest-snap-sub:acknowledge', {
+      ackIds: pulled.json.receivedMessages.map((m: { ackId: string }) => m.ackId),
+    });
     expect(await call('POST', 'subscriptions/rest-snap-sub:seek', { snapshot: 'rest-snap' })).toEqual({ status: 200, json: {} });
     const again = await call('POST', 'subscriptions/rest-snap-sub:pull', { maxMessages: 10, returnImmediately: true });
-    expect(again.json.receivedMessages.map((m: { message: { data: string } }) => Buffer.from(m.message.data, 'base64').toString())).toEqual(['m1']);
+    expect(again.json.receivedMessages.map((m: { message: { data: string } }) => Buffer.from(m.message.data, 'base64').toString())).toEqual(
+      ['m1'],
+    );
     expect(await call('DELETE', 'snapshots/rest-snap')).toEqual({ status: 200, json: {} });
     expect((await call('GET', 'snapshots/rest-snap')).status).toBe(404);
-    expect((await call('POST', 'subscriptions/rest-snap-sub:seek', { snapshot: snap('rest-snap') })).json.error).toMatchObject({ code: 404, status: 'NOT_FOUND' });
+    expect((await call('POST', 'subscriptions/rest-snap-sub:seek', { snapshot: snap('rest-snap') })).json.error).toMatchObject({
+      code: 404,
+      status: 'NOT_FOUND',
+    });
   });
 });

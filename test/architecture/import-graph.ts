@@ -13,7 +13,10 @@ export interface ImportEdge {
 }
 
 /** Every .ts file under `dirs` (relative to `root`), with the repository-relative imports each makes. */
-export function importGraph(root: string, dirs: string[]): { files: string[]; edges: ImportEdge[]; calls: (method: string) => { file: string; line: number }[] } {
+export function importGraph(
+  root: string,
+  dirs: string[],
+): { files: string[]; edges: ImportEdge[]; calls: (method: string) => { file: string; line: number }[] } {
   const files = dirs.flatMap((d) => walk(join(root, d))).map((f) => relative(root, f));
   const sources = new Map(files.map((f) => [f, ts.createSourceFile(f, readFileSync(join(root, f), 'utf8'), ts.ScriptTarget.Latest, true)]));
   const edges: ImportEdge[] = [];
@@ -24,13 +27,29 @@ export function importGraph(root: string, dirs: string[]): { files: string[]; ed
       if (target) edges.push({ from: file, to: target, typeOnly, dynamic });
     };
     const visit = (node: ts.Node): void => {
-      if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+      if (
+        (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) &&
+        node.moduleSpecifier &&
+        ts.isStringLiteral(node.moduleSpecifier)
+      ) {
         const typeOnly = ts.isImportDeclaration(node)
           ? Boolean(node.importClause?.isTypeOnly) ||
-            Boolean(node.importClause && !node.importClause.name && node.importClause.namedBindings && ts.isNamedImports(node.importClause.namedBindings) && node.importClause.namedBindings.elements.length > 0 && node.importClause.namedBindings.elements.every((e) => e.isTypeOnly))
+            Boolean(
+              node.importClause &&
+              !node.importClause.name &&
+              node.importClause.namedBindings &&
+              ts.isNamedImports(node.importClause.namedBindings) &&
+              node.importClause.namedBindings.elements.length > 0 &&
+              node.importClause.namedBindings.elements.every((e) => e.isTypeOnly),
+            )
           : node.isTypeOnly;
         add(node.moduleSpecifier.text, typeOnly, false);
-      } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] && ts.isStringLiteral(node.arguments[0])) {
+      } else if (
+        ts.isCallExpression(node) &&
+        node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+        node.arguments[0] &&
+        ts.isStringLiteral(node.arguments[0])
+      ) {
         add(node.arguments[0].text, false, true);
       }
       ts.forEachChild(node, visit);

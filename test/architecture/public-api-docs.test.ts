@@ -10,16 +10,27 @@ const ENTRIES = ['src/index.ts', 'src/connector/index.ts', 'src/testing/index.ts
  * doc comment, which editors show on hover. The rest of the public API (the core's and the store's
  * classes, the export manager) is still to be documented member by member; add a module here once it is.
  */
-const DOCUMENTED = [/^src\/connector\/(connector|registry|capabilities|settings-section|lazy-connector|sink-paths)\.ts$/, /^src\/testing\//, /^src\/duckdb\/sql\.ts$/];
+const DOCUMENTED = [
+  /^src\/connector\/(connector|registry|capabilities|settings-section|lazy-connector|sink-paths)\.ts$/,
+  /^src\/testing\//,
+  /^src\/duckdb\/sql\.ts$/,
+];
 
 describe('the public API', () => {
   it('has a doc comment on every member of the documented modules', () => {
     const program = ts.createProgram(
       ENTRIES.map((e) => `${root}/${e}`),
-      { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, allowImportingTsExtensions: true, noEmit: true },
+      {
+        module: ts.ModuleKind.NodeNext,
+        moduleResolution: ts.ModuleResolutionKind.NodeNext,
+        target: ts.ScriptTarget.ES2022,
+        allowImportingTsExtensions: true,
+        noEmit: true,
+      },
     );
     const checker = program.getTypeChecker();
-    const documented = (s: ts.Symbol) => ts.displayPartsToString(s.getDocumentationComment(checker)).trim() !== '' || s.getJsDocTags().length > 0;
+    const documented = (s: ts.Symbol) =>
+      ts.displayPartsToString(s.getDocumentationComment(checker)).trim() !== '' || s.getJsDocTags().length > 0;
     const missing = new Set<string>();
     for (const entry of ENTRIES) {
       for (const exported of checker.getExportsOfModule(checker.getSymbolAtLocation(program.getSourceFile(`${root}/${entry}`)!)!)) {

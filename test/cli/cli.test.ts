@@ -32,7 +32,16 @@ describe('orderly CLI', () => {
   it('validate: every problem with its path, exit code 2; --json for a valid file', async () => {
     const dir = tempDir();
     const bad = join(dir.path, 'bad.yaml');
-    writeFileSync(bad, stringify({ topics: [{ name: 'events' }], subscriptions: [{ name: 'a-sub', topic: 'events', ackDeadlineSeconds: 5 }, { name: 'b-sub', topic: 'nope' }] }));
+    writeFileSync(
+      bad,
+      stringify({
+        topics: [{ name: 'events' }],
+        subscriptions: [
+          { name: 'a-sub', topic: 'events', ackDeadlineSeconds: 5 },
+          { name: 'b-sub', topic: 'nope' },
+        ],
+      }),
+    );
     const r = await orderly('validate', bad);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('2 problems');
@@ -62,14 +71,33 @@ describe('orderly CLI', () => {
       stringify({
         projectId: 'cli-test',
         dataDir: './data',
-        duckdb: { path: './data/db.duckdb', init: ['CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON, attributes JSON, ordering_key VARCHAR, sequence BIGINT)'] },
+        duckdb: {
+          path: './data/db.duckdb',
+          init: [
+            'CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON, attributes JSON, ordering_key VARCHAR, sequence BIGINT)',
+          ],
+        },
         objectStorage: { embedded: true, buckets: ['cli-exports'] },
         metrics: { port: 0 },
         endpoint: { port: 0 },
         topics: [{ name: 'events' }],
         subscriptions: [
-          { name: 'to-table', topic: 'events', enableMessageOrdering: true, bigqueryConfig: { table: 'cli-test.main.events', writeMetadata: true } },
-          { name: 'to-files', topic: 'events', enableMessageOrdering: true, cloudStorageConfig: { bucket: 'cli-exports', filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } } },
+          {
+            name: 'to-table',
+            topic: 'events',
+            enableMessageOrdering: true,
+            bigqueryConfig: { table: 'cli-test.main.events', writeMetadata: true },
+          },
+          {
+            name: 'to-files',
+            topic: 'events',
+            enableMessageOrdering: true,
+            cloudStorageConfig: {
+              bucket: 'cli-exports',
+              filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+              parquetConfig: { writeMetadata: true },
+            },
+          },
         ],
       }),
     );
@@ -77,24 +105,47 @@ describe('orderly CLI', () => {
     lines.splice(10, 0, '{not json', JSON.stringify({ id: 'no user' }));
     writeFileSync(join(dir.path, 'events.jsonl'), lines.join('\n') + '\n');
 
-    const pub = await orderly('publish', job, '--topic', 'events', '--file', join(dir.path, 'events.jsonl'), '--ordering-key-field', 'user', '--attributes-field', 'tags', '--json');
+    const pub = await orderly(
+      'publish',
+      job,
+      '--topic',
+      'events',
+      '--file',
+      join(dir.path, 'events.jsonl'),
+      '--ordering-key-field',
+      'user',
+      '--attributes-field',
+      'tags',
+      '--json',
+    );
     const report = JSON.parse(pub.stdout);
     expect(report.published).toBe(300);
     expect(report.refused.map((r: { line: number }) => r.line)).toEqual([11, 12]);
     expect(report.refused[1].reason).toBe('field "user" (the ordering key) is missing or not a string');
     expect(pub.code).toBe(1);
 
-    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' } });
+    const child = spawn(process.execPath, [bin, 'run', job], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' },
+    });
     let logs = '';
     child.stdout.on('data', (c) => (logs += c));
     const lock = join(dir.path, 'data', 'orderly.lock');
     await waitFor('the metrics endpoint', () => existsSync(lock) && JSON.parse(readFileSync(lock, 'utf8')).metrics !== undefined, 30_000);
     const metricsUrl = JSON.parse(readFileSync(lock, 'utf8')).metrics as string;
     expect(metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-    await waitFor('the table export', async () => {
-      const status = (await (await fetch(`${metricsUrl}/status`)).json()) as { subscription: string; backlog: number; exported: number }[];
-      return status.find((s) => s.subscription.endsWith('/to-table'))?.backlog === 0;
-    }, 30_000);
+    await waitFor(
+      'the table export',
+      async () => {
+        const status = (await (await fetch(`${metricsUrl}/status`)).json()) as {
+          subscription: string;
+          backlog: number;
+          exported: number;
+        }[];
+        return status.find((s) => s.subscription.endsWith('/to-table'))?.backlog === 0;
+      },
+      30_000,
+    );
     const metrics = await (await fetch(`${metricsUrl}/metrics`)).text();
     expect(metrics).toContain('orderly_backlog_messages{subscription="to-table"} 0');
     expect(metrics).toContain('orderly_exported_total{subscription="to-table"} 300');
@@ -102,31 +153,60 @@ describe('orderly CLI', () => {
     expect(metrics).toContain('orderly_rows_appended_total{subscription="to-table"} 300');
     expect(metrics).toContain('orderly_backlog_messages{subscription="to-files"} 300'); // buffered in an open file until shutdown
     expect(metrics).toMatch(/orderly_oldest_unacked_message_age_seconds\{subscription="to-files"\} \d/);
-    for (const help of ['orderly_published_total', 'orderly_objects_written_total', 'orderly_bytes_uploaded_total', 'orderly_upload_retries_total', 'orderly_redelivered_total', 'orderly_dead_lettered_total']) {
+    for (const help of [
+      'orderly_published_total',
+      'orderly_objects_written_total',
+      'orderly_bytes_uploaded_total',
+      'orderly_upload_retries_total',
+      'orderly_redelivered_total',
+      'orderly_dead_lettered_total',
+    ]) {
       expect(metrics).toContain(`# HELP ${help}`);
     }
     expect((await orderly('status', job, '--json')).stdout).toContain('"exported": 300');
     // While the job runs, publish goes through its Pub/Sub endpoint.
     const more = Array.from({ length: 20 }, (_, i) => JSON.stringify({ id: 300 + i, user: `u${i % 13}` }));
     writeFileSync(join(dir.path, 'more.jsonl'), more.join('\n') + '\n');
-    const live = await orderly('publish', job, '--topic', 'events', '--file', join(dir.path, 'more.jsonl'), '--ordering-key-field', 'user', '--json');
+    const live = await orderly(
+      'publish',
+      job,
+      '--topic',
+      'events',
+      '--file',
+      join(dir.path, 'more.jsonl'),
+      '--ordering-key-field',
+      'user',
+      '--json',
+    );
     expect(JSON.parse(live.stdout)).toEqual({ published: 20, refused: [] });
-    await waitFor('the live publishes', async () => {
-      const status = (await (await fetch(`${metricsUrl}/status`)).json()) as { subscription: string; exported: number }[];
-      return status.find((s) => s.subscription.endsWith('/to-table'))?.exported === 320;
-    }, 30_000);
+    await waitFor(
+      'the live publishes',
+      async () => {
+        const status = (await (await fetch(`${metricsUrl}/status`)).json()) as { subscription: string; exported: number }[];
+        return status.find((s) => s.subscription.endsWith('/to-table'))?.exported === 320;
+      },
+      30_000,
+    );
     child.kill('SIGTERM');
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
     expect(code).toBe(0);
     expect(logs).toContain('stopping: finishing writes, finalizing open files');
     expect(logs).not.toContain('S3RVER'); // credentials are never logged
 
-    const table = JSON.parse((await orderly('query', job, 'SELECT count(*) AS n, count(DISTINCT ordering_key) AS users FROM main.events', '--json')).stdout);
+    const table = JSON.parse(
+      (await orderly('query', job, 'SELECT count(*) AS n, count(DISTINCT ordering_key) AS users FROM main.events', '--json')).stdout,
+    );
     expect(table).toEqual([{ n: '320', users: '13' }]);
     const files = JSON.parse((await orderly('query', job, 'SELECT count(*) AS n FROM to_files', '--json')).stdout);
     expect(files).toEqual([{ n: '320' }]);
     const audit = JSON.parse((await orderly('audit', job, 'to-files', '--json')).stdout);
-    expect(audit).toMatchObject({ records: 320, keys: 13, missing: { count: 0 }, duplicates: { count: 0 }, outOfOrderInFile: { count: 0 } });
+    expect(audit).toMatchObject({
+      records: 320,
+      keys: 13,
+      missing: { count: 0 },
+      duplicates: { count: 0 },
+      outOfOrderInFile: { count: 0 },
+    });
     const status = JSON.parse((await orderly('status', job, '--json')).stdout);
     expect(status.map((s: { backlog: number }) => s.backlog)).toEqual([0, 0]);
     dir.remove();

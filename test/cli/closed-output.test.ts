@@ -10,7 +10,11 @@ import { tempDir } from '../helpers/core.js';
  * Runs the CLI with `stream` piped to a reader that goes away early, as `orderly ... | head -1` does:
  * after the first chunk (or at once, with `afterFirstChunk: false`).
  */
-function runWithClosedOutput(args: string[], stream: 'stdout' | 'stderr', afterFirstChunk: boolean): Promise<{ code: number | null; signal: string | null; other: string; received: number }> {
+function runWithClosedOutput(
+  args: string[],
+  stream: 'stdout' | 'stderr',
+  afterFirstChunk: boolean,
+): Promise<{ code: number | null; signal: string | null; other: string; received: number }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [orderlyBin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     const closing = child[stream];
@@ -55,14 +59,26 @@ describe('a reader that goes away (orderly ... | head)', () => {
     ['status', ['status', '<job>']],
     ['validate', ['validate', '<job>', '--json']],
     ['--help', ['--help']],
-  ])('%s with stdout closed before it writes: exits 0, no stack trace', async (_what, args) => {
-    const r = await runWithClosedOutput(args.map((a) => (a === '<job>' ? job : a)), 'stdout', false);
-    expect(r.other).toBe('');
-    expect(r).toMatchObject({ code: 0, signal: null });
-  }, 120_000);
+  ])(
+    '%s with stdout closed before it writes: exits 0, no stack trace',
+    async (_what, args) => {
+      const r = await runWithClosedOutput(
+        args.map((a) => (a === '<job>' ? job : a)),
+        'stdout',
+        false,
+      );
+      expect(r.other).toBe('');
+      expect(r).toMatchObject({ code: 0, signal: null });
+    },
+    120_000,
+  );
 
   it('query with stdout closed after its first chunk of a long answer: exits 0, no stack trace', async () => {
-    const r = await runWithClosedOutput(['query', job, 'SELECT range AS n, md5(range::VARCHAR) AS h FROM range(200000)', '--json'], 'stdout', true);
+    const r = await runWithClosedOutput(
+      ['query', job, 'SELECT range AS n, md5(range::VARCHAR) AS h FROM range(200000)', '--json'],
+      'stdout',
+      true,
+    );
     expect(r.received).toBeGreaterThan(0);
     expect(r.other).toBe('');
     expect(r).toMatchObject({ code: 0, signal: null });

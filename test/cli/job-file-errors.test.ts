@@ -13,28 +13,50 @@ afterEach(() => dir.remove());
 
 describe('a job file that is not a tree of settings', () => {
   it.each<[string, string, string, string[]]>([
-    ['a self-referencing alias', 'topics: &x [*x]\n', 'topics[0]: a YAML alias that contains itself (a cycle); a job file must be a tree', ['validate', 'run', 'query']],
+    [
+      'a self-referencing alias',
+      'topics: &x [*x]\n',
+      'topics[0]: a YAML alias that contains itself (a cycle); a job file must be a tree',
+      ['validate', 'run', 'query'],
+    ],
     ['an empty file', '', 'the file is empty', ['validate']],
-    ['a file over the size cap', '#'.repeat(MAX_JOB_FILE_BYTES + 1), `the file is ${MAX_JOB_FILE_BYTES + 1} bytes; a job file may have at most`, ['validate']],
-  ])('%s: exits 2 naming the file and the problem, without a stack trace', async (_what, text, problem, commands) => {
-    const file = join(dir.path, 'job.yaml');
-    writeFileSync(file, text);
-    for (const command of commands) {
-      const r = await orderly(command, file, ...(command === 'query' ? ['SELECT 1'] : []));
-      expect(r.code, `${command}: ${r.stderr}`).toBe(2);
-      expect(r.stderr.startsWith(`orderly: ${file}: 1 problem\n  `)).toBe(true);
-      expect(r.stderr.split('\n')[1]).toContain(problem);
-      expect(r.stderr).not.toMatch(/Maximum call stack|\n\s+at /);
-    }
-  }, 120_000);
+    [
+      'a file over the size cap',
+      '#'.repeat(MAX_JOB_FILE_BYTES + 1),
+      `the file is ${MAX_JOB_FILE_BYTES + 1} bytes; a job file may have at most`,
+      ['validate'],
+    ],
+  ])(
+    '%s: exits 2 naming the file and the problem, without a stack trace',
+    async (_what, text, problem, commands) => {
+      const file = join(dir.path, 'job.yaml');
+      writeFileSync(file, text);
+      for (const command of commands) {
+        const r = await orderly(command, file, ...(command === 'query' ? ['SELECT 1'] : []));
+        expect(r.code, `${command}: ${r.stderr}`).toBe(2);
+        expect(r.stderr.startsWith(`orderly: ${file}: 1 problem\n  `)).toBe(true);
+        expect(r.stderr.split('\n')[1]).toContain(problem);
+        expect(r.stderr).not.toMatch(/Maximum call stack|\n\s+at /);
+      }
+    },
+    120_000,
+  );
 });
 
 describe('orderly validate lists every problem of a job file (issue #13)', () => {
-  it('a typo\'d key and an out-of-range maxDuration: both, in one run', async () => {
+  it("a typo'd key and an out-of-range maxDuration: both, in one run", async () => {
     const file = join(dir.path, 'job.yaml');
     writeFileSync(
       file,
-      ['topics: [{ name: events }]', 'subscriptions:', '  - name: files', '    topic: events', '    enableMessageOrderring: true', '    cloudStorageConfig: { bucket: exports, maxDuration: 30s }', ''].join('\n'),
+      [
+        'topics: [{ name: events }]',
+        'subscriptions:',
+        '  - name: files',
+        '    topic: events',
+        '    enableMessageOrderring: true',
+        '    cloudStorageConfig: { bucket: exports, maxDuration: 30s }',
+        '',
+      ].join('\n'),
     );
     const r = await orderly('validate', file);
     expect(r.code).toBe(2);

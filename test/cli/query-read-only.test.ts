@@ -32,7 +32,12 @@ beforeAll(async () => {
     stringify({
       projectId: 'query-test',
       dataDir: './data',
-      duckdb: { path: './data/db.duckdb', init: ['CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes JSON)'] },
+      duckdb: {
+        path: './data/db.duckdb',
+        init: [
+          'CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes JSON)',
+        ],
+      },
       objectStorage: { embedded: true, buckets: ['files'] },
       topics: [{ name: 'events' }],
       subscriptions: [
@@ -42,7 +47,10 @@ beforeAll(async () => {
     }),
   );
   const runtime = await JobRuntime.start(loadJob(job), createLogger());
-  await runtime.core.publish('events', Array.from({ length: MESSAGES }, (_, i) => ({ data: `m${i}` })));
+  await runtime.core.publish(
+    'events',
+    Array.from({ length: MESSAGES }, (_, i) => ({ data: `m${i}` })),
+  );
   await waitFor('the table export', () => runtime.exports.runner('to-table')!.stats.written === MESSAGES, 30_000);
   await waitFor('the file export to buffer', () => runtime.exports.runner('to-files')!.outstanding === MESSAGES, 30_000);
   await runtime.stop(); // finalizes the open file
@@ -63,14 +71,20 @@ describe('a read-only query', () => {
   it('reads the table and the Parquet view, and leaves the database file byte for byte as it was', async () => {
     const before = fingerprint(database);
     expect(await readOnly('SELECT count(*) AS n FROM main.events')).toEqual([{ n: String(MESSAGES) }]);
-    expect(await readOnly('SELECT count(*) AS n, count(DISTINCT message_id) AS ids FROM to_files')).toEqual([{ n: String(MESSAGES), ids: String(MESSAGES) }]);
+    expect(await readOnly('SELECT count(*) AS n, count(DISTINCT message_id) AS ids FROM to_files')).toEqual([
+      { n: String(MESSAGES), ids: String(MESSAGES) },
+    ]);
     expect(fingerprint(database)).toBe(before);
   });
 
   it.each<[string, string, string]>([
     ['COPY ... TO a file', "COPY (SELECT 1) TO '<out>'", 'file system operations are disabled by configuration'],
     ['COPY the table to a file', "COPY main.events TO '<out>' (FORMAT csv)", 'file system operations are disabled by configuration'],
-    ['a file write that first tries to unlock the configuration', "SET enable_external_access = true; COPY (SELECT 1) TO '<out>'", 'the configuration has been locked'],
+    [
+      'a file write that first tries to unlock the configuration',
+      "SET enable_external_access = true; COPY (SELECT 1) TO '<out>'",
+      'the configuration has been locked',
+    ],
     ['EXPORT DATABASE', "EXPORT DATABASE '<out>'", 'file system operations are disabled by configuration'],
     ['DROP TABLE', 'DROP TABLE main.events', 'Cannot execute statement of type "DROP"'],
     ['DELETE', 'DELETE FROM main.events', 'read-only mode'],
@@ -84,7 +98,9 @@ describe('a read-only query', () => {
     const out = join(dir.path, `out-${Math.random().toString(36).slice(2)}`);
     const refused = readOnly(statement.replace('<out>', out).replace('<job>', job));
     await expect(refused).rejects.toThrow(problem);
-    await expect(refused).rejects.toThrow('(orderly query is read-only: it cannot change the database or touch other files; use --write to allow that)');
+    await expect(refused).rejects.toThrow(
+      '(orderly query is read-only: it cannot change the database or touch other files; use --write to allow that)',
+    );
     expect(existsSync(out)).toBe(false);
     expect(fingerprint(database)).toBe(before);
   });

@@ -22,11 +22,21 @@ describe('a third-party connector', () => {
   it('registers by name beside the built-ins and exports through exportConfig', async () => {
     expect(registeredConnectors()).toEqual(expect.arrayContaining(['duckdb-table', 'jsonl-file']));
     const path = join(dir.path, 'out.jsonl');
-    await env.core.createSubscription('to-file', { topic: 'events', enableMessageOrdering: true, exportConfig: { connector: 'jsonl-file', path } });
+    await env.core.createSubscription('to-file', {
+      topic: 'events',
+      enableMessageOrdering: true,
+      exportConfig: { connector: 'jsonl-file', path },
+    });
     await env.exports.sync();
-    await env.core.publish('events', Array.from({ length: 30 }, (_, i) => ({ data: `m${i}`, orderingKey: `k${i % 3}` })));
+    await env.core.publish(
+      'events',
+      Array.from({ length: 30 }, (_, i) => ({ data: `m${i}`, orderingKey: `k${i % 3}` })),
+    );
     await waitFor('export', () => env.core.metrics('to-file').backlogMessages === 0);
-    const lines = readFileSync(path, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { key: string; sequence: number });
+    const lines = readFileSync(path, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { key: string; sequence: number });
     expect(lines).toHaveLength(30);
     for (const k of ['k0', 'k1', 'k2']) {
       expect(lines.filter((l) => l.key === k).map((l) => l.sequence)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
@@ -42,7 +52,9 @@ describe('a third-party connector', () => {
     );
     expect(env.core.hasSubscription('bad-conn') || env.core.hasSubscription('no-conn')).toBe(false);
     await env.core.createSubscription('plain', { topic: 'events' });
-    await expect(env.core.updateSubscription('plain', { exportConfig: { connector: 'jsonl-file' } })).rejects.toThrow('exportConfig.path: is required');
+    await expect(env.core.updateSubscription('plain', { exportConfig: { connector: 'jsonl-file' } })).rejects.toThrow(
+      'exportConfig.path: is required',
+    );
   });
 
   it('follows the core: created, changed and deleted export subscriptions start, restart and stop their runners', async () => {

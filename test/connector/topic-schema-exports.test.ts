@@ -36,7 +36,16 @@ const ORDER_V2 = { ...ORDER_V1, fields: [...ORDER_V1.fields, { name: 'channel', 
 const PLACED = Date.UTC(2024, 4, 1, 12, 0, 0) * 1000;
 
 const order = (id: string, qty: number, extra: Record<string, unknown> = {}) =>
-  JSON.stringify({ id, qty, total: '\u0004\u00d2', placed: PLACED, note: qty % 2 ? null : { string: `n${qty}` }, tags: [id], status: 'PAID', ...extra });
+  JSON.stringify({
+    id,
+    qty,
+    total: '\u0004\u00d2',
+    placed: PLACED,
+    note: qty % 2 ? null : { string: `n${qty}` },
+    tags: [id],
+    status: 'PAID',
+    ...extra,
+  });
 
 let dir: ReturnType<typeof tempDir>;
 let env: Awaited<ReturnType<typeof openExport>>;
@@ -50,7 +59,11 @@ afterAll(async () => s3.close());
 beforeEach(async () => {
   dir = tempDir();
   env = await openExport(dir.path, { objectStorage: s3.settings });
-  await env.core.schemas.create({ parent: 'projects/p', schemaId: 'order', schema: { type: 'AVRO', definition: JSON.stringify(ORDER_V1) } });
+  await env.core.schemas.create({
+    parent: 'projects/p',
+    schemaId: 'order',
+    schema: { type: 'AVRO', definition: JSON.stringify(ORDER_V1) },
+  });
   await env.core.createTopic('orders', { schemaSettings: { schema: 'projects/p/schemas/order', encoding: 'JSON' } });
 });
 afterEach(async () => {
@@ -61,7 +74,7 @@ afterEach(async () => {
 const sql = (q: string) => queryDuckDb(env.duckdbPath, q);
 
 describe('bigqueryConfig.useTopicSchema', () => {
-  it('writes each field to its mapped DuckDB column, with metadata, per key in order; a later revision\'s field too', async () => {
+  it("writes each field to its mapped DuckDB column, with metadata, per key in order; a later revision's field too", async () => {
     await sql(`CREATE TABLE orders(
       id VARCHAR NOT NULL, qty INTEGER NOT NULL, total DECIMAL(10,2) NOT NULL, placed TIMESTAMPTZ NOT NULL, note VARCHAR,
       tags VARCHAR[] NOT NULL, status VARCHAR NOT NULL, channel VARCHAR,
@@ -82,9 +95,45 @@ describe('bigqueryConfig.useTopicSchema', () => {
               json_extract_string(attributes, '$.googclient_schemaencoding') enc FROM orders ORDER BY rowid`,
     );
     expect(rows.map((r) => ({ ...r, tags: (r.tags as { items: string[] }).items }))).toEqual([
-      { id: 'a', qty: 1, total: '12.34', placed_ok: true, note: null, tags: ['a'], status: 'PAID', channel: null, ordering_key: 'k', sequence: 1n, enc: 'JSON' },
-      { id: 'b', qty: 2, total: '12.34', placed_ok: true, note: 'n2', tags: ['b'], status: 'PAID', channel: null, ordering_key: 'k', sequence: 2n, enc: 'JSON' },
-      { id: 'c', qty: 3, total: '12.34', placed_ok: true, note: null, tags: ['c'], status: 'PAID', channel: 'app', ordering_key: 'k', sequence: 3n, enc: 'JSON' },
+      {
+        id: 'a',
+        qty: 1,
+        total: '12.34',
+        placed_ok: true,
+        note: null,
+        tags: ['a'],
+        status: 'PAID',
+        channel: null,
+        ordering_key: 'k',
+        sequence: 1n,
+        enc: 'JSON',
+      },
+      {
+        id: 'b',
+        qty: 2,
+        total: '12.34',
+        placed_ok: true,
+        note: 'n2',
+        tags: ['b'],
+        status: 'PAID',
+        channel: null,
+        ordering_key: 'k',
+        sequence: 2n,
+        enc: 'JSON',
+      },
+      {
+        id: 'c',
+        qty: 3,
+        total: '12.34',
+        placed_ok: true,
+        note: null,
+        tags: ['c'],
+        status: 'PAID',
+        channel: 'app',
+        ordering_key: 'k',
+        sequence: 3n,
+        enc: 'JSON',
+      },
     ]);
   });
 
@@ -94,7 +143,9 @@ describe('bigqueryConfig.useTopicSchema', () => {
     await env.exports.sync();
     await env.core.publish('orders', [{ data: order('a', 1) }]);
     await waitFor('state', () => env.core.getSubscription('to-narrow').state === 'SCHEMA_MISMATCH');
-    expect(env.exports.runner('to-narrow')!.stats.stateReason).toMatch(/column "qty" is BIGINT, but the topic schema's field maps to INTEGER|has no column "total"/);
+    expect(env.exports.runner('to-narrow')!.stats.stateReason).toMatch(
+      /column "qty" is BIGINT, but the topic schema's field maps to INTEGER|has no column "total"/,
+    );
     expect(env.core.metrics('to-narrow').backlogMessages).toBe(1);
   });
 });
@@ -106,7 +157,11 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
       topic: 'orders',
       enableMessageOrdering: true,
       // s3rver cannot serve a key with "+" (the default name's "+00:00"): a Z in the name instead.
-      cloudStorageConfig: { bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { useTopicSchema: true, writeMetadata: true } },
+      cloudStorageConfig: {
+        bucket,
+        filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+        avroConfig: { useTopicSchema: true, writeMetadata: true },
+      },
     });
     await env.exports.sync();
     await env.core.publish('orders', [{ data: order('a', 1), orderingKey: 'k' }]);
@@ -116,7 +171,15 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
     const [name] = await s3.list(bucket);
     const body = await s3.get(bucket, name!);
     const { header, values, fields } = await readWithAvsc(body);
-    expect(fields).toEqual([...ORDER_V1.fields.map((f) => f.name), 'subscription_name', 'message_id', 'publish_time', 'attributes', 'ordering_key', 'sequence']);
+    expect(fields).toEqual([
+      ...ORDER_V1.fields.map((f) => f.name),
+      'subscription_name',
+      'message_id',
+      'publish_time',
+      'attributes',
+      'ordering_key',
+      'sequence',
+    ]);
     expect((header as { name: string }).name).toBe('shop.Order');
     expect(values.map((v) => [v.id, v.qty, v.note, v.tags, v.status, v.ordering_key, v.sequence])).toEqual([
       ['a', 1, null, ['a'], 'PAID', 'k', 1],
@@ -126,14 +189,21 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
     expect(values[0]!.attributes).toMatchObject({ googclient_schemaname: 'projects/p/schemas/order', orderingKey: 'k' });
     // Orderly's reader (audit, query) reads the same file.
     const records = await readRecords(body, { kind: 'avro', writeMetadata: true, useTopicSchema: true });
-    expect(records.map((r) => [r.orderingKey, r.sequence, r.value?.id])).toEqual([['k', 1, 'a'], ['k', 2, 'b']]);
+    expect(records.map((r) => [r.orderingKey, r.sequence, r.value?.id])).toEqual([
+      ['k', 1, 'a'],
+      ['k', 2, 'b'],
+    ]);
   });
 
-  it('a new revision starts a new file laid out by it; an older revision\'s message is resolved into that layout', async () => {
+  it("a new revision starts a new file laid out by it; an older revision's message is resolved into that layout", async () => {
     const bucket = await s3.bucket();
     // The writer driven directly, so which messages share a file does not depend on timing.
     await env.core.createSubscription('source', { topic: 'orders', enableMessageOrdering: true });
-    const config = parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { useTopicSchema: true } });
+    const config = parseObjectStorageConfig({
+      bucket,
+      filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+      avroConfig: { useTopicSchema: true },
+    });
     const writer = new ObjectStorageWriter(config, {
       subscription: 'projects/p/subscriptions/files',
       identity: { uid: 'files-uid', adoptsNameKeyedProgress: false },
@@ -148,7 +218,10 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
     // Deliveries of a plain subscription of the topic, acked there at once so its key's next messages come.
     const delivered = async () => {
       const got = await env.core.pull('source', { maxMessages: 10 });
-      await env.core.acknowledge('source', got.map((m) => m.ackId));
+      await env.core.acknowledge(
+        'source',
+        got.map((m) => m.ackId),
+      );
       return got.map((m) => ({ id: m.ackId, message: m.message, deliveryAttempt: 0 }));
     };
     await env.core.publish('orders', [{ data: order('a', 1), orderingKey: 'k' }]);
@@ -157,9 +230,15 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
     await env.core.publish('orders', [{ data: order('c', 3, { channel: 'app' }), orderingKey: 'k' }]);
     await env.core.publish('orders', [{ data: order('d', 4), orderingKey: 'k' }]);
     // A message published before the topic had a schema cannot be read with it: it fails alone.
-    const noSchema = { id: 'plain', deliveryAttempt: 0, message: { messageId: '999', publishTime: new Date(), data: Buffer.from('x'), attributes: {}, orderingKey: '', sequence: 1 } };
+    const noSchema = {
+      id: 'plain',
+      deliveryAttempt: 0,
+      message: { messageId: '999', publishTime: new Date(), data: Buffer.from('x'), attributes: {}, orderingKey: '', sequence: 1 },
+    };
     const second = await writer.write([...(await delivered()), noSchema]);
-    expect(second.failed).toEqual([{ id: 'plain', error: expect.stringMatching(/no googclient_schemarevisionid attribute/), retryable: false }]);
+    expect(second.failed).toEqual([
+      { id: 'plain', error: expect.stringMatching(/no googclient_schemarevisionid attribute/), retryable: false },
+    ]);
     written.push(...second.written, ...(await writer.flush('all')).written);
     expect(written).toHaveLength(3);
     await writer.close();
@@ -169,7 +248,10 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
     expect(first!.fields).toEqual(ORDER_V1.fields.map((f) => f.name));
     expect(first!.values.map((v) => v.id)).toEqual(['a']);
     expect(later!.fields).toEqual(ORDER_V2.fields.map((f) => f.name));
-    expect(later!.values.map((v) => [v.id, v.channel])).toEqual([['c', 'app'], ['d', 'web']]);
+    expect(later!.values.map((v) => [v.id, v.channel])).toEqual([
+      ['c', 'app'],
+      ['d', 'web'],
+    ]);
   });
 });
 

@@ -8,7 +8,8 @@ import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { tempDir } from '../helpers/core.js';
 
 let dir: ReturnType<typeof tempDir>;
-const open = (memory?: MemoryOptions) => PubSubCore.open({ store: SqliteStore.open(dir.path, { durability: 'process' }), projectId: 'p', memory });
+const open = (memory?: MemoryOptions) =>
+  PubSubCore.open({ store: SqliteStore.open(dir.path, { durability: 'process' }), projectId: 'p', memory });
 
 beforeEach(() => {
   dir = tempDir();
@@ -27,7 +28,10 @@ async function publishBacklog(core: PubSubCore, messages: number, keys: number, 
   for (let i = 0; i < messages; i += 1000) {
     await core.publish(
       'events',
-      Array.from({ length: Math.min(1000, messages - i) }, (_, j) => ({ data: `${i + j}:`.padEnd(bytes, 'x'), orderingKey: `k${(i + j) % keys}` })),
+      Array.from({ length: Math.min(1000, messages - i) }, (_, j) => ({
+        data: `${i + j}:`.padEnd(bytes, 'x'),
+        orderingKey: `k${(i + j) % keys}`,
+      })),
     );
   }
 }

@@ -36,7 +36,11 @@ describe('DetachSubscription', () => {
     core.onSubscriptionChange((e) => events.push(e));
     // a consumer attached at the time is told why it ends
     let reason: OrderlyError | undefined;
-    const handle = core.attach('gone', { room: () => ({ messages: 0, bytes: 0 }), deliver: () => undefined, detached: (r) => (reason = r) });
+    const handle = core.attach('gone', {
+      room: () => ({ messages: 0, bytes: 0 }),
+      deliver: () => undefined,
+      detached: (r) => (reason = r),
+    });
 
     await core.detachSubscription('projects/p/subscriptions/gone');
     expect(events).toEqual([{ type: 'updated', subscription: 'projects/p/subscriptions/gone' }]);
@@ -48,7 +52,9 @@ describe('DetachSubscription', () => {
       ['projects/p/subscriptions/stays', false],
     ]);
     await expect(core.pull('gone')).rejects.toMatchObject(DETACHED);
-    expect(() => core.attach('gone', { room: () => ({ messages: 1, bytes: 1 }), deliver: () => undefined })).toThrow(expect.objectContaining(DETACHED));
+    expect(() => core.attach('gone', { room: () => ({ messages: 1, bytes: 1 }), deliver: () => undefined })).toThrow(
+      expect.objectContaining(DETACHED),
+    );
     expect(() => core.subscribe('gone', () => undefined)).toThrow(expect.objectContaining(DETACHED));
     await expect(core.seek('gone', clock.now())).rejects.toMatchObject(DETACHED);
     await expect(core.createSnapshot('of-gone', { subscription: 'gone' })).rejects.toMatchObject(DETACHED);
@@ -62,7 +68,10 @@ describe('DetachSubscription', () => {
     await core.publish('orders', [{ data: 'm2', orderingKey: 'k' }]);
     const got = await core.pull('stays', { maxMessages: 10 });
     expect(got.map((m) => m.message.data.toString())).toEqual(['m1', 'm2']);
-    await core.acknowledge('stays', got.map((m) => m.ackId));
+    await core.acknowledge(
+      'stays',
+      got.map((m) => m.ackId),
+    );
     await settle(core);
     await core.close();
     ({ core } = await openCore(dir.path, clock));
@@ -97,13 +106,20 @@ describe('DetachSubscription', () => {
       await core.detachSubscription('replay');
       await core.publish('orders', [{ data: 'm2' }]);
       const witnessed = await core.pull('witness', { maxMessages: 10, waitMs: 5_000 });
-      await core.acknowledge('witness', witnessed.map((m) => m.ackId));
+      await core.acknowledge(
+        'witness',
+        witnessed.map((m) => m.ackId),
+      );
       await settle(core);
       expect(pushed).toEqual(['m1']);
       // nothing is retained for the detached subscription's seek
       expect((await core.compact()).deletedMessages).toBe(2);
       await core.updateSubscription('replay', { labels: { still: 'updatable' } });
-      expect(core.getSubscription('replay')).toMatchObject({ detached: true, labels: { still: 'updatable' }, pushConfig: { pushEndpoint } });
+      expect(core.getSubscription('replay')).toMatchObject({
+        detached: true,
+        labels: { still: 'updatable' },
+        pushConfig: { pushEndpoint },
+      });
       await core.publish('orders', [{ data: 'm3' }]);
       await core.pull('witness', { maxMessages: 10, waitMs: 5_000 });
       await settle(core);
@@ -123,7 +139,7 @@ async function waitFor(condition: () => boolean): Promise<void> {
 }
 
 describe('DetachSubscription of an export subscription', () => {
-  it('stops its runner (the export manager follows the core\'s update event), also after a restart', async () => {
+  it("stops its runner (the export manager follows the core's update event), also after a restart", async () => {
     const exportDir = tempDir();
     let env = await openExport(exportDir.path);
     try {

@@ -6,7 +6,9 @@ const ok = (m: Parameters<typeof validateMessage>[0]) => validateMessage(m, 0);
 describe('publish limits (each at and just past its bound)', () => {
   it('data: 10 MB accepted, one byte more refused', () => {
     expect(ok({ data: Buffer.alloc(LIMITS.maxDataBytes, 1) }).data.byteLength).toBe(10_000_000);
-    expect(() => ok({ data: Buffer.alloc(LIMITS.maxDataBytes + 1, 1) })).toThrow('messages[0].data: must be at most 10000000 bytes, got 10000001');
+    expect(() => ok({ data: Buffer.alloc(LIMITS.maxDataBytes + 1, 1) })).toThrow(
+      'messages[0].data: must be at most 10000000 bytes, got 10000001',
+    );
   });
 
   it('attribute count: 100 accepted, 101 refused', () => {
@@ -19,7 +21,9 @@ describe('publish limits (each at and just past its bound)', () => {
     expect(() => ok({ attributes: { ['k'.repeat(256)]: 'v' } })).not.toThrow();
     expect(() => ok({ attributes: { ['k'.repeat(257)]: 'v' } })).toThrow('key must be 1 to 256 bytes, got 257');
     expect(() => ok({ attributes: { k: 'v'.repeat(1024) } })).not.toThrow();
-    expect(() => ok({ attributes: { k: 'v'.repeat(1025) } })).toThrow('messages[0].attributes["k"]: value must be at most 1024 bytes, got 1025');
+    expect(() => ok({ attributes: { k: 'v'.repeat(1025) } })).toThrow(
+      'messages[0].attributes["k"]: value must be at most 1024 bytes, got 1025',
+    );
   });
 
   it('bytes are counted, not characters (multi-byte UTF-8)', () => {
@@ -46,6 +50,8 @@ describe('publish limits (each at and just past its bound)', () => {
     expect(() => validateBatch([])).toThrow('at least one message');
     const big = Buffer.alloc(5 * 1024 * 1024);
     expect(() => validateBatch([{ data: big }, { data: big }])).not.toThrow();
-    expect(() => validateBatch([{ data: big }, { data: big }, { data: 'x' }])).toThrow(`must be at most ${LIMITS.maxBatchBytes} bytes, got ${LIMITS.maxBatchBytes + 1}`);
+    expect(() => validateBatch([{ data: big }, { data: big }, { data: 'x' }])).toThrow(
+      `must be at most ${LIMITS.maxBatchBytes} bytes, got ${LIMITS.maxBatchBytes + 1}`,
+    );
   });
 });

@@ -33,19 +33,31 @@ describe('ordered pull', () => {
   });
 
   it('delivers each key in publish order, one outstanding batch per key', async () => {
-    await publishKeyed([['a', 'a1'], ['b', 'b1'], ['a', 'a2'], ['b', 'b2'], ['a', 'a3']]);
+    await publishKeyed([
+      ['a', 'a1'],
+      ['b', 'b1'],
+      ['a', 'a2'],
+      ['b', 'b2'],
+      ['a', 'a3'],
+    ]);
     const first = await pullAll('ordered');
     expect(texts(first.filter((m) => m.message.orderingKey === 'a'))).toEqual(['a1', 'a2', 'a3']);
     expect(texts(first.filter((m) => m.message.orderingKey === 'b'))).toEqual(['b1', 'b2']);
     expect(first.map((m) => m.message.sequence).filter((_, i) => first[i]!.message.orderingKey === 'a')).toEqual([1, 2, 3]);
     await publishKeyed([['a', 'a4']]);
     expect(await pullAll('ordered')).toHaveLength(0); // key a has a batch out
-    await core.acknowledge('ordered', first.filter((m) => m.message.orderingKey === 'a').map((m) => m.ackId));
+    await core.acknowledge(
+      'ordered',
+      first.filter((m) => m.message.orderingKey === 'a').map((m) => m.ackId),
+    );
     expect(texts(await pullAll('ordered'))).toEqual(['a4']);
   });
 
   it('a partially acked batch still blocks its key until every message settles', async () => {
-    await publishKeyed([['a', 'a1'], ['a', 'a2']]);
+    await publishKeyed([
+      ['a', 'a1'],
+      ['a', 'a2'],
+    ]);
     const [m1, m2] = await pullAll('ordered');
     await core.acknowledge('ordered', [m2!.ackId]);
     await publishKeyed([['a', 'a3']]);
@@ -55,7 +67,13 @@ describe('ordered pull', () => {
   });
 
   it('nack of the middle message redelivers it and every later message of the key, even acked ones', async () => {
-    await publishKeyed([['a', 'a1'], ['a', 'a2'], ['a', 'a3'], ['a', 'a4'], ['b', 'b1']]);
+    await publishKeyed([
+      ['a', 'a1'],
+      ['a', 'a2'],
+      ['a', 'a3'],
+      ['a', 'a4'],
+      ['b', 'b1'],
+    ]);
     const batch = await pullAll('ordered');
     const a = batch.filter((m) => m.message.orderingKey === 'a');
     await core.acknowledge('ordered', [a[0]!.ackId, a[2]!.ackId, a[3]!.ackId]); // a1, a3, a4 acked
@@ -67,7 +85,10 @@ describe('ordered pull', () => {
   });
 
   it('a redelivered message that was acked before must be acked again', async () => {
-    await publishKeyed([['a', 'a1'], ['a', 'a2']]);
+    await publishKeyed([
+      ['a', 'a1'],
+      ['a', 'a2'],
+    ]);
     const [a1, a2] = await pullAll('ordered');
     await core.acknowledge('ordered', [a2!.ackId]);
     await core.modifyAckDeadline('ordered', [a1!.ackId], 0);
@@ -79,7 +100,11 @@ describe('ordered pull', () => {
   });
 
   it('expiry of the first message while later ones are acked redelivers all of them in order', async () => {
-    await publishKeyed([['k', '1'], ['k', '2'], ['k', '3']]);
+    await publishKeyed([
+      ['k', '1'],
+      ['k', '2'],
+      ['k', '3'],
+    ]);
     const batch = await pullAll('ordered');
     await core.acknowledge('ordered', [batch[1]!.ackId, batch[2]!.ackId]);
     clock.advance(9_000);
@@ -91,7 +116,10 @@ describe('ordered pull', () => {
   });
 
   it('stale ack ids of revoked deliveries are harmless and do not ack the redelivery', async () => {
-    await publishKeyed([['k', '1'], ['k', '2']]);
+    await publishKeyed([
+      ['k', '1'],
+      ['k', '2'],
+    ]);
     const old = await pullAll('ordered');
     await core.modifyAckDeadline('ordered', [old[0]!.ackId], 0);
     await core.acknowledge('ordered', [old[1]!.ackId, 'nonsense']); // revoked by the nack
@@ -128,11 +156,19 @@ describe('ordered pull', () => {
 });
 
 describe('pipelined consumers (export runners)', () => {
-  it('get a key\'s next messages while earlier ones are out; a nack revokes the later ones, which come again in order', async () => {
+  it("get a key's next messages while earlier ones are out; a nack revokes the later ones, which come again in order", async () => {
     await core.createSubscription('piped', { topic: 'orders', enableMessageOrdering: true });
     const got: ReceivedMessage[] = [];
-    const rt = core.attach('piped', { maxPerKey: 100, pipelined: true, room: () => ({ messages: 100, bytes: 1e9 }), deliver: (b) => got.push(...b) });
-    await publishKeyed([['k', '1'], ['k', '2']]);
+    const rt = core.attach('piped', {
+      maxPerKey: 100,
+      pipelined: true,
+      room: () => ({ messages: 100, bytes: 1e9 }),
+      deliver: (b) => got.push(...b),
+    });
+    await publishKeyed([
+      ['k', '1'],
+      ['k', '2'],
+    ]);
     await settle(core);
     await publishKeyed([['k', '3']]);
     await settle(core);
@@ -147,14 +183,21 @@ describe('pipelined consumers (export runners)', () => {
 });
 
 describe('unordered subscriptions', () => {
-  it('deliver a key\'s messages in parallel and redeliver only the failed one', async () => {
+  it("deliver a key's messages in parallel and redeliver only the failed one", async () => {
     await core.createSubscription('free', { topic: 'orders' });
-    await publishKeyed([['k', '1'], ['k', '2'], ['k', '3']]);
+    await publishKeyed([
+      ['k', '1'],
+      ['k', '2'],
+      ['k', '3'],
+    ]);
     const one = await pullAll('free', 1);
     const rest = await pullAll('free', 10);
     expect(texts([...one, ...rest])).toEqual(['1', '2', '3']);
     await core.modifyAckDeadline('free', [one[0]!.ackId], 0);
-    await core.acknowledge('free', rest.map((m) => m.ackId));
+    await core.acknowledge(
+      'free',
+      rest.map((m) => m.ackId),
+    );
     expect(texts(await pullAll('free'))).toEqual(['1']);
   });
 });
@@ -180,7 +223,10 @@ describe('delivery attempts, retry backoff and dead letters', () => {
       enableMessageOrdering: true,
       deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 5 },
     });
-    await publishKeyed([['k', 'poison'], ['k', 'next']]);
+    await publishKeyed([
+      ['k', 'poison'],
+      ['k', 'next'],
+    ]);
     const attempts: number[] = [];
     for (let i = 0; i < 5; i++) {
       const batch = await pullAll('dl-sub');
@@ -222,7 +268,11 @@ describe('delivery attempts, retry backoff and dead letters', () => {
       enableMessageOrdering: true,
       retryPolicy: { minimumBackoff: '10s', maximumBackoff: '30s' },
     });
-    await publishKeyed([['k', '1'], ['k', '2'], ['j', 'other']]);
+    await publishKeyed([
+      ['k', '1'],
+      ['k', '2'],
+      ['j', 'other'],
+    ]);
     const waits: number[] = [];
     let batch = (await pullAll('retry')).filter((m) => m.message.orderingKey === 'k');
     for (let failure = 1; failure <= 3; failure++) {
@@ -258,7 +308,10 @@ describe('filters, seek, retention, flow control', () => {
   it('fans out to every subscription: ordered and unordered see the same messages', async () => {
     await core.createSubscription('s-ordered', { topic: 'orders', enableMessageOrdering: true });
     await core.createSubscription('s-free', { topic: 'orders' });
-    await publishKeyed([['k', '1'], ['k', '2']]);
+    await publishKeyed([
+      ['k', '1'],
+      ['k', '2'],
+    ]);
     expect(texts(await pullAll('s-ordered'))).toEqual(['1', '2']);
     expect(texts(await pullAll('s-free')).sort()).toEqual(['1', '2']);
   });
@@ -275,9 +328,15 @@ describe('filters, seek, retention, flow control', () => {
     await publishKeyed([['k', '1']]);
     clock.advance(1_000);
     const mark = clock.now();
-    await publishKeyed([['k', '2'], ['k', '3']]);
+    await publishKeyed([
+      ['k', '2'],
+      ['k', '3'],
+    ]);
     const all = await pullAll('replay');
-    await core.acknowledge('replay', all.map((m) => m.ackId));
+    await core.acknowledge(
+      'replay',
+      all.map((m) => m.ackId),
+    );
     expect(await pullAll('replay')).toHaveLength(0);
     await core.compact();
     await core.seek('replay', mark);
@@ -346,7 +405,10 @@ describe('filters, seek, retention, flow control', () => {
     const s1 = core.subscribe('aff', handler('s1'), { flowControl: { maxMessages: 50 } });
     const s2 = core.subscribe('aff', handler('s2'), { flowControl: { maxMessages: 50 } });
     // all messages published in one go: each key's batch goes to one subscriber only
-    await core.publish('orders', Array.from({ length: 200 }, (_, i) => ({ data: String(i), orderingKey: `k${i % 20}` })));
+    await core.publish(
+      'orders',
+      Array.from({ length: 200 }, (_, i) => ({ data: String(i), orderingKey: `k${i % 20}` })),
+    );
     for (let i = 0; i < 50 && core.metrics('aff').backlogMessages > 0; i++) await settle(core);
     expect(core.metrics('aff').backlogMessages).toBe(0);
     expect(new Set([...seen.values()].flatMap((s) => [...s]))).toEqual(new Set(['s1', 's2']));
@@ -362,9 +424,9 @@ describe('topics and subscriptions', () => {
     await core.createSubscription('s-one', { topic: 'orders', ackDeadlineSeconds: 20 });
     await expect(core.createSubscription('s-one', { topic: 'orders' })).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
     await expect(core.createSubscription('s-two', { topic: 'nope' })).rejects.toMatchObject({ code: 'NOT_FOUND' });
-    await expect(
-      core.createSubscription('s-three', { topic: 'orders', deadLetterPolicy: { deadLetterTopic: 'nope' } }),
-    ).rejects.toThrow('Dead-letter topic not found: projects/p/topics/nope');
+    await expect(core.createSubscription('s-three', { topic: 'orders', deadLetterPolicy: { deadLetterTopic: 'nope' } })).rejects.toThrow(
+      'Dead-letter topic not found: projects/p/topics/nope',
+    );
     expect(core.listTopicSubscriptions('orders')).toEqual(['projects/p/subscriptions/s-one']);
     const updated = await core.updateSubscription('s-one', { ackDeadlineSeconds: 60 });
     expect(updated.ackDeadlineSeconds).toBe(60);

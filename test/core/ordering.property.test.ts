@@ -63,7 +63,8 @@ describe.each([
             ms.forEach((m, i) => i > 0 && expect(m.message.sequence).toBe(ms[i - 1]!.message.sequence + 1));
             const first = ms[0]!.message.sequence;
             for (const [id, p] of published) {
-              if (p.key === key && p.seq < first) expect(ackedOrdered.has(id), `key ${key}: ${first} delivered before ${p.seq} was acked`).toBe(true);
+              if (p.key === key && p.seq < first)
+                expect(ackedOrdered.has(id), `key ${key}: ${first} delivered before ${p.seq} was acked`).toBe(true);
             }
           }
         };
@@ -76,7 +77,10 @@ describe.each([
           for (let round = 0; round < 200 && core.metrics('unordered').backlogMessages > 0; round++) {
             clock.advance(11_000);
             const batch = await core.pull('unordered', { maxMessages: 100 });
-            await core.acknowledge('unordered', batch.map((m) => m.ackId));
+            await core.acknowledge(
+              'unordered',
+              batch.map((m) => m.ackId),
+            );
             batch.forEach((m) => ackedUnordered.add(m.message.messageId));
             await new Promise((resolve) => setImmediate(resolve));
           }
@@ -84,7 +88,10 @@ describe.each([
         try {
           for (const o of ops) {
             if (o.kind === 'publish') {
-              const ids = await core.publish('t-prop', o.keys.map((k, i) => ({ data: `d${i}`, orderingKey: KEYS[k] })));
+              const ids = await core.publish(
+                't-prop',
+                o.keys.map((k, i) => ({ data: `d${i}`, orderingKey: KEYS[k] })),
+              );
               const counts = new Map<string, number>();
               for (const p of published.values()) counts.set(p.key, Math.max(counts.get(p.key) ?? 0, p.seq));
               ids.forEach((id, i) => {
@@ -100,7 +107,10 @@ describe.each([
               const probe = core.attach('ordered', { room: () => ({ messages: 0, bytes: 0 }), deliver: () => undefined });
               const live = chosen.filter((m) => probe.isLive(m.ackId));
               probe.detach();
-              await core.acknowledge('ordered', chosen.map((m) => m.ackId));
+              await core.acknowledge(
+                'ordered',
+                chosen.map((m) => m.ackId),
+              );
               live.forEach((m) => ackedOrdered.add(m.message.messageId));
               outstanding = outstanding.filter((m) => !chosen.includes(m));
             } else if (o.kind === 'nack' && outstanding.length) {
@@ -123,7 +133,10 @@ describe.each([
             clock.advance(11_000); // whatever the ops left outstanding expires
             const batch = await core.pull('ordered', { maxMessages: 100 });
             check(batch);
-            await core.acknowledge('ordered', batch.map((m) => m.ackId));
+            await core.acknowledge(
+              'ordered',
+              batch.map((m) => m.ackId),
+            );
             batch.forEach((m) => ackedOrdered.add(m.message.messageId));
             await new Promise((resolve) => setImmediate(resolve)); // the window refills in the background
           }

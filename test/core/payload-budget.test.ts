@@ -14,7 +14,12 @@ let clock: ManualClock;
 let core: PubSubCore;
 
 const open = () =>
-  PubSubCore.open({ store: SqliteStore.open(dir.path, { durability: 'process' }), clock, projectId: 'p', memory: { payloadBytes: BUDGET } });
+  PubSubCore.open({
+    store: SqliteStore.open(dir.path, { durability: 'process' }),
+    clock,
+    projectId: 'p',
+    memory: { payloadBytes: BUDGET },
+  });
 
 async function pullAll(sub: string): Promise<ReceivedMessage[]> {
   const all: ReceivedMessage[] = [];
@@ -39,7 +44,11 @@ beforeEach(async () => {
     enableMessageOrdering: true,
     deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 5 },
   });
-  for (let i = 1; i <= 10; i++) await core.publish('events', KEYS.map((k) => ({ data: body(k, i), orderingKey: k })));
+  for (let i = 1; i <= 10; i++)
+    await core.publish(
+      'events',
+      KEYS.map((k) => ({ data: body(k, i), orderingKey: k })),
+    );
 });
 afterEach(async () => {
   await core.close();
@@ -52,14 +61,18 @@ describe('a backlog larger than the payload budget', () => {
     expect(metrics.residentBytes).toBeLessThanOrEqual(BUDGET);
     expect(metrics.backlogBytes).toBeGreaterThanOrEqual(40 * 1000); // full sizes, spilled or not
     const got = await pullAll('sub');
-    for (const k of KEYS) expect(got.filter((m) => m.message.orderingKey === k).map(text)).toEqual(Array.from({ length: 10 }, (_, i) => body(k, i + 1)));
+    for (const k of KEYS)
+      expect(got.filter((m) => m.message.orderingKey === k).map(text)).toEqual(Array.from({ length: 10 }, (_, i) => body(k, i + 1)));
   });
 
   it('redelivers a nacked key from the store, and reads the backlog back the same way after a restart', async () => {
     const first = await pullAll('sub');
     const a3 = first.find((m) => text(m) === body('a', 3))!;
     await core.modifyAckDeadline('sub', [a3.ackId], 0);
-    await core.acknowledge('sub', first.filter((m) => m.message.orderingKey !== 'a' || Number(text(m).split(':')[0]!.slice(1)) < 3).map((m) => m.ackId));
+    await core.acknowledge(
+      'sub',
+      first.filter((m) => m.message.orderingKey !== 'a' || Number(text(m).split(':')[0]!.slice(1)) < 3).map((m) => m.ackId),
+    );
     clock.advance(60_000); // past the retry backoff
     const again = await pullAll('sub');
     expect(again.map(text)).toEqual(Array.from({ length: 8 }, (_, i) => body('a', i + 3)));

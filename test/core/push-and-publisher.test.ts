@@ -58,8 +58,14 @@ describe('push delivery', () => {
       pushConfig: { pushEndpoint: `http://127.0.0.1:${port}/push` },
       retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 },
     });
-    await core.publish('events', ['a1', 'a2', 'a3'].map((data) => ({ data, orderingKey: 'a' })));
-    await core.publish('events', ['b1', 'b2'].map((data) => ({ data, orderingKey: 'b' })));
+    await core.publish(
+      'events',
+      ['a1', 'a2', 'a3'].map((data) => ({ data, orderingKey: 'a' })),
+    );
+    await core.publish(
+      'events',
+      ['b1', 'b2'].map((data) => ({ data, orderingKey: 'b' })),
+    );
     for (let i = 0; i < 200 && core.metrics('pushed').backlogMessages > 0; i++) await new Promise((r) => setTimeout(r, 10));
     expect(core.metrics('pushed').backlogMessages).toBe(0);
     expect(overlap).toBe(false);
@@ -84,10 +90,17 @@ describe('push delivery', () => {
     await core.createSubscription('raw-meta', {
       topic: 'events',
       enableMessageOrdering: true,
-      pushConfig: { pushEndpoint: endpoint, attributes: { 'x-team': 'blue' }, noWrapper: { writeMetadata: true }, oidcToken: { serviceAccountEmail: 'push@p.iam.gserviceaccount.com', audience: 'me' } },
+      pushConfig: {
+        pushEndpoint: endpoint,
+        attributes: { 'x-team': 'blue' },
+        noWrapper: { writeMetadata: true },
+        oidcToken: { serviceAccountEmail: 'push@p.iam.gserviceaccount.com', audience: 'me' },
+      },
     });
     const data = Buffer.from([0, 1, 2, 250, 255]);
-    const [id] = await core.publish('events', [{ data, orderingKey: 'k', attributes: { 'Content-Type': 'application/x-thing', color: 'red' } }]);
+    const [id] = await core.publish('events', [
+      { data, orderingKey: 'k', attributes: { 'Content-Type': 'application/x-thing', color: 'red' } },
+    ]);
     for (let i = 0; i < 200 && got.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
     const plain = got.find((g) => g.headers['x-goog-pubsub-message-id'] === undefined)!;
     const meta = got.find((g) => g.headers['x-goog-pubsub-message-id'] !== undefined)!;
@@ -106,11 +119,18 @@ describe('push delivery', () => {
     });
     // No token is minted: the OIDC settings are stored and returned only (docs/api-coverage.md).
     expect(meta.headers.authorization).toBeUndefined();
-    expect(core.getSubscription('raw-meta').pushConfig).toMatchObject({ oidcToken: { serviceAccountEmail: 'push@p.iam.gserviceaccount.com', audience: 'me' }, noWrapper: { writeMetadata: true } });
+    expect(core.getSubscription('raw-meta').pushConfig).toMatchObject({
+      oidcToken: { serviceAccountEmail: 'push@p.iam.gserviceaccount.com', audience: 'me' },
+      noWrapper: { writeMetadata: true },
+    });
     await settle(core);
     expect(core.metrics('raw-meta').backlogMessages).toBe(0);
     // An attribute that cannot be a header fails the delivery naming it (it is retried, then dead-lettered).
-    const message = { ackId: 'a', deliveryAttempt: 0, message: { messageId: '1', publishTime: new Date(), data, attributes: { 'bad key': 'x' }, orderingKey: '', sequence: 1 } };
+    const message = {
+      ackId: 'a',
+      deliveryAttempt: 0,
+      message: { messageId: '1', publishTime: new Date(), data, attributes: { 'bad key': 'x' }, orderingKey: '', sequence: 1 },
+    };
     expect(() => pushRequest('s', message, { pushEndpoint: endpoint, attributes: {}, noWrapper: { writeMetadata: true } })).toThrow(
       'message attribute "bad key" cannot be sent as an HTTP header (payload unwrapping writes attributes as headers): it is not a valid HTTP header name',
     );

@@ -13,7 +13,14 @@ let clock: ManualClock;
 let core: PubSubCore;
 
 /** Coarse timers: these tests move the clock by days. */
-const open = () => PubSubCore.open({ store: SqliteStore.open(dir.path, { durability: 'process' }), clock, projectId: 'p', tickMs: 60_000, compactEveryMs: DAY * 30 });
+const open = () =>
+  PubSubCore.open({
+    store: SqliteStore.open(dir.path, { durability: 'process' }),
+    clock,
+    projectId: 'p',
+    tickMs: 60_000,
+    compactEveryMs: DAY * 30,
+  });
 async function restart(): Promise<void> {
   await core.close();
   core = await open();
@@ -31,7 +38,8 @@ afterEach(async () => {
 });
 
 const texts = (ms: ReceivedMessage[]) => ms.map((m) => m.message.data.toString());
-const byText = (ms: ReceivedMessage[], ...wanted: string[]) => ms.filter((m) => wanted.includes(m.message.data.toString())).map((m) => m.ackId);
+const byText = (ms: ReceivedMessage[], ...wanted: string[]) =>
+  ms.filter((m) => wanted.includes(m.message.data.toString())).map((m) => m.ackId);
 async function publish(...items: (string | [key: string, data: string])[]): Promise<void> {
   for (const item of items) {
     const [orderingKey, data] = typeof item === 'string' ? ['', item] : item;
@@ -44,7 +52,10 @@ async function drain(sub: string): Promise<string[]> {
   const seen: string[] = [];
   for (let batch = await pull(sub); batch.length; batch = await pull(sub)) {
     seen.push(...texts(batch));
-    await core.acknowledge(sub, batch.map((m) => m.ackId));
+    await core.acknowledge(
+      sub,
+      batch.map((m) => m.ackId),
+    );
   }
   return seen;
 }
@@ -57,7 +68,12 @@ describe('snapshots', () => {
     await core.acknowledge('work', byText(first, 'm1', 'm3'));
     // m2 and m4 are still out (unacked) when the snapshot is taken
     const snapshot = await core.createSnapshot('before-fix', { subscription: 'work', labels: { team: 'billing' } });
-    expect(snapshot).toEqual({ name: 'projects/p/snapshots/before-fix', topic: 'projects/p/topics/orders', expireTime: clock.now() + 7 * DAY, labels: { team: 'billing' } });
+    expect(snapshot).toEqual({
+      name: 'projects/p/snapshots/before-fix',
+      topic: 'projects/p/topics/orders',
+      expireTime: clock.now() + 7 * DAY,
+      labels: { team: 'billing' },
+    });
     await core.acknowledge('work', byText(first, 'm2', 'm4'));
     await publish('m5');
     expect(await drain('work')).toEqual(['m5']);
@@ -109,12 +125,22 @@ describe('snapshots', () => {
     await core.createSubscription('work', { topic: 'orders' });
     await core.createSnapshot('snap', { subscription: 'work' });
     await expect(core.createSnapshot('snap', { subscription: 'work' })).rejects.toMatchObject({ code: 'ALREADY_EXISTS' });
-    await expect(core.createSnapshot('other', { subscription: 'missing' })).rejects.toMatchObject({ code: 'NOT_FOUND', message: 'Subscription not found: projects/p/subscriptions/missing' });
-    expect(() => core.getSnapshot('missing')).toThrow(expect.objectContaining({ code: 'NOT_FOUND', message: 'Snapshot not found: projects/p/snapshots/missing' }));
+    await expect(core.createSnapshot('other', { subscription: 'missing' })).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+      message: 'Subscription not found: projects/p/subscriptions/missing',
+    });
+    expect(() => core.getSnapshot('missing')).toThrow(
+      expect.objectContaining({ code: 'NOT_FOUND', message: 'Snapshot not found: projects/p/snapshots/missing' }),
+    );
     await expect(core.seekToSnapshot('work', 'missing')).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await expect(core.deleteSnapshot('missing')).rejects.toMatchObject({ code: 'NOT_FOUND' });
-    await expect(core.createSnapshot('projects/p/topics/snap', { subscription: 'work' })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
-    await expect(core.createSnapshot('x', { subscription: 'work' })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^name: invalid id/) });
+    await expect(core.createSnapshot('projects/p/topics/snap', { subscription: 'work' })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+    await expect(core.createSnapshot('x', { subscription: 'work' })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/^name: invalid id/),
+    });
     // Without a name (gRPC allows it) the snapshot gets one in the subscription's project.
     expect((await core.createSnapshot('', { subscription: 'work' })).name).toMatch(/^projects\/p\/snapshots\/snapshot-[0-9a-f-]{36}$/);
   });
@@ -160,14 +186,21 @@ describe('snapshots', () => {
     expect(await drain('ordered')).toEqual(['k1', 'k2']);
     await core.compact();
     await restart();
-    expect(core.listSnapshots()).toEqual([{ name: 'projects/p/snapshots/durable', topic: 'projects/p/topics/orders', expireTime: clock.now() + 7 * DAY, labels: { env: 'test' } }]);
+    expect(core.listSnapshots()).toEqual([
+      {
+        name: 'projects/p/snapshots/durable',
+        topic: 'projects/p/topics/orders',
+        expireTime: clock.now() + 7 * DAY,
+        labels: { env: 'test' },
+      },
+    ]);
     expect(core.listTopicSnapshots('orders')).toEqual(['projects/p/snapshots/durable']);
     expect(await drain('ordered')).toEqual([]);
     await core.seekToSnapshot('ordered', 'durable');
     expect(await drain('ordered')).toEqual(['k1', 'k2']);
   });
 
-  it('compaction keeps what a live snapshot can restore, also past the subscriptions\' retention; deleting it frees them', async () => {
+  it("compaction keeps what a live snapshot can restore, also past the subscriptions' retention; deleting it frees them", async () => {
     await core.createSubscription('short', { topic: 'orders', messageRetentionDuration: '10m' });
     await publish('m1', 'm2');
     await core.createSnapshot('keep', { subscription: 'short' });
@@ -195,7 +228,10 @@ describe('snapshots', () => {
     expect(await core.updateSnapshot('b-snap', { expireTime: sooner })).toMatchObject({ expireTime: sooner, labels: { b: '2' } });
     // and back up to the lifetime it got at creation, but not beyond it nor into the past
     await core.updateSnapshot('b-snap', { expireTime: created.expireTime });
-    await expect(core.updateSnapshot('b-snap', { expireTime: created.expireTime + 1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/^snapshot\.expireTime: /) });
+    await expect(core.updateSnapshot('b-snap', { expireTime: created.expireTime + 1 })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/^snapshot\.expireTime: /),
+    });
     await expect(core.updateSnapshot('b-snap', { expireTime: clock.now() })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
     expect(core.listSnapshots().map((s) => s.name)).toEqual(['projects/p/snapshots/a-snap', 'projects/p/snapshots/b-snap']);
     expect(core.listSnapshots('q').map((s) => s.name)).toEqual(['projects/q/snapshots/q-snap']);

@@ -29,10 +29,16 @@ describe('subscription fields', () => {
     [{ messageRetentionDuration: '599s' }, 'messageRetentionDuration: must be between 600s and 2678400s, got 599s'],
     [{ messageRetentionDuration: 31 * 86400 + 1 }, 'messageRetentionDuration: must be between 600s and 2678400s, got 2678401s'],
     [{ messageRetentionDuration: 'soon' }, 'messageRetentionDuration: not a duration: "soon"'],
-    [{ deadLetterPolicy: { deadLetterTopic: 'd', maxDeliveryAttempts: 4 } }, 'deadLetterPolicy.maxDeliveryAttempts: must be an integer between 5 and 100, got 4'],
+    [
+      { deadLetterPolicy: { deadLetterTopic: 'd', maxDeliveryAttempts: 4 } },
+      'deadLetterPolicy.maxDeliveryAttempts: must be an integer between 5 and 100, got 4',
+    ],
     [{ deadLetterPolicy: { deadLetterTopic: 'd', maxDeliveryAttempts: 101 } }, 'got 101'],
     [{ retryPolicy: { minimumBackoff: '601s' } }, 'retryPolicy.minimumBackoff: must be between 0s and 600s, got 601s'],
-    [{ retryPolicy: { minimumBackoff: '20s', maximumBackoff: '10s' } }, 'retryPolicy.maximumBackoff: must not be below minimumBackoff (20s), got 10s'],
+    [
+      { retryPolicy: { minimumBackoff: '20s', maximumBackoff: '10s' } },
+      'retryPolicy.maximumBackoff: must not be below minimumBackoff (20s), got 10s',
+    ],
     [{ expirationPolicy: { ttl: '3600s' } }, 'expirationPolicy.ttl: must be at least 1 day'],
     [{ filter: 'attributes.x = ' }, 'filter: expected a quoted string'],
     [{ pushConfig: { pushEndpoint: 'ftp://x' } }, 'pushConfig.pushEndpoint: must be an http(s) URL'],
@@ -50,13 +56,18 @@ describe('subscription fields', () => {
     expect(norm({ ackDeadlineSeconds: 600 }).ackDeadlineSeconds).toBe(600);
     expect(norm({ messageRetentionDuration: '10m' }).messageRetentionDuration).toBe(600);
     expect(norm({ messageRetentionDuration: '31d' }).messageRetentionDuration).toBe(31 * 86400);
-    expect(norm({ retryPolicy: { minimumBackoff: 0, maximumBackoff: '600s' } }).retryPolicy).toEqual({ minimumBackoff: 0, maximumBackoff: 600 });
+    expect(norm({ retryPolicy: { minimumBackoff: 0, maximumBackoff: '600s' } }).retryPolicy).toEqual({
+      minimumBackoff: 0,
+      maximumBackoff: 600,
+    });
     expect(norm({ deadLetterPolicy: { deadLetterTopic: 'd', maxDeliveryAttempts: 100 } }).deadLetterPolicy?.maxDeliveryAttempts).toBe(100);
     expect(norm({ pushConfig: {} }).pushConfig).toBeUndefined();
   });
 
   it('enableMessageOrdering and filter are fixed at creation', () => {
-    expect(() => checkImmutable(norm({ enableMessageOrdering: true }), norm({}))).toThrow('enableMessageOrdering cannot be changed after creation');
+    expect(() => checkImmutable(norm({ enableMessageOrdering: true }), norm({}))).toThrow(
+      'enableMessageOrdering cannot be changed after creation',
+    );
     expect(() => checkImmutable(norm({ filter: 'attributes:a' }), norm({ filter: 'attributes:b' }))).toThrow('filter cannot be changed');
     expect(() => checkImmutable(norm({ ackDeadlineSeconds: 10 }), norm({ ackDeadlineSeconds: 20 }))).not.toThrow();
   });

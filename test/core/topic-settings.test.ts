@@ -25,7 +25,10 @@ async function restart(): Promise<void> {
 
 async function pullTexts(sub: string): Promise<string[]> {
   const got = await core.pull(sub, { maxMessages: 100 });
-  await core.acknowledge(sub, got.map((m) => m.ackId));
+  await core.acknowledge(
+    sub,
+    got.map((m) => m.ackId),
+  );
   return got.map((m) => m.message.data.toString());
 }
 
@@ -75,13 +78,20 @@ describe('topic messageRetentionDuration', () => {
   it('is checked (10 minutes to 31 days), returned, shown on subscriptions, kept across restarts, and cleared by null', async () => {
     dir = tempDir();
     await open();
-    await expect(core.createTopic('short', { messageRetentionDuration: '5m' })).rejects.toThrow('messageRetentionDuration: must be between 600s and 2678400s, got 300s');
+    await expect(core.createTopic('short', { messageRetentionDuration: '5m' })).rejects.toThrow(
+      'messageRetentionDuration: must be between 600s and 2678400s, got 300s',
+    );
     expect(core.hasTopic('short')).toBe(false);
     await core.createTopic('tee', { messageRetentionDuration: '2h', labels: { team: 'a' } });
     await core.createSubscription('t-sub', { topic: 'tee' });
     expect(core.getSubscription('t-sub').topicMessageRetentionDuration).toBe(7200);
     await restart();
-    expect(core.getTopic('tee')).toEqual({ name: 'projects/p/topics/tee', labels: { team: 'a' }, messageRetentionDuration: 7200, state: 'ACTIVE' });
+    expect(core.getTopic('tee')).toEqual({
+      name: 'projects/p/topics/tee',
+      labels: { team: 'a' },
+      messageRetentionDuration: 7200,
+      state: 'ACTIVE',
+    });
     // An update changes exactly what it is given.
     await core.updateTopic('tee', { labels: { team: 'b' } });
     expect(core.getTopic('tee').messageRetentionDuration).toBe(7200);
@@ -98,7 +108,9 @@ describe('topic schemaSettings', () => {
     const schema = await core.schemas.create({ parent: 'projects/p', schemaId: 'order', schema: { type: 'AVRO', definition: AVRO } });
     await core.createTopic('orders', { schemaSettings: { schema: schema.name, encoding: 'JSON' } });
     await core.createSubscription('orders-sub', { topic: 'orders' });
-    await expect(core.publish('orders', [{ data: '{"id": "1"}' }, { data: '{"id": 2}' }])).rejects.toThrow(/^messages\[1\]\.data: does not match the schema at \.id/);
+    await expect(core.publish('orders', [{ data: '{"id": "1"}' }, { data: '{"id": 2}' }])).rejects.toThrow(
+      /^messages\[1\]\.data: does not match the schema at \.id/,
+    );
     await core.publish('orders', [{ data: '{"id": "3"}', attributes: { mine: 'x' } }]);
     await restart();
     expect(core.getTopic('orders').schemaSettings).toEqual({ schema: 'projects/p/schemas/order', encoding: 'JSON' });
@@ -130,17 +142,19 @@ describe('topic schemaSettings', () => {
   it('refuses a missing schema, an unspecified encoding, and useTopicSchema on a topic without a schema', async () => {
     dir = tempDir();
     await open();
-    await expect(core.createTopic('tee', { schemaSettings: { schema: 'projects/p/schemas/none', encoding: 'JSON' } })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(
+      core.createTopic('tee', { schemaSettings: { schema: 'projects/p/schemas/none', encoding: 'JSON' } }),
+    ).rejects.toMatchObject({ code: 'NOT_FOUND' });
     await core.schemas.create({ parent: 'projects/p', schemaId: 'order', schema: { type: 'AVRO', definition: AVRO } });
-    await expect(core.createTopic('tee', { schemaSettings: { schema: 'projects/p/schemas/order', encoding: 'ENCODING_UNSPECIFIED' } })).rejects.toThrow(
-      'schemaSettings.encoding: must be JSON or BINARY, got "ENCODING_UNSPECIFIED"',
-    );
+    await expect(
+      core.createTopic('tee', { schemaSettings: { schema: 'projects/p/schemas/order', encoding: 'ENCODING_UNSPECIFIED' } }),
+    ).rejects.toThrow('schemaSettings.encoding: must be JSON or BINARY, got "ENCODING_UNSPECIFIED"');
     await core.createTopic('plain');
-    await expect(core.createSubscription('sss', { topic: 'plain', bigqueryConfig: { table: 'p.d.t', useTopicSchema: true } })).rejects.toThrow(
-      'bigqueryConfig.useTopicSchema: topic projects/p/topics/plain has no schema (schemaSettings)',
-    );
-    await expect(core.createSubscription('sss', { topic: 'plain', cloudStorageConfig: { bucket: 'b', avroConfig: { useTopicSchema: true } } })).rejects.toThrow(
-      'cloudStorageConfig.avroConfig.useTopicSchema: topic projects/p/topics/plain has no schema',
-    );
+    await expect(
+      core.createSubscription('sss', { topic: 'plain', bigqueryConfig: { table: 'p.d.t', useTopicSchema: true } }),
+    ).rejects.toThrow('bigqueryConfig.useTopicSchema: topic projects/p/topics/plain has no schema (schemaSettings)');
+    await expect(
+      core.createSubscription('sss', { topic: 'plain', cloudStorageConfig: { bucket: 'b', avroConfig: { useTopicSchema: true } } }),
+    ).rejects.toThrow('cloudStorageConfig.avroConfig.useTopicSchema: topic projects/p/topics/plain has no schema');
   });
 });

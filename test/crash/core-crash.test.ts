@@ -32,10 +32,14 @@ function runWorker(dir: string, mode: 'run' | 'drain', killAfterMs?: number): Pr
       if (mode === 'drain' && code !== 0) return reject(new Error(`drain worker failed (${code ?? signal}): ${stderr}`));
       if (mode === 'run' && signal !== 'SIGKILL') return reject(new Error(`worker ended without being killed (${code}): ${stderr}`));
       const lines = stdout.split('\n').slice(0, -1); // the last, partial line may be cut by the kill
-      resolve(lines.filter((l) => l !== 'DONE').map((l) => {
-        const [tag, id, key, seq] = l.split(' ');
-        return { tag: tag!, id: id!, key: key!, seq: Number(seq) };
-      }));
+      resolve(
+        lines
+          .filter((l) => l !== 'DONE')
+          .map((l) => {
+            const [tag, id, key, seq] = l.split(' ');
+            return { tag: tag!, id: id!, key: key!, seq: Number(seq) };
+          }),
+      );
     });
   });
 }
@@ -48,8 +52,18 @@ describe('crash safety (SIGKILL of a publishing and consuming process)', () => {
       for (let round = 0; round < 6; round++) runs.push(await runWorker(dir.path, 'run', 150 + Math.floor(Math.random() * 600)));
       runs.push(await runWorker(dir.path, 'drain'));
 
-      const published = new Set(runs.flat().filter((l) => l.tag === 'P').map((l) => l.id));
-      const delivered = new Set(runs.flat().filter((l) => l.tag === 'D').map((l) => l.id));
+      const published = new Set(
+        runs
+          .flat()
+          .filter((l) => l.tag === 'P')
+          .map((l) => l.id),
+      );
+      const delivered = new Set(
+        runs
+          .flat()
+          .filter((l) => l.tag === 'D')
+          .map((l) => l.id),
+      );
       expect(published.size).toBeGreaterThan(100);
       // An ack may commit and the process die before it prints "A", so "not lost" means: delivered, and
       // the drain run (which exits only on an empty backlog) found nothing left unacked.
@@ -73,7 +87,11 @@ describe('crash safety (SIGKILL of a publishing and consuming process)', () => {
         const firstInRun = new Map<string, number>();
         for (const l of run) if (l.tag === 'D' && !firstInRun.has(l.key)) firstInRun.set(l.key, l.seq);
         for (const [key, first] of firstInRun) {
-          const deliveredBefore = runs.slice(0, runs.indexOf(run)).flat().filter((l) => l.tag === 'D' && l.key === key).map((l) => l.seq);
+          const deliveredBefore = runs
+            .slice(0, runs.indexOf(run))
+            .flat()
+            .filter((l) => l.tag === 'D' && l.key === key)
+            .map((l) => l.seq);
           expect(first, `key ${key} resumed at ${first}`).toBeLessThanOrEqual(Math.max(0, ...deliveredBefore) + 1);
           const known = ackedBefore.get(key) ?? new Set<number>();
           let firstNotKnownAcked = 1;

@@ -25,8 +25,11 @@ describe('DuckDB export crash safety', () => {
         enableMessageOrdering: true,
         bigqueryConfig: { table: 'p.main.events', writeMetadata: true },
       });
-      await queryDuckDb(setup.duckdbPath, `CREATE TABLE events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP,
-        data VARCHAR, attributes JSON, ordering_key VARCHAR, sequence BIGINT)`);
+      await queryDuckDb(
+        setup.duckdbPath,
+        `CREATE TABLE events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP,
+        data VARCHAR, attributes JSON, ordering_key VARCHAR, sequence BIGINT)`,
+      );
       for (let i = 0; i < MESSAGES; i += 1000) {
         await setup.core.publish(
           'crash-topic',
@@ -45,7 +48,10 @@ describe('DuckDB export crash safety', () => {
       expect(kills).toBeGreaterThan(0);
 
       const path = setup.duckdbPath;
-      const [totals] = await queryDuckDb(path, 'SELECT count(*) AS n, count(DISTINCT message_id) AS ids, count(DISTINCT ordering_key) AS keys FROM events');
+      const [totals] = await queryDuckDb(
+        path,
+        'SELECT count(*) AS n, count(DISTINCT message_id) AS ids, count(DISTINCT ordering_key) AS keys FROM events',
+      );
       expect(totals).toEqual({ n: BigInt(MESSAGES), ids: BigInt(MESSAGES), keys: BigInt(KEYS) });
       // Per key, rows were appended (rowid order) in sequence order 1..100, and the payloads match.
       const badKeys = await queryDuckDb(

@@ -23,13 +23,21 @@ describe('object-storage export crash safety', () => {
     const s3 = await startTestS3();
     try {
       const bucket = await s3.bucket();
-      const cloudStorageConfig = { bucket, maxMessages: 1000, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } };
+      const cloudStorageConfig = {
+        bucket,
+        maxMessages: 1000,
+        filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+        parquetConfig: { writeMetadata: true },
+      };
       const setup = await openExport(dir.path, { objectStorage: s3.settings }, { start: false });
       await setup.core.createTopic('crash-topic');
       await setup.core.createSubscription('crash-sub', { topic: 'crash-topic', enableMessageOrdering: true, cloudStorageConfig });
       const subscription = { name: 'projects/p/subscriptions/crash-sub', uid: setup.core.identity('crash-sub').uid };
       for (let i = 0; i < MESSAGES; i += 1000) {
-        await setup.core.publish('crash-topic', Array.from({ length: 1000 }, (_, j) => ({ data: `m${i + j}`, orderingKey: `key-${(i + j) % KEYS}` })));
+        await setup.core.publish(
+          'crash-topic',
+          Array.from({ length: 1000 }, (_, j) => ({ data: `m${i + j}`, orderingKey: `key-${(i + j) % KEYS}` })),
+        );
       }
       await setup.close();
 
@@ -41,7 +49,10 @@ describe('object-storage export crash safety', () => {
       expect(await runExporter(dir.path, s3.settings, 'drain')).toBe('done');
       expect(kills).toBe(6);
 
-      const report = await auditSubscription(subscription, parseObjectStorageConfig(cloudStorageConfig), { dataDir: dir.path, objectStorage: s3.settings });
+      const report = await auditSubscription(subscription, parseObjectStorageConfig(cloudStorageConfig), {
+        dataDir: dir.path,
+        objectStorage: s3.settings,
+      });
       expect(report).toMatchObject({
         records: MESSAGES,
         keys: KEYS,

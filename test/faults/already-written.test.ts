@@ -23,7 +23,14 @@ afterAll(async () => s3.close());
 const message = (key: string, sequence: number): ExportMessage => ({
   id: `${key}-${sequence}`,
   deliveryAttempt: 2,
-  message: { messageId: `${key}${sequence}`, publishTime: new Date(), data: Buffer.from(`${key}${sequence}`), attributes: {}, orderingKey: key, sequence },
+  message: {
+    messageId: `${key}${sequence}`,
+    publishTime: new Date(),
+    data: Buffer.from(`${key}${sequence}`),
+    attributes: {},
+    orderingKey: key,
+    sequence,
+  },
 });
 
 describe('the object writer reports written only what a committed object holds', () => {
@@ -35,19 +42,33 @@ describe('the object writer reports written only what a committed object holds',
     const manifest = new Manifest(manifestPath(dir.path, subscription));
     manifest.markPending('A', 1);
     manifest.markPending('B', 2);
-    manifest.commit({ object: 'B', bucket, format: 'text', createdAt: new Date().toISOString(), counter: 2, committedAt: new Date().toISOString(), records: 5, bytes: 10, keys: { K: { first: 6, last: 10, count: 5 } }, unkeyed: [] });
+    manifest.commit({
+      object: 'B',
+      bucket,
+      format: 'text',
+      createdAt: new Date().toISOString(),
+      counter: 2,
+      committedAt: new Date().toISOString(),
+      records: 5,
+      bytes: 10,
+      keys: { K: { first: 6, last: 10, count: 5 } },
+      unkeyed: [],
+    });
     manifest.discard('A');
     manifest.close();
 
-    const writer = new ObjectStorageWriter(parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', textConfig: {} }), {
-      subscription: subscription.name,
-      identity: { uid: subscription.uid, adoptsNameKeyedProgress: false },
-      spec: { enableMessageOrdering: true } as never,
-      logger: createLogger(),
-      settings: { dataDir: dir.path, objectStorage: s3.settings },
-      budget: DEFAULT_BUDGET,
-      notify: () => undefined,
-    });
+    const writer = new ObjectStorageWriter(
+      parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', textConfig: {} }),
+      {
+        subscription: subscription.name,
+        identity: { uid: subscription.uid, adoptsNameKeyedProgress: false },
+        spec: { enableMessageOrdering: true } as never,
+        logger: createLogger(),
+        settings: { dataDir: dir.path, objectStorage: s3.settings },
+        budget: DEFAULT_BUDGET,
+        notify: () => undefined,
+      },
+    );
     await writer.open();
     // The redelivery rule brings K 1-10 again (and K 11 is new).
     const batch = Array.from({ length: 11 }, (_, i) => message('K', i + 1));

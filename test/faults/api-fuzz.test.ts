@@ -69,18 +69,34 @@ afterAll(async () => {
 
 // ---- values ----
 
-const id = (ids: string[]) => fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...ids) }, fc.string({ maxLength: 30 }), fc.stringMatching(/^[a-z][a-z0-9-]{2,12}$/));
-const topicName = fc.oneof({ weight: 5, arbitrary: id(TOPICS).map((t) => `projects/${PROJECT}/topics/${t}`) }, fc.string({ maxLength: 40 }));
-const subName = fc.oneof({ weight: 5, arbitrary: id(SUBS).map((s) => `projects/${PROJECT}/subscriptions/${s}`) }, fc.string({ maxLength: 40 }));
+const id = (ids: string[]) =>
+  fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...ids) }, fc.string({ maxLength: 30 }), fc.stringMatching(/^[a-z][a-z0-9-]{2,12}$/));
+const topicName = fc.oneof(
+  { weight: 5, arbitrary: id(TOPICS).map((t) => `projects/${PROJECT}/topics/${t}`) },
+  fc.string({ maxLength: 40 }),
+);
+const subName = fc.oneof(
+  { weight: 5, arbitrary: id(SUBS).map((s) => `projects/${PROJECT}/subscriptions/${s}`) },
+  fc.string({ maxLength: 40 }),
+);
 const anyJson = fc.jsonValue({ maxDepth: 3 });
 /** A field's value: usually of the right kind, sometimes any JSON at all. */
 const field = <T>(arb: fc.Arbitrary<T>) => fc.oneof({ weight: 4, arbitrary: arb }, { weight: 1, arbitrary: anyJson });
 const int = fc.oneof(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.constantFrom(-1, 0, 1, 10, 600, 601, 1000));
-const durationJson = fc.oneof(int.map((n) => `${n}s`), fc.constantFrom('600s', '0.5s', '1e3s', '-1s', '10m', ''));
+const durationJson = fc.oneof(
+  int.map((n) => `${n}s`),
+  fc.constantFrom('600s', '0.5s', '1e3s', '-1s', '10m', ''),
+);
 const labels = fc.dictionary(fc.string({ maxLength: 10 }), fc.string({ maxLength: 10 }), { maxKeys: 3 });
-const pushUrl = fc.oneof(fc.constantFrom('http://127.0.0.1:9/push', 'ftp://x', 'http://169.254.169.254/', ''), fc.string({ maxLength: 20 }));
+const pushUrl = fc.oneof(
+  fc.constantFrom('http://127.0.0.1:9/push', 'ftp://x', 'http://169.254.169.254/', ''),
+  fc.string({ maxLength: 20 }),
+);
 const pushConfigJson = fc.record({ pushEndpoint: field(pushUrl), attributes: field(labels) }, { requiredKeys: [] });
-const base64 = fc.oneof(fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b).toString('base64')), fc.string({ maxLength: 20 }));
+const base64 = fc.oneof(
+  fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b).toString('base64')),
+  fc.string({ maxLength: 20 }),
+);
 
 const subscriptionJson = fc.record(
   {
@@ -96,7 +112,9 @@ const subscriptionJson = fc.record(
     retryPolicy: field(fc.record({ minimumBackoff: field(durationJson), maximumBackoff: field(durationJson) }, { requiredKeys: [] })),
     expirationPolicy: field(fc.record({ ttl: field(durationJson) }, { requiredKeys: [] })),
     // Export configs are refused (no valid bucket or table here), so no export runner starts.
-    cloudStorageConfig: field(fc.record({ bucket: fc.constantFrom('', 'X', 'no_such!'), maxBytes: field(fc.constantFrom('1000', 5)) }, { requiredKeys: [] })),
+    cloudStorageConfig: field(
+      fc.record({ bucket: fc.constantFrom('', 'X', 'no_such!'), maxBytes: field(fc.constantFrom('1000', 5)) }, { requiredKeys: [] }),
+    ),
     bigqueryConfig: field(fc.record({ table: fc.constantFrom('', 'a.b', 'bad') }, { requiredKeys: [] })),
     kmsKeyName: fc.string({ maxLength: 5 }),
   },
@@ -104,32 +122,101 @@ const subscriptionJson = fc.record(
 );
 
 const schemaSettings = fc.record(
-  { schema: field(fc.constantFrom(`projects/${PROJECT}/schemas/${SCHEMAS[0]}`, 'nope', '')), encoding: field(fc.constantFrom('JSON', 'BINARY', 'ENCODING_UNSPECIFIED', 'XML')) },
+  {
+    schema: field(fc.constantFrom(`projects/${PROJECT}/schemas/${SCHEMAS[0]}`, 'nope', '')),
+    encoding: field(fc.constantFrom('JSON', 'BINARY', 'ENCODING_UNSPECIFIED', 'XML')),
+  },
   { requiredKeys: [] },
 );
-const schemaJson = fc.record({ type: field(fc.constantFrom('AVRO', 'PROTOCOL_BUFFER', 'TYPE_UNSPECIFIED')), definition: field(fc.constantFrom(AVRO, '{"type": "record"}', 'syntax = "proto3"; message M { int64 n = 1; }', '')) }, { requiredKeys: [] });
+const schemaJson = fc.record(
+  {
+    type: field(fc.constantFrom('AVRO', 'PROTOCOL_BUFFER', 'TYPE_UNSPECIFIED')),
+    definition: field(fc.constantFrom(AVRO, '{"type": "record"}', 'syntax = "proto3"; message M { int64 n = 1; }', '')),
+  },
+  { requiredKeys: [] },
+);
 const policyJson = fc.record(
-  { bindings: field(fc.array(fc.record({ role: field(fc.constantFrom('roles/pubsub.viewer', 'viewer')), members: field(fc.array(fc.constantFrom('user:a@b.c', 'nobody'))) }), { maxLength: 2 })), etag: field(fc.constantFrom('ACAB', 'AAAA', '!!')) },
+  {
+    bindings: field(
+      fc.array(
+        fc.record({
+          role: field(fc.constantFrom('roles/pubsub.viewer', 'viewer')),
+          members: field(fc.array(fc.constantFrom('user:a@b.c', 'nobody'))),
+        }),
+        { maxLength: 2 },
+      ),
+    ),
+    etag: field(fc.constantFrom('ACAB', 'AAAA', '!!')),
+  },
   { requiredKeys: [] },
 );
 
 const restBody: Record<string, fc.Arbitrary<unknown>> = {
-  topic: fc.record({ labels: field(labels), name: field(topicName), messageRetentionDuration: field(durationJson), schemaSettings: field(schemaSettings) }, { requiredKeys: [] }),
+  topic: fc.record(
+    { labels: field(labels), name: field(topicName), messageRetentionDuration: field(durationJson), schemaSettings: field(schemaSettings) },
+    { requiredKeys: [] },
+  ),
   schema: schemaJson,
   commit: fc.record({ schema: field(schemaJson) }, { requiredKeys: [] }),
-  validateMessage: fc.record({ name: field(fc.constantFrom(`projects/${PROJECT}/schemas/${SCHEMAS[0]}`, 'x')), encoding: field(fc.constantFrom('JSON', 'BINARY', 7)), message: field(base64) }, { requiredKeys: [] }),
-  setIam: fc.record({ policy: field(policyJson), updateMask: field(fc.constantFrom('bindings', 'etag,bindings', 'owner')) }, { requiredKeys: [] }),
+  validateMessage: fc.record(
+    {
+      name: field(fc.constantFrom(`projects/${PROJECT}/schemas/${SCHEMAS[0]}`, 'x')),
+      encoding: field(fc.constantFrom('JSON', 'BINARY', 7)),
+      message: field(base64),
+    },
+    { requiredKeys: [] },
+  ),
+  setIam: fc.record(
+    { policy: field(policyJson), updateMask: field(fc.constantFrom('bindings', 'etag,bindings', 'owner')) },
+    { requiredKeys: [] },
+  ),
   testIam: fc.record({ permissions: field(fc.array(fc.string({ maxLength: 20 }), { maxLength: 3 })) }, { requiredKeys: [] }),
-  updateTopic: fc.record({ topic: field(fc.record({ labels: field(labels) }, { requiredKeys: [] })), updateMask: field(fc.constantFrom('labels', 'kmsKeyName', 'x', '')) }, { requiredKeys: [] }),
+  updateTopic: fc.record(
+    {
+      topic: field(fc.record({ labels: field(labels) }, { requiredKeys: [] })),
+      updateMask: field(fc.constantFrom('labels', 'kmsKeyName', 'x', '')),
+    },
+    { requiredKeys: [] },
+  ),
   publish: fc.record({
-    messages: field(fc.array(field(fc.record({ data: field(base64), attributes: field(labels), orderingKey: field(fc.string({ maxLength: 5 })) }, { requiredKeys: [] })), { maxLength: 4 })),
+    messages: field(
+      fc.array(
+        field(
+          fc.record(
+            { data: field(base64), attributes: field(labels), orderingKey: field(fc.string({ maxLength: 5 })) },
+            { requiredKeys: [] },
+          ),
+        ),
+        { maxLength: 4 },
+      ),
+    ),
   }),
   subscription: subscriptionJson,
-  updateSubscription: fc.record({ subscription: field(subscriptionJson), updateMask: field(fc.constantFrom('ackDeadlineSeconds', 'labels,pushConfig', 'filter', 'enableMessageOrdering', 'nope', '')) }, { requiredKeys: [] }),
+  updateSubscription: fc.record(
+    {
+      subscription: field(subscriptionJson),
+      updateMask: field(fc.constantFrom('ackDeadlineSeconds', 'labels,pushConfig', 'filter', 'enableMessageOrdering', 'nope', '')),
+    },
+    { requiredKeys: [] },
+  ),
   pull: fc.record({ returnImmediately: fc.constant(true), maxMessages: field(int) }, { requiredKeys: ['returnImmediately'] }),
   ack: fc.record({ ackIds: field(fc.array(fc.oneof(fc.constantFrom(...ackIds), fc.string()), { maxLength: 3 })) }, { requiredKeys: [] }),
-  modack: fc.record({ ackIds: field(fc.array(fc.oneof(fc.constantFrom(...ackIds), fc.string()), { maxLength: 3 })), ackDeadlineSeconds: field(int) }, { requiredKeys: [] }),
-  seek: fc.record({ time: field(fc.oneof(fc.date({ noInvalidDate: true }).map((d) => d.toISOString()), fc.string())), snapshot: fc.string({ maxLength: 5 }) }, { requiredKeys: [] }),
+  modack: fc.record(
+    { ackIds: field(fc.array(fc.oneof(fc.constantFrom(...ackIds), fc.string()), { maxLength: 3 })), ackDeadlineSeconds: field(int) },
+    { requiredKeys: [] },
+  ),
+  seek: fc.record(
+    {
+      time: field(
+        fc.oneof(
+          fc.date({ noInvalidDate: true }).map((d) => d.toISOString()),
+          fc.string(),
+        ),
+      ),
+      snapshot: fc.string({ maxLength: 5 }),
+    },
+    { requiredKeys: [] },
+  ),
   modifyPushConfig: fc.record({ pushConfig: field(pushConfigJson) }, { requiredKeys: [] }),
   none: fc.constant(undefined),
 };
@@ -143,7 +230,15 @@ const segment = (ids: string[]) =>
     fc.string({ maxLength: 20 }).map(encodeURIComponent),
   );
 const project = fc.oneof({ weight: 8, arbitrary: fc.constant(PROJECT) }, fc.constantFrom('%', 'other-project', '%zz', ''));
-const listQuery = fc.constantFrom('', '?pageSize=1', '?pageSize=-1', '?pageToken=bogus', '?page_size=2&alt=json', '?colour=red', '?prettyPrint=true');
+const listQuery = fc.constantFrom(
+  '',
+  '?pageSize=1',
+  '?pageSize=-1',
+  '?pageToken=bogus',
+  '?page_size=2&alt=json',
+  '?colour=red',
+  '?prettyPrint=true',
+);
 const REST_ROUTES: [string[], string, (p: string, s: string) => string, string][] = [
   [['POST'], 'schema', (p, s) => `/v1/projects/${p}/schemas?schemaId=${s}`, 'sc'],
   [['GET', 'DELETE'], 'none', (p, s) => `/v1/projects/${p}/schemas/${s}`, 'sc'],
@@ -187,8 +282,13 @@ const restRequest: fc.Arbitrary<RestRequest> = fc.oneof(
     weight: 12,
     arbitrary: fc.constantFrom(...REST_ROUTES).chain(([methods, body, path, kind]) =>
       fc.record({
-        method: fc.oneof({ weight: 9, arbitrary: fc.constantFrom(...methods) }, fc.constantFrom('GET', 'PUT', 'POST', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD')),
-        path: fc.tuple(project, segment(kind === 't' ? TOPICS : kind === 's' ? SUBS : SCHEMAS), listQuery).map(([p, s, q]) => `${path(p, s)}${path(p, s).includes('?') ? '' : q}`),
+        method: fc.oneof(
+          { weight: 9, arbitrary: fc.constantFrom(...methods) },
+          fc.constantFrom('GET', 'PUT', 'POST', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD'),
+        ),
+        path: fc
+          .tuple(project, segment(kind === 't' ? TOPICS : kind === 's' ? SUBS : SCHEMAS), listQuery)
+          .map(([p, s, q]) => `${path(p, s)}${path(p, s).includes('?') ? '' : q}`),
         body: restBody[body]!.map((b) => (b === undefined ? undefined : JSON.stringify(b))),
       }),
     ),
@@ -199,11 +299,25 @@ const restRequest: fc.Arbitrary<RestRequest> = fc.oneof(
     arbitrary: fc.record({
       method: fc.constantFrom('GET', 'PUT', 'POST', 'PATCH', 'DELETE'),
       path: fc.tuple(fc.constantFrom(...REST_ROUTES), project, segment([...TOPICS, ...SUBS])).map(([[, , path], p, s]) => path(p, s)),
-      body: fc.oneof(anyJson.map((j) => JSON.stringify(j)), fc.string({ maxLength: 50 }), fc.uint8Array({ maxLength: 200 }).map((b) => Buffer.from(b))),
+      body: fc.oneof(
+        anyJson.map((j) => JSON.stringify(j)),
+        fc.string({ maxLength: 50 }),
+        fc.uint8Array({ maxLength: 200 }).map((b) => Buffer.from(b)),
+      ),
     }),
   },
   // Random paths.
-  { weight: 1, arbitrary: fc.record({ method: fc.constantFrom('GET', 'POST'), path: fc.oneof(fc.webPath(), fc.string({ maxLength: 40 }).map((s) => `/v1/${s}`)), body: fc.constant(undefined) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      method: fc.constantFrom('GET', 'POST'),
+      path: fc.oneof(
+        fc.webPath(),
+        fc.string({ maxLength: 40 }).map((s) => `/v1/${s}`),
+      ),
+      body: fc.constant(undefined),
+    }),
+  },
   // Big and oversized bodies, to a topic no subscription keeps messages of.
   {
     weight: 1,
@@ -269,34 +383,105 @@ const subscriptionProto = fc.record(
     deadLetterPolicy: fc.record({ deadLetterTopic: topicName, maxDeliveryAttempts: int }, { requiredKeys: [] }),
     retryPolicy: fc.record({ minimumBackoff: durationProto, maximumBackoff: durationProto }, { requiredKeys: [] }),
     expirationPolicy: fc.record({ ttl: durationProto }, { requiredKeys: [] }),
-    cloudStorageConfig: fc.record({ bucket: fc.constantFrom('', 'X'), maxBytes: fc.constantFrom('0', '-5', '99999999999999') }, { requiredKeys: [] }),
+    cloudStorageConfig: fc.record(
+      { bucket: fc.constantFrom('', 'X'), maxBytes: fc.constantFrom('0', '-5', '99999999999999') },
+      { requiredKeys: [] },
+    ),
     detached: fc.boolean(),
   },
   { requiredKeys: [] },
 );
-const mask = fc.record({ paths: fc.array(fc.constantFrom('ack_deadline_seconds', 'labels', 'push_config', 'filter', 'bigtable_config', 'x', ''), { maxLength: 3 }) });
+const mask = fc.record({
+  paths: fc.array(fc.constantFrom('ack_deadline_seconds', 'labels', 'push_config', 'filter', 'bigtable_config', 'x', ''), { maxLength: 3 }),
+});
 const someAckIds = fc.array(fc.oneof(fc.constantFrom(...ackIds), fc.string({ maxLength: 10 })), { maxLength: 3 });
-const schemaProto = fc.record({ type: fc.constantFrom('AVRO', 'PROTOCOL_BUFFER', 'TYPE_UNSPECIFIED'), definition: fc.constantFrom(AVRO, 'message {', '') }, { requiredKeys: [] });
+const schemaProto = fc.record(
+  { type: fc.constantFrom('AVRO', 'PROTOCOL_BUFFER', 'TYPE_UNSPECIFIED'), definition: fc.constantFrom(AVRO, 'message {', '') },
+  { requiredKeys: [] },
+);
 const schemaName = fc.oneof(fc.constant(`projects/${PROJECT}/schemas/${SCHEMAS[0]}`), fc.string({ maxLength: 30 }));
 const GRPC_METHODS: [keyof ReturnType<typeof rawPubsubClients>, string, fc.Arbitrary<object>][] = [
-  ['schemaService', 'createSchema', fc.record({ parent: fc.constantFrom(`projects/${PROJECT}`, 'x'), schemaId: fc.stringMatching(/^[a-z][a-z0-9-]{2,10}$/), schema: schemaProto }, { requiredKeys: [] })],
-  ['schemaService', 'getSchema', fc.record({ name: schemaName, view: fc.constantFrom('FULL', 'BASIC', 'SCHEMA_VIEW_UNSPECIFIED') }, { requiredKeys: [] })],
-  ['schemaService', 'listSchemas', fc.record({ parent: fc.constantFrom(`projects/${PROJECT}`, 'x'), pageSize: int, pageToken: fc.string({ maxLength: 8 }) }, { requiredKeys: [] })],
+  [
+    'schemaService',
+    'createSchema',
+    fc.record(
+      { parent: fc.constantFrom(`projects/${PROJECT}`, 'x'), schemaId: fc.stringMatching(/^[a-z][a-z0-9-]{2,10}$/), schema: schemaProto },
+      { requiredKeys: [] },
+    ),
+  ],
+  [
+    'schemaService',
+    'getSchema',
+    fc.record({ name: schemaName, view: fc.constantFrom('FULL', 'BASIC', 'SCHEMA_VIEW_UNSPECIFIED') }, { requiredKeys: [] }),
+  ],
+  [
+    'schemaService',
+    'listSchemas',
+    fc.record(
+      { parent: fc.constantFrom(`projects/${PROJECT}`, 'x'), pageSize: int, pageToken: fc.string({ maxLength: 8 }) },
+      { requiredKeys: [] },
+    ),
+  ],
   ['schemaService', 'commitSchema', fc.record({ name: schemaName, schema: schemaProto }, { requiredKeys: [] })],
-  ['schemaService', 'validateMessage', fc.record({ parent: fc.constant(`projects/${PROJECT}`), name: schemaName, message: fc.uint8Array({ maxLength: 20 }).map((b) => Buffer.from(b)), encoding: fc.constantFrom('JSON', 'BINARY') }, { requiredKeys: [] })],
+  [
+    'schemaService',
+    'validateMessage',
+    fc.record(
+      {
+        parent: fc.constant(`projects/${PROJECT}`),
+        name: schemaName,
+        message: fc.uint8Array({ maxLength: 20 }).map((b) => Buffer.from(b)),
+        encoding: fc.constantFrom('JSON', 'BINARY'),
+      },
+      { requiredKeys: [] },
+    ),
+  ],
   ['iam', 'getIamPolicy', fc.record({ resource: fc.oneof(topicName, subName, schemaName) })],
-  ['iam', 'setIamPolicy', fc.record({ resource: fc.oneof(topicName, subName), policy: fc.record({ bindings: fc.array(fc.record({ role: fc.constantFrom('roles/pubsub.viewer', 'x'), members: fc.array(fc.constantFrom('user:a@b.c', 'z')) }), { maxLength: 2 }) }) }, { requiredKeys: [] })],
-  ['iam', 'testIamPermissions', fc.record({ resource: fc.oneof(topicName, subName), permissions: fc.array(fc.string({ maxLength: 10 }), { maxLength: 3 }) })],
+  [
+    'iam',
+    'setIamPolicy',
+    fc.record(
+      {
+        resource: fc.oneof(topicName, subName),
+        policy: fc.record({
+          bindings: fc.array(
+            fc.record({ role: fc.constantFrom('roles/pubsub.viewer', 'x'), members: fc.array(fc.constantFrom('user:a@b.c', 'z')) }),
+            { maxLength: 2 },
+          ),
+        }),
+      },
+      { requiredKeys: [] },
+    ),
+  ],
+  [
+    'iam',
+    'testIamPermissions',
+    fc.record({ resource: fc.oneof(topicName, subName), permissions: fc.array(fc.string({ maxLength: 10 }), { maxLength: 3 }) }),
+  ],
   ['publisher', 'createTopic', fc.record({ name: topicName, labels, kmsKeyName: fc.constantFrom('', 'k') }, { requiredKeys: [] })],
-  ['publisher', 'updateTopic', fc.record({ topic: fc.record({ name: topicName, labels }, { requiredKeys: [] }), updateMask: mask }, { requiredKeys: [] })],
+  [
+    'publisher',
+    'updateTopic',
+    fc.record({ topic: fc.record({ name: topicName, labels }, { requiredKeys: [] }), updateMask: mask }, { requiredKeys: [] }),
+  ],
   [
     'publisher',
     'publish',
     fc.record({
       topic: topicName,
-      messages: fc.array(fc.record({ data: fc.uint8Array({ maxLength: 500 }).map((b) => Buffer.from(b)), attributes: labels, orderingKey: fc.constantFrom('', 'k1', 'k2') }, { requiredKeys: [] }), {
-        maxLength: 4,
-      }),
+      messages: fc.array(
+        fc.record(
+          {
+            data: fc.uint8Array({ maxLength: 500 }).map((b) => Buffer.from(b)),
+            attributes: labels,
+            orderingKey: fc.constantFrom('', 'k1', 'k2'),
+          },
+          { requiredKeys: [] },
+        ),
+        {
+          maxLength: 4,
+        },
+      ),
     }),
   ],
   ['publisher', 'getTopic', fc.record({ topic: topicName })],
@@ -313,18 +498,51 @@ const GRPC_METHODS: [keyof ReturnType<typeof rawPubsubClients>, string, fc.Arbit
   ['subscriber', 'modifyAckDeadline', fc.record({ subscription: subName, ackIds: someAckIds, ackDeadlineSeconds: int })],
   ['subscriber', 'acknowledge', fc.record({ subscription: subName, ackIds: someAckIds })],
   ['subscriber', 'pull', fc.record({ subscription: subName, returnImmediately: fc.constant(true), maxMessages: int })],
-  ['subscriber', 'modifyPushConfig', fc.record({ subscription: subName, pushConfig: fc.record({ pushEndpoint: pushUrl, attributes: labels }, { requiredKeys: [] }) }, { requiredKeys: ['subscription'] })],
-  ['subscriber', 'seek', fc.record({ subscription: subName, time: fc.record({ seconds: fc.oneof(int.map(String), fc.constant('-62135596801')), nanos: int }) }, { requiredKeys: ['subscription'] })],
+  [
+    'subscriber',
+    'modifyPushConfig',
+    fc.record(
+      { subscription: subName, pushConfig: fc.record({ pushEndpoint: pushUrl, attributes: labels }, { requiredKeys: [] }) },
+      { requiredKeys: ['subscription'] },
+    ),
+  ],
+  [
+    'subscriber',
+    'seek',
+    fc.record(
+      { subscription: subName, time: fc.record({ seconds: fc.oneof(int.map(String), fc.constant('-62135596801')), nanos: int }) },
+      { requiredKeys: ['subscription'] },
+    ),
+  ],
   ['subscriber', 'getSnapshot', fc.record({ snapshot: fc.string() })],
   ['subscriber', 'listSnapshots', fc.record({ project: fc.string() })],
   ['subscriber', 'createSnapshot', fc.record({ name: fc.string(), subscription: subName })],
   ['subscriber', 'deleteSnapshot', fc.record({ snapshot: fc.string() })],
 ];
 const GRPC_PATHS = [
-  ...['CreateTopic', 'UpdateTopic', 'Publish', 'GetTopic', 'ListTopics', 'ListTopicSubscriptions', 'ListTopicSnapshots', 'DeleteTopic', 'DetachSubscription'].map((m) => `/google.pubsub.v1.Publisher/${m}`),
-  ...['CreateSubscription', 'GetSubscription', 'UpdateSubscription', 'ListSubscriptions', 'DeleteSubscription', 'ModifyAckDeadline', 'Acknowledge', 'Pull', 'ModifyPushConfig', 'Seek'].map(
-    (m) => `/google.pubsub.v1.Subscriber/${m}`,
-  ),
+  ...[
+    'CreateTopic',
+    'UpdateTopic',
+    'Publish',
+    'GetTopic',
+    'ListTopics',
+    'ListTopicSubscriptions',
+    'ListTopicSnapshots',
+    'DeleteTopic',
+    'DetachSubscription',
+  ].map((m) => `/google.pubsub.v1.Publisher/${m}`),
+  ...[
+    'CreateSubscription',
+    'GetSubscription',
+    'UpdateSubscription',
+    'ListSubscriptions',
+    'DeleteSubscription',
+    'ModifyAckDeadline',
+    'Acknowledge',
+    'Pull',
+    'ModifyPushConfig',
+    'Seek',
+  ].map((m) => `/google.pubsub.v1.Subscriber/${m}`),
 ];
 
 type GrpcCall =
@@ -344,16 +562,32 @@ const streamRequest = fc.record(
   { requiredKeys: [] },
 );
 const grpcCall: fc.Arbitrary<GrpcCall> = fc.oneof(
-  { weight: 12, arbitrary: fc.constantFrom(...GRPC_METHODS).chain(([client, method, arb]) => arb.map((request) => ({ kind: 'unary' as const, client: client as 'publisher', method, request }))) },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('garbage' as const), path: fc.constantFrom(...GRPC_PATHS), bytes: fc.uint8Array({ minLength: 1, maxLength: 200 }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('stream' as const), requests: fc.array(streamRequest, { minLength: 1, maxLength: 4 }) }) },
+  {
+    weight: 12,
+    arbitrary: fc
+      .constantFrom(...GRPC_METHODS)
+      .chain(([client, method, arb]) => arb.map((request) => ({ kind: 'unary' as const, client: client as 'publisher', method, request }))),
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('garbage' as const),
+      path: fc.constantFrom(...GRPC_PATHS),
+      bytes: fc.uint8Array({ minLength: 1, maxLength: 200 }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('stream' as const), requests: fc.array(streamRequest, { minLength: 1, maxLength: 4 }) }),
+  },
 );
 
 async function checkGrpc(c: GrpcCall): Promise<void> {
   const where = JSON.stringify(c, (_k, v) => (v?.type === 'Buffer' ? `<${v.data.length} bytes>` : v)).slice(0, 400);
   const code = await new Promise<{ code: number; details?: string }>((resolve) => {
     const done = (e: grpc.ServiceError | null, r?: unknown) => {
-      if (!e && r && typeof r === 'object' && 'receivedMessages' in r) for (const m of (r as any).receivedMessages) if (ackIds.length < 200) ackIds.push(m.ackId);
+      if (!e && r && typeof r === 'object' && 'receivedMessages' in r)
+        for (const m of (r as any).receivedMessages) if (ackIds.length < 200) ackIds.push(m.ackId);
       resolve(e ? { code: e.code, details: e.details } : { code: grpc.status.OK });
     };
     if (c.kind === 'unary') {
@@ -364,7 +598,13 @@ async function checkGrpc(c: GrpcCall): Promise<void> {
         resolve({ code: grpc.status.OK });
       }
     } else if (c.kind === 'garbage') {
-      api.subscriber.makeUnaryRequest(c.path, (b: Uint8Array) => Buffer.from(b), (b: Buffer) => b, c.bytes, done);
+      api.subscriber.makeUnaryRequest(
+        c.path,
+        (b: Uint8Array) => Buffer.from(b),
+        (b: Buffer) => b,
+        c.bytes,
+        done,
+      );
     } else {
       const stream = api.subscriber.streamingPull();
       let settled = false;
@@ -395,7 +635,12 @@ async function unexpectedErrors(): Promise<number> {
 describe('fuzzing the endpoint (issue #9.5)', () => {
   it(`${(REST_BATCHES + GRPC_BATCHES) * BATCH} random requests over REST and gRPC: typed answers only, the server stays up, memory stays bounded`, async () => {
     for (const t of [...TOPICS, BIG_TOPIC]) await send({ method: 'PUT', path: `/v1/projects/${PROJECT}/topics/${t}`, body: '{}' });
-    for (const s of SCHEMAS) await send({ method: 'POST', path: `/v1/projects/${PROJECT}/schemas?schemaId=${s}`, body: JSON.stringify({ type: 'AVRO', definition: AVRO }) });
+    for (const s of SCHEMAS)
+      await send({
+        method: 'POST',
+        path: `/v1/projects/${PROJECT}/schemas?schemaId=${s}`,
+        body: JSON.stringify({ type: 'AVRO', definition: AVRO }),
+      });
     for (const [i, s] of SUBS.entries()) {
       const body = { topic: `projects/${PROJECT}/topics/${TOPICS[i % 2]}`, enableMessageOrdering: s.endsWith('ordered') };
       await send({ method: 'PUT', path: `/v1/projects/${PROJECT}/subscriptions/${s}`, body: JSON.stringify(body) });
@@ -426,9 +671,14 @@ describe('fuzzing the endpoint (issue #9.5)', () => {
     expect(await unexpectedErrors()).toBe(0);
     // Still serving: a plain publish and pull round trip.
     await send({ method: 'PUT', path: `/v1/projects/${PROJECT}/topics/fuzz-final`, body: '{}' });
-    expect((await send({ method: 'POST', path: `/v1/projects/${PROJECT}/topics/fuzz-final:publish`, body: '{"messages":[{"data":"QQ=="}]}' })).status).toBe(200);
+    expect(
+      (await send({ method: 'POST', path: `/v1/projects/${PROJECT}/topics/fuzz-final:publish`, body: '{"messages":[{"data":"QQ=="}]}' }))
+        .status,
+    ).toBe(200);
     const growth = rssMiB() - rssBefore;
-    console.log(`fuzz: ${requests} requests, RSS ${rssBefore.toFixed(0)} -> ${(rssBefore + growth).toFixed(0)} MiB, answers ${JSON.stringify(Object.fromEntries([...answers].sort()))}`);
+    console.log(
+      `fuzz: ${requests} requests, RSS ${rssBefore.toFixed(0)} -> ${(rssBefore + growth).toFixed(0)} MiB, answers ${JSON.stringify(Object.fromEntries([...answers].sort()))}`,
+    );
     expect(growth, `RSS grew by ${growth.toFixed(0)} MiB`).toBeLessThan(100);
   }, 180_000);
 });

@@ -1,13 +1,21 @@
 import { describe, expect, it } from 'vitest';
 import { checkDelivery, restoredBySequence, type SinkRecord } from './delivery-check.js';
 
-const r = (messageId: string, orderingKey: string, sequence: number, position = sequence): SinkRecord => ({ messageId, orderingKey, sequence, position });
+const r = (messageId: string, orderingKey: string, sequence: number, position = sequence): SinkRecord => ({
+  messageId,
+  orderingKey,
+  sequence,
+  position,
+});
 const none = { count: 0, examples: [] };
 
 /** The fault suite's verdicts come from this checker: it must see every kind of defect it is asked about. */
 describe('the delivery check of the fault suite', () => {
   it('passes a sink that holds every confirmed message once, in order (unconfirmed extras allowed once)', () => {
-    const report = checkDelivery(['a1', 'a2', 'b1'], [{ name: 't', records: [r('a1', 'a', 1), r('b1', 'b', 1), r('x', 'a', 2), r('a2', 'a', 3)] }]);
+    const report = checkDelivery(
+      ['a1', 'a2', 'b1'],
+      [{ name: 't', records: [r('a1', 'a', 1), r('b1', 'b', 1), r('x', 'a', 2), r('a2', 'a', 3)] }],
+    );
     expect(report).toEqual({ records: 4, duplicates: none, missing: none, orderViolations: none });
   });
 

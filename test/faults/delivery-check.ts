@@ -42,7 +42,12 @@ const note = (f: Finding, example: string) => {
  * inside each container, records in publish order (the publisher's counter and the key's sequence rising).
  */
 export function checkDelivery(confirmed: Iterable<string>, containers: Container[]): DeliveryReport {
-  const report: DeliveryReport = { records: 0, duplicates: { count: 0, examples: [] }, missing: { count: 0, examples: [] }, orderViolations: { count: 0, examples: [] } };
+  const report: DeliveryReport = {
+    records: 0,
+    duplicates: { count: 0, examples: [] },
+    missing: { count: 0, examples: [] },
+    orderViolations: { count: 0, examples: [] },
+  };
   const seen = new Set<string>();
   for (const { name, records } of containers) {
     const last = new Map<string, SinkRecord>();
@@ -52,7 +57,10 @@ export function checkDelivery(confirmed: Iterable<string>, containers: Container
       seen.add(r.messageId);
       const before = last.get(r.orderingKey);
       if (before && (r.position <= before.position || r.sequence <= before.sequence)) {
-        note(report.orderViolations, `${name}: key ${r.orderingKey} has #${r.position} (sequence ${r.sequence}) after #${before.position} (sequence ${before.sequence})`);
+        note(
+          report.orderViolations,
+          `${name}: key ${r.orderingKey} has #${r.position} (sequence ${r.sequence}) after #${before.position} (sequence ${before.sequence})`,
+        );
       }
       last.set(r.orderingKey, r);
     }
@@ -63,7 +71,9 @@ export function checkDelivery(confirmed: Iterable<string>, containers: Container
 
 /** Every record of all containers, per key in sequence order: how a reader restores order across files. */
 export function restoredBySequence(containers: Container[]): Container {
-  const records = containers.flatMap((c) => c.records).sort((a, b) => (a.orderingKey < b.orderingKey ? -1 : a.orderingKey > b.orderingKey ? 1 : a.sequence - b.sequence));
+  const records = containers
+    .flatMap((c) => c.records)
+    .sort((a, b) => (a.orderingKey < b.orderingKey ? -1 : a.orderingKey > b.orderingKey ? 1 : a.sequence - b.sequence));
   return { name: 'all objects by (ordering_key, sequence)', records };
 }
 
@@ -71,7 +81,12 @@ export function restoredBySequence(containers: Container[]): Container {
  * Reads Parquet objects (written with writeMetadata) back from the bucket with the `minio` client, not the
  * writer's SDK, and decodes them with hyparquet, not with DuckDB that wrote them. `position` parses the payload.
  */
-export async function readParquetObjects(s3: TestS3, bucket: string, objects: string[], position: (data: Buffer) => number): Promise<Container[]> {
+export async function readParquetObjects(
+  s3: TestS3,
+  bucket: string,
+  objects: string[],
+  position: (data: Buffer) => number,
+): Promise<Container[]> {
   const containers: Container[] = [];
   for (const name of objects) {
     const body = await s3.get(bucket, name);
@@ -84,7 +99,12 @@ export async function readParquetObjects(s3: TestS3, bucket: string, objects: st
     }[];
     containers.push({
       name,
-      records: rows.map((r) => ({ messageId: r.message_id, orderingKey: r.ordering_key, sequence: Number(r.sequence), position: position(Buffer.from(r.data)) })),
+      records: rows.map((r) => ({
+        messageId: r.message_id,
+        orderingKey: r.ordering_key,
+        sequence: Number(r.sequence),
+        position: position(Buffer.from(r.data)),
+      })),
     });
   }
   return containers;

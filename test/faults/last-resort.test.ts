@@ -16,7 +16,10 @@ describe('the last resort of run and serve (issue #9.1)', () => {
     try {
       await waitFor('the worker to survive both errors', () => out.includes('ALIVE') || child.exitCode !== null, 30_000);
       expect(child.exitCode, out).toBeNull();
-      const logs = out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string; err?: { message: string; stack: string } });
+      const logs = out
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as { level: number; msg: string; err?: { message: string; stack: string } });
       const errors = logs.filter((l) => l.level === 50);
       expect(errors.map((l) => l.err?.message)).toEqual(['a rejection nobody handles', 'an exception nobody catches']);
       for (const e of errors) expect(e.err?.stack).toContain('last-resort-worker.ts');

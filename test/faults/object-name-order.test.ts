@@ -23,7 +23,14 @@ const FORMAT = { kind: 'avro', writeMetadata: true } as const;
 const message = (key: string, sequence: number): ExportMessage => ({
   id: `${key}-${sequence}`,
   deliveryAttempt: 0,
-  message: { messageId: `${key}${sequence}`, publishTime: new Date(), data: Buffer.from(`${key}${sequence}`), attributes: {}, orderingKey: key, sequence },
+  message: {
+    messageId: `${key}${sequence}`,
+    publishTime: new Date(),
+    data: Buffer.from(`${key}${sequence}`),
+    attributes: {},
+    orderingKey: key,
+    sequence,
+  },
 });
 
 describe('object names within one second', () => {
@@ -33,7 +40,12 @@ describe('object names within one second', () => {
     const now = new Date(Date.UTC(2026, 0, 1, 10, 0, 0, 500)); // every file opens in this second
     const make = () =>
       new ObjectStorageWriter(
-        parseObjectStorageConfig({ bucket, maxMessages: 1000, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { writeMetadata: true } }),
+        parseObjectStorageConfig({
+          bucket,
+          maxMessages: 1000,
+          filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+          avroConfig: { writeMetadata: true },
+        }),
         {
           subscription: 'projects/p/subscriptions/names',
           identity: { uid: 'names-uid', adoptsNameKeyedProgress: false },

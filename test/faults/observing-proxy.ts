@@ -19,11 +19,14 @@ export async function startObservingProxy(target: string): Promise<{ url: string
   const server = createServer((req, res) => {
     const entry: SeenRequest = { method: req.method!, url: req.url! };
     seen.push(entry);
-    const forward = request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent: false }, (answer) => {
-      entry.status = answer.statusCode;
-      res.writeHead(answer.statusCode!, answer.headers);
-      answer.pipe(res);
-    });
+    const forward = request(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent: false },
+      (answer) => {
+        entry.status = answer.statusCode;
+        res.writeHead(answer.statusCode!, answer.headers);
+        answer.pipe(res);
+      },
+    );
     forward.on('error', () => req.socket.destroy());
     req.pipe(forward);
   });

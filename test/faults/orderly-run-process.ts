@@ -24,7 +24,10 @@ export class OrderlyRunProcess {
     });
     this.exited = new Promise((resolve) => this.child.once('exit', (code, signal) => resolve({ code, signal })));
     this.ready = new Promise((resolve, reject) => {
-      const hung = setTimeout(() => reject(new Error(`orderly run was not ready after ${OrderlyRunProcess.START_TIMEOUT_MS} ms\n${this.output()}`)), OrderlyRunProcess.START_TIMEOUT_MS);
+      const hung = setTimeout(
+        () => reject(new Error(`orderly run was not ready after ${OrderlyRunProcess.START_TIMEOUT_MS} ms\n${this.output()}`)),
+        OrderlyRunProcess.START_TIMEOUT_MS,
+      );
       let pending = '';
       this.child.stdout!.on('data', (chunk: Buffer) => {
         pending += chunk.toString();
@@ -41,7 +44,12 @@ export class OrderlyRunProcess {
           });
         }
       });
-      this.child.stderr!.on('data', (chunk: Buffer) => chunk.toString().split('\n').forEach((l) => this.remember(l)));
+      this.child.stderr!.on('data', (chunk: Buffer) =>
+        chunk
+          .toString()
+          .split('\n')
+          .forEach((l) => this.remember(l)),
+      );
       void this.exited.then(({ code, signal }) => {
         clearTimeout(hung);
         reject(new Error(`orderly run exited before it was ready (${code ?? signal})\n${this.output()}`));

@@ -45,7 +45,12 @@ async function exportConcurrently(bucket: string, subs: { name: string; topic: s
   await env.exports.sync();
   for (let i = 0; i < PER_SUBSCRIPTION; i += 50) {
     await Promise.all(
-      subs.map((s) => env.core.publish(s.topic, Array.from({ length: 50 }, (_, j) => ({ data: `${s.tag}:k${(i + j) % 10}:${i + j}`, orderingKey: `k${(i + j) % 10}` })))),
+      subs.map((s) =>
+        env.core.publish(
+          s.topic,
+          Array.from({ length: 50 }, (_, j) => ({ data: `${s.tag}:k${(i + j) % 10}:${i + j}`, orderingKey: `k${(i + j) % 10}` })),
+        ),
+      ),
     );
   }
   for (const s of subs) {
@@ -94,11 +99,24 @@ describe('subscriptions whose names differ only in + ~ vs _', () => {
       const lines: string[] = [];
       for (const entry of Manifest.readOnly(path).committed()) lines.push(...(await linesOf(bucket, entry.object)));
       expect(lines.sort()).toEqual(expected(s.tag));
-      const report = await auditSubscription(subscription, parseObjectStorageConfig(config(bucket)), { dataDir: dir.path, objectStorage: s3.settings });
-      expect(report).toMatchObject({ records: PER_SUBSCRIPTION, keys: 10, missing: { count: 0 }, duplicates: { count: 0 }, objectErrors: { count: 0 } });
+      const report = await auditSubscription(subscription, parseObjectStorageConfig(config(bucket)), {
+        dataDir: dir.path,
+        objectStorage: s3.settings,
+      });
+      expect(report).toMatchObject({
+        records: PER_SUBSCRIPTION,
+        keys: 10,
+        missing: { count: 0 },
+        duplicates: { count: 0 },
+        objectErrors: { count: 0 },
+      });
       expect(env.core.metrics(s.name).backlogMessages).toBe(0);
     }
-    expect(['orders%2Bx', 'orders_x', 'orders%7Ex'].map((f) => existsSync(join(dir.path, 'object-storage', 'p', f)))).toEqual([true, true, true]);
+    expect(['orders%2Bx', 'orders_x', 'orders%7Ex'].map((f) => existsSync(join(dir.path, 'object-storage', 'p', f)))).toEqual([
+      true,
+      true,
+      true,
+    ]);
   });
 
   it('subscriptions of the same id in two projects export separately', async () => {
@@ -120,7 +138,11 @@ describe('subscriptions whose names differ only in + ~ vs _', () => {
 
 describe('pathSegment', () => {
   it('is one to one, reversible and a safe single path segment', () => {
-    const decode = (segment: string) => Buffer.from(segment.replace(/%([0-9A-F]{2})|./gs, (c, hex: string | undefined) => (hex ? String.fromCharCode(parseInt(hex, 16)) : c)), 'latin1').toString('utf8');
+    const decode = (segment: string) =>
+      Buffer.from(
+        segment.replace(/%([0-9A-F]{2})|./gs, (c, hex: string | undefined) => (hex ? String.fromCharCode(parseInt(hex, 16)) : c)),
+        'latin1',
+      ).toString('utf8');
     fc.assert(
       fc.property(fc.string({ unit: 'binary', maxLength: 120 }), (name) => {
         const segment = pathSegment(name);

@@ -17,7 +17,10 @@ afterEach(async () => {
 async function pushCore(push?: PushEgress) {
   const dir = tempDir();
   const core = await PubSubCore.open({ store: SqliteStore.open(dir.path, { durability: 'process' }), projectId: 'p', tickMs: 20, push });
-  cleanups.push(() => dir.remove(), () => core.close());
+  cleanups.push(
+    () => dir.remove(),
+    () => core.close(),
+  );
   await core.createTopic('events');
   await core.createTopic('dead');
   await core.createSubscription('dead-sub', { topic: 'dead' });
@@ -91,10 +94,29 @@ describe('push egress (issue #9.6)', () => {
   });
 
   it('link-local and metadata addresses in every notation; ordinary ones pass', () => {
-    for (const a of ['169.254.169.254', '169.254.0.1', '::ffff:169.254.169.254', '::ffff:a9fe:a9fe', 'fd00:ec2::254', 'fe80::1', 'febf::1', '64:ff9b::a9fe:a9fe']) {
+    for (const a of [
+      '169.254.169.254',
+      '169.254.0.1',
+      '::ffff:169.254.169.254',
+      '::ffff:a9fe:a9fe',
+      'fd00:ec2::254',
+      'fe80::1',
+      'febf::1',
+      '64:ff9b::a9fe:a9fe',
+    ]) {
       expect(isLinkLocal(a), a).toBe(true);
     }
-    for (const a of ['127.0.0.1', '10.0.0.1', '169.253.255.255', '169.255.0.0', '::1', 'fd00:ec2::253', '::ffff:127.0.0.1', 'localhost', 'example.com']) {
+    for (const a of [
+      '127.0.0.1',
+      '10.0.0.1',
+      '169.253.255.255',
+      '169.255.0.0',
+      '::1',
+      'fd00:ec2::253',
+      '::ffff:127.0.0.1',
+      'localhost',
+      'example.com',
+    ]) {
       expect(isLinkLocal(a), a).toBe(false);
     }
   });
@@ -103,13 +125,33 @@ describe('push egress (issue #9.6)', () => {
     const { core } = await pushCore();
     const create = (attributes: Record<string, string>) =>
       core.createSubscription('pushed-attrs', { topic: 'events', pushConfig: { pushEndpoint: 'http://127.0.0.1:9/push', attributes } });
-    for (const header of ['Authorization', 'proxy-authorization', 'Cookie', 'Host', 'Connection', 'Keep-Alive', 'Transfer-Encoding', 'TE', 'Trailer', 'Upgrade', 'Content-Length', 'Content-Type']) {
-      await expect(create({ [header]: 'x' }), header).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', field: `pushConfig.attributes["${header}"]` });
+    for (const header of [
+      'Authorization',
+      'proxy-authorization',
+      'Cookie',
+      'Host',
+      'Connection',
+      'Keep-Alive',
+      'Transfer-Encoding',
+      'TE',
+      'Trailer',
+      'Upgrade',
+      'Content-Length',
+      'Content-Type',
+    ]) {
+      await expect(create({ [header]: 'x' }), header).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        field: `pushConfig.attributes["${header}"]`,
+      });
     }
     await expect(create({ 'bad header': 'x' })).rejects.toThrow('is not a valid HTTP header name');
     await expect(create({ 'x-tenant': 'a\r\nHost: evil' })).rejects.toThrow('must not contain control characters');
     await create({ 'x-goog-version': 'v1', 'x-tenant': 'acme' });
-    await expect(core.updateSubscription('pushed-attrs', { pushConfig: { pushEndpoint: 'http://127.0.0.1:9/push', attributes: { authorization: 'Bearer stolen' } } })).rejects.toMatchObject({
+    await expect(
+      core.updateSubscription('pushed-attrs', {
+        pushConfig: { pushEndpoint: 'http://127.0.0.1:9/push', attributes: { authorization: 'Bearer stolen' } },
+      }),
+    ).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
       field: 'pushConfig.attributes["authorization"]',
     });

@@ -26,7 +26,8 @@ afterEach(async () => {
   dir.remove();
 });
 
-const keyed = (round: string, n: number) => Array.from({ length: n }, (_, i) => ({ data: `${round}-k${i % 2}-${Math.floor(i / 2)}`, orderingKey: `k${i % 2}` }));
+const keyed = (round: string, n: number) =>
+  Array.from({ length: n }, (_, i) => ({ data: `${round}-k${i % 2}-${Math.floor(i / 2)}`, orderingKey: `k${i % 2}` }));
 const runner = () => env.exports.runner('sub');
 /** Everything published so far is held or written by the current runner. */
 const delivered = (n: number) => waitFor(`${n} deliveries`, () => (runner()?.outstanding ?? 0) + (runner()?.stats.written ?? 0) >= n);
@@ -62,9 +63,14 @@ describe.each([true, false])('topic and export subscription created again under 
     expect(runner()!.stats.written).toBe(10);
 
     const rows = (await queryDuckDb(env.duckdbPath, 'SELECT data FROM orders ORDER BY rowid')).map((r) => String(r.data));
-    expect(rows.filter((d) => d.startsWith('old-')).sort()).toEqual(keyed('old', 10).map((m) => m.data).sort());
+    expect(rows.filter((d) => d.startsWith('old-')).sort()).toEqual(
+      keyed('old', 10)
+        .map((m) => m.data)
+        .sort(),
+    );
     // Every new message once, each key in publish order.
-    for (const k of ['k0', 'k1']) expect(rows.filter((d) => d.startsWith(`new-${k}-`))).toEqual(Array.from({ length: 5 }, (_, i) => `new-${k}-${i}`));
+    for (const k of ['k0', 'k1'])
+      expect(rows.filter((d) => d.startsWith(`new-${k}-`))).toEqual(Array.from({ length: 5 }, (_, i) => `new-${k}-${i}`));
   });
 
   it('object storage: the new messages land in new objects, not taken for the old ones', async () => {
@@ -82,8 +88,13 @@ describe.each([true, false])('topic and export subscription created again under 
 
     const lines: string[] = [];
     for (const name of await s3.list(bucket)) lines.push(...(await s3.get(bucket, name)).toString().trim().split('\n'));
-    expect(lines.filter((l) => l.startsWith('old-')).sort()).toEqual(keyed('old', 10).map((m) => m.data).sort());
-    for (const k of ['k0', 'k1']) expect(lines.filter((l) => l.startsWith(`new-${k}-`))).toEqual(Array.from({ length: 5 }, (_, i) => `new-${k}-${i}`));
+    expect(lines.filter((l) => l.startsWith('old-')).sort()).toEqual(
+      keyed('old', 10)
+        .map((m) => m.data)
+        .sort(),
+    );
+    for (const k of ['k0', 'k1'])
+      expect(lines.filter((l) => l.startsWith(`new-${k}-`))).toEqual(Array.from({ length: 5 }, (_, i) => `new-${k}-${i}`));
     expect(env.core.metrics('sub').backlogMessages).toBe(0);
   });
 });

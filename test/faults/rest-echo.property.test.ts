@@ -14,7 +14,14 @@ import { openCore, tempDir } from '../helpers/core.js';
 const PROJECT = 'echo-project';
 const P = `/v1/projects/${PROJECT}`;
 const AVRO_V1 = JSON.stringify({ type: 'record', name: 'E', fields: [{ name: 'n', type: 'long' }] });
-const AVRO_V2 = JSON.stringify({ type: 'record', name: 'E', fields: [{ name: 'n', type: 'long' }, { name: 'm', type: 'long', default: 0 }] });
+const AVRO_V2 = JSON.stringify({
+  type: 'record',
+  name: 'E',
+  fields: [
+    { name: 'n', type: 'long' },
+    { name: 'm', type: 'long', default: 0 },
+  ],
+});
 
 let dir: ReturnType<typeof tempDir>;
 let core: PubSubCore;
@@ -40,7 +47,11 @@ afterAll(async () => {
 });
 
 async function rest(method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`http://127.0.0.1:${endpoint.port}${path}`, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`http://127.0.0.1:${endpoint.port}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   return { status: res.status, json: await res.json() };
 }
 
@@ -64,19 +75,30 @@ const topicBody = fc.record(
   { requiredKeys: [] },
 );
 
-const retryPolicy = fc.tuple(fc.integer({ min: 0, max: 600 }), fc.integer({ min: 0, max: 600 })).map(([a, b]) => ({ minimumBackoff: `${Math.min(a, b)}s`, maximumBackoff: `${Math.max(a, b)}s` }));
+const retryPolicy = fc
+  .tuple(fc.integer({ min: 0, max: 600 }), fc.integer({ min: 0, max: 600 }))
+  .map(([a, b]) => ({ minimumBackoff: `${Math.min(a, b)}s`, maximumBackoff: `${Math.max(a, b)}s` }));
 const pushConfig = fc.record(
   {
     pushEndpoint: fc.constantFrom('http://127.0.0.1:9/push', 'https://push.example.com/x'),
-    // eslint-disable-next-line no-control-regex -- push attributes become header values, which refuse control characters
-    attributes: fc.dictionary(fc.stringMatching(/^x-[a-z]{1,8}$/), fc.string({ maxLength: 8 }).filter((v) => !/[\0-\x1f\x7f]/.test(v)), { maxKeys: 2 }),
+    attributes: fc.dictionary(
+      fc.stringMatching(/^x-[a-z]{1,8}$/),
+      // eslint-disable-next-line no-control-regex -- push attributes become header values, which refuse control characters
+      fc.string({ maxLength: 8 }).filter((v) => !/[\0-\x1f\x7f]/.test(v)),
+      { maxKeys: 2 },
+    ),
     oidcToken: fc.record({ serviceAccountEmail: fc.constant('sa@p.iam.gserviceaccount.com'), audience: fc.string({ maxLength: 8 }) }),
     noWrapper: fc.record({ writeMetadata: fc.boolean() }),
   },
   { requiredKeys: ['pushEndpoint'] },
 );
 const bigqueryConfig = fc.record(
-  { table: fc.constant('p.d.t'), writeMetadata: fc.boolean(), useTableSchema: fc.boolean(), serviceAccountEmail: fc.constant('bq@p.iam.gserviceaccount.com') },
+  {
+    table: fc.constant('p.d.t'),
+    writeMetadata: fc.boolean(),
+    useTableSchema: fc.boolean(),
+    serviceAccountEmail: fc.constant('bq@p.iam.gserviceaccount.com'),
+  },
   { requiredKeys: ['table'] },
 );
 const cloudStorageConfig = fc.record(
@@ -101,12 +123,23 @@ const subscriptionBody = fc
       messageRetentionDuration: seconds(600, 31 * 86400),
       labels,
       enableMessageOrdering: fc.boolean(),
-      expirationPolicy: fc.oneof(fc.constant({}), seconds(31 * 86400, 365 * 86400).map((ttl) => ({ ttl }))),
+      expirationPolicy: fc.oneof(
+        fc.constant({}),
+        seconds(31 * 86400, 365 * 86400).map((ttl) => ({ ttl })),
+      ),
       filter: fc.constantFrom('', 'attributes.k = "v"', 'hasPrefix(attributes.k, "a") AND NOT attributes:z'),
-      deadLetterPolicy: fc.record({ deadLetterTopic: fc.constant(`projects/${PROJECT}/topics/echo-dead`), maxDeliveryAttempts: fc.integer({ min: 5, max: 100 }) }),
+      deadLetterPolicy: fc.record({
+        deadLetterTopic: fc.constant(`projects/${PROJECT}/topics/echo-dead`),
+        maxDeliveryAttempts: fc.integer({ min: 5, max: 100 }),
+      }),
       retryPolicy,
       enableExactlyOnceDelivery: fc.boolean(),
-      delivery: fc.oneof(fc.constant({}), pushConfig.map((p) => ({ pushConfig: p })), bigqueryConfig.map((b) => ({ bigqueryConfig: b })), cloudStorageConfig.map((c) => ({ cloudStorageConfig: c }))),
+      delivery: fc.oneof(
+        fc.constant({}),
+        pushConfig.map((p) => ({ pushConfig: p })),
+        bigqueryConfig.map((b) => ({ bigqueryConfig: b })),
+        cloudStorageConfig.map((c) => ({ cloudStorageConfig: c })),
+      ),
     },
     { requiredKeys: ['topic'] },
   )
@@ -128,30 +161,38 @@ function expectEcho(sent: unknown, got: unknown, path: string): void {
 }
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-const full = (body: { topic: string }) => ({ ...body, topic: body.topic.startsWith('projects/') ? body.topic : `projects/${PROJECT}/topics/${body.topic}` });
+const full = (body: { topic: string }) => ({
+  ...body,
+  topic: body.topic.startsWith('projects/') ? body.topic : `projects/${PROJECT}/topics/${body.topic}`,
+});
 
 describe('REST: what is accepted comes back (issue #13)', () => {
   it('topics: create echoes every field, GET equals the create, PATCH changes exactly its mask', async () => {
     await fc.assert(
-      fc.asyncProperty(topicBody, topicBody, fc.subarray(['labels', 'messageRetentionDuration', 'schemaSettings'], { minLength: 1 }), async (body, next, mask) => {
-        const path = `${P}/topics/echo-t${++counter}`;
-        const created = await rest('PUT', path, body);
-        expect(created.status, JSON.stringify(created.json)).toBe(200);
-        expectEcho(body, created.json, 'topic');
-        expect((await rest('GET', path)).json).toEqual(created.json);
-        const patched = await rest('PATCH', path, { topic: next, updateMask: mask.join(',') });
-        expect(patched.status, JSON.stringify(patched.json)).toBe(200);
-        for (const field of ['labels', 'messageRetentionDuration', 'schemaSettings'] as const) {
-          if (mask.includes(field)) expectEcho(next[field], patched.json[field], field);
-          else expect(patched.json[field], field).toEqual(created.json[field]);
-        }
-        expect((await rest('GET', path)).json).toEqual(patched.json);
-      }),
+      fc.asyncProperty(
+        topicBody,
+        topicBody,
+        fc.subarray(['labels', 'messageRetentionDuration', 'schemaSettings'], { minLength: 1 }),
+        async (body, next, mask) => {
+          const path = `${P}/topics/echo-t${++counter}`;
+          const created = await rest('PUT', path, body);
+          expect(created.status, JSON.stringify(created.json)).toBe(200);
+          expectEcho(body, created.json, 'topic');
+          expect((await rest('GET', path)).json).toEqual(created.json);
+          const patched = await rest('PATCH', path, { topic: next, updateMask: mask.join(',') });
+          expect(patched.status, JSON.stringify(patched.json)).toBe(200);
+          for (const field of ['labels', 'messageRetentionDuration', 'schemaSettings'] as const) {
+            if (mask.includes(field)) expectEcho(next[field], patched.json[field], field);
+            else expect(patched.json[field], field).toEqual(created.json[field]);
+          }
+          expect((await rest('GET', path)).json).toEqual(patched.json);
+        },
+      ),
       { numRuns: 60 },
     );
   });
 
-  it('subscriptions: create echoes every field (a short topic name in the URL\'s project), GET equals the create', async () => {
+  it("subscriptions: create echoes every field (a short topic name in the URL's project), GET equals the create", async () => {
     await fc.assert(
       fc.asyncProperty(subscriptionBody, async (body) => {
         const path = `${P}/subscriptions/echo-s${++counter}`;
@@ -172,10 +213,18 @@ describe('REST: what is accepted comes back (issue #13)', () => {
       ['messageRetentionDuration', '599s', /^messageRetentionDuration: /],
       ['messageRetentionDuration', 600, /^messageRetentionDuration: /],
       ['retainAckedMessages', 'yes', /^retainAckedMessages: /],
-      ['deadLetterPolicy', { deadLetterTopic: `projects/${PROJECT}/topics/echo-dead`, maxDeliveryAttempts: 4 }, /^deadLetterPolicy\.maxDeliveryAttempts: /],
+      [
+        'deadLetterPolicy',
+        { deadLetterTopic: `projects/${PROJECT}/topics/echo-dead`, maxDeliveryAttempts: 4 },
+        /^deadLetterPolicy\.maxDeliveryAttempts: /,
+      ],
       ['retryPolicy', { minimumBackoff: '60s', maximumBackoff: '10s' }, /^retryPolicy\.maximumBackoff: /],
       ['pushConfig', { pushEndpoint: 'ftp://x' }, /^pushConfig\.pushEndpoint: /],
-      ['pushConfig', { pushEndpoint: 'http://127.0.0.1:9/', oidcToken: { serviceAccountEmail: 'nobody' } }, /^pushConfig\.oidcToken\.serviceAccountEmail: /],
+      [
+        'pushConfig',
+        { pushEndpoint: 'http://127.0.0.1:9/', oidcToken: { serviceAccountEmail: 'nobody' } },
+        /^pushConfig\.oidcToken\.serviceAccountEmail: /,
+      ],
       ['filter', 'attributes.x = 1', /^filter: /],
       ['labels', { a: 1 }, /^labels\.a: /],
       ['colour', 'red', /^colour: unknown field/],

@@ -55,7 +55,12 @@ describe('an S3 outage in the middle of a multipart upload', () => {
         const bucket = await s3.bucket();
         // Not the default "+00:00" names: s3rver ignores the listing's encoding-type=url, so the minio client
         // decodes a "+" in a listed name to a space.
-        const cloudStorageConfig = { bucket, maxBytes: FILE_BYTES, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } };
+        const cloudStorageConfig = {
+          bucket,
+          maxBytes: FILE_BYTES,
+          filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+          parquetConfig: { writeMetadata: true },
+        };
         await env.core.createTopic('events');
         await env.core.createSubscription('to-s3', { topic: 'events', enableMessageOrdering: true, cloudStorageConfig });
         await env.exports.sync();
@@ -66,7 +71,8 @@ describe('an S3 outage in the middle of a multipart upload', () => {
         const first = FILE_BYTES / MESSAGE_BYTES + 8;
         const ids: string[] = [];
         for (let i = 0; i < first; i += 16) ids.push(...(await env.core.publish('events', messages(i, Math.min(16, first - i)))));
-        const partDone = (n: number) => proxy.seen.some((r) => r.method === 'PUT' && r.url.includes(`partNumber=${n}&`) && r.status === 200);
+        const partDone = (n: number) =>
+          proxy.seen.some((r) => r.method === 'PUT' && r.url.includes(`partNumber=${n}&`) && r.status === 200);
         await waitFor('the first part of the multipart upload', () => partDone(1), 60_000);
         await s3.stop();
         // The outage began while the upload was under way: parts stored, the upload not completed, the object
@@ -88,7 +94,11 @@ describe('an S3 outage in the middle of a multipart upload', () => {
         }
 
         await waitFor('ACTIVE again', () => env.core.getSubscription('to-s3').state === 'ACTIVE', 60_000);
-        await waitFor('everything delivered to the writer', () => env.exports.runner('to-s3')!.outstanding === env.core.metrics('to-s3').backlogMessages, 60_000);
+        await waitFor(
+          'everything delivered to the writer',
+          () => env.exports.runner('to-s3')!.outstanding === env.core.metrics('to-s3').backlogMessages,
+          60_000,
+        );
         await env.exports.stop(); // finalizes the open file
         expect(env.core.metrics('to-s3').backlogMessages).toBe(0);
 
@@ -101,10 +111,25 @@ describe('an S3 outage in the middle of a multipart upload', () => {
         const position = (data: Buffer) => Number(data.toString('latin1', 0, 32).split(':')[1]);
         const files = await readParquetObjects(s3, bucket, objects, position);
         const report = checkDelivery(ids, files);
-        expect(report).toEqual({ records: ids.length, duplicates: { count: 0, examples: [] }, missing: { count: 0, examples: [] }, orderViolations: { count: 0, examples: [] } });
+        expect(report).toEqual({
+          records: ids.length,
+          duplicates: { count: 0, examples: [] },
+          missing: { count: 0, examples: [] },
+          orderViolations: { count: 0, examples: [] },
+        });
         expect(checkDelivery([], [restoredBySequence(files)]).orderViolations).toEqual({ count: 0, examples: [] });
-        const audit = await auditSubscription(subscription, parseObjectStorageConfig(cloudStorageConfig), { dataDir: dir.path, objectStorage: s3.settings });
-        expect(audit).toMatchObject({ records: ids.length, keys: KEYS, missing: { count: 0 }, duplicates: { count: 0 }, outOfOrderInFile: { count: 0 }, objectErrors: { count: 0 } });
+        const audit = await auditSubscription(subscription, parseObjectStorageConfig(cloudStorageConfig), {
+          dataDir: dir.path,
+          objectStorage: s3.settings,
+        });
+        expect(audit).toMatchObject({
+          records: ids.length,
+          keys: KEYS,
+          missing: { count: 0 },
+          duplicates: { count: 0 },
+          outOfOrderInFile: { count: 0 },
+          objectErrors: { count: 0 },
+        });
       } finally {
         await env.close();
         await proxy.close();

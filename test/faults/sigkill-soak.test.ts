@@ -6,11 +6,15 @@ const KILLS = Number(process.env.ORDERLY_SOAK_KILLS ?? 20);
 const SEED = Number(process.env.ORDERLY_SOAK_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const none = { count: 0, examples: [] };
 
-describe('SIGKILL soak: orderly run exporting to DuckDB and S3 while Google\'s client publishes', () => {
+describe("SIGKILL soak: orderly run exporting to DuckDB and S3 while Google's client publishes", () => {
   it(
     `${KILLS} kills: every confirmed publish exactly once in the table and in the objects, per-key order, clean audit`,
     async () => {
-      const report = await runSigkillSoak({ kills: KILLS, seed: SEED, log: (line) => process.env.ORDERLY_SOAK_VERBOSE && console.log(line) });
+      const report = await runSigkillSoak({
+        kills: KILLS,
+        seed: SEED,
+        log: (line) => process.env.ORDERLY_SOAK_VERBOSE && console.log(line),
+      });
       const duplicates = report.table.duplicates.count + report.files.duplicates.count;
       const missing = report.table.missing.count + report.files.missing.count;
       const orderViolations = report.table.orderViolations.count + report.files.orderViolations.count + report.filesRestored.count;
@@ -19,7 +23,10 @@ describe('SIGKILL soak: orderly run exporting to DuckDB and S3 while Google\'s c
           `objects ${report.objects} (${report.records} records), duplicates ${duplicates}, missing ${missing}, order violations ${orderViolations}`,
       );
       expect(report.confirmed).toBeGreaterThan(0);
-      expect({ table: report.table, files: report.files, filesRestored: report.filesRestored, sinksDisagree: report.sinksDisagree }, `seed ${report.seed}`).toEqual({
+      expect(
+        { table: report.table, files: report.files, filesRestored: report.filesRestored, sinksDisagree: report.sinksDisagree },
+        `seed ${report.seed}`,
+      ).toEqual({
         table: { records: report.rows, duplicates: none, missing: none, orderViolations: none },
         files: { records: report.records, duplicates: none, missing: none, orderViolations: none },
         filesRestored: none,

@@ -9,7 +9,14 @@ import { orderly } from '../helpers/cli.js';
 import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
 import { startTestS3 } from '../helpers/s3.js';
-import { checkDelivery, readParquetObjects, restoredBySequence, type Container, type DeliveryReport, type Finding } from './delivery-check.js';
+import {
+  checkDelivery,
+  readParquetObjects,
+  restoredBySequence,
+  type Container,
+  type DeliveryReport,
+  type Finding,
+} from './delivery-check.js';
 import { OrderlyRunProcess } from './orderly-run-process.js';
 
 export interface SoakOptions {
@@ -87,21 +94,33 @@ export async function runSigkillSoak({ kills, seed, log }: SoakOptions): Promise
         dataDir: './data',
         duckdb: {
           path: './data/soak.duckdb',
-          init: ['CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes JSON, ordering_key VARCHAR, sequence BIGINT)'],
+          init: [
+            'CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes JSON, ordering_key VARCHAR, sequence BIGINT)',
+          ],
         },
         objectStorage: { ...s3.settings },
         endpoint: { port: 0 },
         metrics: { port: 0 },
         topics: [{ name: 'events' }],
         subscriptions: [
-          { name: 'to-table', topic: 'events', enableMessageOrdering: true, bigqueryConfig: { table: `${PROJECT}.main.events`, writeMetadata: true } },
+          {
+            name: 'to-table',
+            topic: 'events',
+            enableMessageOrdering: true,
+            bigqueryConfig: { table: `${PROJECT}.main.events`, writeMetadata: true },
+          },
           {
             name: 'to-files',
             topic: 'events',
             enableMessageOrdering: true,
             // Small files, so objects are committed between kills and uploads are cut by them. Not the default
             // "+00:00" names: s3rver ignores the listing's encoding-type=url, so minio would read "+" as " ".
-            cloudStorageConfig: { bucket, maxBytes: 16_000, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } },
+            cloudStorageConfig: {
+              bucket,
+              maxBytes: 16_000,
+              filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+              parquetConfig: { writeMetadata: true },
+            },
           },
         ],
       }),
@@ -158,13 +177,23 @@ export async function runSigkillSoak({ kills, seed, log }: SoakOptions): Promise
 
     const status = await drain(job, start, log);
     const auditRun = await orderly('audit', job, 'to-files', '--json');
-    const audit = JSON.parse(auditRun.stdout) as { records: number; missing: Finding; duplicates: Finding; outOfOrderInFile: Finding; objectErrors: Finding };
+    const audit = JSON.parse(auditRun.stdout) as {
+      records: number;
+      missing: Finding;
+      duplicates: Finding;
+      outOfOrderInFile: Finding;
+      objectErrors: Finding;
+    };
 
     const position = (data: Buffer | string) => (JSON.parse(data.toString()) as { n: number }).n;
     const table = await readTable(join(dir.path, 'data', 'soak.duckdb'), position);
     // The manifest lives under the subscription's uid, the one directory below its name.
-    const [uidDir] = readdirSync(dirname(dirname(manifestPath(join(dir.path, 'data'), { name: `projects/${PROJECT}/subscriptions/to-files`, uid: 'x' }))));
-    const manifest = Manifest.readOnly(manifestPath(join(dir.path, 'data'), { name: `projects/${PROJECT}/subscriptions/to-files`, uid: uidDir! }));
+    const [uidDir] = readdirSync(
+      dirname(dirname(manifestPath(join(dir.path, 'data'), { name: `projects/${PROJECT}/subscriptions/to-files`, uid: 'x' }))),
+    );
+    const manifest = Manifest.readOnly(
+      manifestPath(join(dir.path, 'data'), { name: `projects/${PROJECT}/subscriptions/to-files`, uid: uidDir! }),
+    );
     const objects = manifest.committed().map((o) => o.object);
     manifest.close();
     const listed = await s3.list(bucket);
@@ -175,7 +204,8 @@ export async function runSigkillSoak({ kills, seed, log }: SoakOptions): Promise
     const sinksDisagree: Finding = { count: 0, examples: [] };
     for (const id of [...tableIds].filter((i) => !fileIds.has(i)).concat([...fileIds].filter((i) => !tableIds.has(i)))) {
       sinksDisagree.count++;
-      if (sinksDisagree.examples.length < 5) sinksDisagree.examples.push(`${id} (${tableIds.has(id) ? 'only in the table' : 'only in the objects'})`);
+      if (sinksDisagree.examples.length < 5)
+        sinksDisagree.examples.push(`${id} (${tableIds.has(id) ? 'only in the table' : 'only in the objects'})`);
     }
     for (const o of strays) {
       sinksDisagree.count++;
@@ -251,14 +281,24 @@ async function readTable(path: string, position: (data: string) => number): Prom
   const instance = await DuckDBInstance.create(path, { access_mode: 'READ_ONLY' });
   try {
     const connection = await instance.connect();
-    const rows = (await connection.runAndReadAll('SELECT message_id, ordering_key, sequence, data FROM main.events ORDER BY rowid')).getRowObjects() as {
+    const rows = (
+      await connection.runAndReadAll('SELECT message_id, ordering_key, sequence, data FROM main.events ORDER BY rowid')
+    ).getRowObjects() as {
       message_id: string;
       ordering_key: string;
       sequence: bigint;
       data: string;
     }[];
     connection.closeSync();
-    return { name: 'table main.events', records: rows.map((r) => ({ messageId: r.message_id, orderingKey: r.ordering_key, sequence: Number(r.sequence), position: position(r.data) })) };
+    return {
+      name: 'table main.events',
+      records: rows.map((r) => ({
+        messageId: r.message_id,
+        orderingKey: r.ordering_key,
+        sequence: Number(r.sequence),
+        position: position(r.data),
+      })),
+    };
   } finally {
     instance.closeSync();
   }

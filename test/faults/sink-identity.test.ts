@@ -125,8 +125,16 @@ describe('upgrading a store made before uids', () => {
     let env = await openExport(dir.path);
     await queryDuckDb(env.duckdbPath, 'CREATE TABLE orders(data VARCHAR)');
     await env.core.createTopic('orders');
-    await env.core.createSubscription('to-table', { topic: 'orders', enableMessageOrdering: true, bigqueryConfig: { table: 'p.main.orders' } });
-    const messages = [...['k0', 'k1'].flatMap((k) => Array.from({ length: 5 }, (_, i) => ({ data: `${k}-${i}`, orderingKey: k }))), { data: 'u-0' }, { data: 'u-1' }];
+    await env.core.createSubscription('to-table', {
+      topic: 'orders',
+      enableMessageOrdering: true,
+      bigqueryConfig: { table: 'p.main.orders' },
+    });
+    const messages = [
+      ...['k0', 'k1'].flatMap((k) => Array.from({ length: 5 }, (_, i) => ({ data: `${k}-${i}`, orderingKey: k }))),
+      { data: 'u-0' },
+      { data: 'u-1' },
+    ];
     const ids = await env.core.publish('orders', messages);
     await env.close();
     downgradeStore(join(dir.path, 'store'));
@@ -155,11 +163,20 @@ describe('upgrading a store made before uids', () => {
       expect(await queryDuckDb(env.duckdbPath, 'SELECT subscription, last_sequence FROM _orderly_export_progress')).toEqual([
         { subscription: 'projects/p/subscriptions/other', last_sequence: 99n },
       ]);
-      expect(await queryDuckDb(env.duckdbPath, "SELECT count(*)::INT AS n FROM information_schema.tables WHERE table_name = '_orderly_export_ids'")).toEqual([{ n: 0 }]);
+      expect(
+        await queryDuckDb(
+          env.duckdbPath,
+          "SELECT count(*)::INT AS n FROM information_schema.tables WHERE table_name = '_orderly_export_ids'",
+        ),
+      ).toEqual([{ n: 0 }]);
 
       // Created again under the same name: nothing is adopted, everything new is written.
       await env.core.deleteSubscription('to-table');
-      await env.core.createSubscription('to-table', { topic: 'orders', enableMessageOrdering: true, bigqueryConfig: { table: 'p.main.orders' } });
+      await env.core.createSubscription('to-table', {
+        topic: 'orders',
+        enableMessageOrdering: true,
+        bigqueryConfig: { table: 'p.main.orders' },
+      });
       expect(env.core.identity('to-table').adoptsNameKeyedProgress).toBe(false);
       await env.exports.sync();
       await env.core.publish('orders', messages);
@@ -176,7 +193,10 @@ describe('upgrading a store made before uids', () => {
     let env = await openExport(dir.path, { objectStorage: s3.settings });
     await env.core.createTopic('events');
     await env.core.createSubscription('to-s3', { topic: 'events', enableMessageOrdering: true, cloudStorageConfig: config });
-    await env.core.publish('events', Array.from({ length: 5 }, (_, i) => ({ data: `k0-${i}`, orderingKey: 'k0' })));
+    await env.core.publish(
+      'events',
+      Array.from({ length: 5 }, (_, i) => ({ data: `k0-${i}`, orderingKey: 'k0' })),
+    );
     await env.close();
     downgradeStore(join(dir.path, 'store'));
     // What the old writer had committed (under the folded name) before it could ack: k0 1-3.
@@ -186,7 +206,17 @@ describe('upgrading a store made before uids', () => {
     await s3.minio.putObject(bucket, 'old-object', Buffer.from('k0-0\nk0-1\nk0-2\n'));
     const legacy = new Manifest(join(legacyDir, 'manifest.jsonl'));
     legacy.markPending('old-object');
-    legacy.commit({ object: 'old-object', bucket, format: 'text', createdAt: new Date().toISOString(), committedAt: new Date().toISOString(), records: 3, bytes: 15, keys: { k0: { first: 1, last: 3, count: 3 } }, unkeyed: [] });
+    legacy.commit({
+      object: 'old-object',
+      bucket,
+      format: 'text',
+      createdAt: new Date().toISOString(),
+      committedAt: new Date().toISOString(),
+      records: 3,
+      bytes: 15,
+      keys: { k0: { first: 1, last: 3, count: 3 } },
+      unkeyed: [],
+    });
     legacy.close();
 
     env = await openExport(dir.path, { objectStorage: s3.settings });
@@ -205,7 +235,10 @@ describe('upgrading a store made before uids', () => {
     const lines = (await Promise.all(objects.map(async (o) => (await s3.get(bucket, o)).toString().trim().split('\n')))).flat();
     expect(lines.sort()).toEqual(['k0-0', 'k0-1', 'k0-2', 'k0-3', 'k0-4']);
     expect(Manifest.readOnly(manifestPath(dir.path, subscription)).committed()).toHaveLength(2);
-    const report = await auditSubscription(subscription, parseObjectStorageConfig(config), { dataDir: dir.path, objectStorage: s3.settings });
+    const report = await auditSubscription(subscription, parseObjectStorageConfig(config), {
+      dataDir: dir.path,
+      objectStorage: s3.settings,
+    });
     expect(report).toMatchObject({ records: 5, missing: { count: 0 }, duplicates: { count: 0 }, objectErrors: { count: 0 } });
   });
 });

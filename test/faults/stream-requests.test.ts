@@ -46,26 +46,29 @@ async function publish(topic: string, text: string): Promise<void> {
 }
 
 describe('one bad StreamingPull request ends that stream only (issue #9.1)', () => {
-  it.each([601, -1])('a stream modack of %i seconds: INVALID_ARGUMENT on that stream; other streams and calls keep working', async (seconds) => {
-    const topic = `${T}/modack${seconds < 0 ? 'neg' : seconds}`;
-    const subscription = `${S}/modack${seconds < 0 ? 'neg' : seconds}`;
-    await api.pub('createTopic', { name: topic });
-    await api.sub('createSubscription', { name: subscription, topic });
-    const bad = openStream(subscription);
-    await publish(topic, 'first');
-    await waitFor('the first message on the stream', () => bad.received.length === 1);
-    const good = openStream(subscription);
-    bad.stream.write({ modifyDeadlineAckIds: [bad.received[0]!.ackId], modifyDeadlineSeconds: [seconds] });
-    const status = await bad.ended;
-    expect(status.code).toBe(grpc.status.INVALID_ARGUMENT);
-    expect(status.details).toMatch(/between 0 and 600/);
-    // The server is alive: the other stream still gets messages, and unary calls answer.
-    await publish(topic, 'second');
-    await waitFor('the second message on the other stream', () => good.received.some((m) => m.data === 'second'));
-    expect(server.alive()).toBe(true);
-    good.stream.end();
-    expect((await good.ended).code).toBe(grpc.status.OK);
-  });
+  it.each([601, -1])(
+    'a stream modack of %i seconds: INVALID_ARGUMENT on that stream; other streams and calls keep working',
+    async (seconds) => {
+      const topic = `${T}/modack${seconds < 0 ? 'neg' : seconds}`;
+      const subscription = `${S}/modack${seconds < 0 ? 'neg' : seconds}`;
+      await api.pub('createTopic', { name: topic });
+      await api.sub('createSubscription', { name: subscription, topic });
+      const bad = openStream(subscription);
+      await publish(topic, 'first');
+      await waitFor('the first message on the stream', () => bad.received.length === 1);
+      const good = openStream(subscription);
+      bad.stream.write({ modifyDeadlineAckIds: [bad.received[0]!.ackId], modifyDeadlineSeconds: [seconds] });
+      const status = await bad.ended;
+      expect(status.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(status.details).toMatch(/between 0 and 600/);
+      // The server is alive: the other stream still gets messages, and unary calls answer.
+      await publish(topic, 'second');
+      await waitFor('the second message on the other stream', () => good.received.some((m) => m.data === 'second'));
+      expect(server.alive()).toBe(true);
+      good.stream.end();
+      expect((await good.ended).code).toBe(grpc.status.OK);
+    },
+  );
 
   it('an ack on a stream whose subscription was deleted: NOT_FOUND on that stream; the server keeps serving', async () => {
     const topic = `${T}/deleted`;

@@ -41,7 +41,10 @@ async function run(before: (env: Awaited<ReturnType<typeof openExport>>) => Prom
     }
     await env.exports.sync();
     await before(env);
-    await env.core.publish('events', Array.from({ length: count }, (_, i) => ({ data: `r${round}-${i}`, orderingKey: `k${i % KEYS}` })));
+    await env.core.publish(
+      'events',
+      Array.from({ length: count }, (_, i) => ({ data: `r${round}-${i}`, orderingKey: `k${i % KEYS}` })),
+    );
     // Everything unacked is in the writer's files; stopping finalizes and acks them.
     await waitFor('held', () => env.exports.runner('files')!.outstanding >= env.core.metrics('files').backlogMessages);
     return { name: env.core.subscriptionName('files'), uid: env.core.identity('files').uid };
@@ -54,7 +57,14 @@ async function audit(subscription: { name: string; uid: string }) {
   return auditSubscription(subscription, parseObjectStorageConfig(config()), { dataDir: dir.path, objectStorage: s3.settings });
 }
 
-const clean = (records: number) => ({ records, keys: KEYS, missing: { count: 0 }, duplicates: { count: 0 }, outOfOrderInFile: { count: 0 }, objectErrors: { count: 0 } });
+const clean = (records: number) => ({
+  records,
+  keys: KEYS,
+  missing: { count: 0 },
+  duplicates: { count: 0 },
+  outOfOrderInFile: { count: 0 },
+  objectErrors: { count: 0 },
+});
 
 describe('a torn last manifest line', () => {
   it('is cut off at the next start: the next two runs work and the audit is clean', async () => {
@@ -71,7 +81,11 @@ describe('a torn last manifest line', () => {
     expect(text.endsWith('\n')).toBe(true);
     for (const line of text.trim().split('\n')) expect(() => JSON.parse(line)).not.toThrow();
     expect(await audit(subscription)).toMatchObject(clean(300));
-    expect(await s3.list(bucket)).toEqual(Manifest.readOnly(path).committed().map((o) => o.object));
+    expect(await s3.list(bucket)).toEqual(
+      Manifest.readOnly(path)
+        .committed()
+        .map((o) => o.object),
+    );
   });
 });
 
@@ -83,19 +97,23 @@ describe('a corrupt line before the last one', () => {
     const lines = good.split('\n');
     writeFileSync(path, [lines[0], '{"type":"committed","obj', ...lines.slice(1)].join('\n'));
 
-    await run(async (env) => {
-      await waitFor('RESOURCE_ERROR', () => env.core.getSubscription('files').state === 'RESOURCE_ERROR');
-      const row = statusOf(env.core, env.exports).find((s) => s.subscription === subscription.name)!;
-      expect(row.state).toBe('RESOURCE_ERROR');
-      expect(row.stateReason).toContain(`manifest ${path} is corrupt at line 2`);
-      expect(row.exportErrors).toBeGreaterThan(0);
-      await env.core.publish('events', [{ data: 'while broken', orderingKey: 'k0' }]);
-      await new Promise((r) => setTimeout(r, 300));
-      expect(env.core.metrics('files').backlogMessages).toBe(1); // nothing acked, nothing dead-lettered
-      expect(env.core.getSubscription('files').state).toBe('RESOURCE_ERROR');
-      writeFileSync(path, good); // repaired by hand
-      await waitFor('ACTIVE again', () => env.core.getSubscription('files').state === 'ACTIVE');
-    }, 2, 50);
+    await run(
+      async (env) => {
+        await waitFor('RESOURCE_ERROR', () => env.core.getSubscription('files').state === 'RESOURCE_ERROR');
+        const row = statusOf(env.core, env.exports).find((s) => s.subscription === subscription.name)!;
+        expect(row.state).toBe('RESOURCE_ERROR');
+        expect(row.stateReason).toContain(`manifest ${path} is corrupt at line 2`);
+        expect(row.exportErrors).toBeGreaterThan(0);
+        await env.core.publish('events', [{ data: 'while broken', orderingKey: 'k0' }]);
+        await new Promise((r) => setTimeout(r, 300));
+        expect(env.core.metrics('files').backlogMessages).toBe(1); // nothing acked, nothing dead-lettered
+        expect(env.core.getSubscription('files').state).toBe('RESOURCE_ERROR');
+        writeFileSync(path, good); // repaired by hand
+        await waitFor('ACTIVE again', () => env.core.getSubscription('files').state === 'ACTIVE');
+      },
+      2,
+      50,
+    );
 
     expect(await audit(subscription)).toMatchObject(clean(101));
   });
@@ -104,10 +122,26 @@ describe('a corrupt line before the last one', () => {
 describe('reading a manifest', () => {
   it('reads the entry after a fragment that versions before the repair left inside a line', () => {
     const path = `${dir.path}/manifest.jsonl`;
-    const entry = (object: string) => JSON.stringify({ type: 'committed', object, bucket, format: 'text', createdAt: '', committedAt: '', records: 1, bytes: 1, keys: {}, unkeyed: [] });
+    const entry = (object: string) =>
+      JSON.stringify({
+        type: 'committed',
+        object,
+        bucket,
+        format: 'text',
+        createdAt: '',
+        committedAt: '',
+        records: 1,
+        bytes: 1,
+        keys: {},
+        unkeyed: [],
+      });
     const text = `${entry('a')}\n{"type":"pending","obj${entry('b')}\n`;
     writeFileSync(path, text);
-    expect(Manifest.readOnly(path).committed().map((o) => o.object)).toEqual(['a', 'b']);
+    expect(
+      Manifest.readOnly(path)
+        .committed()
+        .map((o) => o.object),
+    ).toEqual(['a', 'b']);
     new Manifest(path).close();
     expect(readFileSync(path, 'utf8')).toBe(text);
     writeFileSync(path, `${entry('a')}\nnot json\n${entry('b')}\n`);

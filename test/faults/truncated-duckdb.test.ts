@@ -22,7 +22,8 @@ afterEach(async () => {
 });
 
 const KEYS = 5;
-const batch = (round: string, n = 50) => Array.from({ length: n }, (_, i) => ({ data: `${round}-k${i % KEYS}-${Math.floor(i / KEYS)}`, orderingKey: `k${i % KEYS}` }));
+const batch = (round: string, n = 50) =>
+  Array.from({ length: n }, (_, i) => ({ data: `${round}-k${i % KEYS}-${Math.floor(i / KEYS)}`, orderingKey: `k${i % KEYS}` }));
 const backlog = () => env.core.metrics('sub').backlogMessages;
 const state = () => env.core.getSubscription('sub').state;
 
@@ -31,7 +32,12 @@ async function start(subscription: Record<string, unknown> = {}): Promise<void> 
   if (!env.core.hasTopic('orders')) {
     await queryDuckDb(env.duckdbPath, 'CREATE TABLE orders(data VARCHAR)');
     await env.core.createTopic('orders');
-    await env.core.createSubscription('sub', { topic: 'orders', enableMessageOrdering: true, bigqueryConfig: { table: 'p.main.orders' }, ...subscription });
+    await env.core.createSubscription('sub', {
+      topic: 'orders',
+      enableMessageOrdering: true,
+      bigqueryConfig: { table: 'p.main.orders' },
+      ...subscription,
+    });
   }
   await env.exports.sync();
 }
@@ -173,7 +179,11 @@ describe('a truncated DuckDB export file', () => {
     await start();
     await queryDuckDb(env.duckdbPath, 'CREATE TABLE others(data VARCHAR)');
     await env.core.createTopic('others');
-    await env.core.createSubscription('other-sub', { topic: 'others', enableMessageOrdering: true, bigqueryConfig: { table: 'p.main.others' } });
+    await env.core.createSubscription('other-sub', {
+      topic: 'others',
+      enableMessageOrdering: true,
+      bigqueryConfig: { table: 'p.main.others' },
+    });
     await env.exports.sync();
     await env.core.publish('orders', batch('a'));
     await env.core.publish('others', batch('x'));
@@ -188,6 +198,10 @@ describe('a truncated DuckDB export file', () => {
     await waitFor('both exported', () => backlog() === 0 && env.core.metrics('other-sub').backlogMessages === 0);
     await expectRows(['b']);
     const others = (await queryDuckDb(env.duckdbPath, 'SELECT data FROM others ORDER BY rowid')).map((r) => String(r.data));
-    expect(others.sort()).toEqual(batch('y').map((m) => m.data).sort());
+    expect(others.sort()).toEqual(
+      batch('y')
+        .map((m) => m.data)
+        .sort(),
+    );
   });
 });

@@ -36,7 +36,13 @@ describe('a remote export into a DuckDB table, its worker SIGKILLed again and ag
         {
           // Small batches, so every kill lands between commits and leaves some written but not acked.
           flowControl: { maxMessages: 300 },
-          exports: [{ subscription: 'events-to-table', enableMessageOrdering: true, bigqueryConfig: { table: 'p.main.events', writeMetadata: true } }],
+          exports: [
+            {
+              subscription: 'events-to-table',
+              enableMessageOrdering: true,
+              bigqueryConfig: { table: 'p.main.events', writeMetadata: true },
+            },
+          ],
         },
       );
       const start = () => {
@@ -64,7 +70,10 @@ describe('a remote export into a DuckDB table, its worker SIGKILLed again and ag
       active.kill('SIGTERM');
       expect((await active.exited).code).toBe(0);
 
-      const [totals] = await queryDuckDb(duckdbPath, 'SELECT count(*) AS n, count(DISTINCT message_id) AS ids, count(DISTINCT ordering_key) AS keys FROM events');
+      const [totals] = await queryDuckDb(
+        duckdbPath,
+        'SELECT count(*) AS n, count(DISTINCT message_id) AS ids, count(DISTINCT ordering_key) AS keys FROM events',
+      );
       expect(totals).toEqual({ n: BigInt(MESSAGES), ids: BigInt(MESSAGES), keys: BigInt(KEYS) });
       // Per key, rows were appended (rowid order) in publish order: payloads k<i>:0, k<i>:1, ...
       const badKeys = await queryDuckDb(

@@ -32,7 +32,13 @@ describe('a fleet of workers exports one remote subscription to object storage',
         {
           // A small share per worker, so the three split the stream and files roll often (at a quarter of it).
           flowControl: { maxMessages: 2000 },
-          exports: [{ subscription: 'events-to-files', enableMessageOrdering: true, cloudStorageConfig: { bucket, filenamePrefix: 'events/', filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', textConfig: {} } }],
+          exports: [
+            {
+              subscription: 'events-to-files',
+              enableMessageOrdering: true,
+              cloudStorageConfig: { bucket, filenamePrefix: 'events/', filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', textConfig: {} },
+            },
+          ],
         },
       );
       const start = (id: string) => {

@@ -16,8 +16,8 @@ import { startTestS3 } from '../helpers/s3.js';
 const MESSAGES = 600;
 const SUBSCRIPTION = `projects/${PROJECT}/subscriptions/events-to-parquet`;
 
-describe('orderly query over a fleet\'s Parquet export', () => {
-  it('reads every worker\'s objects from the manifest in the bucket, each message once (a redelivered copy left out)', async () => {
+describe("orderly query over a fleet's Parquet export", () => {
+  it("reads every worker's objects from the manifest in the bucket, each message once (a redelivered copy left out)", async () => {
     const dir = tempDir('orderly-fleet-query-');
     const s3 = await startTestS3();
     const remote = await startRemote();
@@ -29,11 +29,20 @@ describe('orderly query over a fleet\'s Parquet export', () => {
         dir.path,
         remote.host,
         { objectStorage: s3.settings },
-        { exports: [{ subscription: 'events-to-parquet', cloudStorageConfig: { bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } } }] },
+        {
+          exports: [
+            {
+              subscription: 'events-to-parquet',
+              cloudStorageConfig: { bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } },
+            },
+          ],
+        },
       );
       // Two workers in this process; a third process queries.
       const job = loadJob(file);
-      const workers = await Promise.all(['q1', 'q2'].map((workerId) => JobRuntime.start(job, createLogger({ level: 'silent' }), { workerId })));
+      const workers = await Promise.all(
+        ['q1', 'q2'].map((workerId) => JobRuntime.start(job, createLogger({ level: 'silent' }), { workerId })),
+      );
       await publishKeyed(remote.client(), 'events', MESSAGES, 30);
       const held = () => workers.reduce((n, w) => n + (w.exports.remoteExports().get(SUBSCRIPTION)?.outstanding ?? 0), 0);
       await waitFor('every message delivered', async () => (await remote.backlog('events-to-parquet')) === held(), 30_000);
@@ -46,7 +55,9 @@ describe('orderly query over a fleet\'s Parquet export', () => {
       await client.send(new CopyObjectCommand({ Bucket: bucket, Key: copy, CopySource: `${bucket}/${first!.object}` }));
       const entry = { ...first!, object: copy, worker: 'q3', createdAt: new Date(Date.parse(first!.createdAt) + 1000).toISOString() };
       const prefix = fleetManifestPrefix({ name: SUBSCRIPTION, uid: remoteIdentity(SUBSCRIPTION).uid });
-      await client.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}committed/${pathSegment(copy)}.json`, Body: JSON.stringify(entry) }));
+      await client.send(
+        new PutObjectCommand({ Bucket: bucket, Key: `${prefix}committed/${pathSegment(copy)}.json`, Body: JSON.stringify(entry) }),
+      );
       client.destroy();
 
       const query = async (sql: string) => {

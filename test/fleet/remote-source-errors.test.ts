@@ -29,14 +29,18 @@ afterAll(async () => {
   for (const d of dirs) d.remove();
 });
 
-const METADATA_TABLE = 'CREATE TABLE events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes JSON)';
+const METADATA_TABLE =
+  'CREATE TABLE events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes JSON)';
 
 /** A worker of a job with one remote export (DuckDB), run in this process; its export's status row. */
 async function worker(
   host: string,
   subscription: string,
   remoteSettings: Record<string, unknown> = {},
-  table: { init: string; bigqueryConfig: Record<string, unknown> } = { init: METADATA_TABLE, bigqueryConfig: { table: 'p.main.events', writeMetadata: true } },
+  table: { init: string; bigqueryConfig: Record<string, unknown> } = {
+    init: METADATA_TABLE,
+    bigqueryConfig: { table: 'p.main.events', writeMetadata: true },
+  },
 ) {
   const dir = tempDir('orderly-remote-err-');
   dirs.push(dir);
@@ -81,7 +85,9 @@ describe('a remote source that cannot be read: a clear error naming it, retried 
       expect(Date.parse(row.sourceRetryAt!)).toBeGreaterThan(Date.now() - 1000);
       // `orderly status` (another process) shows this worker's row, read from its /status.
       const cli = JSON.parse((await orderly('status', file, '--json')).stdout) as RemoteStatus[];
-      expect(cli).toEqual([expect.objectContaining({ worker: row.worker, source: expect.objectContaining({ state: 'retrying', error: row.source.error }) })]);
+      expect(cli).toEqual([
+        expect.objectContaining({ worker: row.worker, source: expect.objectContaining({ state: 'retrying', error: row.source.error }) }),
+      ]);
       await remote.client().topic('events').createSubscription('created-later', { enableMessageOrdering: true });
       await waitFor('the worker to stream once the subscription exists', () => status().source.state === 'streaming', 90_000);
       expect(status().source.error).toBeUndefined();
@@ -96,7 +102,11 @@ describe('a remote source that cannot be read: a clear error naming it, retried 
     try {
       const row = await failedAtLeast(status, 2);
       expect(row.source.state).toBe('retrying');
-      expect(row.source.error).toMatch(new RegExp(`^cannot reach the Pub/Sub endpoint ${host} for subscription projects/${PROJECT}/subscriptions/events-export \\(UNAVAILABLE: `));
+      expect(row.source.error).toMatch(
+        new RegExp(
+          `^cannot reach the Pub/Sub endpoint ${host} for subscription projects/${PROJECT}/subscriptions/events-export \\(UNAVAILABLE: `,
+        ),
+      );
     } finally {
       await runtime.stop();
     }
@@ -109,7 +119,9 @@ describe('a remote source that cannot be read: a clear error naming it, retried 
     try {
       const row = await failedAtLeast(wrong.status, 2);
       expect(row.source.error).toMatch(
-        new RegExp(`^the Pub/Sub endpoint ${guarded.host} refused the credentials for subscription projects/${PROJECT}/subscriptions/events-export \\(UNAUTHENTICATED: .*\\); check remote.authToken$`),
+        new RegExp(
+          `^the Pub/Sub endpoint ${guarded.host} refused the credentials for subscription projects/${PROJECT}/subscriptions/events-export \\(UNAUTHENTICATED: .*\\); check remote.authToken$`,
+        ),
       );
       await waitFor('the worker with the right token to stream', () => right.status().source.state === 'streaming');
       expect(JSON.stringify([row, right.status()])).not.toMatch(/not-the-token|the-right-token/);
@@ -127,7 +139,9 @@ describe('a remote source that cannot be read: a clear error naming it, retried 
       const row = await failedAtLeast(status, 2);
       expect(row.source.location).toBe('pubsub.googleapis.com:443');
       expect(row.source.error).toMatch(
-        new RegExp(`^no usable Google credentials for subscription projects/${PROJECT}/subscriptions/events-export at pubsub.googleapis.com:443 \\(.*GOOGLE_APPLICATION_CREDENTIALS.*\\); set GOOGLE_APPLICATION_CREDENTIALS`),
+        new RegExp(
+          `^no usable Google credentials for subscription projects/${PROJECT}/subscriptions/events-export at pubsub.googleapis.com:443 \\(.*GOOGLE_APPLICATION_CREDENTIALS.*\\); set GOOGLE_APPLICATION_CREDENTIALS`,
+        ),
       );
     } finally {
       await runtime.stop();
@@ -142,7 +156,9 @@ describe('a remote source that cannot be read: a clear error naming it, retried 
       const row = await failedAtLeast(status, 1);
       expect(row.source.state).toBe('refused');
       expect(row.source.error).toMatch(
-        new RegExp(`^remote subscription projects/${PROJECT}/subscriptions/unordered at ${remote.host} has message ordering off, but the job asks for per-key order`),
+        new RegExp(
+          `^remote subscription projects/${PROJECT}/subscriptions/unordered at ${remote.host} has message ordering off, but the job asks for per-key order`,
+        ),
       );
       expect(row.backlog).toBe(0);
     } finally {
@@ -167,10 +183,15 @@ describe('a message the sink refuses, from a remote subscription', () => {
       const [k, n, bad] = r.split(':');
       await publisher.publishMessage({ json: { k, n: bad ? 'not a number' : Number(n) }, orderingKey: k! });
     }
-    const { runtime, duckdbPath } = await worker(remote.host, 'cdc-table', {}, {
-      init: 'CREATE TABLE kv(k VARCHAR, n INTEGER)',
-      bigqueryConfig: { table: 'p.main.kv', useTableSchema: true },
-    });
+    const { runtime, duckdbPath } = await worker(
+      remote.host,
+      'cdc-table',
+      {},
+      {
+        init: 'CREATE TABLE kv(k VARCHAR, n INTEGER)',
+        bigqueryConfig: { table: 'p.main.kv', useTableSchema: true },
+      },
+    );
     try {
       const received: string[] = [];
       deadLetters.on('message', (m) => {
@@ -198,9 +219,12 @@ function guardedSubscription(): Promise<void> {
   guardedReady ??= (async () => {
     const auth = { authorization: `Bearer ${TOKEN}` };
     const base = `http://${guarded.host}/v1/projects/${PROJECT}`;
-    const put = (path: string, body: unknown) => fetch(`${base}/${path}`, { method: 'PUT', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const put = (path: string, body: unknown) =>
+      fetch(`${base}/${path}`, { method: 'PUT', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     expect((await put('topics/events', {})).ok).toBe(true);
-    expect((await put('subscriptions/events-export', { topic: `projects/${PROJECT}/topics/events`, enableMessageOrdering: true })).ok).toBe(true);
+    expect((await put('subscriptions/events-export', { topic: `projects/${PROJECT}/topics/events`, enableMessageOrdering: true })).ok).toBe(
+      true,
+    );
   })();
   return guardedReady;
 }

@@ -9,7 +9,11 @@ const exec = promisify(execFile);
 /** Runs the CLI; resolves with stdout, stderr and the exit code (never rejects on a non-zero exit). */
 export async function orderly(...args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
   try {
-    const { stdout, stderr } = await exec(process.execPath, [orderlyBin, ...args], { encoding: 'utf8', timeout: 90_000, maxBuffer: 64 * 1024 * 1024 });
+    const { stdout, stderr } = await exec(process.execPath, [orderlyBin, ...args], {
+      encoding: 'utf8',
+      timeout: 90_000,
+      maxBuffer: 64 * 1024 * 1024,
+    });
     return { stdout, stderr, code: 0 };
   } catch (e) {
     const err = e as { stdout: string; stderr: string; code: number };

@@ -12,7 +12,11 @@ export function tempDir(prefix = 'orderly-test-'): { path: string; remove(): voi
 }
 
 /** A core on a real SQLite store in `dir`, driven by a manual clock. */
-export async function openCore(dir: string, clock = new ManualClock(), memory?: MemoryOptions): Promise<{ core: PubSubCore; clock: ManualClock }> {
+export async function openCore(
+  dir: string,
+  clock = new ManualClock(),
+  memory?: MemoryOptions,
+): Promise<{ core: PubSubCore; clock: ManualClock }> {
   const core = await PubSubCore.open({ store: SqliteStore.open(dir, { durability: 'process' }), clock, projectId: 'p', memory });
   return { core, clock };
 }

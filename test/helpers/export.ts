@@ -14,7 +14,11 @@ registerBuiltInConnectors();
  * `start` is false (a setup that only publishes a backlog for a later run to export).
  */
 export async function openExport(dir: string, settings: Record<string, unknown> = {}, { start = true } = {}) {
-  const core = await PubSubCore.open({ store: SqliteStore.open(join(dir, 'store'), { durability: 'process' }), projectId: 'p', tickMs: 20 });
+  const core = await PubSubCore.open({
+    store: SqliteStore.open(join(dir, 'store'), { durability: 'process' }),
+    projectId: 'p',
+    tickMs: 20,
+  });
   const duckdbPath = join(dir, 'export.duckdb');
   const exports = new ExportManager({
     core,

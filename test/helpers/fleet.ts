@@ -9,7 +9,9 @@ import { tempDir } from './core.js';
 export const PROJECT = 'fleet-project';
 
 /** A real `orderly serve` (child process) that also serves /status, as the remote Pub/Sub of a fleet test. */
-export async function startRemote(): Promise<ServeProcess & { dataDir: string; backlog(subscription: string): Promise<number>; client(): PubSub; close(): Promise<void> }> {
+export async function startRemote(): Promise<
+  ServeProcess & { dataDir: string; backlog(subscription: string): Promise<number>; client(): PubSub; close(): Promise<void> }
+> {
   const dir = tempDir('orderly-remote-');
   const config = join(dir.path, 'serve.yaml');
   writeFileSync(config, stringify({ projectId: PROJECT, dataDir: join(dir.path, 'data'), durability: 'process', metrics: { port: 0 } }));
@@ -43,7 +45,13 @@ export function writeRemoteJob(dir: string, host: string, job: Record<string, un
   const file = join(dir, 'job.yaml');
   writeFileSync(
     file,
-    stringify({ projectId: PROJECT, dataDir: join(dir, 'data'), metrics: { port: 0 }, ...job, remote: { endpoint: host, projectId: PROJECT, ...remote } }),
+    stringify({
+      projectId: PROJECT,
+      dataDir: join(dir, 'data'),
+      metrics: { port: 0 },
+      ...job,
+      remote: { endpoint: host, projectId: PROJECT, ...remote },
+    }),
   );
   return file;
 }
@@ -69,7 +77,13 @@ export async function workerStatus(child: OrderlyRunProcess): Promise<WorkerExpo
 }
 
 /** Publishes `count` messages over `keys` ordering keys through Google's client (ordered), `key:seq` payloads. */
-export async function publishKeyed(client: PubSub, topic: string, count: number, keys: number, onProgress?: (published: number) => void): Promise<void> {
+export async function publishKeyed(
+  client: PubSub,
+  topic: string,
+  count: number,
+  keys: number,
+  onProgress?: (published: number) => void,
+): Promise<void> {
   const publisher = client.topic(topic, { messageOrdering: true, batching: { maxMessages: 500, maxMilliseconds: 5 } });
   const chunk = 2000;
   for (let start = 0; start < count; start += chunk) {

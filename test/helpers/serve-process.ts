@@ -67,8 +67,15 @@ export function rawPubsubClients(host: string, options: grpc.ChannelOptions = {}
   const schemaService = new v1.SchemaService(host, grpc.credentials.createInsecure(), options) as grpc.Client & Record<string, any>;
   const iam = new proto.google.iam.v1.IAMPolicy(host, grpc.credentials.createInsecure(), options) as grpc.Client & Record<string, any>;
   /** A unary call as a promise: resolves with the response, rejects with the ServiceError. */
-  const call = (client: grpc.Client & Record<string, any>, method: string, request: unknown, metadata = new grpc.Metadata()): Promise<any> =>
-    new Promise((resolve, reject) => client[method](request, metadata, (e: grpc.ServiceError | null, r: unknown) => (e ? reject(e) : resolve(r))));
+  const call = (
+    client: grpc.Client & Record<string, any>,
+    method: string,
+    request: unknown,
+    metadata = new grpc.Metadata(),
+  ): Promise<any> =>
+    new Promise((resolve, reject) =>
+      client[method](request, metadata, (e: grpc.ServiceError | null, r: unknown) => (e ? reject(e) : resolve(r))),
+    );
   return {
     publisher,
     subscriber,

@@ -47,31 +47,89 @@ describe('job file validation', () => {
 
   it.each<[string, (j: ReturnType<typeof base>) => unknown, string]>([
     ['a typo at the top', (j) => ({ ...j, topcis: [] }), 'topcis: unknown key (a typo? see docs/configuration.md)'],
-    ['a typo in a subscription', (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], enableMessageOrderring: true }] }), 'subscriptions[0].enableMessageOrderring: unknown key (a typo? see docs/configuration.md)'],
-    ['maxDuration out of range', (j) => ({ ...j, subscriptions: [j.subscriptions[0], { ...j.subscriptions[1], cloudStorageConfig: { bucket: 'exports', maxDuration: '30s' } }] }), 'subscriptions[1].cloudStorageConfig.maxDuration: must be between 60s and 600s, got 30s'],
-    ['ackDeadlineSeconds out of range', (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], ackDeadlineSeconds: 5 }] }), 'subscriptions[0].ackDeadlineSeconds: must be an integer between 10 and 600, got 5'],
-    ['an unknown topic', (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], topic: 'nope' }] }), 'subscriptions[0].topic: no topic "nope" in topics'],
-    ['a bad duration', (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], messageRetentionDuration: 'a week' }] }), 'subscriptions[0].messageRetentionDuration: a duration like "300s" or "5m"'],
-    ['a bad filter', (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], filter: 'attributes.x = 1' }] }), 'subscriptions[0].filter: expected a quoted string at position 15 in "attributes.x = 1"'],
-    ['a bigquery table without the job\'s duckdb', (j) => ({ ...j, duckdb: undefined, subscriptions: [{ name: 'tbl', topic: 'events', bigqueryConfig: { table: 'p.d.t' } }] }), 'subscriptions[0].bigqueryConfig: needs the job\'s duckdb.path'],
-    ['a bad bigquery table name', (j) => ({ ...j, subscriptions: [{ name: 'tbl', topic: 'events', bigqueryConfig: { table: 'd.t' } }] }), 'subscriptions[0].bigqueryConfig.table: must be "project.dataset.table", got "d.t"'],
-    ['an invalid subscription id', (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], name: '1bad' }] }), 'subscriptions[0].name: invalid id "1bad"'],
-    ['a wrong type', (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], retainAckedMessages: 'yes' }] }), 'subscriptions[0].retainAckedMessages: Invalid input: expected boolean, received string'],
+    [
+      'a typo in a subscription',
+      (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], enableMessageOrderring: true }] }),
+      'subscriptions[0].enableMessageOrderring: unknown key (a typo? see docs/configuration.md)',
+    ],
+    [
+      'maxDuration out of range',
+      (j) => ({
+        ...j,
+        subscriptions: [j.subscriptions[0], { ...j.subscriptions[1], cloudStorageConfig: { bucket: 'exports', maxDuration: '30s' } }],
+      }),
+      'subscriptions[1].cloudStorageConfig.maxDuration: must be between 60s and 600s, got 30s',
+    ],
+    [
+      'ackDeadlineSeconds out of range',
+      (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], ackDeadlineSeconds: 5 }] }),
+      'subscriptions[0].ackDeadlineSeconds: must be an integer between 10 and 600, got 5',
+    ],
+    [
+      'an unknown topic',
+      (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], topic: 'nope' }] }),
+      'subscriptions[0].topic: no topic "nope" in topics',
+    ],
+    [
+      'a bad duration',
+      (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], messageRetentionDuration: 'a week' }] }),
+      'subscriptions[0].messageRetentionDuration: a duration like "300s" or "5m"',
+    ],
+    [
+      'a bad filter',
+      (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], filter: 'attributes.x = 1' }] }),
+      'subscriptions[0].filter: expected a quoted string at position 15 in "attributes.x = 1"',
+    ],
+    [
+      "a bigquery table without the job's duckdb",
+      (j) => ({ ...j, duckdb: undefined, subscriptions: [{ name: 'tbl', topic: 'events', bigqueryConfig: { table: 'p.d.t' } }] }),
+      "subscriptions[0].bigqueryConfig: needs the job's duckdb.path",
+    ],
+    [
+      'a bad bigquery table name',
+      (j) => ({ ...j, subscriptions: [{ name: 'tbl', topic: 'events', bigqueryConfig: { table: 'd.t' } }] }),
+      'subscriptions[0].bigqueryConfig.table: must be "project.dataset.table", got "d.t"',
+    ],
+    [
+      'an invalid subscription id',
+      (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], name: '1bad' }] }),
+      'subscriptions[0].name: invalid id "1bad"',
+    ],
+    [
+      'a wrong type',
+      (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], retainAckedMessages: 'yes' }] }),
+      'subscriptions[0].retainAckedMessages: Invalid input: expected boolean, received string',
+    ],
   ])('names the path for %s', (_what, change, message) => {
     const found = problems(change(base()));
-    expect(found.some((p) => p.startsWith(message)), `got ${JSON.stringify(found)}`).toBe(true);
+    expect(
+      found.some((p) => p.startsWith(message)),
+      `got ${JSON.stringify(found)}`,
+    ).toBe(true);
   });
 
   it('reports every problem at once: unknown keys hide no range errors, bad ids hide neither (issue #13)', () => {
     const job = base();
-    const found = problems({ ...job, colour: 'red', subscriptions: [{ ...job.subscriptions[0], ackDeadlineSeconds: 5 }, { ...job.subscriptions[1], topic: 'nope' }] });
+    const found = problems({
+      ...job,
+      colour: 'red',
+      subscriptions: [
+        { ...job.subscriptions[0], ackDeadlineSeconds: 5 },
+        { ...job.subscriptions[1], topic: 'nope' },
+      ],
+    });
     expect(found).toEqual([
       'colour: unknown key (a typo? see docs/configuration.md)',
       'subscriptions[0].ackDeadlineSeconds: must be an integer between 10 and 600, got 5',
       'subscriptions[1].topic: no topic "nope" in topics',
     ]);
     // A typo'd key in a subscription, a bad id and an out-of-range maxDuration in the same subscription.
-    const files = { ...job.subscriptions[1], name: '1bad', enableMessageOrderring: true, cloudStorageConfig: { bucket: 'exports', maxDuration: '30s', maxDurtion: '5m', avroConfig: { writeMetdata: true } } };
+    const files = {
+      ...job.subscriptions[1],
+      name: '1bad',
+      enableMessageOrderring: true,
+      cloudStorageConfig: { bucket: 'exports', maxDuration: '30s', maxDurtion: '5m', avroConfig: { writeMetdata: true } },
+    };
     expect(problems({ ...job, subscriptions: [job.subscriptions[0], files] })).toEqual([
       'subscriptions[1].enableMessageOrderring: unknown key (a typo? see docs/configuration.md)',
       expect.stringMatching(/^subscriptions\[1\]\.name: invalid id "1bad"/),
@@ -88,7 +146,9 @@ describe('job file validation', () => {
 
   it('substitutes ${ENV} references and names the missing ones', () => {
     const job = { ...base(), objectStorage: { endpoint: '${S3_URL}', accessKeyId: '${KEY_ID}' } };
-    expect(problems(job, { S3_URL: 'http://127.0.0.1:9000' })).toEqual(['objectStorage.accessKeyId: environment variable KEY_ID is not set']);
+    expect(problems(job, { S3_URL: 'http://127.0.0.1:9000' })).toEqual([
+      'objectStorage.accessKeyId: environment variable KEY_ID is not set',
+    ]);
     expect(loadJob(write(job), { S3_URL: 'http://x:1', KEY_ID: 'k' }).sections.objectStorage).toMatchObject({ endpoint: 'http://x:1' });
   });
 });
@@ -107,7 +167,8 @@ describe('job files that are not a tree of settings', () => {
     throw new Error(`${name} was accepted`);
   }
   let bomb = 'a: &a [x, x, x, x, x, x, x, x, x]\n';
-  for (const [i, name] of ['b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'].entries()) bomb += `${name}: &${name} [${Array(9).fill(`*${'abcdefgh'[i]}`).join(', ')}]\n`;
+  for (const [i, name] of ['b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'].entries())
+    bomb += `${name}: &${name} [${Array(9).fill(`*${'abcdefgh'[i]}`).join(', ')}]\n`;
 
   it.each<[string, string, string, string?]>([
     ['a self-referencing alias', 'a: &x [*x]\n', 'a[0]: a YAML alias that contains itself (a cycle); a job file must be a tree'],
@@ -123,13 +184,20 @@ describe('job files that are not a tree of settings', () => {
     ['a JSON string', '"job"', 'the document is a string, not a mapping of settings', 'job.json'],
     ['two documents', 'topics: []\n---\nsubscriptions: []\n', 'line 2, column 1: not valid YAML: Source contains multiple documents'],
     ['a duplicate key', 'topics: []\ntopics: []\n', 'line 2, column 1: not valid YAML: Map keys must be unique'],
-    ['an unknown tag', 'projectId: !!js/function "x"\n', 'line 1, column 12: not valid YAML: Unresolved tag: tag:yaml.org,2002:js/function'],
+    [
+      'an unknown tag',
+      'projectId: !!js/function "x"\n',
+      'line 1, column 12: not valid YAML: Unresolved tag: tag:yaml.org,2002:js/function',
+    ],
     ['deep nesting', `labels: ${'['.repeat(40)}${']'.repeat(40)}\n`, 'nested deeper than 32 levels'],
     ['deep JSON nesting', `{"labels": ${'['.repeat(100_000)}${']'.repeat(100_000)}}`, 'nested deeper than 32 levels', 'job.json'],
     ['a 200 KB line of brackets', '['.repeat(100_000) + ']'.repeat(100_000), 'line 1, column'],
   ])('refuses %s, with the path and the problem', (_what, text, problem, name) => {
     const found = refused(text, name);
-    expect(found.some((p) => p.includes(problem)), `got ${JSON.stringify(found)}`).toBe(true);
+    expect(
+      found.some((p) => p.includes(problem)),
+      `got ${JSON.stringify(found)}`,
+    ).toBe(true);
   });
 
   it(`refuses a file over ${MAX_JOB_FILE_BYTES} bytes from its size`, () => {
@@ -144,7 +212,16 @@ describe('job files that are not a tree of settings', () => {
 
   it('still accepts aliases that share a block', () => {
     const file = join(dir.path, 'job.yaml');
-    writeFileSync(file, ['topics: [{ name: events, labels: &team { team: sales } }]', 'subscriptions:', '  - { name: first, topic: events, labels: *team }', '  - { name: second, topic: events, labels: *team }', ''].join('\n'));
+    writeFileSync(
+      file,
+      [
+        'topics: [{ name: events, labels: &team { team: sales } }]',
+        'subscriptions:',
+        '  - { name: first, topic: events, labels: *team }',
+        '  - { name: second, topic: events, labels: *team }',
+        '',
+      ].join('\n'),
+    );
     expect(loadJob(file, {}).subscriptions.map((s) => s.labels)).toEqual([{ team: 'sales' }, { team: 'sales' }]);
   });
 });
@@ -157,7 +234,11 @@ describe('applying a changed job file to an existing data directory', () => {
     expect(runtime.reconciled.created).toHaveLength(4);
     await runtime.stop();
 
-    const changed = { ...job, topics: [...job.topics, { name: 'more' }], subscriptions: [{ ...job.subscriptions[0], ackDeadlineSeconds: 30 }] };
+    const changed = {
+      ...job,
+      topics: [...job.topics, { name: 'more' }],
+      subscriptions: [{ ...job.subscriptions[0], ackDeadlineSeconds: 30 }],
+    };
     runtime = await JobRuntime.start(loadJob(write(changed)), logger, { withExports: false });
     expect(runtime.reconciled).toEqual({
       created: ['projects/test-project/topics/more'],

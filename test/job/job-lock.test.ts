@@ -27,7 +27,7 @@ const lockFile = () => join(dir.path, 'orderly.lock');
 const writeLock = (lock: object) => writeFileSync(lockFile(), JSON.stringify(lock));
 
 describe('the data directory lock', () => {
-  it('records the holder\'s pid and start time; a second holder is refused while the first runs', async () => {
+  it("records the holder's pid and start time; a second holder is refused while the first runs", async () => {
     const release = acquireLock(dir.path, { metrics: 'http://127.0.0.1:1' });
     const lock = JSON.parse(readFileSync(lockFile(), 'utf8'));
     expect(lock).toEqual({ pid: process.pid, startTime: processIdentity(process.pid)?.startTime, metrics: 'http://127.0.0.1:1' });
@@ -72,6 +72,8 @@ describe('the data directory lock', () => {
     writeFileSync(lockFile(), '');
     expect(readLock(dir.path)).toBeUndefined();
     writeFileSync(lockFile(), '{"pid": 12');
-    expect(() => readLock(dir.path)).toThrow(`the lock file ${lockFile()} is not readable JSON; if no orderly process runs on ${dir.path}, remove it`);
+    expect(() => readLock(dir.path)).toThrow(
+      `the lock file ${lockFile()} is not readable JSON; if no orderly process runs on ${dir.path}, remove it`,
+    );
   });
 });

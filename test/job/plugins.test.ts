@@ -21,7 +21,11 @@ const job = (extra: Record<string, unknown>) => {
   const file = join(dir.path, 'job.yaml');
   writeFileSync(
     file,
-    stringify({ topics: [{ name: 'events' }], subscriptions: [{ name: 'to-file', topic: 'events', exportConfig: { connector: 'jsonl-file', path: 'out.jsonl' } }], ...extra }),
+    stringify({
+      topics: [{ name: 'events' }],
+      subscriptions: [{ name: 'to-file', topic: 'events', exportConfig: { connector: 'jsonl-file', path: 'out.jsonl' } }],
+      ...extra,
+    }),
   );
   return file;
 };
@@ -35,9 +39,11 @@ const problems = async (load: () => unknown): Promise<string[]> => {
 };
 
 describe('plugins: in the job file', () => {
-  it('loadJob does not import them and says so; loadJobWithPlugins does, then validates the plugin\'s connector and settings section', async () => {
+  it("loadJob does not import them and says so; loadJobWithPlugins does, then validates the plugin's connector and settings section", async () => {
     const file = job({ plugins: [plugin], jsonlFile: { directory: './exports' } });
-    expect(await problems(() => loadJob(file))).toEqual(expect.arrayContaining([`plugins[0]: "${plugin}" is not loaded (load the job with loadJobWithPlugins, as the orderly command does)`]));
+    expect(await problems(() => loadJob(file))).toEqual(
+      expect.arrayContaining([`plugins[0]: "${plugin}" is not loaded (load the job with loadJobWithPlugins, as the orderly command does)`]),
+    );
     expect(registeredConnectors()).not.toContain('jsonl-file');
     const loaded = await loadJobWithPlugins(file);
     expect(registeredConnectors()).toContain('jsonl-file');
@@ -46,7 +52,7 @@ describe('plugins: in the job file', () => {
     expect(loadJob(file).plugins).toEqual([plugin]);
   });
 
-  it('a problem in the plugin\'s section is reported with its path, with the others', async () => {
+  it("a problem in the plugin's section is reported with its path, with the others", async () => {
     const file = job({ plugins: [plugin], jsonlFile: { directory: './exports', colour: 'red' }, colour: 'blue' });
     expect(await problems(() => loadJobWithPlugins(file))).toEqual([
       'colour: unknown key (a typo? see docs/configuration.md)',
@@ -64,12 +70,15 @@ describe('plugins: in the job file', () => {
     ]);
   });
 
-  it('a package name is found in node_modules from the job file\'s folder upwards, by its import export', () => {
+  it("a package name is found in node_modules from the job file's folder upwards, by its import export", () => {
     const pkg = join(dir.path, 'node_modules', '@acme', 'connector');
     mkdirSync(join(pkg, 'esm'), { recursive: true });
     writeFileSync(
       join(pkg, 'package.json'),
-      JSON.stringify({ name: '@acme/connector', exports: { '.': { types: './index.d.ts', import: './esm/index.js', require: './index.cjs' }, './extra': './extra.js' } }),
+      JSON.stringify({
+        name: '@acme/connector',
+        exports: { '.': { types: './index.d.ts', import: './esm/index.js', require: './index.cjs' }, './extra': './extra.js' },
+      }),
     );
     const nested = join(dir.path, 'jobs', 'nightly');
     mkdirSync(nested, { recursive: true });

@@ -12,7 +12,14 @@ import { waitFor } from '../helpers/export.js';
 describe('query view names', () => {
   it('are the ids with "-" as "_" in the job\'s project, and full names (escaped) where those would meet or for other projects', () => {
     const names = queryViewNames(
-      ['projects/p/subscriptions/orders-to-files', 'projects/p/subscriptions/a-b', 'projects/p/subscriptions/a_b', 'projects/p/subscriptions/Orders', 'projects/p/subscriptions/orders', 'projects/q/subscriptions/x'],
+      [
+        'projects/p/subscriptions/orders-to-files',
+        'projects/p/subscriptions/a-b',
+        'projects/p/subscriptions/a_b',
+        'projects/p/subscriptions/Orders',
+        'projects/p/subscriptions/orders',
+        'projects/q/subscriptions/x',
+      ],
       'p',
     );
     expect(Object.fromEntries(names)).toEqual({
@@ -47,7 +54,10 @@ describe('orderly query views', () => {
     const exportTo = (file: string) => ({ connector: 'jsonl-file', path: join(dir.path, file) });
     await core.createSubscription('a-b', { topic: 'events', exportConfig: exportTo('dash.jsonl') });
     await core.createSubscription('a_b', { topic: 'events', exportConfig: exportTo('underscore.jsonl') });
-    await core.createSubscription('projects/other-project/subscriptions/a-b', { topic: 'projects/other-project/topics/events', exportConfig: exportTo('other.jsonl') });
+    await core.createSubscription('projects/other-project/subscriptions/a-b', {
+      topic: 'projects/other-project/topics/events',
+      exportConfig: exportTo('other.jsonl'),
+    });
     await core.createSubscription('plain', { topic: 'events', exportConfig: exportTo('plain.jsonl') });
     await core.publish('events', [{ data: 'one' }]);
     await core.publish('projects/other-project/topics/events', [{ data: 'two' }, { data: 'three' }]);

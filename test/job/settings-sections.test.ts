@@ -24,16 +24,24 @@ function problems(job: Record<string, unknown>): string[] {
 
 // duckdb: and objectStorage: belong to the built-in connectors, which declare them through the registry;
 // the job file reads as it always did.
-describe('the built-in connectors\' settings sections', () => {
+describe("the built-in connectors' settings sections", () => {
   it.each<[string, Record<string, unknown>, string[]]>([
     ['a wrong type in duckdb', { duckdb: { path: 3 } }, ['duckdb.path: Invalid input: expected string, received number']],
-    ['a typo in objectStorage', { objectStorage: { embeded: true } }, ['objectStorage.embeded: unknown key (a typo? see docs/configuration.md)']],
+    [
+      'a typo in objectStorage',
+      { objectStorage: { embeded: true } },
+      ['objectStorage.embeded: unknown key (a typo? see docs/configuration.md)'],
+    ],
     ['a section that is not a mapping', { objectStorage: 'minio' }, ['objectStorage: Invalid input: expected object, received string']],
-    ['problems in the job and in both sections, all at once', { colour: 'red', duckdb: {}, objectStorage: { buckets: 'x' } }, [
-      'colour: unknown key (a typo? see docs/configuration.md)',
-      'duckdb.path: Invalid input: expected string, received undefined',
-      'objectStorage.buckets: Invalid input: expected array, received string',
-    ]],
+    [
+      'problems in the job and in both sections, all at once',
+      { colour: 'red', duckdb: {}, objectStorage: { buckets: 'x' } },
+      [
+        'colour: unknown key (a typo? see docs/configuration.md)',
+        'duckdb.path: Invalid input: expected string, received undefined',
+        'objectStorage.buckets: Invalid input: expected array, received string',
+      ],
+    ],
   ])('%s', (_what, job, expected) => {
     expect(problems(job)).toEqual(expected);
   });

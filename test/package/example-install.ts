@@ -19,15 +19,29 @@ interface LockEntry {
  */
 export function writeLockForTarball(repo: string, dir: string, tarball: string): void {
   const packages = (JSON.parse(readFileSync(join(repo, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> }).packages;
-  const orderly = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as { version: string; license: string; dependencies: Record<string, string>; bin: unknown; engines: unknown };
-  const project = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; version: string; dependencies?: Record<string, string>; devDependencies?: Record<string, string> };
+  const orderly = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as {
+    version: string;
+    license: string;
+    dependencies: Record<string, string>;
+    bin: unknown;
+    engines: unknown;
+  };
+  const project = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+    name: string;
+    version: string;
+    dependencies?: Record<string, string>;
+    devDependencies?: Record<string, string>;
+  };
   const locked: Record<string, LockEntry> = {};
   // Node's lookup: node_modules of the package itself, then of each folder above it.
   const visit = (path: string) => {
     if (locked[path]) return;
     const { dev: _dev, devOptional: _devOptional, ...entry } = packages[path]!;
     locked[path] = entry;
-    for (const [name, optional] of [...Object.keys(entry.dependencies ?? {}).map((n) => [n, false] as const), ...Object.keys(entry.optionalDependencies ?? {}).map((n) => [n, true] as const)]) {
+    for (const [name, optional] of [
+      ...Object.keys(entry.dependencies ?? {}).map((n) => [n, false] as const),
+      ...Object.keys(entry.optionalDependencies ?? {}).map((n) => [n, true] as const),
+    ]) {
       let from = path;
       for (;;) {
         const candidate = `${from ? `${from}/` : ''}node_modules/${name}`;
@@ -54,6 +68,18 @@ export function writeLockForTarball(repo: string, dir: string, tarball: string):
     bin: orderly.bin,
     engines: orderly.engines,
   };
-  const root = { name: project.name, version: project.version, dependencies: project.dependencies, devDependencies: project.devDependencies };
-  writeFileSync(join(dir, 'package-lock.json'), JSON.stringify({ name: project.name, version: project.version, lockfileVersion: 3, requires: true, packages: { '': root, ...locked } }, null, 2));
+  const root = {
+    name: project.name,
+    version: project.version,
+    dependencies: project.dependencies,
+    devDependencies: project.devDependencies,
+  };
+  writeFileSync(
+    join(dir, 'package-lock.json'),
+    JSON.stringify(
+      { name: project.name, version: project.version, lockfileVersion: 3, requires: true, packages: { '': root, ...locked } },
+      null,
+      2,
+    ),
+  );
 }

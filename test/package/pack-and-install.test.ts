@@ -27,7 +27,8 @@ async function run(command: string, args: string[], cwd: string): Promise<{ stdo
   }
 }
 /** The installed package's CLI, as `npx orderly` runs it in the example's folder. */
-const orderly = (...args: string[]) => run(process.execPath, [join(example, 'node_modules', 'orderly', 'bin', 'orderly.js'), ...args], example);
+const orderly = (...args: string[]) =>
+  run(process.execPath, [join(example, 'node_modules', 'orderly', 'bin', 'orderly.js'), ...args], example);
 
 // The example connector depends on Orderly by package name, as any third-party connector would: pack
 // Orderly (dist/ is built by the global setup), install the tarball into a copy of the example, build the
@@ -73,10 +74,23 @@ describe('Orderly as a package, used from outside by an example connector', () =
     expect(JSON.parse(valid.stdout)).toEqual({ valid: true, topics: 1, subscriptions: 1 });
     const events = Array.from({ length: MESSAGES }, (_, i) => JSON.stringify({ user: `u${i % 7}`, i }));
     writeFileSync(join(example, 'events.jsonl'), events.join('\n') + '\n');
-    const published = await orderly('publish', 'job.yaml', '--topic', 'events', '--file', 'events.jsonl', '--ordering-key-field', 'user', '--json');
+    const published = await orderly(
+      'publish',
+      'job.yaml',
+      '--topic',
+      'events',
+      '--file',
+      'events.jsonl',
+      '--ordering-key-field',
+      'user',
+      '--json',
+    );
     expect(JSON.parse(published.stdout)).toEqual({ published: MESSAGES, refused: [] });
 
-    const child = spawn(process.execPath, [join(example, 'node_modules', 'orderly', 'bin', 'orderly.js'), 'run', 'job.yaml'], { cwd: example, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [join(example, 'node_modules', 'orderly', 'bin', 'orderly.js'), 'run', 'job.yaml'], {
+      cwd: example,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
@@ -85,10 +99,15 @@ describe('Orderly as a package, used from outside by an example connector', () =
     const lines = () => (existsSync(out) ? readFileSync(out, 'utf8').split('\n').filter(Boolean).length : 0);
     try {
       await waitFor('the export', () => lines() === MESSAGES, 30_000);
-      const status = JSON.parse((await orderly('status', 'job.yaml', '--json')).stdout) as { backlog: number; exportCounters?: Record<string, number> }[];
+      const status = JSON.parse((await orderly('status', 'job.yaml', '--json')).stdout) as {
+        backlog: number;
+        exportCounters?: Record<string, number>;
+      }[];
       expect(status).toMatchObject([{ backlog: 0, exportCounters: { linesWritten: MESSAGES } }]);
       const { metrics } = JSON.parse(readFileSync(join(example, 'data', 'orderly.lock'), 'utf8')) as { metrics: string };
-      expect(await (await fetch(`${metrics}/metrics`)).text()).toContain(`orderly_jsonl_lines_written_total{subscription="events-to-file"} ${MESSAGES}`);
+      expect(await (await fetch(`${metrics}/metrics`)).text()).toContain(
+        `orderly_jsonl_lines_written_total{subscription="events-to-file"} ${MESSAGES}`,
+      );
     } finally {
       child.kill('SIGTERM');
     }

@@ -53,14 +53,22 @@ const meta = (n: number, orderingKey = ''): MessageMetadata => ({
 
 describe('Avro files written with the topic schema (avroConfig.useTopicSchema)', () => {
   const schema = compileSchema('AVRO', JSON.stringify(TOPIC_SCHEMA));
-  const messages = ['{"id": "a", "qty": 1, "note": {"string": "x"}, "tags": ["t"]}', '{"id": "b", "qty": 2, "note": null, "tags": []}'].map((m) =>
-    decodeMessage(schema, 'JSON', Buffer.from(m)),
+  const messages = ['{"id": "a", "qty": 1, "note": {"string": "x"}, "tags": ["t"]}', '{"id": "b", "qty": 2, "note": null, "tags": []}'].map(
+    (m) => decodeMessage(schema, 'JSON', Buffer.from(m)),
   );
 
   it('without metadata: the file schema is the topic schema, and avsc reads the records back with it', async () => {
     const layout = avroFileLayout(schema, false);
-    expect(layout.schema).toEqual({ ...TOPIC_SCHEMA, name: 'shop.Order', namespace: undefined, fields: TOPIC_SCHEMA.fields.map((f) => ({ ...f })) });
-    const file = await writeFile(layout, messages.map((m) => layout.record(m)));
+    expect(layout.schema).toEqual({
+      ...TOPIC_SCHEMA,
+      name: 'shop.Order',
+      namespace: undefined,
+      fields: TOPIC_SCHEMA.fields.map((f) => ({ ...f })),
+    });
+    const file = await writeFile(
+      layout,
+      messages.map((m) => layout.record(m)),
+    );
     const plainTopicType = avsc.Type.forSchema(TOPIC_SCHEMA as avsc.Schema, { wrapUnions: true });
     const { records } = await readFile(file, plainTopicType);
     expect(records).toEqual([
@@ -72,7 +80,18 @@ describe('Avro files written with the topic schema (avroConfig.useTopicSchema)',
   it('with metadata: the topic fields, then Pub/Sub’s metadata fields (the ordering key among the attributes) and Orderly’s', async () => {
     const layout = avroFileLayout(schema, true);
     const names = (layout.schema as { fields: Array<{ name: string }> }).fields.map((f) => f.name);
-    expect(names).toEqual(['id', 'qty', 'note', 'tags', 'subscription_name', 'message_id', 'publish_time', 'attributes', 'ordering_key', 'sequence']);
+    expect(names).toEqual([
+      'id',
+      'qty',
+      'note',
+      'tags',
+      'subscription_name',
+      'message_id',
+      'publish_time',
+      'attributes',
+      'ordering_key',
+      'sequence',
+    ]);
     const file = await writeFile(layout, [layout.record(messages[0]!, meta(1, 'k1')), layout.record(messages[1]!, meta(2))]);
     const { header, records } = await readFile(file);
     expect((header as { name: string }).name).toBe('shop.Order');
@@ -98,11 +117,16 @@ describe('Avro files written with the topic schema (avroConfig.useTopicSchema)',
     expect(() => avroFileLayout(compileSchema('AVRO', '"string"'), true)).toThrow('needs a topic schema that is a record');
     expect(avroFileLayout(compileSchema('AVRO', '"string"'), false).schema).toBe('string');
     const clash = compileSchema('AVRO', JSON.stringify({ type: 'record', name: 'R', fields: [{ name: 'message_id', type: 'string' }] }));
-    expect(() => avroFileLayout(clash, true)).toThrow("the topic schema's field message_id has the name of a metadata field that avroConfig.writeMetadata adds");
+    expect(() => avroFileLayout(clash, true)).toThrow(
+      "the topic schema's field message_id has the name of a metadata field that avroConfig.writeMetadata adds",
+    );
   });
 
   it('refuses a long default that a JSON file header cannot hold exactly', () => {
-    const big = compileSchema('AVRO', '{"type": "record", "name": "R", "fields": [{"name": "n", "type": "long", "default": 9007199254740993}]}');
+    const big = compileSchema(
+      'AVRO',
+      '{"type": "record", "name": "R", "fields": [{"name": "n", "type": "long", "default": 9007199254740993}]}',
+    );
     expect(() => avroFileLayout(big, false)).toThrow('a long default beyond 2^53');
   });
 });
@@ -124,8 +148,16 @@ describe('Avro files for a Protocol Buffer topic schema', () => {
     'JSON',
     Buffer.from(
       JSON.stringify({
-        id: 'o1', big: '18446744073709551615', u: 4294967295, maybe: 3, status: 'PAID',
-        lines: [{ sku: 'a', parent: { sku: 'root' } }], totals: { eur: '12' }, names: { '7': 'seven' }, raw: 'AQI=', f: 0.5,
+        id: 'o1',
+        big: '18446744073709551615',
+        u: 4294967295,
+        maybe: 3,
+        status: 'PAID',
+        lines: [{ sku: 'a', parent: { sku: 'root' } }],
+        totals: { eur: '12' },
+        names: { '7': 'seven' },
+        raw: 'AQI=',
+        f: 0.5,
       }),
     ),
   );
@@ -133,7 +165,9 @@ describe('Avro files for a Protocol Buffer topic schema', () => {
   it('describes the message as an Avro record that avsc writes and reads back from the file header alone', async () => {
     const layout = avroFileLayout(schema, false);
     expect(layout.schema).toMatchObject({ type: 'record', name: 'shop.Order' });
-    const fields = Object.fromEntries((layout.schema as { fields: Array<{ name: string; type: unknown }> }).fields.map((f) => [f.name, f.type]));
+    const fields = Object.fromEntries(
+      (layout.schema as { fields: Array<{ name: string; type: unknown }> }).fields.map((f) => [f.name, f.type]),
+    );
     expect(fields).toMatchObject({
       id: 'string',
       big: { type: 'bytes', logicalType: 'decimal', precision: 20, scale: 0 },

@@ -34,7 +34,7 @@ describe('json-text: strict JSON with exact 64-bit integers', () => {
     expect(catchError(() => parseJsonText('{"a": 1} x')).message).toBe('unexpected "x" after the JSON value at line 1, column 10');
     expect(catchError(() => parseJsonText('"abc')).message).toBe('unterminated string at line 1, column 5');
     expect(catchError(() => parseJsonText('01')).message).toBe('unexpected "1" after the JSON value at line 1, column 2');
-    expect(catchError(() => parseJsonText('{"a" 1}')).message).toBe("expected ':', got \"1}\" at line 1, column 6");
+    expect(catchError(() => parseJsonText('{"a" 1}')).message).toBe('expected \':\', got "1}" at line 1, column 6');
     expect(catchError(() => parseJsonText('"\t"')).message).toContain('unescaped control character U+0009');
     expect(catchError(() => parseJsonText('')).message).toBe('unexpected end of text at line 1, column 1');
   });

@@ -24,7 +24,20 @@ const ORDER_AVRO = {
     { name: 'amount', type: 'long' },
     { name: 'note', type: ['null', 'string'], default: null },
     { name: 'status', type: { type: 'enum', name: 'Status', symbols: ['NEW', 'PAID'] } },
-    { name: 'lines', type: { type: 'array', items: { type: 'record', name: 'Line', fields: [{ name: 'sku', type: 'string' }, { name: 'qty', type: 'int' }] } } },
+    {
+      name: 'lines',
+      type: {
+        type: 'array',
+        items: {
+          type: 'record',
+          name: 'Line',
+          fields: [
+            { name: 'sku', type: 'string' },
+            { name: 'qty', type: 'int' },
+          ],
+        },
+      },
+    },
     { name: 'tags', type: { type: 'map', values: 'double' } },
     { name: 'payload', type: 'bytes' },
     { name: 'digest', type: { type: 'fixed', name: 'Digest', size: 2 } },
@@ -130,17 +143,25 @@ describe('Avro BINARY', () => {
     const enumType = compileSchema('AVRO', '{"type": "enum", "name": "E", "symbols": ["A", "B"]}') as AvroSchema;
     expect(violation(() => decode(enumType, 'BINARY', Buffer.from([4]))).reason).toBe('enum E has no symbol at index 2 (it has 2)');
     const union = compileSchema('AVRO', '["null", "string"]') as AvroSchema;
-    expect(violation(() => decode(union, 'BINARY', Buffer.from([4]))).reason).toBe('union branch index 2 out of range (the union has 2 branches)');
+    expect(violation(() => decode(union, 'BINARY', Buffer.from([4]))).reason).toBe(
+      'union branch index 2 out of range (the union has 2 branches)',
+    );
     const int = compileSchema('AVRO', '"int"') as AvroSchema;
-    expect(violation(() => decode(int, 'BINARY', Buffer.from([0x80, 0x80, 0x80, 0x80, 0x10]))).reason).toBe('2147483648 does not fit an int (32 bits)');
+    expect(violation(() => decode(int, 'BINARY', Buffer.from([0x80, 0x80, 0x80, 0x80, 0x10]))).reason).toBe(
+      '2147483648 does not fit an int (32 bits)',
+    );
   });
 
   it('refuses an array block claiming more items than the data holds, and unbounded empty items', () => {
     const longs = compileSchema('AVRO', '{"type": "array", "items": "long"}') as AvroSchema;
-    expect(violation(() => decode(longs, 'BINARY', Buffer.from([0xfe, 0xff, 0xff, 0xff, 0x0f, 2]))).reason).toBe('a block claims 2147483647 items but only 1 bytes remain');
+    expect(violation(() => decode(longs, 'BINARY', Buffer.from([0xfe, 0xff, 0xff, 0xff, 0x0f, 2]))).reason).toBe(
+      'a block claims 2147483647 items but only 1 bytes remain',
+    );
     const nulls = compileSchema('AVRO', '{"type": "array", "items": "null"}') as AvroSchema;
     expect(decode(nulls, 'BINARY', Buffer.from([6, 0]))).toEqual([null, null, null]);
-    expect(violation(() => decode(nulls, 'BINARY', Buffer.from([0xfe, 0xff, 0xff, 0xff, 0x0f, 0]))).reason).toBe('more than 1000000 empty array items');
+    expect(violation(() => decode(nulls, 'BINARY', Buffer.from([0xfe, 0xff, 0xff, 0xff, 0x0f, 0]))).reason).toBe(
+      'more than 1000000 empty array items',
+    );
   });
 });
 
@@ -154,7 +175,9 @@ describe('Avro JSON (Avro JSON encoding, as Pub/Sub reads it)', () => {
     const bare = avroJsonText.replace('{"string": "leave at door"}', '"leave at door"');
     const e = violation(() => decode(avroOrder, 'JSON', bare));
     expect(e.path).toBe('.note');
-    expect(e.reason).toBe(`Avro's JSON encoding writes a union value as null or as an object naming its branch (write {"string": "leave at door"}); got "leave at door"`);
+    expect(e.reason).toBe(
+      `Avro's JSON encoding writes a union value as null or as an object naming its branch (write {"string": "leave at door"}); got "leave at door"`,
+    );
     expect(decode(avroOrder, 'JSON', avroJsonText.replace('{"string": "leave at door"}', 'null'))).toMatchObject({ note: null });
     const shortName = avroJsonText.replace('"shop.Line"', '"Line"');
     expect(violation(() => decode(avroOrder, 'JSON', shortName)).reason).toContain('branches: null, int, shop.Line');
@@ -166,7 +189,9 @@ describe('Avro JSON (Avro JSON encoding, as Pub/Sub reads it)', () => {
       "data: does not match the schema at .note: missing; Avro's JSON encoding needs every field of a record, also one with a default",
     );
     const extra = avroJsonText.replace('"ok": true', '"ok": true, "color": "red"');
-    expect(violation(() => decode(avroOrder, 'JSON', extra)).message).toBe('data: does not match the schema at .color: no such field in record shop.Order');
+    expect(violation(() => decode(avroOrder, 'JSON', extra)).message).toBe(
+      'data: does not match the schema at .color: no such field in record shop.Order',
+    );
   });
 
   it('refuses values of the wrong type, naming where', () => {
@@ -174,11 +199,23 @@ describe('Avro JSON (Avro JSON encoding, as Pub/Sub reads it)', () => {
       ['"status": "PAID"', '"status": "LOST"', '.status: expected one of the symbols NEW, PAID for Avro shop.Status, got "LOST"'],
       ['"qty": 2', '"qty": 2.5', '.lines[0].qty: expected an integer, got 2.5'],
       ['"qty": 2', '"qty": 2147483648', '.lines[0].qty: 2147483648 is out of range (-2147483648 to 2147483647)'],
-      ['"amount": 9007199254740993', '"amount": 9223372036854775808', '.amount: 9223372036854775808 is out of range (-9223372036854775808 to 9223372036854775807)'],
-      ['"amount": 9007199254740993', '"amount": 1e19', '.amount: 10000000000000000000 is beyond 2^53 and written with a fraction or exponent; write it as a plain integer'],
+      [
+        '"amount": 9007199254740993',
+        '"amount": 9223372036854775808',
+        '.amount: 9223372036854775808 is out of range (-9223372036854775808 to 9223372036854775807)',
+      ],
+      [
+        '"amount": 9007199254740993',
+        '"amount": 1e19',
+        '.amount: 10000000000000000000 is beyond 2^53 and written with a fraction or exponent; write it as a plain integer',
+      ],
       ['"id": "o-1"', '"id": 1', '.id: expected a string for Avro string, got 1'],
       ['"digest": "\\t\\u00c8"', '"digest": "abc"', '.digest: fixed shop.Digest takes exactly 2 bytes, got 3'],
-      ['"payload": "\\u0000\\u0001\\u00fe\\u00ff"', '"payload": "\\u0100"', '.payload: bytes are written as characters \\u0000 to \\u00ff, one per byte; character 0 is U+0100'],
+      [
+        '"payload": "\\u0000\\u0001\\u00fe\\u00ff"',
+        '"payload": "\\u0100"',
+        '.payload: bytes are written as characters \\u0000 to \\u00ff, one per byte; character 0 is U+0100',
+      ],
       ['"tags": {"vip": 1.5}', '"tags": {"vip": "x"}', '.tags["vip"]: expected a number for Avro double, got "x"'],
       ['"ok": true', '"ok": "true"', '.ok: expected true or false for Avro boolean, got "true"'],
       ['"ratio": 0.5', '"ratio": 1e39', '.ratio: 1e+39 is out of range for a float'],
@@ -193,8 +230,12 @@ describe('Avro JSON (Avro JSON encoding, as Pub/Sub reads it)', () => {
   });
 
   it('refuses data that is not UTF-8 or not JSON', () => {
-    expect(violation(() => decode(avroOrder, 'JSON', Buffer.from([0x7b, 0xff, 0x7d]))).message).toBe('data: does not match the schema: JSON-encoded data must be UTF-8 text');
-    expect(violation(() => decode(avroOrder, 'JSON', '{"id": }')).message).toBe('data: does not match the schema: not valid JSON: unexpected "}" at line 1, column 8');
+    expect(violation(() => decode(avroOrder, 'JSON', Buffer.from([0x7b, 0xff, 0x7d]))).message).toBe(
+      'data: does not match the schema: JSON-encoded data must be UTF-8 text',
+    );
+    expect(violation(() => decode(avroOrder, 'JSON', '{"id": }')).message).toBe(
+      'data: does not match the schema: not valid JSON: unexpected "}" at line 1, column 8',
+    );
   });
 });
 
@@ -271,13 +312,24 @@ describe('Protocol Buffers BINARY (wire format)', () => {
   });
 
   it('decodes 64-bit integers of every encoding exactly, for random values', () => {
-    const schema = compileSchema('PROTOCOL_BUFFER', 'syntax = "proto3"; message M { int64 a = 1; uint64 b = 2; sint64 c = 3; fixed64 d = 4; sfixed64 e = 5; }') as ProtoSchema;
+    const schema = compileSchema(
+      'PROTOCOL_BUFFER',
+      'syntax = "proto3"; message M { int64 a = 1; uint64 b = 2; sint64 c = 3; fixed64 d = 4; sfixed64 e = 5; }',
+    ) as ProtoSchema;
     fc.assert(
-      fc.property(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), (signed, unsigned) => {
-        const M = schema.message;
-        const data = Buffer.from(M.encode(M.fromObject({ a: String(signed), b: String(unsigned), c: String(signed), d: String(unsigned), e: String(signed) })).finish());
-        expect(decode(schema, 'BINARY', data)).toEqual({ a: signed, b: unsigned, c: signed, d: unsigned, e: signed });
-      }),
+      fc.property(
+        fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+        fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+        (signed, unsigned) => {
+          const M = schema.message;
+          const data = Buffer.from(
+            M.encode(
+              M.fromObject({ a: String(signed), b: String(unsigned), c: String(signed), d: String(unsigned), e: String(signed) }),
+            ).finish(),
+          );
+          expect(decode(schema, 'BINARY', data)).toEqual({ a: signed, b: unsigned, c: signed, d: unsigned, e: signed });
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -287,7 +339,10 @@ describe('Protocol Buffers BINARY (wire format)', () => {
     const unpacked = Buffer.from([0x60, 1, 0x60, 2]); // field 12, varint, twice
     expect(decode(protoOrder, 'BINARY', packed)).toMatchObject({ counts: [1, 2] });
     expect(decode(protoOrder, 'BINARY', unpacked)).toMatchObject({ counts: [1, 2] });
-    const M = compileSchema('PROTOCOL_BUFFER', 'syntax = "proto3"; message M { N n = 1; string s = 2; message N { int32 a = 1; int32 b = 2; } }') as ProtoSchema;
+    const M = compileSchema(
+      'PROTOCOL_BUFFER',
+      'syntax = "proto3"; message M { N n = 1; string s = 2; message N { int32 a = 1; int32 b = 2; } }',
+    ) as ProtoSchema;
     // n = {a: 1}, then n = {b: 2}, s = "x" then s = "y"
     const twice = Buffer.from([0x0a, 2, 0x08, 1, 0x0a, 2, 0x10, 2, 0x12, 1, 0x78, 0x12, 1, 0x79]);
     expect(decode(M, 'BINARY', twice)).toEqual({ n: { a: 1, b: 2 }, s: 'y' });
@@ -295,7 +350,9 @@ describe('Protocol Buffers BINARY (wire format)', () => {
 
   it('refuses a field number the message does not declare (Pub/Sub does; an ordinary parser keeps it as unknown)', () => {
     const data = Buffer.concat([encodeProto(protoObject), Buffer.from([0xa0, 0x06, 1])]); // field 100, varint 1
-    expect(violation(() => decode(protoOrder, 'BINARY', data)).message).toBe('data: does not match the schema: field number 100 is not declared in message Order (wire type VARINT)');
+    expect(violation(() => decode(protoOrder, 'BINARY', data)).message).toBe(
+      'data: does not match the schema: field number 100 is not declared in message Order (wire type VARINT)',
+    );
     // lines[0] holding field 3, which Line does not declare
     expect(violation(() => decode(protoOrder, 'BINARY', Buffer.from([0x2a, 2, 0x18, 1]))).message).toBe(
       'data: does not match the schema at .lines[0]: field number 3 is not declared in message Line (wire type VARINT)',
@@ -306,24 +363,40 @@ describe('Protocol Buffers BINARY (wire format)', () => {
     expect(violation(() => decode(protoOrder, 'BINARY', Buffer.from([0x08, 1]))).message).toBe(
       'data: does not match the schema at .id: field id (string, number 1) is written with wire type LEN, got VARINT',
     );
-    expect(violation(() => decode(protoOrder, 'BINARY', Buffer.from([0x0a, 5, 0x61]))).reason).toBe('length 5 runs past the end of the data');
-    expect(violation(() => decode(protoOrder, 'BINARY', Buffer.from([0x0a, 2, 0xc3, 0x28]))).message).toBe('data: does not match the schema at .id: a string field must hold valid UTF-8');
-    expect(violation(() => decode(protoOrder, 'BINARY', Buffer.from([0x10, ...Array(10).fill(0xff), 1]))).reason).toBe('a varint longer than 10 bytes');
+    expect(violation(() => decode(protoOrder, 'BINARY', Buffer.from([0x0a, 5, 0x61]))).reason).toBe(
+      'length 5 runs past the end of the data',
+    );
+    expect(violation(() => decode(protoOrder, 'BINARY', Buffer.from([0x0a, 2, 0xc3, 0x28]))).message).toBe(
+      'data: does not match the schema at .id: a string field must hold valid UTF-8',
+    );
+    expect(violation(() => decode(protoOrder, 'BINARY', Buffer.from([0x10, ...Array(10).fill(0xff), 1]))).reason).toBe(
+      'a varint longer than 10 bytes',
+    );
     // proto2 does not verify UTF-8 (Java's parser does not either).
     const p2 = compileSchema('PROTOCOL_BUFFER', 'syntax = "proto2"; message M { optional string s = 1; }') as ProtoSchema;
     expect(decode(p2, 'BINARY', Buffer.from([0x0a, 1, 0xff]))).toEqual({ s: '\ufffd' });
   });
 
   it('refuses an unknown value of a closed (proto2) enum and a missing required field; keeps an unknown open enum value', () => {
-    const p2 = compileSchema('PROTOCOL_BUFFER', 'syntax = "proto2"; message M { enum E { A = 1; B = 2; } optional E e = 1; required int32 r = 2; }') as ProtoSchema;
+    const p2 = compileSchema(
+      'PROTOCOL_BUFFER',
+      'syntax = "proto2"; message M { enum E { A = 1; B = 2; } optional E e = 1; required int32 r = 2; }',
+    ) as ProtoSchema;
     expect(decode(p2, 'BINARY', Buffer.from([0x08, 2, 0x10, 0]))).toEqual({ e: 2, r: 0 });
-    expect(violation(() => decode(p2, 'BINARY', Buffer.from([0x08, 3, 0x10, 0]))).message).toBe('data: does not match the schema at .e: 3 is not a value of the closed enum E');
-    expect(violation(() => decode(p2, 'BINARY', Buffer.from([0x08, 1]))).message).toBe('data: does not match the schema at .r: required field of M is missing');
+    expect(violation(() => decode(p2, 'BINARY', Buffer.from([0x08, 3, 0x10, 0]))).message).toBe(
+      'data: does not match the schema at .e: 3 is not a value of the closed enum E',
+    );
+    expect(violation(() => decode(p2, 'BINARY', Buffer.from([0x08, 1]))).message).toBe(
+      'data: does not match the schema at .r: required field of M is missing',
+    );
     expect(decode(protoOrder, 'BINARY', Buffer.from([0x20, 9]))).toMatchObject({ status: 9 });
   });
 
   it('reads proto2 groups', () => {
-    const g = compileSchema('PROTOCOL_BUFFER', 'syntax = "proto2"; message M { optional group G = 1 { optional int32 a = 2; } }') as ProtoSchema;
+    const g = compileSchema(
+      'PROTOCOL_BUFFER',
+      'syntax = "proto2"; message M { optional group G = 1 { optional int32 a = 2; } }',
+    ) as ProtoSchema;
     expect(decode(g, 'BINARY', Buffer.from([0x0b, 0x10, 5, 0x0c]))).toEqual({ g: { a: 5 } });
     expect(violation(() => decode(g, 'BINARY', Buffer.from([0x0b, 0x10, 5]))).reason).toBe('group 1 is not closed');
   });
@@ -373,8 +446,11 @@ describe('Protocol Buffers JSON (proto3 JSON mapping)', () => {
       [{ ok: 1 }, '.ok: expected true or false for bool field ok, got 1'],
       [{ tags: { a: null } }, '.tags["a"]: a map value cannot be null'],
     ];
-    for (const [value, expected] of cases) expect(violation(() => decode(protoOrder, 'JSON', json(value))).message).toBe(`data: does not match the schema at ${expected}`);
-    expect(violation(() => decode(protoOrder, 'JSON', '[1]')).message).toBe('data: does not match the schema: expected a JSON object for message Order, got [1]');
+    for (const [value, expected] of cases)
+      expect(violation(() => decode(protoOrder, 'JSON', json(value))).message).toBe(`data: does not match the schema at ${expected}`);
+    expect(violation(() => decode(protoOrder, 'JSON', '[1]')).message).toBe(
+      'data: does not match the schema: expected a JSON object for message Order, got [1]',
+    );
   });
 });
 
@@ -422,7 +498,9 @@ describe('revision ranges (newest first, stamped revision)', () => {
 
   it('is FAILED_PRECONDITION when the range names a revision that never existed or holds no live revision', () => {
     expect(() => validate({ firstRevisionId: 'deadbeef' }, data({ user: 'u' }))).toThrow(FailedPreconditionError);
-    expect(() => validate({ firstRevisionId: 'deadbeef' }, data({ user: 'u' }))).toThrow("the topic's schemaSettings.firstRevisionId names revision deadbeef, which the schema does not have");
+    expect(() => validate({ firstRevisionId: 'deadbeef' }, data({ user: 'u' }))).toThrow(
+      "the topic's schemaSettings.firstRevisionId names revision deadbeef, which the schema does not have",
+    );
     const onlyDeleted = [revisions[0]!, { revisionId: 'bbbbbbb2' }, revisions[2]!];
     expect(() => validate({ firstRevisionId: 'bbbbbbb2', lastRevisionId: 'bbbbbbb2' }, data({ user: 'u' }), onlyDeleted)).toThrow(
       "no revision of the topic's schema is left in its range bbbbbbb2 to bbbbbbb2; update the topic's schemaSettings",
@@ -445,20 +523,34 @@ describe('revision ranges (newest first, stamped revision)', () => {
   it('parses encodings as the API gives them and refuses an unspecified one', () => {
     expect(parseEncoding('JSON', 'encoding')).toBe('JSON');
     expect(parseEncoding(2, 'encoding')).toBe('BINARY');
-    expect(() => parseEncoding('ENCODING_UNSPECIFIED', 'schemaSettings.encoding')).toThrow('schemaSettings.encoding: must be JSON or BINARY, got "ENCODING_UNSPECIFIED"');
+    expect(() => parseEncoding('ENCODING_UNSPECIFIED', 'schemaSettings.encoding')).toThrow(
+      'schemaSettings.encoding: must be JSON or BINARY, got "ENCODING_UNSPECIFIED"',
+    );
   });
 });
 
 describe('independent reading of what the decoders accept', () => {
   it('an Avro value decoded from JSON re-encodes to bytes plain avsc reads back', () => {
-    const plain = avsc.Type.forSchema({ type: 'record', name: 'R', fields: [{ name: 'u', type: ['null', 'string'] }, { name: 'n', type: 'long' }] }, { wrapUnions: true });
+    const plain = avsc.Type.forSchema(
+      {
+        type: 'record',
+        name: 'R',
+        fields: [
+          { name: 'u', type: ['null', 'string'] },
+          { name: 'n', type: 'long' },
+        ],
+      },
+      { wrapUnions: true },
+    );
     const schema = compileSchema('AVRO', JSON.stringify(plain.schema())) as AvroSchema;
     const value = decode(schema, 'JSON', '{"u": {"string": "x"}, "n": 42}');
     expect(plain.fromBuffer(schema.avro.toBuffer(value))).toEqual({ u: { string: 'x' }, n: 42 });
   });
 
   it('a protobuf message decoded from JSON matches protobufjs decoding the same message from the wire', () => {
-    const M = protobuf.parse('syntax = "proto3"; message M { string s = 1; repeated int32 r = 2; }', { keepCase: true }).root.lookupType('M');
+    const M = protobuf
+      .parse('syntax = "proto3"; message M { string s = 1; repeated int32 r = 2; }', { keepCase: true })
+      .root.lookupType('M');
     const schema = compileSchema('PROTOCOL_BUFFER', 'syntax = "proto3"; message M { string s = 1; repeated int32 r = 2; }') as ProtoSchema;
     const wire = Buffer.from(M.encode(M.fromObject({ s: 'é', r: [3, 4] })).finish());
     expect(decode(schema, 'JSON', '{"s": "é", "r": [3, 4]}')).toEqual(decode(schema, 'BINARY', wire));

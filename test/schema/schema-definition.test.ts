@@ -50,13 +50,17 @@ describe('schema definitions: Avro', () => {
 
   it('keeps a long default beyond 2^53 exact', () => {
     const s = avro('{"type": "record", "name": "R", "fields": [{"name": "l", "type": "long", "default": 9007199254740993}]}');
-    expect(s.type === 'AVRO' && (s.avro as unknown as { fields: Array<{ defaultValue(): unknown }> }).fields[0]!.defaultValue()).toBe(9007199254740993n);
+    expect(s.type === 'AVRO' && (s.avro as unknown as { fields: Array<{ defaultValue(): unknown }> }).fields[0]!.defaultValue()).toBe(
+      9007199254740993n,
+    );
   });
 
   it('refuses text that is not JSON, naming line and column', () => {
     const e = refusal(() => avro('{\n  "type": "record",\n  "name": "R"\n  "fields": []\n}'));
     expect(e.field).toBe('schema.definition');
-    expect(e.message).toBe(`schema.definition: not valid JSON (an Avro schema is JSON): expected '}', got "\\"fields\\": []" at line 4, column 3`);
+    expect(e.message).toBe(
+      `schema.definition: not valid JSON (an Avro schema is JSON): expected '}', got "\\"fields\\": []" at line 4, column 3`,
+    );
   });
 
   it('refuses invalid Avro schemas with what is wrong', () => {
@@ -64,7 +68,9 @@ describe('schema definitions: Avro', () => {
       'schema.definition: not a valid Avro schema: undefined type name: strin',
     );
     expect(refusal(() => avro({ type: 'record', fields: [] })).message).toContain('missing name property');
-    expect(refusal(() => avro({ type: 'record', name: 'R', fields: [{ name: 'a', type: 'int', default: 'x' }] })).message).toContain('invalid "int": "x"');
+    expect(refusal(() => avro({ type: 'record', name: 'R', fields: [{ name: 'a', type: 'int', default: 'x' }] })).message).toContain(
+      'invalid "int": "x"',
+    );
     expect(refusal(() => avro({ type: 'enum', name: 'E', symbols: ['A', 'A'] })).message).toContain('duplicate');
     expect(refusal(() => avro({ type: 'record', name: 'R', fields: [{ name: '1a', type: 'int' }] })).message).toContain('invalid');
     expect(refusal(() => avro({ type: 'fixed', name: 'F' })).message).toContain('size');
@@ -78,7 +84,9 @@ describe('schema definitions: Avro', () => {
 
 describe('schema definitions: Protocol Buffers', () => {
   it('accepts proto2, proto3 (with optional, maps, oneofs, nested types) and editions', () => {
-    expect(proto('syntax = "proto3"; message ProtocolBuffer { string product_name = 1; int32 SKU = 2; bool in_stock = 3; }').type).toBe('PROTOCOL_BUFFER');
+    expect(proto('syntax = "proto3"; message ProtocolBuffer { string product_name = 1; int32 SKU = 2; bool in_stock = 3; }').type).toBe(
+      'PROTOCOL_BUFFER',
+    );
     const nested = proto(`syntax = "proto3";
       package shop.v1;
       option java_package = "com.shop";
@@ -91,12 +99,16 @@ describe('schema definitions: Protocol Buffers', () => {
         enum Kind { KIND_UNSPECIFIED = 0; BOOK = 1; }
       }`);
     expect(nested.type === 'PROTOCOL_BUFFER' && nested.message.fullName).toBe('.shop.v1.Order');
-    expect(proto('syntax = "proto2"; message M { required int32 a = 1; optional group G = 2 { optional int32 b = 3; } }').type).toBe('PROTOCOL_BUFFER');
+    expect(proto('syntax = "proto2"; message M { required int32 a = 1; optional group G = 2 { optional int32 b = 3; } }').type).toBe(
+      'PROTOCOL_BUFFER',
+    );
     expect(proto('edition = "2023"; message UserEvent { string user_id = 1; int64 occurred_at_unix = 3; }').type).toBe('PROTOCOL_BUFFER');
   });
 
   it('refuses imports (a Pub/Sub schema is one file)', () => {
-    const e = refusal(() => proto('syntax = "proto3"; import "google/protobuf/timestamp.proto"; message M { google.protobuf.Timestamp t = 1; }'));
+    const e = refusal(() =>
+      proto('syntax = "proto3"; import "google/protobuf/timestamp.proto"; message M { google.protobuf.Timestamp t = 1; }'),
+    );
     expect(e.message).toBe(
       'schema.definition: imports are not allowed in a Pub/Sub schema (found import "google/protobuf/timestamp.proto"); define every type in the one definition',
     );
@@ -131,7 +143,9 @@ describe('schema definitions: Protocol Buffers', () => {
 
 describe('schema definitions: type and size', () => {
   it('refuses an unknown or missing type, and an empty definition', () => {
-    expect(refusal(() => compileSchema('TYPE_UNSPECIFIED', '{}')).message).toBe('schema.type: must be AVRO or PROTOCOL_BUFFER, got "TYPE_UNSPECIFIED"');
+    expect(refusal(() => compileSchema('TYPE_UNSPECIFIED', '{}')).message).toBe(
+      'schema.type: must be AVRO or PROTOCOL_BUFFER, got "TYPE_UNSPECIFIED"',
+    );
     expect(refusal(() => compileSchema(undefined, '{}')).field).toBe('schema.type');
     expect(refusal(() => compileSchema('AVRO', '  ')).message).toBe('schema.definition: a schema definition is required');
     expect(compileSchema(2, '"string"').type).toBe('AVRO');
@@ -141,6 +155,8 @@ describe('schema definitions: type and size', () => {
     const fields = (pad: number) => JSON.stringify({ type: 'record', name: 'R', doc: 'x'.repeat(pad), fields: [] });
     const base = Buffer.byteLength(fields(0));
     expect(avro(fields(MAX_DEFINITION_BYTES - base)).type).toBe('AVRO');
-    expect(refusal(() => avro(fields(MAX_DEFINITION_BYTES - base + 1))).message).toBe('schema.definition: must be at most 300000 bytes, got 300001');
+    expect(refusal(() => avro(fields(MAX_DEFINITION_BYTES - base + 1))).message).toBe(
+      'schema.definition: must be at most 300000 bytes, got 300001',
+    );
   });
 });

@@ -6,7 +6,14 @@ import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from '../../src/core/paging.js';
 import { MAX_REVISIONS, SchemaRegistry, type SchemaChange, type SchemaRecord } from '../../src/schema/schema-registry.js';
 
 const AVRO_V1 = JSON.stringify({ type: 'record', name: 'Event', fields: [{ name: 'user', type: 'string' }] });
-const AVRO_V2 = JSON.stringify({ type: 'record', name: 'Event', fields: [{ name: 'user', type: 'string' }, { name: 'n', type: 'long', default: 0 }] });
+const AVRO_V2 = JSON.stringify({
+  type: 'record',
+  name: 'Event',
+  fields: [
+    { name: 'user', type: 'string' },
+    { name: 'n', type: 'long', default: 0 },
+  ],
+});
 const PROTO_V1 = 'syntax = "proto3"; message Event { string user = 1; optional string device = 4; }';
 
 function setup(options: { persist?: (c: SchemaChange) => void | Promise<void>; records?: SchemaRecord[] } = {}) {
@@ -34,30 +41,68 @@ describe('SchemaRegistry: create, get, list, delete', () => {
     const { registry, create, clock } = setup();
     clock.advance(1500);
     const s = await create('events');
-    expect(s).toEqual({ name: 'projects/p/schemas/events', type: 'AVRO', definition: AVRO_V1, revisionId: '00000001', revisionCreateTime: '2026-01-01T00:00:01.500Z' });
+    expect(s).toEqual({
+      name: 'projects/p/schemas/events',
+      type: 'AVRO',
+      definition: AVRO_V1,
+      revisionId: '00000001',
+      revisionCreateTime: '2026-01-01T00:00:01.500Z',
+    });
     expect(registry.get('projects/p/schemas/events')).toEqual(s);
-    expect(registry.get('projects/p/schemas/events', 'BASIC')).toEqual({ name: s.name, type: 'AVRO', revisionId: '00000001', revisionCreateTime: s.revisionCreateTime });
-    const random = await new SchemaRegistry().create({ parent: 'projects/p', schemaId: 'r1x', schema: { type: 'AVRO', definition: '"string"' } });
+    expect(registry.get('projects/p/schemas/events', 'BASIC')).toEqual({
+      name: s.name,
+      type: 'AVRO',
+      revisionId: '00000001',
+      revisionCreateTime: s.revisionCreateTime,
+    });
+    const random = await new SchemaRegistry().create({
+      parent: 'projects/p',
+      schemaId: 'r1x',
+      schema: { type: 'AVRO', definition: '"string"' },
+    });
     expect(random.revisionId).toMatch(/^[0-9a-f]{8}$/);
   });
 
   it('takes the name from schema.name when schemaId is absent, and refuses names that disagree', async () => {
     const { registry } = setup();
-    expect((await registry.create({ parent: 'projects/p', schema: { name: 'projects/p/schemas/by-name', type: 'AVRO', definition: AVRO_V1 } })).name).toBe('projects/p/schemas/by-name');
-    await rejection(registry.create({ parent: 'projects/p', schemaId: 'a-b', schema: { name: 'projects/p/schemas/other', type: 'AVRO', definition: AVRO_V1 } }), 'INVALID_ARGUMENT');
-    await rejection(registry.create({ parent: 'projects/p', schema: { name: 'projects/q/schemas/abc', type: 'AVRO', definition: AVRO_V1 } }), 'INVALID_ARGUMENT');
+    expect(
+      (await registry.create({ parent: 'projects/p', schema: { name: 'projects/p/schemas/by-name', type: 'AVRO', definition: AVRO_V1 } }))
+        .name,
+    ).toBe('projects/p/schemas/by-name');
+    await rejection(
+      registry.create({
+        parent: 'projects/p',
+        schemaId: 'a-b',
+        schema: { name: 'projects/p/schemas/other', type: 'AVRO', definition: AVRO_V1 },
+      }),
+      'INVALID_ARGUMENT',
+    );
+    await rejection(
+      registry.create({ parent: 'projects/p', schema: { name: 'projects/q/schemas/abc', type: 'AVRO', definition: AVRO_V1 } }),
+      'INVALID_ARGUMENT',
+    );
     const e = await rejection(registry.create({ parent: 'projects/p', schema: { type: 'AVRO', definition: AVRO_V1 } }), 'INVALID_ARGUMENT');
     expect(e.message).toBe('schemaId: the id of the new schema is required');
   });
 
   it('refuses bad ids, bad parents, bad definitions, and an existing name', async () => {
     const { create, registry } = setup();
-    for (const id of ['ab', 'goog-schema', '1abc', 'a/b', 'x'.repeat(256)]) expect((await rejection(create(id), 'INVALID_ARGUMENT')).message).toMatch(/^schemaId: invalid schema id/);
-    expect((await rejection(registry.create({ parent: 'project/p', schemaId: 'abc', schema: { type: 'AVRO', definition: AVRO_V1 } }), 'INVALID_ARGUMENT')).message).toBe(
-      'parent: expected projects/{project}, got "project/p"',
+    for (const id of ['ab', 'goog-schema', '1abc', 'a/b', 'x'.repeat(256)])
+      expect((await rejection(create(id), 'INVALID_ARGUMENT')).message).toMatch(/^schemaId: invalid schema id/);
+    expect(
+      (
+        await rejection(
+          registry.create({ parent: 'project/p', schemaId: 'abc', schema: { type: 'AVRO', definition: AVRO_V1 } }),
+          'INVALID_ARGUMENT',
+        )
+      ).message,
+    ).toBe('parent: expected projects/{project}, got "project/p"');
+    expect((await rejection(create('abc', '{"type": "record"}'), 'INVALID_ARGUMENT')).message).toMatch(
+      /^schema\.definition: not a valid Avro schema/,
     );
-    expect((await rejection(create('abc', '{"type": "record"}'), 'INVALID_ARGUMENT')).message).toMatch(/^schema\.definition: not a valid Avro schema/);
-    expect((await rejection(create('abc', AVRO_V1, 'XML'), 'INVALID_ARGUMENT')).message).toBe('schema.type: must be AVRO or PROTOCOL_BUFFER, got "XML"');
+    expect((await rejection(create('abc', AVRO_V1, 'XML'), 'INVALID_ARGUMENT')).message).toBe(
+      'schema.type: must be AVRO or PROTOCOL_BUFFER, got "XML"',
+    );
     await create('abc');
     expect((await rejection(create('abc'), 'ALREADY_EXISTS')).message).toBe('Schema already exists: projects/p/schemas/abc');
   });
@@ -65,8 +110,12 @@ describe('SchemaRegistry: create, get, list, delete', () => {
   it('answers NOT_FOUND for a missing schema or revision', async () => {
     const { registry, create } = setup();
     await create('abc');
-    expect((await rejection(() => registry.get('projects/p/schemas/nope'), 'NOT_FOUND')).message).toBe('Schema not found: projects/p/schemas/nope');
-    expect((await rejection(() => registry.get('projects/p/schemas/abc@ffffffff'), 'NOT_FOUND')).message).toBe('Schema revision not found: projects/p/schemas/abc@ffffffff');
+    expect((await rejection(() => registry.get('projects/p/schemas/nope'), 'NOT_FOUND')).message).toBe(
+      'Schema not found: projects/p/schemas/nope',
+    );
+    expect((await rejection(() => registry.get('projects/p/schemas/abc@ffffffff'), 'NOT_FOUND')).message).toBe(
+      'Schema revision not found: projects/p/schemas/abc@ffffffff',
+    );
     await rejection(registry.delete('projects/p/schemas/nope'), 'NOT_FOUND');
   });
 
@@ -100,7 +149,9 @@ describe('SchemaRegistry: create, get, list, delete', () => {
     expect(registry.list({ parent: 'projects/p', pageSize: 0 }).schemas).toHaveLength(DEFAULT_PAGE_SIZE);
     const capped = registry.list({ parent: 'projects/p', pageSize: 5000 });
     expect(capped.schemas).toHaveLength(MAX_PAGE_SIZE);
-    expect(registry.list({ parent: 'projects/p', pageSize: 5000, pageToken: capped.nextPageToken }).schemas.map((s) => s.name)).toEqual(['projects/p/schemas/s1000']);
+    expect(registry.list({ parent: 'projects/p', pageSize: 5000, pageToken: capped.nextPageToken }).schemas.map((s) => s.name)).toEqual([
+      'projects/p/schemas/s1000',
+    ]);
   });
 
   it('deletes a schema: it is gone, its name can be reused, and topics must then show _deleted-schema_', async () => {
@@ -112,7 +163,9 @@ describe('SchemaRegistry: create, get, list, delete', () => {
     // What the caller does to the topics (the registry tells it which schema went):
     const topic = { ...settings, schema: DELETED_SCHEMA };
     expect(DELETED_SCHEMA).toBe('_deleted-schema_');
-    expect((await rejection(() => registry.validateForTopic(topic, Buffer.from('{"user": "u"}')), 'NOT_FOUND')).message).toContain('_deleted-schema_');
+    expect((await rejection(() => registry.validateForTopic(topic, Buffer.from('{"user": "u"}')), 'NOT_FOUND')).message).toContain(
+      '_deleted-schema_',
+    );
     // The old settings object still naming the schema fails the same way.
     await rejection(() => registry.validateForTopic(settings, Buffer.from('{"user": "u"}')), 'NOT_FOUND');
     expect((await create('abc', PROTO_V1, 'PROTOCOL_BUFFER')).type).toBe('PROTOCOL_BUFFER');
@@ -140,12 +193,27 @@ describe('SchemaRegistry: revisions', () => {
   it('refuses an Avro revision that cannot read, or be read by, an earlier one', async () => {
     const { registry, create } = setup();
     await create('evt');
-    const noDefault = JSON.stringify({ type: 'record', name: 'Event', fields: [{ name: 'user', type: 'string' }, { name: 'n', type: 'long' }] });
-    const e = await rejection(registry.commit({ name: 'projects/p/schemas/evt', schema: { type: 'AVRO', definition: noDefault } }), 'INVALID_ARGUMENT');
-    expect(e.message).toMatch(/^schema\.definition: the new revision is incompatible with revision 00000001: the new revision cannot read data written with the earlier revision/);
+    const noDefault = JSON.stringify({
+      type: 'record',
+      name: 'Event',
+      fields: [
+        { name: 'user', type: 'string' },
+        { name: 'n', type: 'long' },
+      ],
+    });
+    const e = await rejection(
+      registry.commit({ name: 'projects/p/schemas/evt', schema: { type: 'AVRO', definition: noDefault } }),
+      'INVALID_ARGUMENT',
+    );
+    expect(e.message).toMatch(
+      /^schema\.definition: the new revision is incompatible with revision 00000001: the new revision cannot read data written with the earlier revision/,
+    );
     const retyped = JSON.stringify({ type: 'record', name: 'Event', fields: [{ name: 'user', type: 'int' }] });
     await rejection(registry.commit({ name: 'projects/p/schemas/evt', schema: { type: 'AVRO', definition: retyped } }), 'INVALID_ARGUMENT');
-    await rejection(registry.commit({ name: 'projects/p/schemas/evt', schema: { type: 'PROTOCOL_BUFFER', definition: PROTO_V1 } }), 'INVALID_ARGUMENT');
+    await rejection(
+      registry.commit({ name: 'projects/p/schemas/evt', schema: { type: 'PROTOCOL_BUFFER', definition: PROTO_V1 } }),
+      'INVALID_ARGUMENT',
+    );
     expect(registry.listRevisions({ name: 'projects/p/schemas/evt' }).schemas).toHaveLength(1);
   });
 
@@ -157,18 +225,29 @@ describe('SchemaRegistry: revisions', () => {
     // Removing the optional field 4 is compatible.
     await commit('syntax = "proto3"; message Event { string user = 1; }');
     // Field 4 with another type is compatible with the latest revision, not with the first: refused.
-    const e = await rejection(commit('syntax = "proto3"; message Event { string user = 1; optional int64 device_id = 4; }'), 'INVALID_ARGUMENT');
+    const e = await rejection(
+      commit('syntax = "proto3"; message Event { string user = 1; optional int64 device_id = 4; }'),
+      'INVALID_ARGUMENT',
+    );
     expect(e.message).toBe(
       'schema.definition: the new revision is incompatible with revision 00000001: device_id of type optional int64 is not compatible with device of type optional string (field 4 of Event)',
     );
-    expect((await rejection(commit('syntax = "proto3"; message Event { string user = 1; int32 count = 2; }'), 'INVALID_ARGUMENT')).message).toContain(
-      'count (field 2 of Event) is added, but only optional fields may be added or removed',
+    expect(
+      (await rejection(commit('syntax = "proto3"; message Event { string user = 1; int32 count = 2; }'), 'INVALID_ARGUMENT')).message,
+    ).toContain('count (field 2 of Event) is added, but only optional fields may be added or removed');
+    expect(
+      (await rejection(commit('syntax = "proto3"; message Event { optional string device = 4; }'), 'INVALID_ARGUMENT')).message,
+    ).toContain('user (field 1 of Event) is removed');
+    expect((await rejection(commit('syntax = "proto3"; message Event { string name = 1; }'), 'INVALID_ARGUMENT')).message).toContain(
+      'name of type string is not compatible with user of type string',
     );
-    expect((await rejection(commit('syntax = "proto3"; message Event { optional string device = 4; }'), 'INVALID_ARGUMENT')).message).toContain(
-      'user (field 1 of Event) is removed',
-    );
-    expect((await rejection(commit('syntax = "proto3"; message Event { string name = 1; }'), 'INVALID_ARGUMENT')).message).toContain('name of type string is not compatible with user of type string');
-    expect((await commit('syntax = "proto3"; message Event { string user = 1; optional string device = 4; optional Extra extra = 5; message Extra { int32 a = 1; } }')).revisionId).toBe('00000003');
+    expect(
+      (
+        await commit(
+          'syntax = "proto3"; message Event { string user = 1; optional string device = 4; optional Extra extra = 5; message Extra { int32 a = 1; } }',
+        )
+      ).revisionId,
+    ).toBe('00000003');
   });
 
   it('keeps at most 20 revisions', async () => {
@@ -177,7 +256,9 @@ describe('SchemaRegistry: revisions', () => {
     await create('evt');
     for (let i = 1; i < MAX_REVISIONS; i++) await registry.commit({ name, schema: { type: 'AVRO', definition: AVRO_V1 } });
     const e = await rejection(registry.commit({ name, schema: { type: 'AVRO', definition: AVRO_V1 } }), 'RESOURCE_EXHAUSTED');
-    expect(e.message).toBe('schema projects/p/schemas/evt has 20 revisions, the most Pub/Sub allows; delete a revision before adding another');
+    expect(e.message).toBe(
+      'schema projects/p/schemas/evt has 20 revisions, the most Pub/Sub allows; delete a revision before adding another',
+    );
     await rejection(registry.rollback({ name, revisionId: '00000001' }), 'RESOURCE_EXHAUSTED');
     await registry.deleteRevision({ name: `${name}@00000005` });
     expect((await registry.commit({ name, schema: { type: 'AVRO', definition: AVRO_V1 } })).revisionId).toBe('00000015');
@@ -211,7 +292,9 @@ describe('SchemaRegistry: revisions', () => {
     await rejection(registry.deleteRevision({ name }), 'INVALID_ARGUMENT');
     await rejection(registry.deleteRevision({ name: `${name}@00000001`, revisionId: '00000003' }), 'INVALID_ARGUMENT');
     // A revision id that is not a string is refused as such, not turned into "[object Object]".
-    expect((await rejection(registry.deleteRevision({ name: `${name}@00000001`, revisionId: { id: 1 } }), 'INVALID_ARGUMENT')).message).toBe('revisionId: must be a string, got {"id":1}');
+    expect(
+      (await rejection(registry.deleteRevision({ name: `${name}@00000001`, revisionId: { id: 1 } }), 'INVALID_ARGUMENT')).message,
+    ).toBe('revisionId: must be a string, got {"id":1}');
     // A revision id in a name where a schema is meant is refused.
     await rejection(registry.commit({ name: `${name}@00000001`, schema: { type: 'AVRO', definition: AVRO_V1 } }), 'INVALID_ARGUMENT');
   });
@@ -221,9 +304,14 @@ describe('SchemaRegistry: validation and topics', () => {
   it('ValidateSchema checks a definition without storing it', async () => {
     const { registry } = setup();
     expect(registry.validateSchema({ parent: 'projects/p', schema: { type: 'PROTOCOL_BUFFER', definition: PROTO_V1 } })).toBeUndefined();
-    expect((await rejection(() => registry.validateSchema({ parent: 'projects/p', schema: { type: 'PROTOCOL_BUFFER', definition: 'message {' } }), 'INVALID_ARGUMENT')).message).toMatch(
-      /^schema\.definition: not a valid Protocol Buffer definition/,
-    );
+    expect(
+      (
+        await rejection(
+          () => registry.validateSchema({ parent: 'projects/p', schema: { type: 'PROTOCOL_BUFFER', definition: 'message {' } }),
+          'INVALID_ARGUMENT',
+        )
+      ).message,
+    ).toMatch(/^schema\.definition: not a valid Protocol Buffer definition/);
     expect(registry.list({ parent: 'projects/p' }).schemas).toEqual([]);
   });
 
@@ -232,22 +320,59 @@ describe('SchemaRegistry: validation and topics', () => {
     await create('evt');
     await registry.commit({ name: 'projects/p/schemas/evt', schema: { type: 'AVRO', definition: AVRO_V2 } });
     const v = { parent: 'projects/p', encoding: 'JSON' };
-    expect(registry.validateMessage({ ...v, name: 'projects/p/schemas/evt', message: Buffer.from('{"user": "u", "n": 1}') }).value).toEqual({ user: 'u', n: 1n });
-    expect(registry.validateMessage({ ...v, name: 'projects/p/schemas/evt@00000001', message: Buffer.from('{"user": "u"}') }).value).toEqual({ user: 'u' });
-    const e = await rejection(() => registry.validateMessage({ ...v, name: 'projects/p/schemas/evt', message: Buffer.from('{"user": "u"}') }), 'INVALID_ARGUMENT');
-    expect(e.message).toBe("message: does not match the schema at .n: missing; Avro's JSON encoding needs every field of a record, also one with a default");
-    expect(registry.validateMessage({ ...v, schema: { type: 'PROTOCOL_BUFFER', definition: PROTO_V1 }, message: Buffer.from('{"user": "u"}') }).value).toEqual({ user: 'u' });
+    expect(registry.validateMessage({ ...v, name: 'projects/p/schemas/evt', message: Buffer.from('{"user": "u", "n": 1}') }).value).toEqual(
+      { user: 'u', n: 1n },
+    );
+    expect(
+      registry.validateMessage({ ...v, name: 'projects/p/schemas/evt@00000001', message: Buffer.from('{"user": "u"}') }).value,
+    ).toEqual({ user: 'u' });
+    const e = await rejection(
+      () => registry.validateMessage({ ...v, name: 'projects/p/schemas/evt', message: Buffer.from('{"user": "u"}') }),
+      'INVALID_ARGUMENT',
+    );
+    expect(e.message).toBe(
+      "message: does not match the schema at .n: missing; Avro's JSON encoding needs every field of a record, also one with a default",
+    );
+    expect(
+      registry.validateMessage({ ...v, schema: { type: 'PROTOCOL_BUFFER', definition: PROTO_V1 }, message: Buffer.from('{"user": "u"}') })
+        .value,
+    ).toEqual({ user: 'u' });
     await rejection(() => registry.validateMessage({ ...v, message: Buffer.from('{}') }), 'INVALID_ARGUMENT');
-    await rejection(() => registry.validateMessage({ ...v, name: 'projects/p/schemas/evt', schema: { type: 'AVRO', definition: AVRO_V1 }, message: Buffer.from('{}') }), 'INVALID_ARGUMENT');
+    await rejection(
+      () =>
+        registry.validateMessage({
+          ...v,
+          name: 'projects/p/schemas/evt',
+          schema: { type: 'AVRO', definition: AVRO_V1 },
+          message: Buffer.from('{}'),
+        }),
+      'INVALID_ARGUMENT',
+    );
     await rejection(() => registry.validateMessage({ ...v, name: 'projects/p/schemas/none', message: Buffer.from('{}') }), 'NOT_FOUND');
-    await rejection(() => registry.validateMessage({ parent: 'projects/p', encoding: 'ENCODING_UNSPECIFIED', name: 'projects/p/schemas/evt', message: Buffer.from('{}') }), 'INVALID_ARGUMENT');
+    await rejection(
+      () =>
+        registry.validateMessage({
+          parent: 'projects/p',
+          encoding: 'ENCODING_UNSPECIFIED',
+          name: 'projects/p/schemas/evt',
+          message: Buffer.from('{}'),
+        }),
+      'INVALID_ARGUMENT',
+    );
   });
 
   it('checks a topic’s schemaSettings: the schema exists, the encoding is given, the revision range is real and ordered', async () => {
     const { registry, create } = setup();
     await create('evt');
     await registry.commit({ name: 'projects/p/schemas/evt', schema: { type: 'AVRO', definition: AVRO_V2 } });
-    expect(registry.checkTopicSettings({ schema: 'projects/p/schemas/evt', encoding: 'BINARY', firstRevisionId: '', lastRevisionId: '00000002' })).toEqual({
+    expect(
+      registry.checkTopicSettings({
+        schema: 'projects/p/schemas/evt',
+        encoding: 'BINARY',
+        firstRevisionId: '',
+        lastRevisionId: '00000002',
+      }),
+    ).toEqual({
       schema: 'projects/p/schemas/evt',
       encoding: 'BINARY',
       lastRevisionId: '00000002',
@@ -256,10 +381,24 @@ describe('SchemaRegistry: validation and topics', () => {
     expect((await rejection(() => registry.checkTopicSettings({ schema: 'projects/p/schemas/evt' }), 'INVALID_ARGUMENT')).message).toBe(
       'schemaSettings.encoding: must be JSON or BINARY, got undefined',
     );
-    expect((await rejection(() => registry.checkTopicSettings({ schema: 'projects/p/schemas/evt', encoding: 'JSON', firstRevisionId: 'nope' }), 'INVALID_ARGUMENT')).message).toBe(
-      'schemaSettings.firstRevisionId: schema projects/p/schemas/evt has no revision "nope"',
+    expect(
+      (
+        await rejection(
+          () => registry.checkTopicSettings({ schema: 'projects/p/schemas/evt', encoding: 'JSON', firstRevisionId: 'nope' }),
+          'INVALID_ARGUMENT',
+        )
+      ).message,
+    ).toBe('schemaSettings.firstRevisionId: schema projects/p/schemas/evt has no revision "nope"');
+    await rejection(
+      () =>
+        registry.checkTopicSettings({
+          schema: 'projects/p/schemas/evt',
+          encoding: 'JSON',
+          firstRevisionId: '00000002',
+          lastRevisionId: '00000001',
+        }),
+      'INVALID_ARGUMENT',
     );
-    await rejection(() => registry.checkTopicSettings({ schema: 'projects/p/schemas/evt', encoding: 'JSON', firstRevisionId: '00000002', lastRevisionId: '00000001' }), 'INVALID_ARGUMENT');
     await rejection(() => registry.checkTopicSettings({ schema: DELETED_SCHEMA, encoding: 'JSON' }), 'INVALID_ARGUMENT');
   });
 
@@ -270,7 +409,11 @@ describe('SchemaRegistry: validation and topics', () => {
     const settings = registry.checkTopicSettings({ schema: 'projects/p/schemas/evt', encoding: 'JSON' });
     const ok = registry.validateForTopic(settings, Buffer.from('{"user": "u"}'));
     expect(ok.revisionId).toBe('00000001');
-    expect(ok.attributes).toEqual({ googclient_schemaname: 'projects/p/schemas/evt', googclient_schemarevisionid: '00000001', googclient_schemaencoding: 'JSON' });
+    expect(ok.attributes).toEqual({
+      googclient_schemaname: 'projects/p/schemas/evt',
+      googclient_schemarevisionid: '00000001',
+      googclient_schemaencoding: 'JSON',
+    });
     expect(registry.validateForTopic(settings, Buffer.from('{"user": "u", "n": 2}')).revisionId).toBe('00000002');
     const e = await rejection(() => registry.validateForTopic(settings, Buffer.from('{"user": 1}'), 4), 'INVALID_ARGUMENT');
     expect(e.message).toMatch(/^messages\[4\]\.data: does not match the schema at \.user: expected a string/);
@@ -296,9 +439,18 @@ describe('SchemaRegistry: the persistence hook', () => {
     await registry.commit({ name: 'projects/p/schemas/one', schema: { type: 'AVRO', definition: AVRO_V2 } });
     await registry.deleteRevision({ name: 'projects/p/schemas/one@00000001' });
     await registry.delete('projects/p/schemas/two');
-    expect(changes).toEqual(['put projects/p/schemas/one (1)', 'put projects/p/schemas/two (1)', 'put projects/p/schemas/one (2)', 'put projects/p/schemas/one (2)', 'delete projects/p/schemas/two']);
+    expect(changes).toEqual([
+      'put projects/p/schemas/one (1)',
+      'put projects/p/schemas/two (1)',
+      'put projects/p/schemas/one (2)',
+      'put projects/p/schemas/one (2)',
+      'delete projects/p/schemas/two',
+    ]);
     // The deleted revision stays in the record as a tombstone (id and time, no definition).
-    expect(store.get('projects/p/schemas/one')!.revisions[0]).toEqual({ revisionId: '00000001', revisionCreateTime: '2026-01-01T00:00:00.000Z' });
+    expect(store.get('projects/p/schemas/one')!.revisions[0]).toEqual({
+      revisionId: '00000001',
+      revisionCreateTime: '2026-01-01T00:00:00.000Z',
+    });
     const reloaded = new SchemaRegistry({ records: store.values() });
     expect(reloaded.list({ parent: 'projects/p', view: 'FULL' })).toEqual(registry.list({ parent: 'projects/p', view: 'FULL' }));
     expect(reloaded.records()).toEqual(registry.records());

@@ -21,7 +21,9 @@ afterAll(() => {
 async function roundTrip(table: string, schema: CompiledSchema, messages: DecodedMessage[]) {
   const mapping = mapSchemaToTable(schema);
   await db.run(`CREATE TABLE ${table} (${columnDefinitionsSql(mapping.columns)})`);
-  const info = await db.runAndReadAll(`SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_name = '${table}' ORDER BY ordinal_position`);
+  const info = await db.runAndReadAll(
+    `SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_name = '${table}' ORDER BY ordinal_position`,
+  );
   const appender = await db.createAppender(table);
   for (const m of messages) {
     mapping.row(m).forEach((v, i) => appender.appendValue(v, appender.columnType(i)));
@@ -32,7 +34,9 @@ async function roundTrip(table: string, schema: CompiledSchema, messages: Decode
   const casts = mapping.columns.map((c) => `"${c.name}"::VARCHAR AS "${c.name}"`).join(', ');
   // Rows as arrays, then objects with own keys (DuckDB's row objects would lose a column named "__proto__").
   const names = mapping.columns.map((c) => c.name);
-  const rows = (await db.runAndReadAll(`SELECT ${casts} FROM ${table} ORDER BY rowid`)).getRowsJson().map((r) => Object.fromEntries(names.map((n, i) => [n, r[i]])));
+  const rows = (await db.runAndReadAll(`SELECT ${casts} FROM ${table} ORDER BY rowid`))
+    .getRowsJson()
+    .map((r) => Object.fromEntries(names.map((n, i) => [n, r[i]])));
   return { columns: mapping.columns, table: info.getRowObjectsJson(), rows };
 }
 
@@ -47,7 +51,17 @@ const AVRO_ALL = {
     { name: 'd', type: 'double' },
     { name: 'by', type: 'bytes' },
     { name: 's', type: 'string' },
-    { name: 'rec', type: { type: 'record', name: 'Inner', fields: [{ name: 'x', type: ['null', 'string'] }, { name: 'y', type: 'int' }] } },
+    {
+      name: 'rec',
+      type: {
+        type: 'record',
+        name: 'Inner',
+        fields: [
+          { name: 'x', type: ['null', 'string'] },
+          { name: 'y', type: 'int' },
+        ],
+      },
+    },
     { name: 'e', type: { type: 'enum', name: 'Color', symbols: ['RED', 'GREEN'] } },
     { name: 'arr', type: { type: 'array', items: 'long' } },
     { name: 'm', type: { type: 'map', values: ['null', 'int'] } },
@@ -120,7 +134,10 @@ describe('Avro -> DuckDB columns (every type in docs/schemas.md)', () => {
   });
 
   it('writes decoded values that DuckDB stores and reads back exactly', async () => {
-    const { rows } = await roundTrip('avro_values', schema, [decodeMessage(schema, 'JSON', Buffer.from(full)), decodeMessage(schema, 'JSON', Buffer.from(nulls))]);
+    const { rows } = await roundTrip('avro_values', schema, [
+      decodeMessage(schema, 'JSON', Buffer.from(full)),
+      decodeMessage(schema, 'JSON', Buffer.from(nulls)),
+    ]);
     expect(rows[0]).toEqual({
       b: 'true',
       i: '-2147483648',
@@ -153,23 +170,46 @@ describe('Avro -> DuckDB columns (every type in docs/schemas.md)', () => {
   });
 
   it('the same row from the binary encoding', async () => {
-    const binary = (compileSchema('AVRO', JSON.stringify(AVRO_ALL)) as { avro: { toBuffer(v: unknown): Buffer } }).avro.toBuffer(decodeMessage(schema, 'JSON', Buffer.from(full)).value);
+    const binary = (compileSchema('AVRO', JSON.stringify(AVRO_ALL)) as { avro: { toBuffer(v: unknown): Buffer } }).avro.toBuffer(
+      decodeMessage(schema, 'JSON', Buffer.from(full)).value,
+    );
     const fromJson = mapSchemaToTable(schema).row(decodeMessage(schema, 'JSON', Buffer.from(full)));
     expect(mapSchemaToTable(schema).row(decodeMessage(schema, 'BINARY', binary))).toEqual(fromJson);
   });
 
   it('keeps a field named __proto__ (a valid Avro name) as a column and a STRUCT field', async () => {
-    const odd = compileSchema('AVRO', JSON.stringify({ type: 'record', name: 'P', fields: [{ name: '__proto__', type: { type: 'record', name: 'I', fields: [{ name: '__proto__', type: 'int' }] } }] }));
+    const odd = compileSchema(
+      'AVRO',
+      JSON.stringify({
+        type: 'record',
+        name: 'P',
+        fields: [{ name: '__proto__', type: { type: 'record', name: 'I', fields: [{ name: '__proto__', type: 'int' }] } }],
+      }),
+    );
     const { rows } = await roundTrip('avro_proto_names', odd, [decodeMessage(odd, 'JSON', Buffer.from('{"__proto__": {"__proto__": 5}}'))]);
     expect(Object.entries(rows[0]!)).toEqual([['__proto__', "{'__proto__': 5}"]]);
   });
 
   it('fails one message whose value does not fit its column', () => {
-    const tight = compileSchema('AVRO', JSON.stringify({ type: 'record', name: 'T', fields: [{ name: 'dec', type: { type: 'bytes', logicalType: 'decimal', precision: 3, scale: 1 } }, { name: 't', type: { type: 'long', logicalType: 'time-micros' } }] }));
+    const tight = compileSchema(
+      'AVRO',
+      JSON.stringify({
+        type: 'record',
+        name: 'T',
+        fields: [
+          { name: 'dec', type: { type: 'bytes', logicalType: 'decimal', precision: 3, scale: 1 } },
+          { name: 't', type: { type: 'long', logicalType: 'time-micros' } },
+        ],
+      }),
+    );
     const mapping = mapSchemaToTable(tight);
     const row = (json: string) => mapping.row(decodeMessage(tight, 'JSON', Buffer.from(json)));
-    expect(() => row('{"dec": "\\u0003\\u00e8", "t": 0}')).toThrow(new ColumnValueError('dec', 'decimal 100.0 has more than the 3 digits of its type'));
-    expect(() => row('{"dec": "\\u0001", "t": 86400000001}')).toThrow(new ColumnValueError('t', '86400000001 microseconds is not a time of day (0 to 24:00:00)'));
+    expect(() => row('{"dec": "\\u0003\\u00e8", "t": 0}')).toThrow(
+      new ColumnValueError('dec', 'decimal 100.0 has more than the 3 digits of its type'),
+    );
+    expect(() => row('{"dec": "\\u0001", "t": 86400000001}')).toThrow(
+      new ColumnValueError('t', '86400000001 microseconds is not a time of day (0 to 24:00:00)'),
+    );
     expect(row('{"dec": "\\u0003\\u00e7", "t": 86400000000}')).toHaveLength(2);
   });
 
@@ -178,12 +218,23 @@ describe('Avro -> DuckDB columns (every type in docs/schemas.md)', () => {
     expect(unmappable({ type: 'record', name: 'U', fields: [{ name: 'v', type: ['int', 'string'] }] })).toThrow(
       new UnmappableSchemaError('v', 'a union maps to a column only as [null, T]; this one is [int, string]'),
     );
-    expect(unmappable({ type: 'record', name: 'U', fields: [{ name: 'v', type: ['null', 'int', 'string'] }] })).toThrow(UnmappableSchemaError);
+    expect(unmappable({ type: 'record', name: 'U', fields: [{ name: 'v', type: ['null', 'int', 'string'] }] })).toThrow(
+      UnmappableSchemaError,
+    );
     expect(unmappable({ type: 'array', items: 'int' })).toThrow('an Avro schema maps to columns only when it is a record, not array');
     expect(unmappable({ type: 'record', name: 'Node', fields: [{ name: 'next', type: ['null', 'Node'] }] })).toThrow(
       'the topic schema cannot be mapped to table columns at next: record Node contains itself; a column type cannot nest without end',
     );
-    expect(unmappable({ type: 'record', name: 'C', fields: [{ name: 'id', type: 'int' }, { name: 'ID', type: 'int' }] })).toThrow('fields "id" and "ID" differ only in case');
+    expect(
+      unmappable({
+        type: 'record',
+        name: 'C',
+        fields: [
+          { name: 'id', type: 'int' },
+          { name: 'ID', type: 'int' },
+        ],
+      }),
+    ).toThrow('fields "id" and "ID" differ only in case');
     expect(new UnmappableSchemaError('v', 'x').code).toBe('FAILED_PRECONDITION');
   });
 });
@@ -205,9 +256,27 @@ message All {
 describe('Protocol Buffers -> DuckDB columns (every type in docs/schemas.md)', () => {
   const schema = compileSchema('PROTOCOL_BUFFER', PROTO_ALL);
   const message = {
-    d: 1.5, f: 0.25, i32: -5, i64: '-9223372036854775808', u32: 4294967295, u64: '18446744073709551615', s32: -7, s64: '-9007199254740993',
-    f32: 4000000000, f64: '9007199254740993', sf32: -1, sf64: '42', b: true, s: 'ok', by: 'AP8=', kind: 'BIG',
-    inner: { name: 'n', nums: [1, 2] }, tags: ['a', 'b'], byId: { '-3': { name: 'x' } }, note: 'hi', inners: [{ name: 'p' }],
+    d: 1.5,
+    f: 0.25,
+    i32: -5,
+    i64: '-9223372036854775808',
+    u32: 4294967295,
+    u64: '18446744073709551615',
+    s32: -7,
+    s64: '-9007199254740993',
+    f32: 4000000000,
+    f64: '9007199254740993',
+    sf32: -1,
+    sf64: '42',
+    b: true,
+    s: 'ok',
+    by: 'AP8=',
+    kind: 'BIG',
+    inner: { name: 'n', nums: [1, 2] },
+    tags: ['a', 'b'],
+    byId: { '-3': { name: 'x' } },
+    note: 'hi',
+    inners: [{ name: 'p' }],
   };
 
   it('maps each protobuf type to its DuckDB column type; presence makes a column nullable', async () => {
@@ -240,24 +309,68 @@ describe('Protocol Buffers -> DuckDB columns (every type in docs/schemas.md)', (
   it('writes decoded values that DuckDB stores and reads back exactly (JSON and wire format alike)', async () => {
     const json = decodeMessage(schema, 'JSON', Buffer.from(JSON.stringify(message)));
     const M = (schema as { message: { encode(m: unknown): { finish(): Uint8Array }; fromObject(o: unknown): unknown } }).message;
-    const wire = decodeMessage(schema, 'BINARY', Buffer.from(M.encode(M.fromObject({ ...message, by: Buffer.from([0, 255]), kind: 2, by_id: message.byId })).finish()));
+    const wire = decodeMessage(
+      schema,
+      'BINARY',
+      Buffer.from(M.encode(M.fromObject({ ...message, by: Buffer.from([0, 255]), kind: 2, by_id: message.byId })).finish()),
+    );
     const empty = decodeMessage(schema, 'BINARY', Buffer.alloc(0));
     const { rows } = await roundTrip('proto_values', schema, [json, wire, empty]);
     const expected = {
-      d: '1.5', f: '0.25', i32: '-5', i64: '-9223372036854775808', u32: '4294967295', u64: '18446744073709551615', s32: '-7', s64: '-9007199254740993',
-      f32: '4000000000', f64: '9007199254740993', sf32: '-1', sf64: '42', b: 'true', s: 'ok', by: '\\x00\\xFF', kind: '2',
-      inner: "{'name': n, 'nums': [1, 2]}", tags: '[a, b]', by_id: "{-3={'name': x, 'nums': []}}", note: 'hi', inners: "[{'name': p, 'nums': []}]",
+      d: '1.5',
+      f: '0.25',
+      i32: '-5',
+      i64: '-9223372036854775808',
+      u32: '4294967295',
+      u64: '18446744073709551615',
+      s32: '-7',
+      s64: '-9007199254740993',
+      f32: '4000000000',
+      f64: '9007199254740993',
+      sf32: '-1',
+      sf64: '42',
+      b: 'true',
+      s: 'ok',
+      by: '\\x00\\xFF',
+      kind: '2',
+      inner: "{'name': n, 'nums': [1, 2]}",
+      tags: '[a, b]',
+      by_id: "{-3={'name': x, 'nums': []}}",
+      note: 'hi',
+      inners: "[{'name': p, 'nums': []}]",
     };
     expect(rows[0]).toEqual(expected);
     expect(rows[1]).toEqual(expected);
     expect(rows[2]).toEqual({
-      d: '0.0', f: '0.0', i32: '0', i64: '0', u32: '0', u64: '0', s32: '0', s64: '0', f32: '0', f64: '0', sf32: '0', sf64: '0', b: 'false', s: '', by: '', kind: '0',
-      inner: null, tags: '[]', by_id: '{}', note: null, inners: '[]',
+      d: '0.0',
+      f: '0.0',
+      i32: '0',
+      i64: '0',
+      u32: '0',
+      u64: '0',
+      s32: '0',
+      s64: '0',
+      f32: '0',
+      f64: '0',
+      sf32: '0',
+      sf64: '0',
+      b: 'false',
+      s: '',
+      by: '',
+      kind: '0',
+      inner: null,
+      tags: '[]',
+      by_id: '{}',
+      note: null,
+      inners: '[]',
     });
   });
 
   it('maps proto3 `optional` fields (not a oneof for this purpose) and proto2 required ones as NOT NULL', () => {
-    const p2 = compileSchema('PROTOCOL_BUFFER', 'syntax = "proto2"; message M { required int32 r = 1; optional int32 o = 2; repeated int32 x = 3; }');
+    const p2 = compileSchema(
+      'PROTOCOL_BUFFER',
+      'syntax = "proto2"; message M { required int32 r = 1; optional int32 o = 2; repeated int32 x = 3; }',
+    );
     expect(mapSchemaToTable(p2).columns.map((c) => [c.name, c.nullable])).toEqual([
       ['r', false],
       ['o', true],

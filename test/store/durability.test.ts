@@ -20,13 +20,22 @@ describe('restart on the same store', () => {
     let { core } = await openCore(dir.path, clock);
     await core.createTopic('orders');
     await core.createSubscription('ordered', { topic: 'orders', enableMessageOrdering: true, ackDeadlineSeconds: 30 });
-    for (const [k, d] of [['a', 'a1'], ['a', 'a2'], ['a', 'a3'], ['b', 'b1'], ['b', 'b2']]) {
+    for (const [k, d] of [
+      ['a', 'a1'],
+      ['a', 'a2'],
+      ['a', 'a3'],
+      ['b', 'b1'],
+      ['b', 'b2'],
+    ]) {
       await core.publish('orders', [{ data: d, orderingKey: k }]);
     }
     const batch = await core.pull('ordered', { maxMessages: 10 });
     const byData = new Map(batch.map((m) => [m.message.data.toString(), m]));
     // b fully acked; a: a1 acked, a3 acked, a2 outstanding
-    await core.acknowledge('ordered', ['b1', 'b2', 'a1', 'a3'].map((d) => byData.get(d)!.ackId));
+    await core.acknowledge(
+      'ordered',
+      ['b1', 'b2', 'a1', 'a3'].map((d) => byData.get(d)!.ackId),
+    );
     await core.close();
 
     ({ core } = await openCore(dir.path, clock));
@@ -34,7 +43,10 @@ describe('restart on the same store', () => {
     const again = await core.pull('ordered', { maxMessages: 10 });
     // a2 was never acked: it and every later message of a come again (a3 included); b stays acked
     expect(again.map((m) => m.message.data.toString())).toEqual(['a2', 'a3']);
-    await core.acknowledge('ordered', again.map((m) => m.ackId));
+    await core.acknowledge(
+      'ordered',
+      again.map((m) => m.ackId),
+    );
     const id = await core.publish('orders', [{ data: 'a4', orderingKey: 'a' }]);
     const next = await core.pull('ordered');
     expect(next.map((m) => [m.message.data.toString(), m.message.sequence, m.message.messageId])).toEqual([['a4', 4, id[0]]]);
@@ -63,16 +75,25 @@ describe('restart on the same store', () => {
     let { core } = await openCore(dir.path, clock);
     await core.createTopic('orders');
     await core.createSubscription('ordered', { topic: 'orders', enableMessageOrdering: true });
-    const ids = await core.publish('orders', Array.from({ length: 10 }, (_, i) => ({ data: String(i), orderingKey: i < 5 ? 'a' : 'b' })));
+    const ids = await core.publish(
+      'orders',
+      Array.from({ length: 10 }, (_, i) => ({ data: String(i), orderingKey: i < 5 ? 'a' : 'b' })),
+    );
     const got = await core.pull('ordered', { maxMessages: 100 });
-    await core.acknowledge('ordered', got.filter((m) => m.message.orderingKey === 'a').map((m) => m.ackId));
+    await core.acknowledge(
+      'ordered',
+      got.filter((m) => m.message.orderingKey === 'a').map((m) => m.ackId),
+    );
     const { deletedMessages } = await core.compact();
     expect(deletedMessages).toBe(5);
     await core.close();
     ({ core } = await openCore(dir.path, clock));
     const again = await core.pull('ordered', { maxMessages: 100 });
     expect(again.map((m) => m.message.data.toString())).toEqual(['5', '6', '7', '8', '9']);
-    await core.acknowledge('ordered', again.map((m) => m.ackId));
+    await core.acknowledge(
+      'ordered',
+      again.map((m) => m.ackId),
+    );
     await core.compact();
     await core.close();
     ({ core } = await openCore(dir.path, clock));
@@ -90,15 +111,23 @@ describe('a store made before schemas and topic settings', () => {
     await core.close();
     // What the version before wrote: no schemas or IAM tables, no topics.settings column, no marker.
     const db = new Database(join(dir.path, 'orderly.sqlite'));
-    db.exec("DROP TABLE schemas; DROP TABLE iam_policies; ALTER TABLE topics DROP COLUMN settings; DELETE FROM meta WHERE k = 'topic_settings';");
+    db.exec(
+      "DROP TABLE schemas; DROP TABLE iam_policies; ALTER TABLE topics DROP COLUMN settings; DELETE FROM meta WHERE k = 'topic_settings';",
+    );
     db.close();
     ({ core } = await openCore(dir.path));
     expect(core.getTopic('orders')).toEqual({ name: 'projects/p/topics/orders', labels: { team: 'a' }, state: 'ACTIVE' });
     await core.schemas.create({ parent: 'projects/p', schemaId: 'plain', schema: { type: 'AVRO', definition: '"string"' } });
-    await core.updateTopic('orders', { messageRetentionDuration: '1h', schemaSettings: { schema: 'projects/p/schemas/plain', encoding: 'JSON' } });
+    await core.updateTopic('orders', {
+      messageRetentionDuration: '1h',
+      schemaSettings: { schema: 'projects/p/schemas/plain', encoding: 'JSON' },
+    });
     await core.close();
     ({ core } = await openCore(dir.path));
-    expect(core.getTopic('orders')).toMatchObject({ messageRetentionDuration: 3600, schemaSettings: { schema: 'projects/p/schemas/plain' } });
+    expect(core.getTopic('orders')).toMatchObject({
+      messageRetentionDuration: 3600,
+      schemaSettings: { schema: 'projects/p/schemas/plain' },
+    });
     expect(core.schemas.has('projects/p/schemas/plain')).toBe(true);
     await core.close();
   });
@@ -124,7 +153,10 @@ describe('a bad store file is an error naming the file, never a reset', () => {
   async function damagedStore(damage: (bytes: Buffer, pageSize: number, file: string) => void): Promise<Buffer> {
     const { core } = await openCore(dir.path);
     await core.createTopic('orders');
-    await core.publish('orders', Array.from({ length: 500 }, (_, i) => ({ data: 'x'.repeat(500) + i })));
+    await core.publish(
+      'orders',
+      Array.from({ length: 500 }, (_, i) => ({ data: 'x'.repeat(500) + i })),
+    );
     await core.close();
     const file = join(dir.path, 'orderly.sqlite');
     const bytes = readFileSync(file);
@@ -133,7 +165,7 @@ describe('a bad store file is an error naming the file, never a reset', () => {
     return bytes;
   }
 
-  it('a damaged page of the store\'s structure stops the open, naming the file', async () => {
+  it("a damaged page of the store's structure stops the open, naming the file", async () => {
     await damagedStore((bytes, pageSize) => bytes.fill(0xff, pageSize * 3, pageSize * 3 + 2000));
     await expect(async () => PubSubCore.open({ store: SqliteStore.open(dir.path) })).rejects.toThrow(/orderly\.sqlite cannot be read/);
   });
@@ -142,7 +174,10 @@ describe('a bad store file is an error naming the file, never a reset', () => {
     const file = join(dir.path, 'orderly.sqlite');
     const bytes = await damagedStore((bytes, pageSize) => {
       const db = new Database(file, { readonly: true });
-      const page = db.prepare("SELECT pageno FROM dbstat WHERE name = 'messages' AND pagetype = 'leaf' ORDER BY pageno LIMIT 1 OFFSET 2").pluck().get() as number;
+      const page = db
+        .prepare("SELECT pageno FROM dbstat WHERE name = 'messages' AND pagetype = 'leaf' ORDER BY pageno LIMIT 1 OFFSET 2")
+        .pluck()
+        .get() as number;
       db.close();
       bytes.fill(0xff, (page - 1) * pageSize + 200, (page - 1) * pageSize + 2200);
     });

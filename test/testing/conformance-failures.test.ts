@@ -48,9 +48,13 @@ const options = (defect: Defect): ConformanceOptions => ({
   // Says it skips duplicates; `duplicates` does not.
   skipsDuplicates: true,
   config: ({ dir }) => ({ path: join(dir, 'out.txt') }),
-  readBack: async ({ dir }) => (existsSync(join(dir, 'out.txt')) ? readFileSync(join(dir, 'out.txt'), 'utf8').split('\n').filter(Boolean) : []),
+  readBack: async ({ dir }) =>
+    existsSync(join(dir, 'out.txt')) ? readFileSync(join(dir, 'out.txt'), 'utf8').split('\n').filter(Boolean) : [],
 });
-const run = (defect: Defect, name: string) => conformanceCases(options(defect)).find((c) => c.name.endsWith(name))!.run();
+const run = (defect: Defect, name: string) =>
+  conformanceCases(options(defect))
+    .find((c) => c.name.endsWith(name))!
+    .run();
 
 describe('the conformance suite fails a connector that breaks the contract', () => {
   it.each<[Defect, string, RegExp]>([

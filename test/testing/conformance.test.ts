@@ -13,7 +13,12 @@ describe('conformance suite: duckdb-table', () => {
     connector: 'duckdb-table',
     skipsDuplicates: true,
     settings: ({ dir }) => ({
-      duckdb: { path: database(dir), init: ['CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes JSON)'] },
+      duckdb: {
+        path: database(dir),
+        init: [
+          'CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR, attributes JSON)',
+        ],
+      },
     }),
     config: () => ({ table: 'orderly-conformance.main.events', writeMetadata: true }),
     async readBack({ dir }) {

@@ -5,7 +5,15 @@
  * a Prometheus counter, an order audit (`orderly audit`) and a query view (`orderly query`).
  */
 import { isAbsolute, join } from 'node:path';
-import { InvalidArgumentError, quoteString, registerConnector, type AuditResult, type ConnectorFactory, type ExportTarget, type SettingsSection } from 'orderly/connector';
+import {
+  InvalidArgumentError,
+  quoteString,
+  registerConnector,
+  type AuditResult,
+  type ConnectorFactory,
+  type ExportTarget,
+  type SettingsSection,
+} from 'orderly/connector';
 import { readLines } from './jsonl-file.js';
 import { JsonlFileConnector } from './jsonl-file-connector.js';
 
@@ -67,7 +75,11 @@ export const jsonlFileConnector: ConnectorFactory<JsonlFileConfig, JsonlFileSett
     const check = (label: string, found: string[]) => ({ label, count: found.length, examples: found.slice(0, 5), failing: true });
     return {
       summary: `lines ${lines.length}, keys ${last.size}`,
-      checks: [check('missing sequences', checks.missing), check('duplicates', checks.duplicates), check('out of order', checks.outOfOrder)],
+      checks: [
+        check('missing sequences', checks.missing),
+        check('duplicates', checks.duplicates),
+        check('out of order', checks.outOfOrder),
+      ],
       report: { lines: lines.length, keys: last.size, ...checks },
     };
   },

@@ -26,7 +26,13 @@ export class JsonlFileConnector implements Connector {
   async write(batch: ExportMessage[]): Promise<WriteResult> {
     const lines: Line[] = batch
       .filter(({ message }) => !this.written.has(message.messageId))
-      .map(({ message: m }) => ({ uid: this.uid, id: m.messageId, key: m.orderingKey, sequence: m.sequence, data: m.data.toString('utf8') }));
+      .map(({ message: m }) => ({
+        uid: this.uid,
+        id: m.messageId,
+        key: m.orderingKey,
+        sequence: m.sequence,
+        data: m.data.toString('utf8'),
+      }));
     if (lines.length) {
       await appendLines(this.path, lines);
       for (const line of lines) this.written.add(line.id);

@@ -81,7 +81,9 @@ export function describeRemoteError(e: unknown, subscription: string, endpoint: 
   const google = !endpoint.endpoint;
   switch (code) {
     case 'NOT_FOUND':
-      return new SourceError(`remote subscription ${subscription} does not exist at ${where} (NOT_FOUND: ${detail}); create it, or fix the name in remote.exports`);
+      return new SourceError(
+        `remote subscription ${subscription} does not exist at ${where} (NOT_FOUND: ${detail}); create it, or fix the name in remote.exports`,
+      );
     case 'UNAVAILABLE':
     case 'DEADLINE_EXCEEDED':
       return new SourceError(`cannot reach the Pub/Sub endpoint ${where} for subscription ${subscription} (${code}: ${detail})`);
@@ -96,7 +98,12 @@ export function describeRemoteError(e: unknown, subscription: string, endpoint: 
       );
   }
   // Google's auth library fails before any call when it finds no usable credentials.
-  if (google && /credentials|client_email|private_key|Unable to detect a Project Id|invalid_grant|GOOGLE_APPLICATION_CREDENTIALS|no such file/i.test(detail)) {
+  if (
+    google &&
+    /credentials|client_email|private_key|Unable to detect a Project Id|invalid_grant|GOOGLE_APPLICATION_CREDENTIALS|no such file/i.test(
+      detail,
+    )
+  ) {
     return new SourceError(
       `no usable Google credentials for subscription ${subscription} at ${where} (${detail}); set GOOGLE_APPLICATION_CREDENTIALS to a service account key file, ` +
         'or run `gcloud auth application-default login`',

@@ -82,7 +82,10 @@ export class RemoteSource implements ExportSource {
     }
     if (metadata.pushConfig?.pushEndpoint || metadata.bigqueryConfig?.table || metadata.cloudStorageConfig?.bucket) {
       throw this.failed(
-        new SourceError(`remote subscription ${subscription} at ${this.location} is a push or export subscription; an Orderly export reads a pull subscription`, 'refused'),
+        new SourceError(
+          `remote subscription ${subscription} at ${this.location} is a push or export subscription; an Orderly export reads a pull subscription`,
+          'refused',
+        ),
       );
     }
     if (ordered && !metadata.enableMessageOrdering) {
@@ -250,7 +253,10 @@ export class RemoteSource implements ExportSource {
     this.state = 'retrying';
     this.error = error.message;
     this.retries++;
-    this.options.logger.error({ subscription: this.subscription, error: error.message }, 'remote subscription stream failed; reopening it with backoff');
+    this.options.logger.error(
+      { subscription: this.subscription, error: error.message },
+      'remote subscription stream failed; reopening it with backoff',
+    );
     void this.closeStream();
     if (this.detached || this.reopenTimer) return;
     this.reopenTimer = setTimeout(() => {
@@ -276,7 +282,11 @@ export class RemoteSource implements ExportSource {
     if (!sub) return;
     // Closed before its listeners go: removing the last 'message' listener makes the client close the
     // stream by itself, without waiting for the acks just sent.
-    await sub.close().catch((e: unknown) => this.options.logger.warn({ subscription: this.subscription, error: (e as Error).message }, 'closing the remote stream failed'));
+    await sub
+      .close()
+      .catch((e: unknown) =>
+        this.options.logger.warn({ subscription: this.subscription, error: (e as Error).message }, 'closing the remote stream failed'),
+      );
   }
 
   private async detach(): Promise<void> {
@@ -297,7 +307,8 @@ export class RemoteSource implements ExportSource {
 
 /** The subscription's settings as the export uses them: the remote subscription's own, and the job's export section. */
 function specOf(m: google.pubsub.v1.ISubscription, section: ExportSection): SubscriptionSpec {
-  const seconds = (d: google.protobuf.IDuration | null | undefined, fallback: number) => (d?.seconds !== undefined && d.seconds !== null ? Number(d.seconds) : fallback);
+  const seconds = (d: google.protobuf.IDuration | null | undefined, fallback: number) =>
+    d?.seconds !== undefined && d.seconds !== null ? Number(d.seconds) : fallback;
   const spec: SubscriptionSpec = {
     topic: m.topic ?? '',
     ackDeadlineSeconds: m.ackDeadlineSeconds || 10,
@@ -310,8 +321,15 @@ function specOf(m: google.pubsub.v1.ISubscription, section: ExportSection): Subs
     ...section,
   };
   if (m.deadLetterPolicy?.deadLetterTopic) {
-    spec.deadLetterPolicy = { deadLetterTopic: m.deadLetterPolicy.deadLetterTopic, maxDeliveryAttempts: m.deadLetterPolicy.maxDeliveryAttempts || 5 };
+    spec.deadLetterPolicy = {
+      deadLetterTopic: m.deadLetterPolicy.deadLetterTopic,
+      maxDeliveryAttempts: m.deadLetterPolicy.maxDeliveryAttempts || 5,
+    };
   }
-  if (m.retryPolicy) spec.retryPolicy = { minimumBackoff: seconds(m.retryPolicy.minimumBackoff, 10), maximumBackoff: seconds(m.retryPolicy.maximumBackoff, 600) };
+  if (m.retryPolicy)
+    spec.retryPolicy = {
+      minimumBackoff: seconds(m.retryPolicy.minimumBackoff, 10),
+      maximumBackoff: seconds(m.retryPolicy.maximumBackoff, 600),
+    };
   return spec;
 }
