@@ -35,19 +35,15 @@ export interface AuditReport {
 
 const EXAMPLES = 5;
 const finding = (): AuditFinding => ({ count: 0, examples: [] });
-const note = (f: AuditFinding, example: string) => {
+/** Counts one problem, keeping the first few as examples. */
+export const note = (f: AuditFinding, example: string) => {
   f.count++;
   if (f.examples.length < EXAMPLES) f.examples.push(example);
 };
 
-/**
- * Reads the manifest and every object it lists back from the bucket and checks per-key order across
- * files: missing sequences, duplicates, order inside each file, and the cross-file timestamp skew
- * (file-name order disagreeing with sequence order). Restore order with ORDER BY ordering_key, sequence.
- */
-export async function auditObjects(s3: S3Client, manifest: Manifest, format: OutputFormat): Promise<AuditReport> {
-  const recordLevel = format.kind !== 'text' && format.writeMetadata;
-  const report: AuditReport = {
+/** A report with nothing found yet. */
+export function emptyReport(recordLevel: boolean): AuditReport {
+  return {
     objects: 0,
     records: 0,
     keys: 0,
@@ -58,6 +54,19 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
     objectErrors: finding(),
     recordLevel,
   };
+}
+
+/** One line of `orderly audit`; `failing` false for what is information (cross-file skew). */
+export const auditCheck = (label: string, f: AuditFinding, failing = true) => ({ label, count: f.count, examples: f.examples, failing });
+
+/**
+ * Reads the manifest and every object it lists back from the bucket and checks per-key order across
+ * files: missing sequences, duplicates, order inside each file, and the cross-file timestamp skew
+ * (file-name order disagreeing with sequence order). Restore order with ORDER BY ordering_key, sequence.
+ */
+export async function auditObjects(s3: S3Client, manifest: Manifest, format: OutputFormat): Promise<AuditReport> {
+  const recordLevel = format.kind !== 'text' && format.writeMetadata;
+  const report = emptyReport(recordLevel);
   /** key -> per object (in creation order): the sequences it holds, in file order */
   const perKey = new Map<string, KeyFile[]>();
   const unkeyed = new Map<string, number>();
@@ -134,15 +143,14 @@ export async function auditExport(target: ExportTarget<ObjectStorageConfig>): Pr
     dataDir: target.settings.dataDir,
     objectStorage: target.settings.objectStorage as Record<string, unknown> | undefined,
   });
-  const check = (label: string, f: AuditFinding, failing = true) => ({ label, count: f.count, examples: f.examples, failing });
   return {
     summary: `objects ${r.objects}, records ${r.records}, keys ${r.keys} (${r.recordLevel ? 'checked record by record' : 'checked from manifest ranges'})`,
     checks: [
-      check('missing sequences', r.missing),
-      check('duplicates', r.duplicates),
-      check('out of order inside a file', r.outOfOrderInFile),
-      check('keys with cross-file skew', r.skewedKeys, false),
-      check('object errors', r.objectErrors),
+      auditCheck('missing sequences', r.missing),
+      auditCheck('duplicates', r.duplicates),
+      auditCheck('out of order inside a file', r.outOfOrderInFile),
+      auditCheck('keys with cross-file skew', r.skewedKeys, false),
+      auditCheck('object errors', r.objectErrors),
     ],
     report: r,
   };

@@ -1,6 +1,6 @@
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { AuditResult, ExportTarget } from '../../src/connector/capabilities.js';
-import type { AuditFinding, AuditReport } from './audit.js';
+import { auditCheck, emptyReport, note, type AuditReport } from './audit.js';
 import { fleetManifestPrefix, listKeys, readFleetManifest } from './bucket-manifest.js';
 import type { ObjectStorageConfig } from './config.js';
 import { manifestView } from './manifest-view.js';
@@ -24,13 +24,6 @@ export interface FleetAuditReport extends AuditReport {
   orderBy: 'publish time';
 }
 
-const EXAMPLES = 5;
-const finding = (): AuditFinding => ({ count: 0, examples: [] });
-const note = (f: AuditFinding, example: string) => {
-  f.count++;
-  if (f.examples.length < EXAMPLES) f.examples.push(example);
-};
-
 /**
  * Reads the fleet's manifest from the bucket and every object it lists, and checks the manifest view (each
  * message once: see manifestView):
@@ -51,15 +44,7 @@ export async function auditFleetObjects(
   const { format, bucket } = config;
   const recordLevel = format.kind !== 'text' && format.writeMetadata;
   const report: FleetAuditReport = {
-    objects: 0,
-    records: 0,
-    keys: 0,
-    missing: finding(),
-    duplicates: finding(),
-    outOfOrderInFile: finding(),
-    skewedKeys: finding(),
-    objectErrors: finding(),
-    recordLevel,
+    ...emptyReport(recordLevel),
     messages: 0,
     superseded: 0,
     workers: [],
@@ -151,17 +136,16 @@ export async function auditFleetExport(target: ExportTarget<ObjectStorageConfig>
   } finally {
     s3.destroy();
   }
-  const check = (label: string, f: AuditFinding, failing = true) => ({ label, count: f.count, examples: f.examples, failing });
   return {
     summary:
       `objects ${r.objects} from ${r.workers.length} worker(s), records ${r.records}, messages in the manifest view ${r.messages} ` +
       `(${r.superseded} redelivered copies superseded), keys ${r.keys}, uploads pending ${r.pendingUploads}; order checked by ${r.orderBy}`,
     checks: [
-      check('missing messages', r.missing),
-      check('duplicates in the manifest view', r.duplicates),
-      check('out of order inside a file', r.outOfOrderInFile),
-      check('keys with cross-file skew', r.skewedKeys, false),
-      check('object errors', r.objectErrors),
+      auditCheck('missing messages', r.missing),
+      auditCheck('duplicates in the manifest view', r.duplicates),
+      auditCheck('out of order inside a file', r.outOfOrderInFile),
+      auditCheck('keys with cross-file skew', r.skewedKeys, false),
+      auditCheck('object errors', r.objectErrors),
     ],
     report: r,
   };

@@ -1,5 +1,6 @@
 import protobuf from 'protobufjs';
 import { InvalidArgumentError } from '../core/errors.js';
+import { PROTO_INT_RANGES } from '../schema/proto-json-decoder.js';
 import type { ProtoDuration, ProtoFieldMask, ProtoObject } from './pubsub-messages.js';
 import { MESSAGE_SHAPE } from './pubsub-proto.js';
 
@@ -134,19 +135,6 @@ function enumFromJson(type: protobuf.Enum, value: unknown, where: string): strin
   );
 }
 
-const INT_RANGES: Record<string, [bigint, bigint]> = {
-  int32: [-(2n ** 31n), 2n ** 31n - 1n],
-  sint32: [-(2n ** 31n), 2n ** 31n - 1n],
-  sfixed32: [-(2n ** 31n), 2n ** 31n - 1n],
-  uint32: [0n, 2n ** 32n - 1n],
-  fixed32: [0n, 2n ** 32n - 1n],
-  int64: [-(2n ** 63n), 2n ** 63n - 1n],
-  sint64: [-(2n ** 63n), 2n ** 63n - 1n],
-  sfixed64: [-(2n ** 63n), 2n ** 63n - 1n],
-  uint64: [0n, 2n ** 64n - 1n],
-  fixed64: [0n, 2n ** 64n - 1n],
-};
-
 function scalarFromJson(type: string, value: unknown, where: string): unknown {
   switch (type) {
     case 'string':
@@ -174,7 +162,7 @@ function scalarFromJson(type: string, value: unknown, where: string): unknown {
       throw new InvalidArgumentError(where, 'must be a number');
     }
   }
-  const range = INT_RANGES[type];
+  const range = PROTO_INT_RANGES[type];
   if (!range) throw new Error(`proto-json: no JSON reading for the ${type} type`);
   const integer = (typeof value === 'number' && Number.isSafeInteger(value)) || (typeof value === 'string' && /^-?\d{1,20}$/.test(value));
   if (!integer) throw new InvalidArgumentError(where, 'must be an integer (a number or a decimal string)');

@@ -396,11 +396,7 @@ function checkRemote(
       return;
     }
     check(problems, at, () => {
-      const section = exportSection({
-        bigqueryConfig: e.bigqueryConfig,
-        cloudStorageConfig: e.cloudStorageConfig,
-        exportConfig: e.exportConfig,
-      })!;
+      const section = exportSection(e)!;
       const factory = getConnector(section.connector);
       if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key))
         problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);

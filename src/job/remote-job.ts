@@ -47,11 +47,7 @@ export function remoteExportTargets(
 ): { factory: ConnectorFactory; connector: string; target: ExportTarget }[] {
   return (job.remote?.exports ?? []).map((e) => {
     const { subscription, identity } = findRemoteExport(job, e.subscription);
-    const section = exportSection({
-      bigqueryConfig: e.bigqueryConfig,
-      cloudStorageConfig: e.cloudStorageConfig,
-      exportConfig: e.exportConfig,
-    })!;
+    const section = exportSection(e)!;
     const factory = getConnector(section.connector);
     return {
       factory,

@@ -100,7 +100,8 @@ function fieldValue(field: protobuf.Field, json: JsonValue, path: string, depth:
   return single(field, json, path, depth);
 }
 
-const RANGES: Record<string, readonly [bigint, bigint]> = {
+/** The value range of each protobuf integer type (proto3 JSON may write any of them as a string). */
+export const PROTO_INT_RANGES: Readonly<Record<string, readonly [bigint, bigint]>> = {
   int32: [-(2n ** 31n), 2n ** 31n - 1n],
   sint32: [-(2n ** 31n), 2n ** 31n - 1n],
   sfixed32: [-(2n ** 31n), 2n ** 31n - 1n],
@@ -124,7 +125,7 @@ function single(field: protobuf.Field, json: JsonValue, path: string, depth: num
   const fail = (expected: string): never => {
     throw new SchemaViolationError(path, `expected ${expected} for ${type} field ${field.name}, got ${describeJson(json)}`);
   };
-  const range = RANGES[type];
+  const range = PROTO_INT_RANGES[type];
   if (range) {
     const n = integer(json, path) ?? fail('an integer (a number or a decimal string)');
     if (n < range[0] || n > range[1]) throw new SchemaViolationError(path, `${n} is out of range for ${type} (${range[0]} to ${range[1]})`);
@@ -189,7 +190,7 @@ function mapKey(keyType: string, key: string, path: string): ProtoMapKey {
     if (key === 'true' || key === 'false') return key === 'true';
     throw new SchemaViolationError(path, `a bool map key must be "true" or "false", got "${key}"`);
   }
-  const range = RANGES[keyType]!;
+  const range = PROTO_INT_RANGES[keyType]!;
   const n = /^-?\d+$/.test(key) ? BigInt(key) : undefined;
   if (n === undefined || n < range[0] || n > range[1]) throw new SchemaViolationError(path, `"${key}" is not a ${keyType} map key`);
   return keyType.endsWith('64') ? n : Number(n);
