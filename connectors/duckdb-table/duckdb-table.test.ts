@@ -4,9 +4,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { tempDir } from '../../test/helpers/core.js';
 import { openExport, waitFor } from '../../test/helpers/export.js';
-import { createLogger } from '../../src/log.js';
 import { parseDuckDbTableConfig } from './config.js';
 import { DuckDbTableWriter } from './table-writer.js';
+import { writerContext } from '../../test/helpers/writer-context.js';
 
 let dir: ReturnType<typeof tempDir>;
 let env: Awaited<ReturnType<typeof openExport>>;
@@ -254,15 +254,11 @@ describe('written ids of unkeyed messages', () => {
     let now = Date.now();
     const writer = new DuckDbTableWriter(
       parseDuckDbTableConfig({ table: 'p.main.loose' }),
-      {
-        subscription: 'projects/p/subscriptions/loose',
-        identity: { uid: 'loose-uid', adoptsNameKeyedProgress: false },
-        spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } as never,
-        logger: createLogger(),
-        settings: { dataDir: dir.path },
-        budget: { messages: 1, bytes: 1 },
-        notify: () => undefined,
-      },
+      writerContext(
+        'loose',
+        { dataDir: dir.path },
+        { spec: { enableMessageOrdering: false, messageRetentionDuration: 600 }, budget: { messages: 1, bytes: 1 } },
+      ),
       env.duckdbPath,
       () => now,
     );

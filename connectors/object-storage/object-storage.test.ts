@@ -2,8 +2,6 @@ import { S3Client } from '@aws-sdk/client-s3';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log.js';
-import { DEFAULT_BUDGET } from '../../src/connector/export-runner.js';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { tempDir } from '../../test/helpers/core.js';
 import { openExport, waitFor } from '../../test/helpers/export.js';
@@ -14,6 +12,7 @@ import { Manifest } from './manifest.js';
 import { newWriterTag, objectNamer, uniqueId } from './object-naming.js';
 import { ObjectStorageWriter } from './object-writer.js';
 import { readRecords } from './record-format.js';
+import { writerContext } from '../../test/helpers/writer-context.js';
 
 let s3: TestS3;
 beforeAll(async () => {
@@ -239,19 +238,7 @@ describe('order across files', () => {
       filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
       parquetConfig: { writeMetadata: true },
     });
-    const writer = new ObjectStorageWriter(
-      config,
-      {
-        subscription: 'projects/p/subscriptions/skew',
-        identity: { uid: 'skew-uid', adoptsNameKeyedProgress: false },
-        spec: { enableMessageOrdering: true } as never,
-        logger: createLogger(),
-        settings: { dataDir: dir.path, objectStorage: s3.settings },
-        budget: DEFAULT_BUDGET,
-        notify: () => undefined,
-      },
-      () => now,
-    );
+    const writer = new ObjectStorageWriter(config, writerContext('skew', { dataDir: dir.path, objectStorage: s3.settings }), () => now);
     await writer.open();
     const msg = (key: string, sequence: number, size = 600) => ({
       id: `${key}-${sequence}`,
@@ -298,15 +285,7 @@ describe('restart recovery', () => {
   const make = (dataDir: string, bucket: string) =>
     new ObjectStorageWriter(
       parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { writeMetadata: true } }),
-      {
-        subscription: 'projects/p/subscriptions/rec',
-        identity: { uid: 'rec-uid', adoptsNameKeyedProgress: false },
-        spec: { enableMessageOrdering: true } as never,
-        logger: createLogger(),
-        settings: { dataDir, objectStorage: s3.settings },
-        budget: DEFAULT_BUDGET,
-        notify: () => undefined,
-      },
+      writerContext('rec', { dataDir, objectStorage: s3.settings }),
     );
   const msg = (key: string, sequence: number) => ({
     id: `${key}-${sequence}-${Math.random()}`,
@@ -351,15 +330,11 @@ describe('restart recovery', () => {
     let now = new Date();
     const writer = new ObjectStorageWriter(
       parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', textConfig: {} }),
-      {
-        subscription: 'projects/p/subscriptions/loose',
-        identity: { uid: 'loose-uid', adoptsNameKeyedProgress: false },
-        spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } as never,
-        logger: createLogger(),
-        settings: { dataDir: dir.path, objectStorage: s3.settings },
-        budget: DEFAULT_BUDGET,
-        notify: () => undefined,
-      },
+      writerContext(
+        'loose',
+        { dataDir: dir.path, objectStorage: s3.settings },
+        { spec: { enableMessageOrdering: false, messageRetentionDuration: 600 } },
+      ),
       () => now,
     );
     const unkeyed = (id: string) => ({

@@ -5,12 +5,11 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
 import { ObjectStorageWriter } from '../../connectors/object-storage/object-writer.js';
 import { readRecords } from '../../connectors/object-storage/record-format.js';
-import { DEFAULT_BUDGET } from '../../src/connector/export-runner.js';
-import { createLogger } from '../../src/log.js';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { tempDir } from '../helpers/core.js';
 import { openExport, waitFor } from '../helpers/export.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';
+import { writerContext } from '../helpers/writer-context.js';
 
 /**
  * Exports that write with the topic's schema (issue #13): bigqueryConfig.useTopicSchema fills the DuckDB
@@ -204,16 +203,14 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
       filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
       avroConfig: { useTopicSchema: true },
     });
-    const writer = new ObjectStorageWriter(config, {
-      subscription: 'projects/p/subscriptions/files',
-      identity: { uid: 'files-uid', adoptsNameKeyedProgress: false },
-      spec: { enableMessageOrdering: true, messageRetentionDuration: 600 } as never,
-      logger: createLogger(),
-      settings: { dataDir: dir.path, objectStorage: s3.settings },
-      budget: DEFAULT_BUDGET,
-      notify: () => undefined,
-      topicSchema: () => env.core.topicSchema('orders'),
-    });
+    const writer = new ObjectStorageWriter(
+      config,
+      writerContext(
+        'files',
+        { dataDir: dir.path, objectStorage: s3.settings },
+        { spec: { messageRetentionDuration: 600 }, topicSchema: () => env.core.topicSchema('orders') },
+      ),
+    );
     await writer.open();
     // Deliveries of a plain subscription of the topic, acked there at once so its key's next messages come.
     const delivered = async () => {

@@ -2,11 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
 import { Manifest } from '../../connectors/object-storage/manifest.js';
 import { manifestPath, ObjectStorageWriter } from '../../connectors/object-storage/object-writer.js';
-import type { ExportMessage } from '../../src/connector/connector.js';
-import { DEFAULT_BUDGET } from '../../src/connector/export-runner.js';
-import { createLogger } from '../../src/log.js';
 import { tempDir } from '../helpers/core.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';
+import { keyedExportMessage, writerContext } from '../helpers/writer-context.js';
 
 /**
  * Issue #9.2 ("never ack a message that was not written"): the object writer took every sequence at or
@@ -19,19 +17,6 @@ beforeAll(async () => {
   s3 = await startTestS3();
 });
 afterAll(async () => s3.close());
-
-const message = (key: string, sequence: number): ExportMessage => ({
-  id: `${key}-${sequence}`,
-  deliveryAttempt: 2,
-  message: {
-    messageId: `${key}${sequence}`,
-    publishTime: new Date(),
-    data: Buffer.from(`${key}${sequence}`),
-    attributes: {},
-    orderingKey: key,
-    sequence,
-  },
-});
 
 describe('the object writer reports written only what a committed object holds', () => {
   it('messages below a later committed file of their key are written again, those inside it are not', async () => {
@@ -59,19 +44,11 @@ describe('the object writer reports written only what a committed object holds',
 
     const writer = new ObjectStorageWriter(
       parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', textConfig: {} }),
-      {
-        subscription: subscription.name,
-        identity: { uid: subscription.uid, adoptsNameKeyedProgress: false },
-        spec: { enableMessageOrdering: true } as never,
-        logger: createLogger(),
-        settings: { dataDir: dir.path, objectStorage: s3.settings },
-        budget: DEFAULT_BUDGET,
-        notify: () => undefined,
-      },
+      writerContext('gap', { dataDir: dir.path, objectStorage: s3.settings }),
     );
     await writer.open();
     // The redelivery rule brings K 1-10 again (and K 11 is new).
-    const batch = Array.from({ length: 11 }, (_, i) => message('K', i + 1));
+    const batch = Array.from({ length: 11 }, (_, i) => keyedExportMessage('K', i + 1, 2));
     const first = await writer.write(batch);
     expect(first.written.sort()).toEqual(['K-10', 'K-6', 'K-7', 'K-8', 'K-9']);
     expect((await writer.flush('all')).written).toEqual(['K-1', 'K-2', 'K-3', 'K-4', 'K-5', 'K-11']);

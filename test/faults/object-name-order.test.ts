@@ -2,11 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
 import { ObjectStorageWriter } from '../../connectors/object-storage/object-writer.js';
 import { readRecords } from '../../connectors/object-storage/record-format.js';
-import type { ExportMessage } from '../../src/connector/connector.js';
-import { DEFAULT_BUDGET } from '../../src/connector/export-runner.js';
-import { createLogger } from '../../src/log.js';
 import { tempDir } from '../helpers/core.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';
+import { keyedExportMessage, writerContext } from '../helpers/writer-context.js';
 
 /**
  * Issue #9.7: object names have one-second resolution, and the tie-breaker was a random UUID, so files of
@@ -20,19 +18,6 @@ beforeAll(async () => {
 afterAll(async () => s3.close());
 
 const FORMAT = { kind: 'avro', writeMetadata: true } as const;
-const message = (key: string, sequence: number): ExportMessage => ({
-  id: `${key}-${sequence}`,
-  deliveryAttempt: 0,
-  message: {
-    messageId: `${key}${sequence}`,
-    publishTime: new Date(),
-    data: Buffer.from(`${key}${sequence}`),
-    attributes: {},
-    orderingKey: key,
-    sequence,
-  },
-});
-
 describe('object names within one second', () => {
   it('sort in sequence order: files opened in the same second, also across a restart', async () => {
     const dir = tempDir();
@@ -46,15 +31,7 @@ describe('object names within one second', () => {
           filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
           avroConfig: { writeMetadata: true },
         }),
-        {
-          subscription: 'projects/p/subscriptions/names',
-          identity: { uid: 'names-uid', adoptsNameKeyedProgress: false },
-          spec: { enableMessageOrdering: true } as never,
-          logger: createLogger(),
-          settings: { dataDir: dir.path, objectStorage: s3.settings },
-          budget: DEFAULT_BUDGET,
-          notify: () => undefined,
-        },
+        writerContext('names', { dataDir: dir.path, objectStorage: s3.settings }),
         () => now,
       );
     let sequence = 0;
@@ -64,7 +41,7 @@ describe('object names within one second', () => {
       await writer.open();
       const written: string[] = [];
       for (let f = 0; f < files; f++) {
-        written.push(...(await writer.write(Array.from({ length: 1000 }, () => message('K', ++sequence)))).written);
+        written.push(...(await writer.write(Array.from({ length: 1000 }, () => keyedExportMessage('K', ++sequence)))).written);
       }
       written.push(...(await writer.flush('all')).written);
       expect(written).toHaveLength(files * 1000);
