@@ -22,6 +22,8 @@ export interface RemoteExports extends RemoteEndpoint {
   maxExtensionMinutes: number;
   /** StreamingPull streams per export. */
   streams: number;
+  /** Ordered exports: seconds without a delivery after which a worker finalizes what it holds (0: never; see ExportRunnerOptions.idleFlushMs). */
+  idleFlushSeconds: number;
   exports: {
     /** A bare id (in `projectId`) or a full name. */
     subscription: string;
@@ -199,7 +201,9 @@ export class ExportManager {
         logger,
         backoff,
       });
-      const runner = new ExportRunner({ source, createConnector, logger, workerId: remote.workerId, ...tuning, backoff });
+      // With ordering, Pub/Sub holds a key's next messages until its earlier ones are acked.
+      const idleFlushMs = entry.enableMessageOrdering && remote.idleFlushSeconds > 0 ? remote.idleFlushSeconds * 1000 : undefined;
+      const runner = new ExportRunner({ source, createConnector, logger, workerId: remote.workerId, idleFlushMs, ...tuning, backoff });
       start.runner = runner;
       this.remoteRunners.set(subscription, runner);
       runner.start();

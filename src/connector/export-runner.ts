@@ -31,6 +31,13 @@ export interface ExportRunnerOptions {
   maxOutstandingBytes?: number;
   /** How often `flush('due')` runs, in ms (default 1000). */
   flushIntervalMs?: number;
+  /**
+   * When set: once nothing was delivered for this long (checked at each flush interval), everything held
+   * is finalized (`flush('all')`). For sources that send a key's next messages only once its earlier ones
+   * are acked (a remote ordered subscription): a connector's open file would otherwise hold its keys back
+   * until it rolls by itself (maxDuration), while no more of them can come to fill it.
+   */
+  idleFlushMs?: number;
   /** Backoff for retrying a sink in an error state, and a source that cannot be reached (default 1 s doubling to 60 s). */
   backoff?: () => Backoff;
   /** How often a standby retries a sink another process holds, in ms (default 1000). */
@@ -98,11 +105,19 @@ export class ExportRunner {
   private wakeOnStop?: () => void;
   private readonly lastLogged = new Map<string, number>();
   private flushDue = false;
+  /** When the source last delivered, and whether what it delivered until then was finalized for idleness. */
+  private lastDeliveryAt = 0;
+  private idleFlushDue = false;
+  private idleFlushed = true;
   private stopping = false;
   private loop?: Promise<void>;
   private markReady!: () => void;
   /** Resolves once the sink is open and messages flow to it. */
   readonly ready = new Promise<void>((resolve) => (this.markReady = resolve));
+
+  private get clock(): Clock {
+    return this.options.clock ?? systemClock;
+  }
 
   constructor(private readonly options: ExportRunnerOptions) {
     this.maxBatch = options.maxBatchMessages ?? 5000;
@@ -116,6 +131,8 @@ export class ExportRunner {
         bytes: this.maxOutstandingBytes - this.heldBytes,
       }),
       deliver: (batch) => {
+        this.lastDeliveryAt = this.clock.now();
+        this.idleFlushed = false;
         for (const m of batch) {
           this.held.set(m.ackId, m);
           this.heldBytes += messageSize(m.message);
@@ -138,9 +155,14 @@ export class ExportRunner {
   /** Reaches the subscription (retrying while the source fails), opens a connector (retrying while the sink fails) and starts exporting. */
   start(): void {
     const { subscription } = this;
+    const { idleFlushMs } = this.options;
     this.timers.push(
-      (this.options.clock ?? systemClock).setInterval(() => {
+      this.clock.setInterval(() => {
         this.flushDue = true;
+        if (idleFlushMs !== undefined && !this.idleFlushed && this.held.size && this.clock.now() - this.lastDeliveryAt >= idleFlushMs) {
+          this.idleFlushed = true;
+          this.idleFlushDue = true;
+        }
         this.wake?.();
       }, this.options.flushIntervalMs ?? 1000),
     );
@@ -299,6 +321,10 @@ export class ExportRunner {
     if (this.pending.length) return { kind: 'write' };
     // Full of buffered messages: the connector must finalize what it holds, or nothing moves again.
     if (this.held.size >= this.maxOutstanding || this.heldBytes >= this.maxOutstandingBytes) return { kind: 'flush', mode: 'all' };
+    if (this.idleFlushDue) {
+      this.idleFlushDue = false;
+      return { kind: 'flush', mode: 'all' };
+    }
     if (this.flushDue) {
       this.flushDue = false;
       return { kind: 'flush', mode: 'due' };

@@ -105,6 +105,13 @@ const remote = z.strictObject({
     .default(60),
   /** StreamingPull streams per export and worker. */
   streams: z.number().int().min(1).max(16).default(2),
+  /**
+   * Ordered exports: after this many seconds without a new delivery, a worker finalizes what it holds (an
+   * open file) and acks it. Pub/Sub sends a key's next messages only once its earlier ones are acked, so
+   * an open file that no more messages can fill would otherwise hold its keys back until it rolls by
+   * itself (maxDuration, up to 10 minutes). 0: files roll only by their own limits.
+   */
+  idleFlushSeconds: z.number().min(0).max(600).default(2),
   exports: z.array(remoteExport).min(1),
 });
 

@@ -17,6 +17,7 @@ export function remoteExportsOf(job: JobConfig, workerId: string): RemoteExports
     workerId,
     maxExtensionMinutes: remote.maxExtensionMinutes,
     streams: remote.streams,
+    idleFlushSeconds: remote.idleFlushSeconds,
     exports: remote.exports.map(({ subscription, enableMessageOrdering, bigqueryConfig, cloudStorageConfig, exportConfig }) => ({
       subscription,
       enableMessageOrdering,
