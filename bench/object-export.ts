@@ -17,7 +17,7 @@ import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
 import { best, ratioTable, time, warm, type BenchOutput } from './report.js';
 import { startBenchS3, type BenchS3 } from './s3-endpoint.js';
-import { KEYS, MESSAGES, payload, publishAll, publishBatches } from './workload.js';
+import { drainExport, KEYS, MESSAGES, payload, publishAll, publishBatches } from './workload.js';
 
 /** Samples RSS while `fn` runs; returns the peak in MiB. */
 async function peakRss<T>(fn: () => Promise<T>): Promise<[T, number]> {
@@ -117,14 +117,10 @@ async function exportObjects(s3: BenchS3, cloudStorageConfig: Record<string, unk
     await exports.sync();
     await exports.runner('to-s3')!.ready;
     const batches = publishBatches();
-    const runner = exports.runner('to-s3')!;
     const seconds = await time(async () => {
       await publishAll(core, 'bench', batches);
-      while (runner.outstanding + runner.stats.written < MESSAGES) await new Promise((r) => setTimeout(r, 5));
-      // Finalize the open files (as at maxDuration or shutdown) and wait for their commit.
-      await exports.stop();
+      await drainExport(exports, 'to-s3', MESSAGES);
     });
-    if (runner.stats.written !== MESSAGES) throw new Error(`exported ${runner.stats.written} of ${MESSAGES}`);
     return MESSAGES / seconds;
   } finally {
     await exports.stop();

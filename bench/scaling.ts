@@ -28,7 +28,7 @@ import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
 import { ratioTable, time, type BenchOutput, type BenchResult } from './report.js';
 import { startBenchS3, type BenchS3 } from './s3-endpoint.js';
-import { payload } from './workload.js';
+import { drainExport, payload } from './workload.js';
 
 const MESSAGES = Math.min(Number(process.env.BENCH_MESSAGES ?? 50_000), 30_000);
 const KEYS = 1_000;
@@ -201,10 +201,7 @@ async function embedded(s3: BenchS3): Promise<number> {
     }
     const seconds = await time(async () => {
       await exports.start();
-      const runner = exports.runner('to-s3')!;
-      while (runner.outstanding + runner.stats.written < MESSAGES) await new Promise((r) => setTimeout(r, 5));
-      await exports.stop();
-      if (runner.stats.written !== MESSAGES) throw new Error(`exported ${runner.stats.written} of ${MESSAGES}`);
+      await drainExport(exports, 'to-s3', MESSAGES);
     });
     return MESSAGES / seconds;
   } finally {

@@ -1,3 +1,4 @@
+import type { ExportManager } from '../src/connector/export-manager.js';
 import type { MessageInput } from '../src/core/message.js';
 import type { PubSubCore } from '../src/core/pubsub-core.js';
 import type { SubscribeOptions, Subscriber } from '../src/core/subscriber.js';
@@ -52,4 +53,15 @@ export function ackAll(
     options,
   );
   return { finished, subscriber };
+}
+
+/**
+ * Waits until the export of `subscription` holds or wrote all `messages`, then stops the exports (open files
+ * are finalized, as at maxDuration or shutdown, and committed) and checks that every one was written.
+ */
+export async function drainExport(exports: ExportManager, subscription: string, messages: number): Promise<void> {
+  const runner = exports.runner(subscription)!;
+  while (runner.outstanding + runner.stats.written < messages) await new Promise((r) => setTimeout(r, 5));
+  await exports.stop();
+  if (runner.stats.written !== messages) throw new Error(`exported ${runner.stats.written} of ${messages}`);
 }
