@@ -3,7 +3,7 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import type { Entry } from '../../src/core/key-queue.js';
 import { KeyQueue } from '../../src/core/key-queue.js';
-import type { StoredMessage } from '../../src/core/message.js';
+import type { StoredMessage } from '../../src/store/store.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
