@@ -9,6 +9,7 @@ import {
   type WriteResult,
 } from '../../src/connector/connector.js';
 import { FailedKeys } from '../../src/connector/failed-keys.js';
+import { LoopSlicer } from '../../src/connector/loop-slicer.js';
 import { RedeliveryFilter } from '../../src/connector/redelivery-filter.js';
 import { discardDuckDb, duckDbLockHolder, openDuckDb } from '../../src/duckdb/database.js';
 import { quoteIdent } from '../../src/duckdb/sql.js';
@@ -151,7 +152,9 @@ export class DuckDbTableWriter implements Connector {
     const failedKeys = new FailedKeys(this.context.spec.enableMessageOrdering);
     const written = await this.filter.written(batch);
     const pending: Pending[] = [];
+    const slicer = new LoopSlicer();
     for (const em of batch) {
+      if (slicer.due) await slicer.yield();
       if (failedKeys.blocks(em.message)) {
         result.deferred.push(em.id);
       } else if (written.has(em.id)) {
@@ -228,11 +231,17 @@ export class DuckDbTableWriter implements Connector {
     let appender: DuckDBAppender | undefined;
     const versions = new Map<string, string>();
     let progressCommitted: () => void;
+    const slicer = new LoopSlicer();
     try {
       appender = await connection.createAppender(this.config.tableName, this.config.schema);
       // Appends and runs of changes keep their order; a run of changes is applied set-wise.
       let changes: Change[] = [];
       for (const { row } of pending) {
+        if (slicer.due) {
+          // What the appender buffered goes into the transaction now: its flush is part of the slice's work.
+          appender.flushSync();
+          await slicer.yield();
+        }
         if (row.kind !== 'append') {
           changes.push(row);
           continue;

@@ -85,7 +85,10 @@ export class KeyQueue {
   /** Drops the acked entries at the head (each passed to `dropped`); the key's cursor moves forward. */
   trimAcked(dropped: (entry: Entry) => void): void {
     while (this.head < this.next && this.items[this.head]!.acked) dropped(this.items[this.head++]!);
-    if (this.head > 1024 && this.head * 2 > this.items.length) {
+    // Dropped entries (and their payloads) must not stay reachable through `items`: a key that keeps
+    // getting messages never goes idle, and would keep every message it ever delivered. Copying once
+    // half is dropped keeps that bounded at no more than the window, for O(1) per entry amortised.
+    if (this.head > 0 && this.head * 2 >= this.items.length) {
       this.items = this.items.slice(this.head);
       this.next -= this.head;
       this.head = 0;
