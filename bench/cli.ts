@@ -1,17 +1,15 @@
 /**
  * CLI start-up as a user sees it: the wall clock of whole `node bin/orderly.js ...` processes (spawn to
- * exit), whatever bin/orderly.js runs (today TypeScript through tsx; later a build). One untimed run first
+ * exit), whatever bin/orderly.js runs (the build in dist/ when there is one, as `npm run bench` makes). One untimed run first
  * (file system cache), then BENCH_CLI_RUNS (default 10) timed runs each; median and worst.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
+import { orderlyBin as bin, repoRoot as repo } from './paths.js';
 import { fmt, type BenchOutput, type Check } from './report.js';
 
 const RUNS = Math.max(1, Number(process.env.BENCH_CLI_RUNS ?? 10));
-const bin = fileURLToPath(new URL('../bin/orderly.js', import.meta.url));
-const repo = fileURLToPath(new URL('..', import.meta.url));
 
 const COMMANDS: { args: string[]; targetSeconds: number }[] = [
   { args: ['--help'], targetSeconds: 0.4 },

@@ -10,6 +10,7 @@ import type { ConnectorSettings } from '../src/connector/connector.js';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import type { ProbeMessage } from './ack-probe.js';
+import { benchModule } from './paths.js';
 import { BenchChild, exitWithParent, reply, runChild } from './child.js';
 import { peakRssBytes, watchEventLoop } from './process-stats.js';
 import { time } from './report.js';
@@ -122,7 +123,7 @@ async function open({ dir }: StepInput): Promise<StepResult> {
  */
 async function callback({ dir, backlog, shrinkWaitSeconds }: StepInput): Promise<StepResult> {
   const { core, openSeconds } = await openCore(dir);
-  const probe = BenchChild.start<ProbeMessage>(new URL('./ack-probe.ts', import.meta.url), [
+  const probe = BenchChild.start<ProbeMessage>(benchModule('ack-probe'), [
     join(dir, 'orderly.sqlite'),
     core.subscriptionName(SUBSCRIPTION),
   ]);
@@ -186,7 +187,7 @@ async function streamingPull({ dir, backlog }: StepInput): Promise<StepResult> {
   const loop = await watchEventLoop();
   const seconds = await time(async () => {
     const args = [`127.0.0.1:${endpoint.port}`, core.projectId, SUBSCRIPTION, String(backlog)];
-    await runChild<{ deliveries: number }>(new URL('./grpc-drain.ts', import.meta.url), args);
+    await runChild<{ deliveries: number }>(benchModule('grpc-drain'), args);
     // The client sent every ack on the stream before ending it; done once the core has them, durably.
     while (core.metrics(SUBSCRIPTION, 0).backlogMessages > 0) await sleep(20);
     await core.flushed();

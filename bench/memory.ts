@@ -7,6 +7,7 @@
 import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tempDir } from '../test/helpers/core.js';
+import { benchModule } from './paths.js';
 import { runChild } from './child.js';
 import type { StepInput, StepName, StepResult } from './memory-step.js';
 import { fmt, type BenchOutput, type Check } from './report.js';
@@ -39,11 +40,7 @@ const wanted = (step: StepName) => !ONLY || ONLY.includes(step);
 function runStep(step: StepName, dir: string): Promise<StepResult> {
   const input: StepInput = { dir, backlog: BACKLOG, shrinkWaitSeconds: SHRINK_WAIT_SECONDS };
   console.error(`memory: ${step} (${fmt.int(BACKLOG)} messages)...`);
-  return runChild<StepResult>(
-    new URL('./memory-step.ts', import.meta.url),
-    [step, JSON.stringify(input)],
-    step === 'keys' ? ['--expose-gc'] : [],
-  );
+  return runChild<StepResult>(benchModule('memory-step'), [step, JSON.stringify(input)], step === 'keys' ? ['--expose-gc'] : []);
 }
 
 /** Runs a drain or the open on its own copy of the published data directory, removed afterwards. */

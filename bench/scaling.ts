@@ -14,7 +14,6 @@ import { PubSub } from '@google-cloud/pubsub';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { registerBuiltInConnectors } from '../connectors/index.js';
 import { readFleetManifest } from '../connectors/object-storage/bucket-manifest.js';
@@ -26,6 +25,7 @@ import { PubSubCore } from '../src/core/pubsub-core.js';
 import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
+import { orderlyBin } from './paths.js';
 import { ratioTable, time, type BenchOutput, type BenchResult } from './report.js';
 import { startBenchS3, type BenchS3 } from './s3-endpoint.js';
 import { drainExport, payload } from './workload.js';
@@ -35,7 +35,6 @@ const KEYS = 1_000;
 const PROJECT = 'bench-project';
 /** Each worker's share: the most messages it holds unacked (files roll at a quarter of it). */
 const WORKER_BUDGET = 4_000;
-const bin = fileURLToPath(new URL('../bin/orderly.js', import.meta.url));
 const payloadBytes = Buffer.byteLength(payload(0));
 
 type Format = Record<string, unknown>;
@@ -51,7 +50,7 @@ interface Remote {
 async function startRemote(dir: string): Promise<Remote> {
   const config = join(dir, 'serve.yaml');
   writeFileSync(config, stringify({ projectId: PROJECT, dataDir: join(dir, 'serve'), durability: 'process', metrics: { port: 0 } }));
-  const child = spawn(process.execPath, [bin, 'serve', '--port', '0', '--config', config], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [orderlyBin, 'serve', '--port', '0', '--config', config], { stdio: ['ignore', 'pipe', 'inherit'] });
   const host = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (c) => {
@@ -80,7 +79,7 @@ async function startRemote(dir: string): Promise<Remote> {
 
 /** An `orderly run` worker: resolves its metrics URL once it runs. */
 function startWorker(job: string): { child: ChildProcess; metrics: Promise<string>; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [bin, 'run', job], {
+  const child = spawn(process.execPath, [orderlyBin, 'run', job], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' },
   });

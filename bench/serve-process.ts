@@ -2,10 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { DeliveryCounters } from '../src/core/subscription-metrics.js';
 import { readLock } from '../src/job/job-lock.js';
 import { tempDir } from '../test/helpers/core.js';
+import { orderlyBin } from './paths.js';
 
 export interface ServeProcess {
   /** host:port, as PUBSUB_EMULATOR_HOST takes it. */
@@ -33,8 +33,7 @@ export async function startOrderlyServe(): Promise<ServeProcess> {
   const projectId = 'orderly-bench';
   const job = join(dir.path, 'job.json');
   writeFileSync(job, JSON.stringify({ projectId, dataDir: join(dir.path, 'data'), metrics: { port: 0 } }));
-  const bin = fileURLToPath(new URL('../bin/orderly.js', import.meta.url));
-  const child = spawn(process.execPath, [bin, 'serve', '--config', job, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [orderlyBin, 'serve', '--config', job, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = once(child, 'exit');
   // Should the benchmark die without stopping it, the server must not outlive it.
   const reap = () => child.kill('SIGKILL');

@@ -1,0 +1,28 @@
+import { existsSync } from 'node:fs';
+import { dirname, extname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+/**
+ * Where the benchmarks find things, whether they run as TypeScript (`tsx bench/run.ts`) or compiled
+ * (`npm run bench` runs them from dist/bench/, as users run the package: without a TypeScript loader,
+ * whose own thread would count in every step's peak RSS).
+ */
+const here = fileURLToPath(import.meta.url);
+
+function findRepo(dir: string): string {
+  if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'bin', 'orderly.js'))) return dir;
+  const parent = dirname(dir);
+  if (parent === dir) throw new Error(`no Orderly checkout above ${here}`);
+  return findRepo(parent);
+}
+
+/** The repository's root (fixtures/, bin/). */
+export const repoRoot = findRepo(dirname(here));
+
+/** The `orderly` command a user runs. */
+export const orderlyBin = join(repoRoot, 'bin', 'orderly.js');
+
+/** A bench module to run in a child process, in the same form (.ts or .js) as this one. */
+export function benchModule(name: string): URL {
+  return pathToFileURL(join(dirname(here), `${name}${extname(here)}`));
+}
