@@ -90,7 +90,8 @@ function commitQueued(): void {
   commitScheduled = false;
   let bytes = 0;
   let n = 0;
-  while (n < queued.length && (n === 0 || bytes + queued[n]!.payloads.byteLength <= MAX_GROUP_BYTES)) bytes += queued[n++]!.payloads.byteLength;
+  while (n < queued.length && (n === 0 || bytes + queued[n]!.payloads.byteLength <= MAX_GROUP_BYTES))
+    bytes += queued[n++]!.payloads.byteLength;
   const group = queued.slice(0, n);
   queued = queued.slice(n);
   if (queued.length) scheduleCommit();
