@@ -1,8 +1,10 @@
 /**
  * The stores' writer thread (one per process; see store-writer.ts). For each open store it holds a write
- * connection, applies the main thread's grouped writes (messages, acks, failure counts) in one transaction
- * per group, and runs the WAL checkpoints, so neither the inserts, the commit's sync nor the checkpoint
- * copy runs on the event loop.
+ * connection and applies the main thread's grouped writes (messages, acks, failure counts); the write
+ * requests that queue up while a commit syncs are committed together, in one transaction (one sync), on
+ * the thread's next turn. Neither the inserts nor the commit's sync run on the event loop, and a burst of
+ * small publishes costs one sync per commit round, not one per request. The WAL checkpoints run on a
+ * thread of their own (checkpoint-thread.ts), so a slow one never holds a commit up.
  */
 import Database from 'better-sqlite3';
 import { parentPort as parent } from 'node:worker_threads';
@@ -13,10 +15,12 @@ const parentPort = parent;
 
 interface OpenStore {
   db: Database.Database;
-  apply: (rows: string, payloads: ArrayBuffer) => void;
+  /** Applies the writes in one transaction; a write that fails is rolled back alone and its error recorded. */
+  commit: (writes: QueuedWrite[], failed: Map<number, string>) => void;
 }
 
-const CHECKPOINT_EVERY_MS = 200;
+type QueuedWrite = Extract<ThreadRequest, { op: 'write' }>;
+
 const stores = new Map<number, OpenStore>();
 
 function open({ store, file, synchronous }: { store: number; file: string; synchronous: string }): void {
@@ -30,8 +34,8 @@ function open({ store, file, synchronous }: { store: number; file: string; synch
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${synchronous}`);
   db.pragma('busy_timeout = 10000');
-  db.pragma('wal_autocheckpoint = 0');
-  // After a checkpoint lets the WAL restart, a WAL left larger than this is truncated back.
+  db.pragma('wal_autocheckpoint = 0'); // checkpoint-thread.ts checkpoints
+  // After a checkpoint lets the WAL restart, a WAL left larger than this is truncated back (by the writer).
   db.pragma('journal_size_limit = 67108864');
   const insertMessage = db.prepare(
     'INSERT INTO messages(seq, topic_uid, ordering_key, key_seq, publish_time, data, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)',
@@ -42,6 +46,7 @@ function open({ store, file, synchronous }: { store: number; file: string; synch
   );
   // Rows arrive as one JSON string of tuples, payloads back to back in one transferred buffer, in row
   // order (store-writer.ts `pack`).
+  // Nested in `commit`'s transaction, each write runs in a savepoint of its own.
   const apply = db.transaction((rows: string, payloads: ArrayBuffer) => {
     let offset = 0;
     for (const r of JSON.parse(rows) as PackedRow[]) {
@@ -56,7 +61,68 @@ function open({ store, file, synchronous }: { store: number; file: string; synch
       }
     }
   });
-  stores.set(store, { db, apply });
+  const commit = db.transaction((writes: QueuedWrite[], failed: Map<number, string>) => {
+    for (const w of writes) {
+      try {
+        apply(w.rows, w.payloads);
+      } catch (e) {
+        // SQLite rolled the whole transaction back (I/O error, disk full): the group fails as a whole; the
+        // writes after this one must not go on outside a transaction.
+        if (!db.inTransaction) throw e;
+        failed.set(w.id, errorMessage(e));
+      }
+    }
+  });
+  stores.set(store, { db, commit });
+}
+
+/** Write requests received since the last commit, in arrival order. */
+let queued: QueuedWrite[] = [];
+let commitScheduled = false;
+/** Payload bytes per group commit: bounds one transaction when a long queue built up. */
+const MAX_GROUP_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Commits what queued up, per store, in one transaction each, and answers each request: after the commit,
+ * or with its own error if it alone failed (or the commit's error).
+ */
+function commitQueued(): void {
+  commitScheduled = false;
+  let bytes = 0;
+  let n = 0;
+  while (n < queued.length && (n === 0 || bytes + queued[n]!.payloads.byteLength <= MAX_GROUP_BYTES))
+    bytes += queued[n++]!.payloads.byteLength;
+  const group = queued.slice(0, n);
+  queued = queued.slice(n);
+  if (queued.length) scheduleCommit();
+  const byStore = new Map<number, QueuedWrite[]>();
+  for (const w of group) {
+    const list = byStore.get(w.store);
+    if (list) list.push(w);
+    else byStore.set(w.store, [w]);
+  }
+  for (const [store, writes] of byStore) {
+    const failed = new Map<number, string>();
+    try {
+      const s = stores.get(store);
+      if (!s) throw new Error('the store is closed');
+      s.commit(writes, failed);
+    } catch (e) {
+      for (const w of writes) failed.set(w.id, errorMessage(e));
+    }
+    for (const { id } of writes) parentPort.postMessage({ id, error: failed.get(id) } satisfies ThreadReply);
+  }
+}
+
+function scheduleCommit(): void {
+  if (commitScheduled) return;
+  commitScheduled = true;
+  // The port hands over every message that arrived meanwhile before the immediate runs: they join the group.
+  setImmediate(commitQueued);
+}
+
+function errorMessage(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
 }
 
 /** Rows deleted per transaction: small enough that group commits of publishes and acks slot in between. */
@@ -148,36 +214,29 @@ async function compact(store: number, plan: WirePlan): Promise<number> {
 }
 
 parentPort.on('message', (msg: ThreadRequest) => {
+  if (msg.op === 'write') {
+    queued.push(msg);
+    scheduleCommit();
+    return;
+  }
+  // Every other request comes after the writes sent before it.
+  while (queued.length) commitQueued();
   const reply: ThreadReply = { id: msg.id };
   if (msg.op === 'compact') {
     compact(msg.store, msg.plan).then(
       (result) => parentPort.postMessage({ ...reply, result }),
-      (e) => parentPort.postMessage({ ...reply, error: e instanceof Error ? e.message : String(e) }),
+      (e) => parentPort.postMessage({ ...reply, error: errorMessage(e) }),
     );
     return;
   }
   try {
     if (msg.op === 'open') open(msg);
-    else if (msg.op === 'write') {
-      const store = stores.get(msg.store);
-      if (!store) throw new Error('the store is closed');
-      store.apply(msg.rows, msg.payloads);
-    } else if (msg.op === 'close') {
+    else if (msg.op === 'close') {
       stores.get(msg.store)?.db.close();
       stores.delete(msg.store);
     }
   } catch (e) {
-    reply.error = e instanceof Error ? e.message : String(e);
+    reply.error = errorMessage(e);
   }
   parentPort.postMessage(reply);
 });
-
-setInterval(() => {
-  for (const { db } of stores.values()) {
-    try {
-      db.pragma('wal_checkpoint(PASSIVE)');
-    } catch {
-      // Busy: the next round retries.
-    }
-  }
-}, CHECKPOINT_EVERY_MS).unref();
