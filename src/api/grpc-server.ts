@@ -5,7 +5,7 @@ import { toStatus, UndecodableRequest, withUndecodableRequests } from './grpc-er
 import { pubsubHandlers } from './pubsub-services.js';
 import { loadPubsubProto } from './pubsub-proto.js';
 import type { RpcHandler } from './rpc.js';
-import { streamingPull, type StreamingPullRequest } from './streaming-pull.js';
+import { streamingPull, withEncodedDeliveries, type StreamingPullRequest } from './streaming-pull.js';
 
 /** Unary handlers: OrderlyErrors become Pub/Sub's status codes; an undecodable request is INVALID_ARGUMENT. */
 function unary(method: string, fn: RpcHandler, logger?: Logger): grpc.handleUnaryCall<unknown, unknown> {
@@ -46,7 +46,7 @@ export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {
         >;
       else implementation[method] = methods[method] ? unary(method, methods[method], logger) : unimplemented(serviceName, method);
     }
-    server.addService(withUndecodableRequests(service), implementation);
+    server.addService(withEncodedDeliveries(withUndecodableRequests(service)), implementation);
   }
   return { server };
 }

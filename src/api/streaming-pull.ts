@@ -6,7 +6,7 @@ import type { ReceivedMessage } from '../core/message.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
 import { toStatus, UndecodableRequest } from './grpc-errors.js';
-import { receivedToProto } from './proto-mapping.js';
+import { encodeDeliveries } from './streaming-pull-response.js';
 
 /** google.pubsub.v1.StreamingPullRequest as proto-loader decodes it (int64 as strings, defaults filled). */
 export interface StreamingPullRequest {
@@ -21,6 +21,12 @@ export interface StreamingPullRequest {
 
 const METHOD = 'StreamingPull';
 const DEFAULT_MAX_OUTSTANDING_MESSAGES = 1000;
+/**
+ * A delivery goes out in responses of at most this many messages, so the client handles and acks the
+ * first while the server encodes the next, and the acks it frees are refilled while the rest are in
+ * flight; one response of everything would make the stream a ping-pong of its whole window.
+ */
+const MAX_MESSAGES_PER_RESPONSE = 250;
 
 /**
  * One StreamingPull stream is one consumer (a key with outstanding messages stays on its stream); acks
@@ -60,7 +66,9 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
       ackDeadlineSeconds: deadline || undefined,
       room: () => ({ messages: maxMessages - opened.outstanding(), bytes: maxBytes }),
       deliver: (batch: ReceivedMessage[]) => {
-        call.write({ receivedMessages: batch.map(receivedToProto), subscriptionProperties: properties(opened) });
+        const properties = { exactlyOnce: opened.spec.enableExactlyOnceDelivery, ordering: opened.spec.enableMessageOrdering };
+        for (let i = 0; i < batch.length; i += MAX_MESSAGES_PER_RESPONSE)
+          call.write(encodeDeliveries(i === 0 && batch.length <= MAX_MESSAGES_PER_RESPONSE ? batch : batch.slice(i, i + MAX_MESSAGES_PER_RESPONSE), properties));
       },
       // As Pub/Sub does, a stream ends with NOT_FOUND when its subscription is deleted, FAILED_PRECONDITION when detached.
       detached: (reason) => fail(reason),
@@ -119,6 +127,17 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
     close();
   });
   call.on('error', close);
+}
+
+/**
+ * The StreamingPull method as grpc-js serves it: a response already in wire format (`encodeDeliveries`)
+ * goes out as it is; any other through proto-loader.
+ */
+export function withEncodedDeliveries(service: grpc.ServiceDefinition): grpc.ServiceDefinition {
+  const method = service.StreamingPull;
+  if (!method) return service;
+  const serialize = method.responseSerialize;
+  return { ...service, StreamingPull: { ...method, responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : serialize(value)) } };
 }
 
 function properties(stream: SubscriptionHandle): Record<string, boolean> {

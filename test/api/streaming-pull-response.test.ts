@@ -1,0 +1,116 @@
+import type * as grpc from '@grpc/grpc-js';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { receivedToProto } from '../../src/api/proto-mapping.js';
+import { loadPubsubProto } from '../../src/api/pubsub-proto.js';
+import { encodeDeliveries } from '../../src/api/streaming-pull-response.js';
+import type { ReceivedMessage } from '../../src/core/message.js';
+import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
+
+/** grpc-js's own (proto-loader) coding of StreamingPull, as Google's clients and the lean bench client decode it. */
+const method = (
+  loadPubsubProto() as unknown as { google: { pubsub: { v1: { Subscriber: grpc.ServiceClientConstructor } } } }
+).google.pubsub.v1.Subscriber.service.StreamingPull!;
+const decode = (bytes: Buffer) => method.responseDeserialize(bytes) as Record<string, unknown>;
+const viaProtoLoader = (batch: ReceivedMessage[], exactlyOnce: boolean, ordering: boolean) =>
+  method.responseSerialize({
+    receivedMessages: batch.map(receivedToProto),
+    subscriptionProperties: { exactlyOnceDeliveryEnabled: exactlyOnce, messageOrderingEnabled: ordering },
+  });
+
+const text = fc.string({ unit: 'binary', maxLength: 80 });
+const received: fc.Arbitrary<ReceivedMessage> = fc.record({
+  ackId: fc.string({ minLength: 1, maxLength: 100 }),
+  deliveryAttempt: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 2 ** 31 - 1 })),
+  message: fc.record({
+    messageId: fc.oneof(fc.nat().map(String), text),
+    publishTime: fc.integer({ min: 0, max: 2 ** 45 }).map((ms) => new Date(ms)),
+    data: fc.uint8Array({ maxLength: 300 }).map((a) => Buffer.from(a)),
+    attributes: fc.dictionary(text, text, { maxKeys: 4 }),
+    orderingKey: text,
+    sequence: fc.nat(),
+  }),
+});
+
+describe('StreamingPullResponse encoding', () => {
+  it('decodes (through proto-loader) to what the proto-loader encoding of the same deliveries decodes to', () => {
+    fc.assert(
+      fc.property(fc.array(received, { maxLength: 20 }), fc.boolean(), fc.boolean(), (batch, exactlyOnce, ordering) => {
+        const ours = decode(encodeDeliveries(batch, { exactlyOnce, ordering }));
+        expect(ours).toEqual(decode(viaProtoLoader(batch, exactlyOnce, ordering)));
+        expect(ours.receivedMessages).toHaveLength(batch.length);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('carries a 1 MB payload and multi-byte text intact', () => {
+    const data = Buffer.alloc(1024 * 1024, 7);
+    const batch: ReceivedMessage[] = [
+      {
+        ackId: 'a-1',
+        deliveryAttempt: 3,
+        message: { messageId: '42', publishTime: new Date(1_700_000_000_123), data, attributes: { 'ключ': 'värde 🙂' }, orderingKey: '键', sequence: 1 },
+      },
+    ];
+    const [r] = decode(encodeDeliveries(batch, { exactlyOnce: false, ordering: true })).receivedMessages as {
+      ackId: string;
+      deliveryAttempt: number;
+      message: { data: Buffer; attributes: Record<string, string>; orderingKey: string; publishTime: { seconds: string; nanos: number } };
+    }[];
+    expect(r!.message.data.equals(data)).toBe(true);
+    expect(r!.message.attributes).toEqual({ 'ключ': 'värde 🙂' });
+    expect(r!.message.orderingKey).toBe('键');
+    expect(r!.message.publishTime).toEqual({ seconds: '1700000000', nanos: 123_000_000 });
+    expect(r!.deliveryAttempt).toBe(3);
+  });
+
+  it('writes a time before 1970 as Timestamp defines it: negative seconds (ten bytes on the wire), nanos from 0 up', () => {
+    const message = { messageId: '1', publishTime: new Date(-1), data: Buffer.alloc(0), attributes: {}, orderingKey: '', sequence: 1 };
+    const [r] = decode(encodeDeliveries([{ ackId: 'a', deliveryAttempt: 0, message }], { exactlyOnce: false, ordering: false }))
+      .receivedMessages as { message: { publishTime: unknown } }[];
+    expect(r!.message.publishTime).toEqual({ seconds: '-1', nanos: 999_000_000 });
+  });
+});
+
+describe('StreamingPull responses from `orderly serve`', () => {
+  let server: ServeProcess;
+  let api: ReturnType<typeof rawPubsubClients>;
+  beforeAll(async () => {
+    server = await startServe();
+    api = rawPubsubClients(server.host);
+  });
+  afterAll(async () => {
+    api?.close();
+    await server?.stop();
+  });
+
+  it('a delivery of 600 messages of one key comes in responses of at most 250, in key order, each acked on the stream once', async () => {
+    const topic = 'projects/chunks/topics/one-key';
+    const subscription = 'projects/chunks/subscriptions/one-key';
+    await api.pub('createTopic', { name: topic });
+    await api.sub('createSubscription', { name: subscription, topic, enableMessageOrdering: true });
+    const messages = Array.from({ length: 600 }, (_, i) => ({ data: Buffer.from(String(i)), orderingKey: 'k' }));
+    await api.pub('publish', { topic, messages });
+
+    const stream = api.subscriber.streamingPull() as grpc.ClientDuplexStream<Record<string, unknown>, any>;
+    const sizes: number[] = [];
+    const received: string[] = [];
+    const ended = new Promise<grpc.StatusObject>((resolve, reject) => {
+      stream.on('status', resolve);
+      stream.on('error', reject);
+    });
+    stream.on('data', (r: { receivedMessages: { ackId: string; message: { data: Buffer } }[]; subscriptionProperties: unknown }) => {
+      sizes.push(r.receivedMessages.length);
+      expect(r.subscriptionProperties).toEqual({ messageOrderingEnabled: true, exactlyOnceDeliveryEnabled: false });
+      for (const m of r.receivedMessages) received.push(m.message.data.toString());
+      stream.write({ ackIds: r.receivedMessages.map((m) => m.ackId) });
+      if (received.length >= 600) stream.end();
+    });
+    stream.write({ subscription, streamAckDeadlineSeconds: 60, maxOutstandingMessages: 1000 });
+    expect((await ended).code).toBe(0);
+    expect(received).toEqual(messages.map((m) => m.data.toString()));
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(250);
+    expect(sizes.length).toBeGreaterThanOrEqual(3);
+  });
+});
