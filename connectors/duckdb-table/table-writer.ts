@@ -11,7 +11,7 @@ import {
 import { FailedKeys } from '../../src/connector/failed-keys.js';
 import { LoopSlicer } from '../../src/connector/loop-slicer.js';
 import { RedeliveryFilter } from '../../src/connector/redelivery-filter.js';
-import { discardDuckDb, duckDbLockHolder, openDuckDb } from '../../src/duckdb/database.js';
+import { connectToDuckDb, discardDuckDb, duckDbLockHolder, openDuckDb } from '../../src/duckdb/database.js';
 import { quoteIdent } from '../../src/duckdb/sql.js';
 import { appendCell } from './append-cell.js';
 import { CdcApplier, type Change } from './cdc-apply.js';
@@ -78,7 +78,7 @@ export class DuckDbTableWriter implements Connector {
           `standby: DuckDB database ${this.databasePath} is open in another process (pid ${holder}); this worker takes over once it exits`,
         );
       }
-      const connection = await this.instance.connect();
+      const connection = await connectToDuckDb(this.instance);
       try {
         await this.checkFile();
         await ProgressLog.create(connection);
