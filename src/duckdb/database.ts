@@ -83,7 +83,8 @@ async function attachDuckDb(file: string): Promise<DuckDBInstance> {
   const catalog = ['memory', 'system', 'temp'].includes(stem.toLowerCase()) ? `${stem}_db` : stem;
   // A 64 MB WAL before each automatic checkpoint (DuckDB's default is 16 MB): at the default, checkpoints
   // took ~40% of the export's commit time (bench/duckdb-export.ts).
-  const instance = await DuckDBInstance.create(':memory:', duckDbSettings({ checkpoint_threshold: '64MB' }));
+  // Spills go next to the file, as when DuckDB opens it directly (an in-memory database's default is ./.tmp).
+  const instance = await DuckDBInstance.create(':memory:', duckDbSettings({ checkpoint_threshold: '64MB', temp_directory: `${file}.tmp` }));
   try {
     const connection = await instance.connect();
     try {
