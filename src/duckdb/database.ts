@@ -45,6 +45,12 @@ const headerFds = new WeakMap<DuckDBInstance, number>();
  */
 const ROW_GROUP_SIZE = 16_384;
 
+/**
+ * A 64 MB WAL before each automatic checkpoint (DuckDB's default is 16 MB): at the default, checkpoints
+ * took ~40% of the export's commit time (bench/duckdb-export.ts).
+ */
+export const CHECKPOINT_THRESHOLD = '64MB';
+
 /** The catalog each instance's database file is attached as (every connection USEs it). */
 const catalogs = new WeakMap<DuckDBInstance, string>();
 
@@ -81,10 +87,8 @@ export function openDuckDb(path: string): Promise<DuckDBInstance> {
 async function attachDuckDb(file: string): Promise<DuckDBInstance> {
   const stem = basename(file, extname(file));
   const catalog = ['memory', 'system', 'temp'].includes(stem.toLowerCase()) ? `${stem}_db` : stem;
-  // A 64 MB WAL before each automatic checkpoint (DuckDB's default is 16 MB): at the default, checkpoints
-  // took ~40% of the export's commit time (bench/duckdb-export.ts).
   // Spills go next to the file, as when DuckDB opens it directly (an in-memory database's default is ./.tmp).
-  const instance = await DuckDBInstance.create(':memory:', duckDbSettings({ checkpoint_threshold: '64MB', temp_directory: `${file}.tmp` }));
+  const instance = await DuckDBInstance.create(':memory:', duckDbSettings({ checkpoint_threshold: CHECKPOINT_THRESHOLD, temp_directory: `${file}.tmp` }));
   try {
     const connection = await instance.connect();
     try {
