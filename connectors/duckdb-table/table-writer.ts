@@ -116,7 +116,7 @@ export class DuckDbTableWriter implements Connector {
     const connection = this.connection!;
     const { schema, tableName, table } = this.config;
     const info = await connection.runAndReadAll(
-      'SELECT column_name, is_nullable, column_default FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position',
+      'SELECT column_name, is_nullable, column_default FROM information_schema.columns WHERE table_catalog = current_database() AND table_schema = $1 AND table_name = $2 ORDER BY ordinal_position',
       [schema, tableName],
     );
     const rows = info.getRows();
@@ -132,7 +132,7 @@ export class DuckDbTableWriter implements Connector {
     }));
     appender.closeSync();
     const pk = await connection.runAndReadAll(
-      "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = $1 AND table_name = $2 AND constraint_type = 'PRIMARY KEY'",
+      "SELECT constraint_column_names FROM duckdb_constraints() WHERE database_name = current_database() AND schema_name = $1 AND table_name = $2 AND constraint_type = 'PRIMARY KEY'",
       [schema, tableName],
     );
     const pkColumns = (pk.getRowObjectsJson()[0]?.constraint_column_names as string[] | undefined) ?? [];
