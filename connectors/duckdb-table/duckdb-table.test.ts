@@ -280,6 +280,18 @@ describe('written ids of unkeyed messages', () => {
   });
 });
 
+describe('the database file among other catalogs', () => {
+  it("reads the target table's columns and key from the file's catalog, not a same-named table in another", async () => {
+    // The export database is attached to an in-memory one (src/duckdb/database.ts), which a query may also write to.
+    await sql('CREATE TABLE memory.main.orders(id INTEGER PRIMARY KEY, note VARCHAR, extra INTEGER)');
+    await sql('CREATE TABLE orders(data VARCHAR)');
+    await exportTo('p.main.orders', {});
+    await env.core.publish('events', [{ data: 'one', orderingKey: 'k' }]);
+    await waitFor('the row', async () => Number((await sql('SELECT count(*) n FROM orders'))[0]!.n) === 1);
+    expect(await sql('SELECT data FROM orders')).toEqual([{ data: 'one' }]);
+  });
+});
+
 describe('analytics while exporting', () => {
   it('a second connection queries the table while the writer appends', async () => {
     await sql('CREATE TABLE live(data VARCHAR)');

@@ -11,7 +11,7 @@ import {
 import { FailedKeys } from '../../src/connector/failed-keys.js';
 import { LoopSlicer } from '../../src/connector/loop-slicer.js';
 import { RedeliveryFilter } from '../../src/connector/redelivery-filter.js';
-import { discardDuckDb, duckDbLockHolder, openDuckDb } from '../../src/duckdb/database.js';
+import { connectToDuckDb, discardDuckDb, duckDbLockHolder, openDuckDb } from '../../src/duckdb/database.js';
 import { quoteIdent } from '../../src/duckdb/sql.js';
 import { appendCell } from './append-cell.js';
 import { CdcApplier, type Change } from './cdc-apply.js';
@@ -78,7 +78,7 @@ export class DuckDbTableWriter implements Connector {
           `standby: DuckDB database ${this.databasePath} is open in another process (pid ${holder}); this worker takes over once it exits`,
         );
       }
-      const connection = await this.instance.connect();
+      const connection = await connectToDuckDb(this.instance);
       try {
         await this.checkFile();
         await ProgressLog.create(connection);
@@ -116,7 +116,7 @@ export class DuckDbTableWriter implements Connector {
     const connection = this.connection!;
     const { schema, tableName, table } = this.config;
     const info = await connection.runAndReadAll(
-      'SELECT column_name, is_nullable, column_default FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position',
+      'SELECT column_name, is_nullable, column_default FROM information_schema.columns WHERE table_catalog = current_database() AND table_schema = $1 AND table_name = $2 ORDER BY ordinal_position',
       [schema, tableName],
     );
     const rows = info.getRows();
@@ -132,7 +132,7 @@ export class DuckDbTableWriter implements Connector {
     }));
     appender.closeSync();
     const pk = await connection.runAndReadAll(
-      "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = $1 AND table_name = $2 AND constraint_type = 'PRIMARY KEY'",
+      "SELECT constraint_column_names FROM duckdb_constraints() WHERE database_name = current_database() AND schema_name = $1 AND table_name = $2 AND constraint_type = 'PRIMARY KEY'",
       [schema, tableName],
     );
     const pkColumns = (pk.getRowObjectsJson()[0]?.constraint_column_names as string[] | undefined) ?? [];

@@ -1,4 +1,5 @@
 import { timestampValue, type DuckDBConnection } from '@duckdb/node-api';
+import { LoopSlicer } from '../../src/connector/loop-slicer.js';
 import { retentionCutoff, type WrittenIds } from '../../src/connector/redelivery-filter.js';
 import type { SubscriptionSpec } from '../../src/core/subscription-config.js';
 import { quoteString } from '../../src/duckdb/sql.js';
@@ -35,7 +36,12 @@ export class DuckDbWrittenIds implements WrittenIds {
     if (!ids.length) return;
     const { uid, name } = this.subscription;
     const written = await this.connection().createAppender(WRITTEN_IDS_TABLE);
+    const slicer = new LoopSlicer();
     for (const { id, publishTime } of ids) {
+      if (slicer.due) {
+        written.flushSync();
+        await slicer.yield();
+      }
       written.appendVarchar(uid);
       written.appendVarchar(name);
       written.appendVarchar(id);

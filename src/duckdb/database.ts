@@ -1,6 +1,7 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { closeSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { basename, dirname, extname, resolve } from 'node:path';
+import { quoteIdent, quoteString } from './sql.js';
 
 /**
  * One DuckDB instance per database file per process (DuckDB allows a single writing process per file;
@@ -35,6 +36,30 @@ const openedFiles = new WeakMap<DuckDBInstance, { dev: number; ino: number }>();
  */
 const headerFds = new WeakMap<DuckDBInstance, number>();
 
+/**
+ * Rows per row group of what Orderly writes (DuckDB's default: 122,880). Each automatic checkpoint
+ * compresses the table's last, growing row group again in memory outside memory_limit: at 1 KB rows a
+ * full default row group made a DuckDB export's process peak ~180 MiB higher and its commits seconds
+ * long (bench/memory.ts). Not stored in the file: it applies to what this process writes, to new files
+ * and to files written before as well (their existing row groups stay as they are).
+ */
+const ROW_GROUP_SIZE = 16_384;
+
+/**
+ * A 64 MB WAL before each automatic checkpoint (DuckDB's default is 16 MB): at the default, checkpoints
+ * took ~40% of the export's commit time (bench/duckdb-export.ts).
+ */
+export const CHECKPOINT_THRESHOLD = '64MB';
+
+/** The catalog each instance's database file is attached as (every connection USEs it). */
+const catalogs = new WeakMap<DuckDBInstance, string>();
+
+/**
+ * The instance of the database file at `path` for this process. DuckDB takes a row group size only as an
+ * ATTACH option, so the instance is an in-memory one with the file attached, under the name DuckDB gives
+ * a file it opens directly (its base name), unless that is the in-memory database's own name: queries
+ * naming the catalog keep working. Connect through connectDuckDb / connectToDuckDb, which USE it.
+ */
 export function openDuckDb(path: string): Promise<DuckDBInstance> {
   const file = resolve(path);
   // Held here for the life of the process: DuckDB's own instance cache does not keep an instance alive,
@@ -42,9 +67,7 @@ export function openDuckDb(path: string): Promise<DuckDBInstance> {
   let instance = instances.get(file);
   if (!instance) {
     mkdirSync(dirname(file), { recursive: true });
-    // A 64 MB WAL before each automatic checkpoint (DuckDB's default is 16 MB): at the default, checkpoints
-    // took ~40% of the export's commit time (bench/duckdb-export.ts).
-    instance = DuckDBInstance.create(file, duckDbSettings({ checkpoint_threshold: '64MB' })).then(
+    instance = attachDuckDb(file).then(
       (created) => {
         const { dev, ino } = statSync(file);
         openedFiles.set(created, { dev, ino });
@@ -58,6 +81,26 @@ export function openDuckDb(path: string): Promise<DuckDBInstance> {
     );
     instances.set(file, instance);
   }
+  return instance;
+}
+
+async function attachDuckDb(file: string): Promise<DuckDBInstance> {
+  const stem = basename(file, extname(file));
+  const catalog = ['memory', 'system', 'temp'].includes(stem.toLowerCase()) ? `${stem}_db` : stem;
+  // Spills go next to the file, as when DuckDB opens it directly (an in-memory database's default is ./.tmp).
+  const instance = await DuckDBInstance.create(':memory:', duckDbSettings({ checkpoint_threshold: CHECKPOINT_THRESHOLD, temp_directory: `${file}.tmp` }));
+  try {
+    const connection = await instance.connect();
+    try {
+      await connection.run(`ATTACH ${quoteString(file)} AS ${quoteIdent(catalog)} (ROW_GROUP_SIZE ${ROW_GROUP_SIZE})`);
+    } finally {
+      connection.closeSync();
+    }
+  } catch (e) {
+    instance.closeSync();
+    throw e;
+  }
+  catalogs.set(instance, catalog);
   return instance;
 }
 
@@ -105,7 +148,20 @@ export async function discardDuckDb(path: string, instance: DuckDBInstance): Pro
 }
 
 export async function connectDuckDb(path: string): Promise<DuckDBConnection> {
-  return (await openDuckDb(path)).connect();
+  return connectToDuckDb(await openDuckDb(path));
+}
+
+/** A connection to an instance openDuckDb returned, using its database file (a bare connect() would use the in-memory one). */
+export async function connectToDuckDb(instance: DuckDBInstance): Promise<DuckDBConnection> {
+  const connection = await instance.connect();
+  const catalog = catalogs.get(instance);
+  try {
+    if (catalog !== undefined) await connection.run(`USE ${quoteIdent(catalog)}`);
+  } catch (e) {
+    connection.closeSync();
+    throw e;
+  }
+  return connection;
 }
 
 /** Runs a read query on its own connection; rows as plain objects (BIGINTs as bigint). */
