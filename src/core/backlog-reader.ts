@@ -23,7 +23,8 @@ interface Overflow {
   waiting: number;
 }
 
-const READ_CHUNK = 1000;
+/** Rows per query: small enough that a fill stops close to its time budget. */
+const READ_CHUNK = 250;
 /** Seqs counted per step in the background (a few ms each). */
 const COUNT_RANGE = 50_000;
 
@@ -121,7 +122,7 @@ export class BacklogReader {
    * Reads from the store until the window is full, the backlog is exhausted, or `maxMs` passed (rows
    * skipped as acked cost time too, so a long read yields to the event loop). True if there is more to read.
    */
-  fill(maxMs = 20): boolean {
+  fill(maxMs = 8): boolean {
     const until = performance.now() + maxMs;
     while (this.behind) {
       const room = this.sink.room();

@@ -34,6 +34,8 @@ export class Subscriber {
   private outstandingBytes = 0;
   private readonly chains = new Map<string, Promise<void>>();
   private readonly running = new Set<Promise<unknown>>();
+  /** Messages whose handler acked them, sent to the core together once the current microtasks ran. */
+  private acks: ReceivedMessage[] = [];
   private readonly maxMessages: number;
   private readonly maxBytes: number;
   private readonly handle: SubscriptionHandle;
@@ -126,7 +128,23 @@ export class Subscriber {
       this.handle.modifyAckDeadline([m.ackId], 0);
       return;
     }
-    this.track(this.handle.acknowledge([m.ackId]).catch((e: unknown) => this.report(e, m)));
+    if (this.acks.push(m) === 1) queueMicrotask(() => this.sendAcks());
+  }
+
+  /**
+   * One acknowledge for the acks of handlers that finished together (a delivered batch's handlers all
+   * finish in the same run of microtasks): one durable write to wait for instead of one per message, and
+   * still in the same turn of the event loop as the handlers.
+   */
+  private sendAcks(): void {
+    const acked = this.acks;
+    this.acks = [];
+    if (!acked.length || !this.handle.attached) return;
+    this.track(
+      this.handle.acknowledge(acked.map((m) => m.ackId)).catch((e: unknown) => {
+        for (const m of acked) this.report(e, m);
+      }),
+    );
   }
 
   /**
@@ -146,7 +164,10 @@ export class Subscriber {
   /** Stops taking messages, lets running handlers finish (not-yet-started ones are nacked), then detaches. */
   async close(): Promise<void> {
     this.closing = true;
-    while (this.running.size) await Promise.allSettled([...this.running]);
+    while (this.running.size || this.acks.length) {
+      this.sendAcks();
+      await Promise.allSettled([...this.running]);
+    }
     this.handle.detach();
   }
 }
