@@ -38,10 +38,10 @@ const headerFds = new WeakMap<DuckDBInstance, number>();
 
 /**
  * Rows per row group of what Orderly writes (DuckDB's default: 122,880). Each automatic checkpoint
- * compresses the table's last, growing row group again in memory outside memory_limit: at 1 KB rows a
- * full default row group made a DuckDB export's process peak ~180 MiB higher and its commits seconds
- * long (bench/memory.ts). Not stored in the file: it applies to what this process writes, to new files
- * and to files written before as well (their existing row groups stay as they are).
+ * compresses the table's last, growing row group again in memory outside memory_limit: at 1 KB rows the
+ * default made a 1M-message DuckDB export drain peak ~100 MiB higher (bench/memory.ts; a DuckDB-only
+ * append loop ~180 MiB) and single commits take seconds. Not stored in the file: it applies to what this
+ * process writes, to new files and to files written before alike (their existing row groups stay as they are).
  */
 const ROW_GROUP_SIZE = 16_384;
 
