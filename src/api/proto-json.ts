@@ -203,8 +203,12 @@ function isDefault(field: protobuf.Field, v: unknown): boolean {
   if (t instanceof protobuf.Type) return false;
   if (t instanceof protobuf.Enum) return v === t.valuesById[0] || v === 0;
   if (field.type === 'bytes') return (v as Uint8Array).length === 0;
-  return v === '' || v === false || v === 0 || v === '0';
+  // int64 fields travel as strings: "0" is their default, but a string field's "0" is a value.
+  if (v === '0') return INT64_TYPES.has(field.type);
+  return v === '' || v === false || v === 0;
 }
+
+const INT64_TYPES = new Set(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
 
 function singleToJson(field: protobuf.Field, v: unknown, original: unknown): unknown {
   const t = field.resolvedType;

@@ -111,6 +111,17 @@ describe('proto3 JSON encoding (what REST answers)', () => {
       maxBytes: '1000',
       textConfig: {},
     });
+    // A string field whose value is "0" is not at its default (only an int64's "0" is).
+    expect(
+      toProtoJson(type('google.pubsub.v1.PushConfig'), {
+        pushEndpoint: 'http://127.0.0.1:9/push',
+        oidcToken: { serviceAccountEmail: 'sa@p.iam.gserviceaccount.com', audience: '0' },
+      }),
+    ).toEqual({
+      pushEndpoint: 'http://127.0.0.1:9/push',
+      oidcToken: { serviceAccountEmail: 'sa@p.iam.gserviceaccount.com', audience: '0' },
+    });
+    expect(toProtoJson(type('google.pubsub.v1.CloudStorageConfig'), { bucket: 'b', maxBytes: '0' })).toEqual({ bucket: 'b' });
   });
 });
 
