@@ -96,7 +96,8 @@ function measure(r: ReceivedMessage, sizes: number[], s: number): number {
   const timestamp = (seconds ? 1 + varintSize(seconds) : 0) + (nanos ? 1 + varintSize(nanos) : 0);
   let message = 1 + lengthPrefixed(timestamp);
   if (m.data.byteLength) message += 1 + lengthPrefixed(m.data.byteLength);
-  for (const key in m.attributes) message += 1 + lengthPrefixed(stringField(Buffer.byteLength(key)) + stringField(Buffer.byteLength(m.attributes[key]!)));
+  for (const key in m.attributes)
+    message += 1 + lengthPrefixed(stringField(Buffer.byteLength(key)) + stringField(Buffer.byteLength(m.attributes[key]!)));
   if (messageId) message += stringField(messageId);
   if (orderingKey) message += stringField(orderingKey);
   const received = stringField(ackId) + 1 + lengthPrefixed(message) + (r.deliveryAttempt ? 1 + varintSize(r.deliveryAttempt) : 0);

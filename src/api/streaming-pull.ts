@@ -68,7 +68,12 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
       deliver: (batch: ReceivedMessage[]) => {
         const properties = { exactlyOnce: opened.spec.enableExactlyOnceDelivery, ordering: opened.spec.enableMessageOrdering };
         for (let i = 0; i < batch.length; i += MAX_MESSAGES_PER_RESPONSE)
-          call.write(encodeDeliveries(i === 0 && batch.length <= MAX_MESSAGES_PER_RESPONSE ? batch : batch.slice(i, i + MAX_MESSAGES_PER_RESPONSE), properties));
+          call.write(
+            encodeDeliveries(
+              i === 0 && batch.length <= MAX_MESSAGES_PER_RESPONSE ? batch : batch.slice(i, i + MAX_MESSAGES_PER_RESPONSE),
+              properties,
+            ),
+          );
       },
       // As Pub/Sub does, a stream ends with NOT_FOUND when its subscription is deleted, FAILED_PRECONDITION when detached.
       detached: (reason) => fail(reason),
@@ -137,7 +142,10 @@ export function withEncodedDeliveries(service: grpc.ServiceDefinition): grpc.Ser
   const method = service.StreamingPull;
   if (!method) return service;
   const serialize = method.responseSerialize;
-  return { ...service, StreamingPull: { ...method, responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : serialize(value)) } };
+  return {
+    ...service,
+    StreamingPull: { ...method, responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : serialize(value)) },
+  };
 }
 
 function properties(stream: SubscriptionHandle): Record<string, boolean> {

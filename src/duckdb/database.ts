@@ -88,7 +88,10 @@ async function attachDuckDb(file: string): Promise<DuckDBInstance> {
   const stem = basename(file, extname(file));
   const catalog = ['memory', 'system', 'temp'].includes(stem.toLowerCase()) ? `${stem}_db` : stem;
   // Spills go next to the file, as when DuckDB opens it directly (an in-memory database's default is ./.tmp).
-  const instance = await DuckDBInstance.create(':memory:', duckDbSettings({ checkpoint_threshold: CHECKPOINT_THRESHOLD, temp_directory: `${file}.tmp` }));
+  const instance = await DuckDBInstance.create(
+    ':memory:',
+    duckDbSettings({ checkpoint_threshold: CHECKPOINT_THRESHOLD, temp_directory: `${file}.tmp` }),
+  );
   try {
     const connection = await instance.connect();
     try {

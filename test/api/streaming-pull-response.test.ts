@@ -8,9 +8,8 @@ import type { ReceivedMessage } from '../../src/core/message.js';
 import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
 
 /** grpc-js's own (proto-loader) coding of StreamingPull, as Google's clients and the lean bench client decode it. */
-const method = (
-  loadPubsubProto() as unknown as { google: { pubsub: { v1: { Subscriber: grpc.ServiceClientConstructor } } } }
-).google.pubsub.v1.Subscriber.service.StreamingPull!;
+const method = (loadPubsubProto() as unknown as { google: { pubsub: { v1: { Subscriber: grpc.ServiceClientConstructor } } } }).google.pubsub
+  .v1.Subscriber.service.StreamingPull!;
 const decode = (bytes: Buffer) => method.responseDeserialize(bytes) as Record<string, unknown>;
 const viaProtoLoader = (batch: ReceivedMessage[], exactlyOnce: boolean, ordering: boolean) =>
   method.responseSerialize({
@@ -50,7 +49,14 @@ describe('StreamingPullResponse encoding', () => {
       {
         ackId: 'a-1',
         deliveryAttempt: 3,
-        message: { messageId: '42', publishTime: new Date(1_700_000_000_123), data, attributes: { 'ключ': 'värde 🙂' }, orderingKey: '键', sequence: 1 },
+        message: {
+          messageId: '42',
+          publishTime: new Date(1_700_000_000_123),
+          data,
+          attributes: { ключ: 'värde 🙂' },
+          orderingKey: '键',
+          sequence: 1,
+        },
       },
     ];
     const [r] = decode(encodeDeliveries(batch, { exactlyOnce: false, ordering: true })).receivedMessages as {
@@ -59,7 +65,7 @@ describe('StreamingPullResponse encoding', () => {
       message: { data: Buffer; attributes: Record<string, string>; orderingKey: string; publishTime: { seconds: string; nanos: number } };
     }[];
     expect(r!.message.data.equals(data)).toBe(true);
-    expect(r!.message.attributes).toEqual({ 'ключ': 'värde 🙂' });
+    expect(r!.message.attributes).toEqual({ ключ: 'värde 🙂' });
     expect(r!.message.orderingKey).toBe('键');
     expect(r!.message.publishTime).toEqual({ seconds: '1700000000', nanos: 123_000_000 });
     expect(r!.deliveryAttempt).toBe(3);
