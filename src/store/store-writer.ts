@@ -47,23 +47,20 @@ export type ThreadRequest = { id: number } & (
 );
 export type ThreadReply = { id: number; error?: string; result?: unknown };
 
-/** The store's threads: the writer (commits, compaction) and the checkpointer (WAL checkpoints). */
-type ThreadModule = 'writer-thread' | 'checkpoint-thread';
-
 /**
  * Starts the thread's module: compiled JavaScript when Orderly runs from dist/; when it runs from source
  * (vitest, tsx) the module is TypeScript, and the worker loads tsx's loader itself first (on Node 20 a
  * worker's `--import` flag does not apply to its own entry module).
  */
-function startWorker(module: ThreadModule): Worker {
-  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL(`./${module}.js`, import.meta.url));
+function startWorker(): Worker {
+  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./writer-thread.js', import.meta.url));
   // tsx's ESM API (its `import` export: the `require` one cannot register ESM hooks), found from its package.json.
   const manifest = createRequire(import.meta.url).resolve('tsx/package.json');
   const api = (JSON.parse(readFileSync(manifest, 'utf8')) as { exports: Record<string, { import: { default: string } }> }).exports[
     './esm/api'
   ]!.import.default;
   const loader = pathToFileURL(join(dirname(manifest), api)).href;
-  const thread = new URL(`./${module}.ts`, import.meta.url).href;
+  const thread = new URL('./writer-thread.ts', import.meta.url).href;
   return new Worker(`import(${JSON.stringify(loader)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(thread)}); });`, {
     eval: true,
   });
@@ -74,18 +71,15 @@ interface Waiter {
   reject: (e: Error) => void;
 }
 
-/** One of the store's threads, shared by every store of the process; requests are answered by id. */
-class StoreThread {
+/** The writer thread (writer-thread.ts), shared by every store of the process. */
+class WriterThread {
   private readonly worker: Worker;
   private readonly waiting = new Map<number, Waiter>();
   private nextId = 0;
   private failure?: Error;
 
-  constructor(
-    module: ThreadModule,
-    private readonly forget: (thread: StoreThread) => void,
-  ) {
-    this.worker = startWorker(module);
+  constructor() {
+    this.worker = startWorker();
     this.worker.on('message', ({ id, error, result }: ThreadReply) => {
       const waiter = this.waiting.get(id);
       this.waiting.delete(id);
@@ -95,19 +89,18 @@ class StoreThread {
     });
     const stop = (e: Error) => {
       this.failure = e;
-      forget(this);
+      if (thread === this) thread = undefined;
       for (const w of this.waiting.values()) w.reject(e);
       this.waiting.clear();
     };
-    const name = module.replace('-', ' ');
-    this.worker.on('error', (e) => stop(new Error(`the store's ${name} failed: ${e.message}`)));
-    this.worker.on('exit', (code) => stop(new Error(`the store's ${name} exited (code ${code})`)));
+    this.worker.on('error', (e) => stop(new Error(`the store's writer thread failed: ${e.message}`)));
+    this.worker.on('exit', (code) => stop(new Error(`the store's writer thread exited (code ${code})`)));
     this.worker.unref();
   }
 
   /**
-   * Resolves once the thread has carried the request out (with what it answered); the writer thread
-   * carries writes out in order (grouped into commits), a compaction in the background between them.
+   * Resolves once the thread has carried the request out (with what it answered); writes are carried out
+   * in order, a compaction in the background between them.
    */
   request<T = void>(message: DistributiveOmit<ThreadRequest, 'id'>, transfer: ArrayBuffer[] = []): Promise<T> {
     if (this.failure) return Promise.reject(this.failure);
@@ -161,23 +154,19 @@ function hasKeys(o: Record<string, string>): boolean {
   return false;
 }
 
-let writerThread: StoreThread | undefined;
-let checkpointThread: StoreThread | undefined;
+let thread: WriterThread | undefined;
 let stores = 0;
 
 /**
  * A store's per-message writes, carried out on the writer thread: the writes issued during one turn of
  * the event loop go over as one message, and the messages that arrive while the thread commits commit
  * together in its next transaction; each caller's promise settles when that transaction has committed
- * (or failed). Durability is unchanged — a promise resolves only after the commit — while the inserts,
- * the commit's sync and the WAL checkpoints (on the checkpoint thread) leave the event loop (they were
- * most of a publish's cost: docs/benchmarks.md).
+ * (or failed). Durability is unchanged — a promise resolves
+ * only after the commit — while the inserts, the commit's sync and the WAL checkpoints leave the event
+ * loop (they were most of a publish's cost: docs/benchmarks.md).
  */
 export class StoreWriter {
-  private readonly thread: StoreThread;
-  private readonly checkpointer: StoreThread;
-  /** Settles once the checkpoint thread has its connection (opened after the writer checked the file), or failed to. */
-  private readonly checkpointing: Promise<void>;
+  private readonly thread: WriterThread;
   private readonly store = ++stores;
   private pending: { write: StoreWrite; waiter: Waiter }[] = [];
   private scheduled = false;
@@ -191,23 +180,10 @@ export class StoreWriter {
    * told and every write fails with that error.
    */
   constructor(file: string, synchronous: 'FULL' | 'NORMAL', onFailure: (error: Error) => void) {
-    this.thread = writerThread ??= new StoreThread('writer-thread', (t) => {
-      if (writerThread === t) writerThread = undefined;
-    });
-    this.checkpointer = checkpointThread ??= new StoreThread('checkpoint-thread', (t) => {
-      if (checkpointThread === t) checkpointThread = undefined;
-    });
+    this.thread = thread ??= new WriterThread();
     this.opened = this.thread.request({ op: 'open', store: this.store, file, synchronous });
     this.opened.catch(onFailure);
     this.last = this.opened.catch(() => undefined);
-    // Without checkpoints the WAL would grow without end: a store that cannot have them fails.
-    this.checkpointing = this.opened.then(
-      () =>
-        this.checkpointer
-          .request({ op: 'open', store: this.store, file, synchronous })
-          .catch((e: Error) => onFailure(new Error(`cannot open its checkpoint connection: ${e.message}`))),
-      () => undefined,
-    );
   }
 
   submit(write: StoreWrite): Promise<void> {
@@ -271,7 +247,5 @@ export class StoreWriter {
   async close(): Promise<void> {
     await this.drain();
     await this.thread.request({ op: 'close', store: this.store }).catch(() => undefined);
-    await this.checkpointing;
-    await this.checkpointer.request({ op: 'close', store: this.store }).catch(() => undefined);
   }
 }
