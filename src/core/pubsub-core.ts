@@ -53,7 +53,10 @@ export interface CoreOptions {
   projectId?: string;
   /** How often leases and backoffs are checked, in ms. */
   tickMs?: number;
-  /** How often acked and expired messages are compacted away, in ms. */
+  /**
+   * How often acked and expired messages are compacted away, in ms (default 30 s: a drained backlog's disk
+   * goes back to the system within a minute, compaction and incremental vacuum included).
+   */
   compactEveryMs?: number;
   /** Called when a background durable write fails (the affected messages will be delivered again). */
   onStoreError?: (error: unknown) => void;
@@ -136,7 +139,7 @@ export class PubSubCore {
     options.store.onFatal(options.onStoreFatal ?? ((e) => console.error(`orderly: ${e.message}`)));
     await core.load();
     core.timers.push(core.clock.setInterval(() => core.tick(), options.tickMs ?? 100));
-    core.timers.push(core.clock.setInterval(() => core.compactInBackground(), options.compactEveryMs ?? 60_000));
+    core.timers.push(core.clock.setInterval(() => core.compactInBackground(), options.compactEveryMs ?? 30_000));
     return core;
   }
 
