@@ -12,7 +12,7 @@ import { Manifest } from './manifest.js';
 import { newWriterTag, objectNamer, uniqueId } from './object-naming.js';
 import { ObjectStorageWriter } from './object-writer.js';
 import { readRecords } from './record-format.js';
-import { writerContext } from '../../test/helpers/writer-context.js';
+import { keyedExportMessage, writerContext } from '../../test/helpers/writer-context.js';
 
 let s3: TestS3;
 beforeAll(async () => {
@@ -287,18 +287,7 @@ describe('restart recovery', () => {
       parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { writeMetadata: true } }),
       writerContext('rec', { dataDir, objectStorage: s3.settings }),
     );
-  const msg = (key: string, sequence: number) => ({
-    id: `${key}-${sequence}-${Math.random()}`,
-    deliveryAttempt: 0,
-    message: {
-      messageId: `${key}${sequence}`,
-      publishTime: new Date(),
-      data: Buffer.from(`${key}${sequence}`),
-      attributes: {},
-      orderingKey: key,
-      sequence,
-    },
-  });
+  const msg = (key: string, sequence: number) => ({ ...keyedExportMessage(key, sequence), id: `${key}-${sequence}-${Math.random()}` });
 
   it('a redelivery of committed messages (crash between commit and ack) is acked, not written again', async () => {
     const dir = tempDir();

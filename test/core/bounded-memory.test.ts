@@ -6,6 +6,7 @@ import type { MemoryOptions } from '../../src/core/memory-budget.js';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { tempDir } from '../helpers/core.js';
+import { waitFor } from '../helpers/export.js';
 
 let dir: ReturnType<typeof tempDir>;
 const open = (memory?: MemoryOptions) =>
@@ -15,14 +16,6 @@ beforeEach(() => {
   dir = tempDir();
 });
 afterEach(() => dir.remove());
-
-async function until(what: string, condition: () => boolean, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 async function publishBacklog(core: PubSubCore, messages: number, keys: number, bytes = 100): Promise<void> {
   for (let i = 0; i < messages; i += 1000) {
@@ -51,7 +44,7 @@ describe('memory is bounded by configuration, not by the backlog', () => {
       handled++;
       if (handled === 15_000) durableWhileRunning = durableAcks();
     });
-    await until('the drain', () => handled >= 20_000);
+    await waitFor('the drain', () => handled >= 20_000, 30_000);
     await subscriber.close();
     reader.close();
     expect(durableWhileRunning).toBeGreaterThan(0);
@@ -76,7 +69,7 @@ describe('memory is bounded by configuration, not by the backlog', () => {
       maxHeld = Math.max(maxHeld, metrics.heldMessages);
       expect(core.memoryUse().payloadBytes).toBeLessThanOrEqual(memory.payloadBytes);
     });
-    await until('the drain', () => core.metrics('sub').backlogMessages === 0);
+    await waitFor('the drain', () => core.metrics('sub').backlogMessages === 0, 30_000);
     await subscriber.close();
     expect(maxHeld).toBeLessThanOrEqual(memory.messagesPerSubscription);
     for (const [key, ns] of seen) {
@@ -94,15 +87,15 @@ describe('memory is bounded by configuration, not by the backlog', () => {
     await publishBacklog(core, 20_000, 1000, 1000);
     await core.flushed();
     const file = join(dir.path, 'orderly.sqlite');
-    await until('the checkpoint', () => statSync(file).size > 20_000 * 1000);
+    await waitFor('the checkpoint', () => statSync(file).size > 20_000 * 1000, 30_000);
     const full = statSync(file).size;
     const subscriber = core.subscribe('sub', () => undefined);
-    await until('the drain', () => core.metrics('sub').backlogMessages === 0);
+    await waitFor('the drain', () => core.metrics('sub').backlogMessages === 0, 30_000);
     await subscriber.close();
     await core.flushed();
     const { deletedMessages } = await core.compact();
     expect(deletedMessages).toBe(20_000);
-    await until('the file to shrink', () => statSync(file).size < full / 4);
+    await waitFor('the file to shrink', () => statSync(file).size < full / 4, 30_000);
     await core.close();
   });
 });

@@ -2,20 +2,13 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { tempDir } from '../helpers/core.js';
+import { waitFor } from '../helpers/export.js';
 
 let dir: ReturnType<typeof tempDir>;
 beforeEach(() => {
   dir = tempDir();
 });
 afterEach(() => dir.remove());
-
-async function until(what: string, condition: () => boolean, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 describe('core.subscribe acks', () => {
   it('sends the acks of handlers that finish together to the store as one write, and every ack is durable once close resolves', async () => {
@@ -46,7 +39,7 @@ describe('core.subscribe acks', () => {
       const n = Number(message.data.toString().slice(1));
       seen.set(message.orderingKey, [...(seen.get(message.orderingKey) ?? []), n]);
     });
-    await until('every message handled', () => handled >= count);
+    await waitFor('every message handled', () => handled >= count, 30_000);
     // Closed right after the last handler: its ack (not yet sent) must still be written.
     await subscriber.close();
     expect(handled).toBe(count);
