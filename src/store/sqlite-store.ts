@@ -136,9 +136,9 @@ export class SqliteStore implements Store {
     }
     const db = this.db;
     // Payloads up to INLINE_DATA bytes come with the row (one query per chunk); larger ones are read one by one.
-    const backlogColumns = `m.seq, m.topic_uid, m.ordering_key, m.key_seq, m.publish_time, m.attributes, length(m.data) AS data_bytes,
-                CASE WHEN length(m.data) <= ${INLINE_DATA} THEN m.data END AS data,
-                (a.seq IS NOT NULL) AS acked, f.n AS failures
+    const messageColumns = `m.seq, m.topic_uid, m.ordering_key, m.key_seq, m.publish_time, m.attributes, length(m.data) AS data_bytes,
+                CASE WHEN length(m.data) <= ${INLINE_DATA} THEN m.data END AS data`;
+    const backlogColumns = `${messageColumns}, (a.seq IS NOT NULL) AS acked, f.n AS failures
            FROM messages m
            LEFT JOIN acks a ON a.sub = @sub AND a.seq = m.seq
            LEFT JOIN failures f ON f.sub = @sub AND f.seq = m.seq`;
@@ -147,9 +147,7 @@ export class SqliteStore implements Store {
       // The backlog in seq order without its acks and failures, which come by range (`scan`): looked up row by
       // row (a join), they cost as much as reading the rows themselves.
       scan: db.prepare(
-        `SELECT m.seq, m.topic_uid, m.ordering_key, m.key_seq, m.publish_time, m.attributes, length(m.data) AS data_bytes,
-                CASE WHEN length(m.data) <= ${INLINE_DATA} THEN m.data END AS data, 0 AS acked, NULL AS failures
-           FROM messages m WHERE m.topic_uid = @topic AND m.seq > @after ORDER BY m.seq LIMIT @limit`,
+        `SELECT ${messageColumns}, 0 AS acked, NULL AS failures FROM messages m WHERE m.topic_uid = @topic AND m.seq > @after ORDER BY m.seq LIMIT @limit`,
       ),
       ackedIn: db.prepare('SELECT seq FROM acks WHERE sub = ? AND seq > ? AND seq <= ?').pluck(),
       failuresIn: db.prepare('SELECT seq, n FROM failures WHERE sub = ? AND seq > ? AND seq <= ?').raw(),
