@@ -1,4 +1,4 @@
-import { DebugMessage, Duration, type Message, type PubSub, type Subscription } from '@google-cloud/pubsub';
+import { DebugMessage, Duration, SubscriptionCloseBehaviors, type Message, type PubSub, type Subscription } from '@google-cloud/pubsub';
 import type { google } from '@google-cloud/pubsub/build/protos/protos.js';
 import type { ReceivedMessage } from '../../core/message.js';
 import type { SubscriptionSpec } from '../../core/subscription-config.js';
@@ -31,6 +31,12 @@ export interface RemoteSourceOptions {
 
 /** How long a call reading the subscription's settings may take before it counts as unreachable. */
 const METADATA_TIMEOUT_MS = 10_000;
+/**
+ * How long closing a stream waits for the acks and nacks already given to go out. Google's client sends them in
+ * batches and drops what is still queued when it closes without waiting: the ack that overflows a batch of
+ * 3,000 waits for the full batch's call to return, and a worker stops right after acking its final flush.
+ */
+const CLOSE_TIMEOUT = Duration.from({ seconds: 10 });
 /** Stream ends the client retries as a matter of course (its stream timeout, a cancel): OK, CANCELLED, DEADLINE_EXCEEDED. */
 const ROUTINE_STREAM_ENDS = [0, 1, 4];
 
@@ -160,6 +166,7 @@ export class RemoteSource implements ExportSource {
       flowControl: { maxMessages: budget.messages, maxBytes: budget.bytes, allowExcessMessages: false },
       maxExtensionTime: Duration.from({ minutes: maxExtensionMinutes }),
       streamingOptions: { maxStreams: streams },
+      closeOptions: { behavior: SubscriptionCloseBehaviors.WaitForProcessing, timeout: CLOSE_TIMEOUT },
     });
     sub.on('message', (m: Message) => this.receive(sub, m));
     sub.on('error', (e: unknown) => this.streamFailed(e));
@@ -271,12 +278,13 @@ export class RemoteSource implements ExportSource {
   }
 
   /**
-   * Closes the stream once the acks sent are through; the client nacks what it still leases, so what this
-   * worker held comes again.
+   * Closes the stream once the acks and nacks given are through (within CLOSE_TIMEOUT). What this worker
+   * holds unsettled is nacked first, so it comes again and the close need not wait for it.
    */
   private async closeStream(): Promise<void> {
     const sub = this.sub;
     this.sub = undefined;
+    for (const m of this.held.values()) m.nack();
     this.held.clear();
     this.incoming = [];
     if (!sub) return;

@@ -1,0 +1,47 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { ReceivedMessage } from '../../src/core/message.js';
+import { RemoteSource } from '../../src/connector/sources/remote-source.js';
+import { createLogger } from '../../src/log.js';
+import { waitFor } from '../helpers/export.js';
+import { PROJECT, publishKeyed, startRemote } from '../helpers/fleet.js';
+
+let remote: Awaited<ReturnType<typeof startRemote>>;
+
+beforeAll(async () => {
+  remote = await startRemote();
+}, 60_000);
+
+afterAll(async () => {
+  await remote?.close();
+});
+
+// Google's client sends acks in batches of at most 3,000: the ack that overflows a batch is queued only once
+// the full batch's RPC returns, and a close meanwhile dropped it. A worker stops right after acking its final
+// flush, which can be more than 3,000 messages: every one of them must reach the endpoint.
+it('a stopping worker acks everything it acked just before the stop, beyond one ack batch', async () => {
+  const count = 3_500;
+  const client = remote.client();
+  const [topic] = await client.createTopic('stop-acks');
+  await topic.createSubscription('stop-acks', { enableMessageOrdering: true });
+  await publishKeyed(client, 'stop-acks', count, 50);
+
+  const source = new RemoteSource({
+    client,
+    endpoint: { endpoint: remote.host, projectId: PROJECT },
+    subscription: `projects/${PROJECT}/subscriptions/stop-acks`,
+    ordered: true,
+    section: {},
+    budget: { messages: 10_000, bytes: 64 << 20 },
+    maxExtensionMinutes: 10,
+    streams: 1,
+    logger: createLogger({ level: 'silent' }),
+  });
+  await source.prepare();
+  const received: ReceivedMessage[] = [];
+  const handle = source.attach({ room: () => ({ messages: 10_000, bytes: 64 << 20 }), deliver: (batch) => received.push(...batch) });
+  await waitFor(`${count} messages delivered`, () => received.length === count, 30_000);
+
+  await handle.acknowledge(received.map((r) => r.ackId));
+  await handle.detach();
+  expect(await remote.backlog('stop-acks')).toBe(0);
+}, 60_000);
