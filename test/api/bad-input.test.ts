@@ -1,20 +1,18 @@
 import * as grpc from '@grpc/grpc-js';
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
+import { startServeWithClients, type RawPubsubClients, type ServeProcess } from '../helpers/serve-process.js';
 
 let server: ServeProcess;
-let api: ReturnType<typeof rawPubsubClients>;
+let api: RawPubsubClients;
 
 beforeAll(async () => {
-  server = await startServe();
-  api = rawPubsubClients(server.host);
+  ({ server, api } = await startServeWithClients());
   await rest('PUT', '/v1/projects/bad-input/topics/orders', {});
   await rest('PUT', '/v1/projects/bad-input/subscriptions/orders-sub', { topic: 'projects/bad-input/topics/orders' });
 });
 
 afterAll(async () => {
-  api?.close();
   await server?.stop();
 });
 

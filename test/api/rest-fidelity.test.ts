@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadPubsubProto } from '../../src/api/pubsub-proto.js';
-import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
+import { startServeWithClients, type RawPubsubClients, type ServeProcess } from '../helpers/serve-process.js';
 
 /**
  * The REST API as Google's JSON API serves it (issue #13, #10): the same handlers and mapping as gRPC,
@@ -9,16 +9,14 @@ import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serv
  * project for short names.
  */
 let server: ServeProcess;
-let api: ReturnType<typeof rawPubsubClients>;
+let api: RawPubsubClients;
 const P = '/v1/projects/rest-fidelity';
 
 beforeAll(async () => {
-  server = await startServe();
-  api = rawPubsubClients(server.host);
+  ({ server, api } = await startServeWithClients());
 });
 
 afterAll(async () => {
-  api?.close();
   await server?.stop();
 });
 

@@ -3,7 +3,7 @@ import { AckResponses, PubSub, type Message } from '@google-cloud/pubsub';
 import { GoogleError } from 'google-gax';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/export.js';
-import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
+import { startServeWithClients, type RawPubsubClients, type ServeProcess } from '../helpers/serve-process.js';
 
 /**
  * Snapshots, exactly-once delivery, DetachSubscription and StreamingPull on a missing subscription, against
@@ -14,19 +14,17 @@ import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serv
 const PROJECT = 'fidelity';
 let server: ServeProcess;
 let pubsub: PubSub;
-let api: ReturnType<typeof rawPubsubClients>;
+let api: RawPubsubClients;
 
 beforeAll(async () => {
-  server = await startServe();
+  ({ server, api } = await startServeWithClients());
   process.env.PUBSUB_EMULATOR_HOST = server.host;
   process.env.METADATA_SERVER_DETECTION = 'none';
   pubsub = new PubSub({ projectId: PROJECT });
-  api = rawPubsubClients(server.host);
 });
 
 afterAll(async () => {
   await pubsub?.close();
-  api?.close();
   await server?.stop();
 });
 

@@ -5,7 +5,7 @@ import { receivedToProto } from '../../src/api/proto-mapping.js';
 import { loadPubsubProto } from '../../src/api/pubsub-proto.js';
 import { encodeDeliveries } from '../../src/api/streaming-pull-response.js';
 import type { ReceivedMessage } from '../../src/core/message.js';
-import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
+import { startServeWithClients, type RawPubsubClients, type ServeProcess } from '../helpers/serve-process.js';
 
 /** grpc-js's own (proto-loader) coding of StreamingPull, as Google's clients and the lean bench client decode it. */
 const method = (loadPubsubProto() as unknown as { google: { pubsub: { v1: { Subscriber: grpc.ServiceClientConstructor } } } }).google.pubsub
@@ -81,13 +81,11 @@ describe('StreamingPullResponse encoding', () => {
 
 describe('StreamingPull responses from `orderly serve`', () => {
   let server: ServeProcess;
-  let api: ReturnType<typeof rawPubsubClients>;
+  let api: RawPubsubClients;
   beforeAll(async () => {
-    server = await startServe();
-    api = rawPubsubClients(server.host);
+    ({ server, api } = await startServeWithClients());
   });
   afterAll(async () => {
-    api?.close();
     await server?.stop();
   });
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/core.js';
-import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
+import { startServeWithClients, type RawPubsubClients, type ServeProcess } from '../helpers/serve-process.js';
 
 /**
  * Property-based fuzzing of a real `orderly serve` over every REST route and every gRPC method: valid,
@@ -39,7 +39,7 @@ const OK_GRPC = new Set([
 
 let dir: ReturnType<typeof tempDir>;
 let server: ServeProcess;
-let api: ReturnType<typeof rawPubsubClients>;
+let api: RawPubsubClients;
 let metricsUrl: string;
 const agent = new Agent({ keepAlive: true, maxSockets: BATCH });
 /** Ack ids seen in pulls, so acks and modacks sometimes name real leases. */
@@ -55,14 +55,12 @@ beforeAll(async () => {
   dir = tempDir();
   const job = join(dir.path, 'job.yaml');
   writeFileSync(job, stringify({ projectId: PROJECT, dataDir: './data', durability: 'process', metrics: { port: 0 } }));
-  server = await startServe(['--config', job]);
-  api = rawPubsubClients(server.host);
+  ({ server, api } = await startServeWithClients(['--config', job]));
   metricsUrl = JSON.parse(readFileSync(join(dir.path, 'data', 'orderly.lock'), 'utf8')).metrics;
 });
 
 afterAll(async () => {
   agent.destroy();
-  api?.close();
   await server?.stop();
   dir?.remove();
 });
@@ -400,7 +398,7 @@ const schemaProto = fc.record(
   { requiredKeys: [] },
 );
 const schemaName = fc.oneof(fc.constant(`projects/${PROJECT}/schemas/${SCHEMAS[0]}`), fc.string({ maxLength: 30 }));
-const GRPC_METHODS: [keyof ReturnType<typeof rawPubsubClients>, string, fc.Arbitrary<object>][] = [
+const GRPC_METHODS: [keyof RawPubsubClients, string, fc.Arbitrary<object>][] = [
   [
     'schemaService',
     'createSchema',

@@ -1,20 +1,18 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
+import { startServeWithClients, type RawPubsubClients, type ServeProcess } from '../helpers/serve-process.js';
 
 const T = 'projects/stream-faults/topics';
 const S = 'projects/stream-faults/subscriptions';
 
 let server: ServeProcess;
-let api: ReturnType<typeof rawPubsubClients>;
+let api: RawPubsubClients;
 
 beforeAll(async () => {
-  server = await startServe();
-  api = rawPubsubClients(server.host);
+  ({ server, api } = await startServeWithClients());
 });
 
 afterAll(async () => {
-  api?.close();
   await server?.stop();
 });
 

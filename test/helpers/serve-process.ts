@@ -93,3 +93,25 @@ export function rawPubsubClients(host: string, options: grpc.ChannelOptions = {}
     },
   };
 }
+
+export type RawPubsubClients = ReturnType<typeof rawPubsubClients>;
+
+/** `startServe` with raw gRPC stubs to it (`rawPubsubClients`); the server's `stop()` closes the stubs first. */
+export async function startServeWithClients(
+  args: string[] = [],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ server: ServeProcess; api: RawPubsubClients }> {
+  const server = await startServe(args, env);
+  const api = rawPubsubClients(server.host);
+  const stop = () => server.stop();
+  return {
+    server: {
+      ...server,
+      async stop() {
+        api.close();
+        await stop();
+      },
+    },
+    api,
+  };
+}
