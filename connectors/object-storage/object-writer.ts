@@ -20,6 +20,12 @@ import { stateError, UploadQueue } from './upload-queue.js';
 
 /** Open files roll at this share of the runner's budget, so several files are in the pipeline. */
 const ROLL_AT_BUDGET_SHARE = 1 / 4;
+/**
+ * A write waits for uploads while the files in line hold this share of the budget: the open files
+ * (at most a quarter) and those in line then stay below the budget, so the runner never has to stop
+ * everything for a `flush('all')` while the next files could be filling.
+ */
+const QUEUE_BUDGET_SHARE = 1 / 2;
 /** How often a fleet's writer settles uploads other workers left unfinished. */
 const RECOVER_EVERY_MS = 60_000;
 
@@ -230,6 +236,7 @@ export class ObjectStorageWriter implements Connector {
     }
     // Uploads run in the background; an unreachable sink only delays them (flush reports it as a state).
     uploads.kick();
+    await uploads.waitBelow(budget.messages * QUEUE_BUDGET_SHARE, budget.bytes * QUEUE_BUDGET_SHARE);
     const result = uploads.take();
     result.written.push(...duplicates);
     result.failed.push(...refused.failed);
