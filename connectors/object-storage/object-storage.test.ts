@@ -350,7 +350,7 @@ describe('restart recovery', () => {
     await writer.open();
     await writer.close();
     const manifest = new Manifest(writer.manifestPath);
-    manifest.markPending('2026-01-01T00:00:00Z_orphan');
+    await manifest.markPending('2026-01-01T00:00:00Z_orphan');
     manifest.close();
     await s3.minio.putObject(bucket, '2026-01-01T00:00:00Z_orphan', Buffer.from('half'));
     await s3.minio.putObject(bucket, 'not-ours.txt', Buffer.from('left alone'));
