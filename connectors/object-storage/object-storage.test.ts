@@ -1,5 +1,5 @@
 import { S3Client } from '@aws-sdk/client-s3';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { queryDuckDb } from '../../src/duckdb/database.js';
@@ -23,6 +23,23 @@ afterAll(async () => s3.close());
 /** The unique part of a name: the file counter (16 digits) and the writer's tag. */
 const UNIQUE = '\\d{16}-[0-9a-f]{12}';
 const at = new Date(Date.UTC(2023, 8, 25, 4, 10, 0));
+
+describe('the manifest file', () => {
+  it('appends that overlap are written whole and in call order, and an append after one resolved is written too', async () => {
+    const dir = tempDir();
+    const path = join(dir.path, 'manifest.jsonl');
+    const manifest = new Manifest(path);
+    await Promise.all(Array.from({ length: 20 }, (_, i) => manifest.markPending(`o${i}`, i + 1)));
+    await manifest.discard('o0');
+    manifest.close();
+    const lines = readFileSync(path, 'utf8').trimEnd().split('\n');
+    expect(lines.map((l) => (JSON.parse(l) as { object: string }).object)).toEqual([...Array.from({ length: 20 }, (_, i) => `o${i}`), 'o0']);
+    const reopened = Manifest.readOnly(path);
+    expect(reopened.unfinished()).toHaveLength(19);
+    expect(reopened.lastCounter()).toBe(20);
+    dir.remove();
+  });
+});
 
 describe('object names (filenameDatetimeFormat)', () => {
   it.each([
