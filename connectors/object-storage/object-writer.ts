@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
 import { FailedKeys } from '../../src/connector/failed-keys.js';
 import { keyHash } from '../../src/connector/key-hash.js';
+import { LoopSlicer } from '../../src/connector/loop-slicer.js';
 import { RedeliveryFilter, RememberedIds, retentionCutoff } from '../../src/connector/redelivery-filter.js';
 import { subscriptionDir } from '../../src/connector/sink-paths.js';
 import { durableRename } from '../../src/store/durable-file.js';
@@ -189,7 +190,9 @@ export class ObjectStorageWriter implements Connector {
     const refused = emptyResult();
     const failedKeys = new FailedKeys(this.context.spec.enableMessageOrdering);
     const written = await this.filter.written(batch);
+    const slicer = new LoopSlicer();
     for (const em of batch) {
+      if (slicer.due) await slicer.yield();
       if (written.has(em.id)) {
         duplicates.push(em.id);
         continue;
