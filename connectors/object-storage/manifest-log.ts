@@ -68,21 +68,21 @@ export class LocalManifestLog implements ManifestLog {
       } catch (e) {
         throw new BucketFailure(classifyS3Error(e, this.bucket));
       }
-      this.manifest.discard(object);
+      await this.manifest.discard(object);
       this.logger.info({ object }, 'removed an object uploaded before a crash but never committed');
     }
   }
 
   async markPending(entry: ManifestObject): Promise<void> {
-    this.manifest.markPending(entry.object, entry.counter);
+    await this.manifest.markPending(entry.object, entry.counter);
   }
 
   async commit(entry: ManifestObject): Promise<void> {
-    this.manifest.commit(entry);
+    await this.manifest.commit(entry);
   }
 
   async discard(object: string): Promise<void> {
-    this.manifest.discard(object);
+    await this.manifest.discard(object);
   }
 
   close(): void {

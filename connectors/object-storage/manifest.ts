@@ -1,5 +1,10 @@
-import { closeSync, constants, existsSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, constants, existsSync, fsync, fsyncSync, ftruncate, ftruncateSync, mkdirSync, openSync, readFileSync, write } from 'node:fs';
 import { dirname } from 'node:path';
+import { promisify } from 'node:util';
+
+const writeAt = promisify(write);
+const fsyncAsync = promisify(fsync);
+const ftruncateAsync = promisify(ftruncate);
 
 /** One committed object: what it holds, per ordering key. */
 export interface ManifestObject {
@@ -50,17 +55,27 @@ const ENTRY_START = '{"type":"';
 
 /**
  * The durable list of objects an object-storage subscription has committed, one JSON line per event,
- * appended as a write-ahead log is: each line written whole and fsynced before the call returns, and an
- * append that fails is cut back off. "pending" is written before an upload starts and "committed" after
+ * appended as a write-ahead log is: each line written whole and fsynced before the call resolves, and an
+ * append that fails is cut back off. Writes and fsyncs run off the main thread; lines appended while one
+ * is being written go together in the next write and fsync (group commit). "pending" is written before an upload starts and "committed" after
  * it completed and before any of its messages is acked, so after a crash an object that was uploaded but
  * never committed is known (and removed), never silently counted.
  *
  * A crash mid-append leaves a torn last line: opened for writing, the manifest cuts the file back to its
  * last complete line (an event whose append never returned did not happen). Anything wrong before the
  * last line is corruption: ManifestCorruptError names the file and line, and nothing is changed.
+ *
+ * Opened for writing, it keeps in memory only what the writer needs: the objects committed when it was
+ * opened (`committed()`), not every object committed since (each holds its keys' ranges, and a long
+ * export commits thousands).
  */
 export class Manifest {
   private readonly fd?: number;
+  /** Lines waiting for the next write, and the write in progress. */
+  private queued: { line: Line; resolve(): void; reject(e: unknown): void }[] = [];
+  private writing?: Promise<void>;
+  /** Set once the lines of the file were replayed: later committed entries are not kept (see above). */
+  private opened = false;
   /** Bytes of complete lines: where the next line goes. */
   private size = 0;
   /** Set when a failed append could not be cut back off; every later append refuses. */
@@ -85,6 +100,7 @@ export class Manifest {
       .split('\n')
       .forEach((line, i) => line && this.replay(parseLine(line, path, i + 1)));
     this.size = complete;
+    this.opened = true;
     if (options.readOnly) return;
     mkdirSync(dirname(path), { recursive: true });
     this.fd = openSync(path, constants.O_RDWR | constants.O_CREAT);
@@ -106,45 +122,70 @@ export class Manifest {
       return;
     }
     this.pending.delete(line.object);
-    if (line.type === 'committed') {
+    if (line.type === 'committed' && !this.opened) {
       const { type: _type, ...entry } = line;
       this.objects.set(line.object, entry);
     }
   }
 
-  private append(line: Line): void {
-    if (this.fd === undefined) throw new Error(`manifest ${this.path} was opened read-only`);
-    if (this.broken) throw this.broken;
-    const data = Buffer.from(JSON.stringify(line) + '\n');
-    try {
-      let written = 0;
-      while (written < data.length) written += writeSync(this.fd, data, written, data.length - written, this.size + written);
-      fsyncSync(this.fd);
-    } catch (e) {
-      try {
-        ftruncateSync(this.fd, this.size);
-        fsyncSync(this.fd);
-      } catch (cut) {
-        this.broken = new Error(
-          `manifest ${this.path}: an append failed (${(e as Error).message}) and could not be cut back off (${(cut as Error).message})`,
-        );
+  private append(line: Line): Promise<void> {
+    if (this.fd === undefined) return Promise.reject(new Error(`manifest ${this.path} was opened read-only`));
+    return new Promise((resolve, reject) => {
+      this.queued.push({ line, resolve, reject });
+      this.writing ??= this.writeQueued(this.fd!);
+    });
+  }
+
+  /** Writes the queued lines, as many as queued up meanwhile at a time, each group with one fsync. */
+  private async writeQueued(fd: number): Promise<void> {
+    for (;;) {
+      const group = this.queued.splice(0);
+      if (!group.length) {
+        // Cleared before any resolved caller runs, so its next append starts a new write.
+        this.writing = undefined;
+        return;
       }
-      throw e;
+      try {
+        if (this.broken) throw this.broken;
+        const data = Buffer.from(group.map((g) => JSON.stringify(g.line) + '\n').join(''));
+        let written = 0;
+        while (written < data.length) written += (await writeAt(fd, data, written, data.length - written, this.size + written)).bytesWritten;
+        await fsyncAsync(fd);
+        this.size += data.length;
+      } catch (e) {
+        if (e !== this.broken) await this.cutBack(fd, e);
+        for (const g of group) g.reject(e);
+        continue;
+      }
+      for (const g of group) {
+        this.replay(g.line);
+        g.resolve();
+      }
     }
-    this.size += data.length;
-    this.replay(line);
   }
 
-  markPending(object: string, counter?: number): void {
-    this.append({ type: 'pending', object, counter });
+  /** A failed write is cut back off; if that fails too, every later append refuses. */
+  private async cutBack(fd: number, e: unknown): Promise<void> {
+    try {
+      await ftruncateAsync(fd, this.size);
+      await fsyncAsync(fd);
+    } catch (cut) {
+      this.broken = new Error(
+        `manifest ${this.path}: an append failed (${(e as Error).message}) and could not be cut back off (${(cut as Error).message})`,
+      );
+    }
   }
 
-  commit(entry: ManifestObject): void {
-    this.append({ type: 'committed', ...entry });
+  markPending(object: string, counter?: number): Promise<void> {
+    return this.append({ type: 'pending', object, counter });
   }
 
-  discard(object: string): void {
-    this.append({ type: 'discarded', object });
+  commit(entry: ManifestObject): Promise<void> {
+    return this.append({ type: 'committed', ...entry });
+  }
+
+  discard(object: string): Promise<void> {
+    return this.append({ type: 'discarded', object });
   }
 
   /** Uploads that started and never committed (a crash or a failed upload). */
@@ -152,7 +193,7 @@ export class Manifest {
     return [...this.pending];
   }
 
-  /** Committed objects in name order (the order their file names put them in). */
+  /** The objects committed when the manifest was opened, in name order (the order their file names put them in). */
   committed(): ManifestObject[] {
     return [...this.objects.values()].sort((a, b) => (a.object < b.object ? -1 : a.object > b.object ? 1 : 0));
   }
@@ -162,6 +203,7 @@ export class Manifest {
     return this.highestCounter;
   }
 
+  /** Closes the file; every append must have settled (been awaited) before. */
   close(): void {
     if (this.fd !== undefined) closeSync(this.fd);
   }

@@ -1,6 +1,8 @@
-import { S3Client } from '@aws-sdk/client-s3';
-import { writeFileSync } from 'node:fs';
+import { PutObjectCommand, S3Client, type ServiceInputTypes, type ServiceOutputTypes } from '@aws-sdk/client-s3';
+import type { FinalizeRequestMiddleware } from '@smithy/types';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { tempDir } from '../../test/helpers/core.js';
@@ -12,6 +14,7 @@ import { Manifest } from './manifest.js';
 import { newWriterTag, objectNamer, uniqueId } from './object-naming.js';
 import { ObjectStorageWriter } from './object-writer.js';
 import { readRecords } from './record-format.js';
+import { createS3Client, s3Connection } from './s3-client.js';
 import { keyedExportMessage, writerContext } from '../../test/helpers/writer-context.js';
 
 let s3: TestS3;
@@ -23,6 +26,44 @@ afterAll(async () => s3.close());
 /** The unique part of a name: the file counter (16 digits) and the writer's tag. */
 const UNIQUE = '\\d{16}-[0-9a-f]{12}';
 const at = new Date(Date.UTC(2023, 8, 25, 4, 10, 0));
+
+describe('the manifest file', () => {
+  it('appends that overlap are written whole and in call order, and an append after one resolved is written too', async () => {
+    const dir = tempDir();
+    const path = join(dir.path, 'manifest.jsonl');
+    const manifest = new Manifest(path);
+    await Promise.all(Array.from({ length: 20 }, (_, i) => manifest.markPending(`o${i}`, i + 1)));
+    await manifest.discard('o0');
+    manifest.close();
+    const lines = readFileSync(path, 'utf8').trimEnd().split('\n');
+    expect(lines.map((l) => (JSON.parse(l) as { object: string }).object)).toEqual([...Array.from({ length: 20 }, (_, i) => `o${i}`), 'o0']);
+    const reopened = Manifest.readOnly(path);
+    expect(reopened.unfinished()).toHaveLength(19);
+    expect(reopened.lastCounter()).toBe(20);
+    dir.remove();
+  });
+});
+
+describe('the S3 client', () => {
+  it("signs an upload without hashing its body when it carries a CRC32 S3 checks, and the object arrives whole", async () => {
+    const bucket = await s3.bucket();
+    const client = createS3Client(s3Connection(s3.settings));
+    const sent: Record<string, string>[] = [];
+    const capture: FinalizeRequestMiddleware<ServiceInputTypes, ServiceOutputTypes> = (next) => (args) => {
+      sent.push({ ...(args.request as { headers: Record<string, string> }).headers });
+      return next(args);
+    };
+    client.middlewareStack.addRelativeTo(capture, { name: 'testCapture', relation: 'after', toMiddleware: 'httpSigningMiddleware' });
+    const body = Buffer.from('hello\n'.repeat(1000));
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: 'o', Body: body }));
+    client.destroy();
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(crc32(body));
+    expect(sent[0]).toMatchObject({ 'x-amz-checksum-crc32': crc.toString('base64'), 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD' });
+    expect(sent[0]!.authorization).toContain('x-amz-checksum-crc32'); // the checksum itself is signed
+    expect(await s3.get(bucket, 'o')).toEqual(body);
+  });
+});
 
 describe('object names (filenameDatetimeFormat)', () => {
   it.each([
@@ -350,7 +391,7 @@ describe('restart recovery', () => {
     await writer.open();
     await writer.close();
     const manifest = new Manifest(writer.manifestPath);
-    manifest.markPending('2026-01-01T00:00:00Z_orphan');
+    await manifest.markPending('2026-01-01T00:00:00Z_orphan');
     manifest.close();
     await s3.minio.putObject(bucket, '2026-01-01T00:00:00Z_orphan', Buffer.from('half'));
     await s3.minio.putObject(bucket, 'not-ours.txt', Buffer.from('left alone'));

@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { emptyResult, type Connector, type ConnectorContext, type ExportMessage, type WriteResult } from '../../src/connector/connector.js';
 import { FailedKeys } from '../../src/connector/failed-keys.js';
 import { keyHash } from '../../src/connector/key-hash.js';
+import { LoopSlicer } from '../../src/connector/loop-slicer.js';
 import { RedeliveryFilter, RememberedIds, retentionCutoff } from '../../src/connector/redelivery-filter.js';
 import { subscriptionDir } from '../../src/connector/sink-paths.js';
 import { durableRename } from '../../src/store/durable-file.js';
@@ -20,6 +21,12 @@ import { stateError, UploadQueue } from './upload-queue.js';
 
 /** Open files roll at this share of the runner's budget, so several files are in the pipeline. */
 const ROLL_AT_BUDGET_SHARE = 1 / 4;
+/**
+ * A write waits for uploads while the files in line hold this share of the budget: the open files
+ * (at most a quarter) and those in line then stay below the budget, so the runner never has to stop
+ * everything for a `flush('all')` while the next files could be filling.
+ */
+const QUEUE_BUDGET_SHARE = 1 / 2;
 /** How often a fleet's writer settles uploads other workers left unfinished. */
 const RECOVER_EVERY_MS = 60_000;
 
@@ -183,7 +190,9 @@ export class ObjectStorageWriter implements Connector {
     const refused = emptyResult();
     const failedKeys = new FailedKeys(this.context.spec.enableMessageOrdering);
     const written = await this.filter.written(batch);
+    const slicer = new LoopSlicer();
     for (const em of batch) {
+      if (slicer.due) await slicer.yield();
       if (written.has(em.id)) {
         duplicates.push(em.id);
         continue;
@@ -230,6 +239,7 @@ export class ObjectStorageWriter implements Connector {
     }
     // Uploads run in the background; an unreachable sink only delays them (flush reports it as a state).
     uploads.kick();
+    await uploads.waitBelow(budget.messages * QUEUE_BUDGET_SHARE, budget.bytes * QUEUE_BUDGET_SHARE);
     const result = uploads.take();
     result.written.push(...duplicates);
     result.failed.push(...refused.failed);

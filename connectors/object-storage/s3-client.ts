@@ -1,4 +1,5 @@
-import { S3Client } from '@aws-sdk/client-s3';
+import { S3Client, type ServiceInputTypes, type ServiceOutputTypes } from '@aws-sdk/client-s3';
+import type { FinalizeRequestMiddleware } from '@smithy/types';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import type { SubscriptionState } from '../../src/core/consumer.js';
 
@@ -25,8 +26,29 @@ export function s3Connection(settings: Record<string, unknown> | undefined, env:
   };
 }
 
+/** SigV4's header naming the payload's SHA-256 (or UNSIGNED-PAYLOAD). */
+const PAYLOAD_HASH_HEADER = 'x-amz-content-sha256';
+
+/**
+ * Uploads carry the SDK's CRC32 (`x-amz-checksum-crc32`, which S3 and MinIO check against the bytes they
+ * received, refusing a mismatch) and are signed with UNSIGNED-PAYLOAD rather than the body's SHA-256,
+ * which the SDK would compute synchronously on the exporter's thread over every file (about 5% of an
+ * export's CPU). Integrity against corruption stays end to end (CRC32, itself signed as a header);
+ * over HTTPS, TLS protects the body in transit, as for the SDK's own streaming uploads. Only where the
+ * request carries such a checksum: without one, the SDK's signed payload hash stays.
+ */
+function unsignedPayloadWhenChecksummed(client: S3Client): void {
+  const middleware: FinalizeRequestMiddleware<ServiceInputTypes, ServiceOutputTypes> = (next) => (args) => {
+    const { headers } = args.request as { headers?: Record<string, string> };
+    if (headers && !(PAYLOAD_HASH_HEADER in headers) && Object.keys(headers).some((h) => h.startsWith('x-amz-checksum-')))
+      headers[PAYLOAD_HASH_HEADER] = 'UNSIGNED-PAYLOAD';
+    return next(args);
+  };
+  client.middlewareStack.addRelativeTo(middleware, { name: 'orderlyUnsignedPayload', relation: 'before', toMiddleware: 'httpSigningMiddleware' });
+}
+
 export function createS3Client(c: S3Connection): S3Client {
-  return new S3Client({
+  const client = new S3Client({
     endpoint: c.endpoint,
     region: c.region,
     forcePathStyle: c.forcePathStyle,
@@ -35,6 +57,8 @@ export function createS3Client(c: S3Connection): S3Client {
     maxAttempts: 4,
     requestHandler: new NodeHttpHandler({ connectionTimeout: 5_000, requestTimeout: 60_000 }),
   });
+  unsignedPayloadWhenChecksummed(client);
+  return client;
 }
 
 export interface S3Failure {

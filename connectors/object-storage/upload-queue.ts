@@ -31,10 +31,10 @@ export interface UploadQueueOptions {
 
 /**
  * Closed files waiting for upload, oldest first, uploaded in the background two at a time (multipart
- * when large). Per file: manifest "pending", upload, manifest "committed", then its deliveries are
- * written. A sink-wide failure blocks the queue (the file stays in line, retried from the next `settle`);
- * a failure of this object alone (a 4xx the sink will always give) fails its deliveries. What finished
- * is collected with `take`.
+ * when large; the next file starts as soon as one finishes). Per file: manifest "pending", upload,
+ * manifest "committed", then its deliveries are written. A sink-wide failure blocks the queue (the file
+ * stays in line, retried from the next `settle`); a failure of this object alone (a 4xx the sink will
+ * always give) fails its deliveries. What finished is collected with `take`.
  */
 export class UploadQueue {
   private readonly sealed: RollingFile[] = [];
@@ -46,6 +46,10 @@ export class UploadQueue {
   private fault?: Error;
   /** What finished in the background since the last take. */
   private finished = emptyResult();
+  /** Files being uploaded now (the first ones of `sealed`, not necessarily in order). */
+  private readonly inFlight = new Set<RollingFile>();
+  /** Called when an upload ends or the loop stops (see waitBelow). */
+  private waiters: (() => void)[] = [];
 
   constructor(private readonly options: UploadQueueOptions) {}
 
@@ -72,6 +76,24 @@ export class UploadQueue {
     if (this.blocked) throw stateError(this.blocked);
   }
 
+  /**
+   * Waits while the files in line hold at least `messages` deliveries or `bytes`, as long as uploads run
+   * (not blocked, no fault): the writer's backpressure, so new files fill while earlier ones upload
+   * instead of the runner's budget filling up and everything waiting for a `flush('all')`.
+   */
+  async waitBelow(messages: number, bytes: number): Promise<void> {
+    for (;;) {
+      let queuedMessages = 0;
+      let queuedBytes = 0;
+      for (const f of this.sealed) {
+        queuedMessages += f.records;
+        queuedBytes += f.bytes;
+      }
+      if ((queuedMessages < messages && queuedBytes < bytes) || !this.uploading) return;
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+  }
+
   take(): WriteResult {
     const result = this.finished;
     this.finished = emptyResult();
@@ -95,17 +117,35 @@ export class UploadQueue {
   private start(): Promise<void> {
     this.uploading ??= this.uploadAll().finally(() => {
       this.uploading = undefined;
+      this.wakeWaiters();
       const { written, failed } = this.finished;
       if (written.length || failed.length) this.options.notify();
     });
     return this.uploading;
   }
 
+  private wakeWaiters(): void {
+    for (const wake of this.waiters.splice(0)) wake();
+  }
+
   private async uploadAll(): Promise<void> {
-    try {
-      while (this.sealed.length && !this.blocked) await Promise.all(this.sealed.slice(0, PARALLEL_UPLOADS).map((f) => this.upload(f)));
-    } catch (e) {
-      this.fault = e instanceof Error ? e : new Error(String(e));
+    await Promise.all(Array.from({ length: PARALLEL_UPLOADS }, () => this.uploadLane()));
+  }
+
+  /** Uploads the oldest file no other lane has, one after another, until none is left, the sink is blocked, or a lane failed. */
+  private async uploadLane(): Promise<void> {
+    while (!this.blocked && !this.fault) {
+      const file = this.sealed.find((f) => !this.inFlight.has(f));
+      if (!file) return;
+      this.inFlight.add(file);
+      try {
+        await this.upload(file);
+      } catch (e) {
+        this.fault = e instanceof Error ? e : new Error(String(e));
+      } finally {
+        this.inFlight.delete(file);
+        this.wakeWaiters();
+      }
     }
   }
 

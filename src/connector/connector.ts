@@ -135,7 +135,8 @@ export interface ConnectorContext {
   /**
    * The most deliveries (and payload bytes) the runner holds unsettled. Once it holds that much it calls
    * `flush('all')` and waits for it, so a buffering connector should finalize well before (the object
-   * writer rolls its files at half) to keep data moving while earlier files upload.
+   * writer rolls its files at a quarter, and holds back a write while half waits for upload) to keep data moving
+   * while earlier files upload.
    */
   budget: { messages: number; bytes: number };
   /**

@@ -25,9 +25,9 @@ describe('the object writer reports written only what a committed object holds',
     const subscription = { name: 'projects/p/subscriptions/gap', uid: 'gap-uid' };
     // File B (K 6-10) committed; file A (K 1-5, named before it) was refused and discarded.
     const manifest = new Manifest(manifestPath(dir.path, subscription));
-    manifest.markPending('A', 1);
-    manifest.markPending('B', 2);
-    manifest.commit({
+    await manifest.markPending('A', 1);
+    await manifest.markPending('B', 2);
+    await manifest.commit({
       object: 'B',
       bucket,
       format: 'text',
@@ -39,7 +39,7 @@ describe('the object writer reports written only what a committed object holds',
       keys: { K: { first: 6, last: 10, count: 5 } },
       unkeyed: [],
     });
-    manifest.discard('A');
+    await manifest.discard('A');
     manifest.close();
 
     const writer = new ObjectStorageWriter(

@@ -205,8 +205,8 @@ describe('upgrading a store made before uids', () => {
     writeFileSync(join(legacyDir, 'spill', '1.part'), 'stale');
     await s3.minio.putObject(bucket, 'old-object', Buffer.from('k0-0\nk0-1\nk0-2\n'));
     const legacy = new Manifest(join(legacyDir, 'manifest.jsonl'));
-    legacy.markPending('old-object');
-    legacy.commit({
+    await legacy.markPending('old-object');
+    await legacy.commit({
       object: 'old-object',
       bucket,
       format: 'text',
