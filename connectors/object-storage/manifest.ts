@@ -1,4 +1,16 @@
-import { closeSync, constants, existsSync, fsync, fsyncSync, ftruncate, ftruncateSync, mkdirSync, openSync, readFileSync, write } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fsync,
+  fsyncSync,
+  ftruncate,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  write,
+} from 'node:fs';
 import { dirname } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -149,7 +161,8 @@ export class Manifest {
         if (this.broken) throw this.broken;
         const data = Buffer.from(group.map((g) => JSON.stringify(g.line) + '\n').join(''));
         let written = 0;
-        while (written < data.length) written += (await writeAt(fd, data, written, data.length - written, this.size + written)).bytesWritten;
+        while (written < data.length)
+          written += (await writeAt(fd, data, written, data.length - written, this.size + written)).bytesWritten;
         await fsyncAsync(fd);
         this.size += data.length;
       } catch (e) {

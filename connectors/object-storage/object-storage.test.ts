@@ -3,9 +3,10 @@ import type { FinalizeRequestMiddleware } from '@smithy/types';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
+import { createHash } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { queryDuckDb } from '../../src/duckdb/database.js';
-import { tempDir } from '../../test/helpers/core.js';
+import { closedPort, tempDir } from '../../test/helpers/core.js';
 import { openExport, waitFor } from '../../test/helpers/export.js';
 import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
 import { auditObjects, auditSubscription } from './audit.js';
@@ -36,7 +37,10 @@ describe('the manifest file', () => {
     await manifest.discard('o0');
     manifest.close();
     const lines = readFileSync(path, 'utf8').trimEnd().split('\n');
-    expect(lines.map((l) => (JSON.parse(l) as { object: string }).object)).toEqual([...Array.from({ length: 20 }, (_, i) => `o${i}`), 'o0']);
+    expect(lines.map((l) => (JSON.parse(l) as { object: string }).object)).toEqual([
+      ...Array.from({ length: 20 }, (_, i) => `o${i}`),
+      'o0',
+    ]);
     const reopened = Manifest.readOnly(path);
     expect(reopened.unfinished()).toHaveLength(19);
     expect(reopened.lastCounter()).toBe(20);
@@ -45,23 +49,42 @@ describe('the manifest file', () => {
 });
 
 describe('the S3 client', () => {
-  it("signs an upload without hashing its body when it carries a CRC32 S3 checks, and the object arrives whole", async () => {
-    const bucket = await s3.bucket();
-    const client = createS3Client(s3Connection(s3.settings));
+  /** Sends one upload of `body`; the headers it was signed with, and whether it was stored. */
+  async function upload(endpoint: string, bucket: string, body: Buffer): Promise<{ headers: Record<string, string>; error?: unknown }> {
+    const client = createS3Client({ ...s3Connection(s3.settings), endpoint });
     const sent: Record<string, string>[] = [];
     const capture: FinalizeRequestMiddleware<ServiceInputTypes, ServiceOutputTypes> = (next) => (args) => {
       sent.push({ ...(args.request as { headers: Record<string, string> }).headers });
       return next(args);
     };
     client.middlewareStack.addRelativeTo(capture, { name: 'testCapture', relation: 'after', toMiddleware: 'httpSigningMiddleware' });
-    const body = Buffer.from('hello\n'.repeat(1000));
-    await client.send(new PutObjectCommand({ Bucket: bucket, Key: 'o', Body: body }));
-    client.destroy();
-    const crc = Buffer.alloc(4);
-    crc.writeUInt32BE(crc32(body));
-    expect(sent[0]).toMatchObject({ 'x-amz-checksum-crc32': crc.toString('base64'), 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD' });
-    expect(sent[0]!.authorization).toContain('x-amz-checksum-crc32'); // the checksum itself is signed
+    try {
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: 'o', Body: body }));
+      return { headers: sent[0]! };
+    } catch (error) {
+      return { headers: sent[0]!, error };
+    } finally {
+      client.destroy();
+    }
+  }
+  const body = Buffer.from('hello\n'.repeat(1000));
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32BE(crc32(body));
+
+  it('over plain HTTP, signs an upload with the SHA-256 of its body (a CRC32 alone is easily forged); the object arrives whole', async () => {
+    const bucket = await s3.bucket();
+    const { headers, error } = await upload(s3.settings.endpoint, bucket, body);
+    expect(error).toBeUndefined();
+    expect(headers['x-amz-content-sha256']).toBe(createHash('sha256').update(body).digest('hex'));
     expect(await s3.get(bucket, 'o')).toEqual(body);
+  });
+
+  it('over HTTPS, signs an upload that carries a CRC32 without hashing its body, the checksum itself signed', async () => {
+    // No TLS server here: the request is seen as signed, then its connection fails.
+    const { headers, error } = await upload(`https://127.0.0.1:${await closedPort()}`, 'b', body);
+    expect(error).toBeDefined();
+    expect(headers).toMatchObject({ 'x-amz-checksum-crc32': crc.toString('base64'), 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD' });
+    expect(headers.authorization).toContain('x-amz-checksum-crc32');
   });
 });
 

@@ -27,6 +27,8 @@ const ROLL_AT_BUDGET_SHARE = 1 / 4;
  * everything for a `flush('all')` while the next files could be filling.
  */
 const QUEUE_BUDGET_SHARE = 1 / 2;
+/** The longest a write waits for uploads: the runner's flush interval, so its state and flushes keep their pace. */
+const UPLOAD_WAIT_MS = 1_000;
 /** How often a fleet's writer settles uploads other workers left unfinished. */
 const RECOVER_EVERY_MS = 60_000;
 
@@ -239,7 +241,7 @@ export class ObjectStorageWriter implements Connector {
     }
     // Uploads run in the background; an unreachable sink only delays them (flush reports it as a state).
     uploads.kick();
-    await uploads.waitBelow(budget.messages * QUEUE_BUDGET_SHARE, budget.bytes * QUEUE_BUDGET_SHARE);
+    await uploads.waitBelow(budget.messages * QUEUE_BUDGET_SHARE, budget.bytes * QUEUE_BUDGET_SHARE, UPLOAD_WAIT_MS);
     const result = uploads.take();
     result.written.push(...duplicates);
     result.failed.push(...refused.failed);

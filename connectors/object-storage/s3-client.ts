@@ -30,12 +30,12 @@ export function s3Connection(settings: Record<string, unknown> | undefined, env:
 const PAYLOAD_HASH_HEADER = 'x-amz-content-sha256';
 
 /**
- * Uploads carry the SDK's CRC32 (`x-amz-checksum-crc32`, which S3 and MinIO check against the bytes they
- * received, refusing a mismatch) and are signed with UNSIGNED-PAYLOAD rather than the body's SHA-256,
+ * Over HTTPS, uploads that carry the SDK's CRC32 (`x-amz-checksum-crc32`, which S3 and MinIO check against the
+ * bytes they received, refusing a mismatch) are signed with UNSIGNED-PAYLOAD rather than the body's SHA-256,
  * which the SDK would compute synchronously on the exporter's thread over every file (about 5% of an
- * export's CPU). Integrity against corruption stays end to end (CRC32, itself signed as a header);
- * over HTTPS, TLS protects the body in transit, as for the SDK's own streaming uploads. Only where the
- * request carries such a checksum: without one, the SDK's signed payload hash stays.
+ * export's CPU). TLS protects the body in transit, and the CRC32 (signed, as a header) catches corruption
+ * end to end, as with the SDK's own streaming uploads. Over plain HTTP the signed SHA-256 stays: a CRC32 is
+ * easily forged, so only the signature keeps a body from being altered on the way.
  */
 function unsignedPayloadWhenChecksummed(client: S3Client): void {
   const middleware: FinalizeRequestMiddleware<ServiceInputTypes, ServiceOutputTypes> = (next) => (args) => {
@@ -44,7 +44,11 @@ function unsignedPayloadWhenChecksummed(client: S3Client): void {
       headers[PAYLOAD_HASH_HEADER] = 'UNSIGNED-PAYLOAD';
     return next(args);
   };
-  client.middlewareStack.addRelativeTo(middleware, { name: 'orderlyUnsignedPayload', relation: 'before', toMiddleware: 'httpSigningMiddleware' });
+  client.middlewareStack.addRelativeTo(middleware, {
+    name: 'orderlyUnsignedPayload',
+    relation: 'before',
+    toMiddleware: 'httpSigningMiddleware',
+  });
 }
 
 export function createS3Client(c: S3Connection): S3Client {
@@ -57,7 +61,8 @@ export function createS3Client(c: S3Connection): S3Client {
     maxAttempts: 4,
     requestHandler: new NodeHttpHandler({ connectionTimeout: 5_000, requestTimeout: 60_000 }),
   });
-  unsignedPayloadWhenChecksummed(client);
+  // No endpoint: AWS itself, over HTTPS.
+  if (c.endpoint === undefined || c.endpoint.startsWith('https:')) unsignedPayloadWhenChecksummed(client);
   return client;
 }
 

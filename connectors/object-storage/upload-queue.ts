@@ -78,10 +78,12 @@ export class UploadQueue {
 
   /**
    * Waits while the files in line hold at least `messages` deliveries or `bytes`, as long as uploads run
-   * (not blocked, no fault): the writer's backpressure, so new files fill while earlier ones upload
-   * instead of the runner's budget filling up and everything waiting for a `flush('all')`.
+   * (not blocked, no fault), for at most `maxWaitMs`: the writer's backpressure, so new files fill while
+   * earlier ones upload instead of the runner's budget filling up and everything waiting for a
+   * `flush('all')`. Bounded, so a slow upload never holds the runner longer than its flush interval.
    */
-  async waitBelow(messages: number, bytes: number): Promise<void> {
+  async waitBelow(messages: number, bytes: number, maxWaitMs: number): Promise<void> {
+    const until = Date.now() + maxWaitMs;
     for (;;) {
       let queuedMessages = 0;
       let queuedBytes = 0;
@@ -89,8 +91,15 @@ export class UploadQueue {
         queuedMessages += f.records;
         queuedBytes += f.bytes;
       }
-      if ((queuedMessages < messages && queuedBytes < bytes) || !this.uploading) return;
-      await new Promise<void>((resolve) => this.waiters.push(resolve));
+      const left = until - Date.now();
+      if ((queuedMessages < messages && queuedBytes < bytes) || !this.uploading || left <= 0) return;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
     }
   }
 

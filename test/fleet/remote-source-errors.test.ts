@@ -1,4 +1,3 @@
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
@@ -7,7 +6,7 @@ import { JobRuntime } from '../../src/job/job-runtime.js';
 import { remoteStatusOf, type RemoteStatus } from '../../src/job/metrics.js';
 import { createLogger } from '../../src/log.js';
 import { orderly } from '../helpers/cli.js';
-import { tempDir } from '../helpers/core.js';
+import { closedPort, tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
 import { PROJECT, startRemote, writeRemoteJob } from '../helpers/fleet.js';
 import { startServe, type ServeProcess } from '../helpers/serve-process.js';
@@ -61,15 +60,6 @@ async function worker(
 async function failedAtLeast(status: () => RemoteStatus, retries: number): Promise<RemoteStatus> {
   await waitFor(`${retries} failed attempts`, () => status().source.retries >= retries, 30_000);
   return status();
-}
-
-function closedPort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 describe('a remote source that cannot be read: a clear error naming it, retried with backoff, shown in status', () => {

@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ManualClock } from '../../src/core/clock.js';
@@ -30,4 +31,14 @@ export async function settle(core: PubSubCore): Promise<void> {
     await core.flushed();
     await new Promise((resolve) => setImmediate(resolve));
   }
+}
+
+/** A local TCP port nothing listens on (taken, then released). */
+export function closedPort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
 }
