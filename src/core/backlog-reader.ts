@@ -25,13 +25,8 @@ interface Overflow {
 
 /** Rows per query: small enough that a fill stops close to its time budget. */
 const READ_CHUNK = 250;
-/**
- * Seqs counted when the reader starts (or seeks): a backlog up to this size is counted at once (9 ms warm).
- * Then per step in the background, about 1 ms each: a background step of 50,000 took 9 ms warm and 36-98 ms
- * on a store just opened, in the same turn as a window fill (the longest blocks of a 1M callback drain's start).
- */
-const FIRST_COUNT_RANGE = 50_000;
-const COUNT_RANGE = 5_000;
+/** Seqs counted per step in the background (a few ms each). */
+const COUNT_RANGE = 50_000;
 
 /**
  * Reads one subscription's backlog from the store lazily, so memory holds a window of it, never all of
@@ -72,7 +67,7 @@ export class BacklogReader {
     this.cursor = lowSeq;
     this.restartSeq = lastSeq;
     this.countedUpTo = lowSeq;
-    this.countSome(FIRST_COUNT_RANGE);
+    this.countSome();
   }
 
   /** Back to `lowSeq` after a seek: everything after it is read again from the store. */
@@ -84,14 +79,14 @@ export class BacklogReader {
     this.resumed.clear();
     this.unread = 0;
     this.countedUpTo = lowSeq;
-    this.countSome(FIRST_COUNT_RANGE);
+    this.countSome();
   }
 
   /** Counts the next range of the backlog's unacked messages (for the metric); true while more remain. */
-  countSome(range = COUNT_RANGE): boolean {
+  countSome(): boolean {
     if (this.countedUpTo >= this.restartSeq) return false;
     const from = Math.max(this.countedUpTo, this.cursor);
-    const to = Math.min(from + range, this.restartSeq);
+    const to = Math.min(from + COUNT_RANGE, this.restartSeq);
     if (to > from) this.unread += this.store.countUnacked(this.source, from, to);
     this.countedUpTo = to;
     return to < this.restartSeq;
