@@ -269,7 +269,7 @@ export class StoreWriter {
     for (const s of now) s.settle();
   }
 
-  /** Sends what is queued and resolves once everything submitted so far has committed or failed, and its writers were told. */
+  /** Sends what is queued and resolves once everything submitted so far has committed or failed. */
   drain(): Promise<void> {
     while (this.pending.length) this.send();
     return this.last;
