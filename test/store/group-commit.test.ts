@@ -83,13 +83,12 @@ describe('group commits on the writer thread', () => {
       if (counting) setImmediate(count);
     };
     setImmediate(count);
-    const batch = (from: number, length: number) => Array.from({ length }, (_, i) => message(from + i));
+    const batch = (from: number) => Array.from({ length: 1000 }, (_, i) => message(from + i));
     const told: [string, number][] = [];
-    // Submitted in the same turn, both go to the thread in one request (the first is under the request's
-    // 1000 messages) and commit together; what each publisher does next (its next batch) must not run in
-    // the same turn as the other's.
-    const first = store.append(batch(2, 500)).then(() => told.push(['first', turn]));
-    const second = store.append(batch(502, 1000)).then(() => told.push(['second', turn]));
+    // Submitted in the same turn, both go to the thread in one request and commit together; what each
+    // publisher does next (its next batch) must not run in the same turn as the other's.
+    const first = store.append(batch(2)).then(() => told.push(['first', turn]));
+    const second = store.append(batch(1002)).then(() => told.push(['second', turn]));
     await store.flush();
     expect(told.map(([which]) => which)).toEqual(['first', 'second']);
     expect(told[1]![1]).toBeGreaterThan(told[0]![1]);
