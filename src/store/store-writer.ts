@@ -119,20 +119,6 @@ class WriterThread {
 const MAX_MESSAGES_PER_REQUEST = 2000;
 
 /**
- * Messages (appended or acked) whose writers are told of their commit in one turn of the event loop. A
- * group commit answers several requests at once, and what each writer does next runs on its promise's
- * continuation (a publisher builds and sends its next batch; the core fans the messages out): settled
- * together, that was several batches' work in one turn (the memory benchmark's 76-90 ms blocks while
- * publishing a backlog), so the rest waits for the next turn, where timers and I/O get their turn first.
- */
-const SETTLED_PER_TURN = 1000;
-
-/** How many messages a write settles (its weight against SETTLED_PER_TURN). */
-function weight(write: StoreWrite): number {
-  return write.kind === 'append' ? write.messages.length : write.kind === 'ack' ? write.seqs.length : 1;
-}
-
-/**
  * A group of writes as the thread reads it: the rows as one JSON string of flat tuples (cloning a string
  * is a copy; cloning thousands of small objects is not), and the payloads back to back in one buffer that
  * is transferred, not copied (cloning each payload would copy its whole backing buffer, often Node's
@@ -184,9 +170,6 @@ export class StoreWriter {
   private readonly store = ++stores;
   private pending: { write: StoreWrite; waiter: Waiter }[] = [];
   private scheduled = false;
-  /** Committed (or failed) writes whose writers are still to be told, oldest first; see SETTLED_PER_TURN. */
-  private settlements: { weight: number; settle: () => void }[] = [];
-  private settling = false;
   /** The thread's connection; if it could not open, every write fails with the reason. */
   private readonly opened: Promise<void>;
   private last: Promise<void>;
@@ -231,39 +214,11 @@ export class StoreWriter {
     }
     const { rows, payloads } = pack(batch.map((b) => b.write));
     const committed = this.opened.then(() => this.thread.request({ op: 'write', store: this.store, rows, payloads }, [payloads]));
-    // `last` resolves once the batch's writers were told (after their settlements), so whoever awaits a
-    // drain sees what their continuations did (a publish fanned out), as before.
-    this.last = new Promise<void>((told) => {
-      const settleAll = (settle: (b: { waiter: Waiter }) => void) => {
-        for (const b of batch) this.settleInTurn(weight(b.write), () => settle(b));
-        this.settleInTurn(0, told);
-      };
-      committed.then(
-        () => settleAll((b) => b.waiter.resolve()),
-        (e: Error) => settleAll((b) => b.waiter.reject(e)),
-      );
-    });
-  }
-
-  /** Queues a settlement; they run in order, up to SETTLED_PER_TURN messages' worth per turn of the event loop. */
-  private settleInTurn(messages: number, settle: () => void): void {
-    this.settlements.push({ weight: messages, settle });
-    if (!this.settling) {
-      this.settling = true;
-      setImmediate(() => this.settleSome());
-    }
-  }
-
-  private settleSome(): void {
-    let settled = 0;
-    let n = 0;
-    while (n < this.settlements.length && (n === 0 || settled + this.settlements[n]!.weight <= SETTLED_PER_TURN))
-      settled += this.settlements[n++]!.weight;
-    const now = this.settlements.slice(0, n);
-    this.settlements = this.settlements.slice(n);
-    if (this.settlements.length) setImmediate(() => this.settleSome());
-    else this.settling = false;
-    for (const s of now) s.settle();
+    committed.then(
+      () => batch.forEach((b) => b.waiter.resolve()),
+      (e: Error) => batch.forEach((b) => b.waiter.reject(e)),
+    );
+    this.last = committed.catch(() => undefined);
   }
 
   /** Sends what is queued and resolves once everything submitted so far has committed or failed. */

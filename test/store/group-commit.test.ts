@@ -72,28 +72,4 @@ describe('group commits on the writer thread', () => {
     const expected = Array.from({ length: 40 }, (_, i) => i + 1).filter((seq) => seq !== 20);
     expect(rows).toEqual(expected.map((seq) => ({ seq, data: `m${seq}` })));
   });
-
-  it('tells the writers of one commit about 1000 messages per turn of the event loop, in order; a flush waits until all were told', async () => {
-    const store = SqliteStore.open(dir.path);
-    await store.append([message(1)]);
-    let turn = 0;
-    let counting = true;
-    const count = () => {
-      turn++;
-      if (counting) setImmediate(count);
-    };
-    setImmediate(count);
-    const batch = (from: number) => Array.from({ length: 1000 }, (_, i) => message(from + i));
-    const told: [string, number][] = [];
-    // Submitted in the same turn, both go to the thread in one request and commit together; what each
-    // publisher does next (its next batch) must not run in the same turn as the other's.
-    const first = store.append(batch(2)).then(() => told.push(['first', turn]));
-    const second = store.append(batch(1002)).then(() => told.push(['second', turn]));
-    await store.flush();
-    expect(told.map(([which]) => which)).toEqual(['first', 'second']);
-    expect(told[1]![1]).toBeGreaterThan(told[0]![1]);
-    counting = false;
-    await Promise.all([first, second]);
-    await store.close();
-  });
 });
