@@ -4,6 +4,7 @@ import type { ValidMessage } from './limits.js';
 
 /** Keys whose last sequence is remembered in memory; older ones are looked up in the store again. */
 const KEY_CACHE = 100_000;
+const NO_KEYS = new Map<string, number>();
 
 /**
  * Hands out the store-wide sequence (the message id, publish order) and each ordering key's own
@@ -36,6 +37,7 @@ export class SequenceAllocator {
     const publishTime = (this.lastPublishTime = Math.max(this.lastPublishTime, this.clock.now()));
     let keys = this.keys.get(topicUid);
     if (!keys) this.keys.set(topicUid, (keys = new Map<string, { keySeq: number; seq: number }>()));
+    const looked = this.lookUpNewKeys(topicUid, keys, messages);
     const stored = new Array<StoredMessage>(messages.length);
     for (let i = 0; i < messages.length; i++) {
       const m = messages[i]!;
@@ -45,7 +47,7 @@ export class SequenceAllocator {
         known.keySeq++;
         known.seq = seq;
       } else {
-        known = { keySeq: this.store.lastKeySeq(topicUid, m.orderingKey) + 1, seq };
+        known = { keySeq: (looked.get(m.orderingKey) ?? 0) + 1, seq };
         keys.set(m.orderingKey, known);
         this.cached++;
       }
@@ -53,6 +55,13 @@ export class SequenceAllocator {
     }
     if (this.cached > KEY_CACHE) this.evict();
     return stored;
+  }
+
+  /** The store's last key sequence of each key of the batch not cached, in one query. */
+  private lookUpNewKeys(topicUid: number, keys: Map<string, unknown>, messages: ValidMessage[]): Map<string, number> {
+    const unknown = new Set<string>();
+    for (const m of messages) if (!keys.has(m.orderingKey)) unknown.add(m.orderingKey);
+    return unknown.size ? this.store.lastKeySeqs(topicUid, [...unknown]) : NO_KEYS;
   }
 
   /** Messages up to `seq` are committed (appends commit in sequence order). */

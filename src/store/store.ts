@@ -120,8 +120,8 @@ export interface Store {
   readonly id: string;
 
   lastSeq(): Promise<number>;
-  /** The last per-key sequence of committed messages (or of compacted ones) of (topic, key); 0 if none. */
-  lastKeySeq(topicUid: number, orderingKey: string): number;
+  /** Per ordering key of the topic: the last per-key sequence of its committed (or compacted) messages; 0 if none. */
+  lastKeySeqs(topicUid: number, orderingKeys: string[]): Map<string, number>;
 
   listTopics(): Promise<TopicRecord[]>;
   createTopic(name: string, labels: Record<string, string>, settings: unknown): Promise<TopicRecord>;
