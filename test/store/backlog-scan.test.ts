@@ -17,7 +17,10 @@ beforeEach(async () => {
   store = SqliteStore.open(dir.path, { durability: 'process' });
   core = await PubSubCore.open({ store, projectId: 'p' });
   await core.createTopic('events');
-  await core.publish('events', sizes.map((_, i) => ({ data: payload(i), attributes: { n: String(i) }, orderingKey: 'k' })));
+  await core.publish(
+    'events',
+    sizes.map((_, i) => ({ data: payload(i), attributes: { n: String(i) }, orderingKey: 'k' })),
+  );
   await core.flushed();
   const topic = (await store.listTopics()).find((t) => t.name === 'projects/p/topics/events')!;
   source = { name: 'projects/p/subscriptions/none', topicUid: topic.uid };

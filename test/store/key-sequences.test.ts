@@ -14,7 +14,15 @@ describe("a publish's new ordering keys, looked up in one query", () => {
     const keys = ['\ud800x', 'a\u0000b', '"q\\', 'ünï', 'plain'];
     let store = SqliteStore.open(dir.path);
     await store.append(
-      keys.map((orderingKey, i) => ({ seq: i + 1, topicUid: 1, orderingKey, keySeq: 10 + i, publishTime: 0, data: Buffer.from('x'), attributes: {} })),
+      keys.map((orderingKey, i) => ({
+        seq: i + 1,
+        topicUid: 1,
+        orderingKey,
+        keySeq: 10 + i,
+        publishTime: 0,
+        data: Buffer.from('x'),
+        attributes: {},
+      })),
     );
     await store.close();
     store = SqliteStore.open(dir.path);
