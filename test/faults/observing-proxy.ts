@@ -1,4 +1,4 @@
-import { createServer, request } from 'node:http';
+import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface SeenRequest {
@@ -11,14 +11,23 @@ export interface SeenRequest {
 /**
  * A transparent HTTP proxy on 127.0.0.1 in front of `target` that records every request (S3 requests are
  * signed with the Host header, which it passes on unchanged). While the target is down, a request's
- * connection is reset, as a load balancer in front of a dead S3 does.
+ * connection is reset, as a load balancer in front of a dead S3 does. Requests `holdBack` picks wait in
+ * the proxy until `release()` (so a test can stop the target before that step of an upload).
  */
-export async function startObservingProxy(target: string): Promise<{ url: string; seen: SeenRequest[]; close(): Promise<void> }> {
+export async function startObservingProxy(
+  target: string,
+  holdBack: (r: SeenRequest) => boolean = () => false,
+): Promise<{ url: string; seen: SeenRequest[]; release(): void; close(): Promise<void> }> {
   const upstream = new URL(target);
   const seen: SeenRequest[] = [];
+  let held: (() => void)[] | undefined = [];
   const server = createServer((req, res) => {
     const entry: SeenRequest = { method: req.method!, url: req.url! };
     seen.push(entry);
+    if (held && holdBack(entry)) held.push(() => pass(req, res, entry));
+    else pass(req, res, entry);
+  });
+  const pass = (req: IncomingMessage, res: ServerResponse, entry: SeenRequest) => {
     const forward = request(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent: false },
       (answer) => {
@@ -29,11 +38,16 @@ export async function startObservingProxy(target: string): Promise<{ url: string
     );
     forward.on('error', () => req.socket.destroy());
     req.pipe(forward);
-  });
+  };
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     seen,
+    release() {
+      const waiting = held ?? [];
+      held = undefined;
+      for (const go of waiting) go();
+    },
     close: () => {
       server.closeAllConnections();
       return new Promise((resolve) => server.close(() => resolve()));
