@@ -1,14 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 import { waitFor } from '../helpers/export.js';
 
-let dir: ReturnType<typeof tempDir>;
-beforeEach(() => {
-  dir = tempDir();
-});
-afterEach(() => dir.remove());
+const dir = tempDirPerTest();
 
 describe('core.subscribe acks', () => {
   it('sends the acks of handlers that finish together to the store as one write, and every ack is durable once close resolves', async () => {

@@ -4,7 +4,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, wr
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditSubscription } from '../../connectors/object-storage/audit.js';
 import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
 import { Manifest } from '../../connectors/object-storage/manifest.js';
@@ -13,6 +13,7 @@ import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
 import { SqliteStore, STORE_ID_FILE } from '../../src/store/sqlite-store.js';
 import { StoreCorruptError, StoreIdentityError } from '../../src/store/store.js';
 import { openCore, tempDir } from '../helpers/core.js';
+import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 import { openExport, waitFor } from '../helpers/export.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';
 
@@ -22,11 +23,7 @@ import { startTestS3, type TestS3 } from '../helpers/s3.js';
  * as already written. Now an empty, missing or replaced store is refused, and sinks key their progress
  * by the subscription's uid (a subscription of a new store never matches an old one's progress).
  */
-let dir: ReturnType<typeof tempDir>;
-beforeEach(() => {
-  dir = tempDir();
-});
-afterEach(() => dir.remove());
+const dir = tempDirPerTest();
 
 const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));
 

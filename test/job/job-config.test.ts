@@ -1,17 +1,13 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadJob, MAX_JOB_FILE_BYTES } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 
-let dir: ReturnType<typeof tempDir>;
-beforeEach(() => {
-  dir = tempDir();
-});
-afterEach(() => dir.remove());
+const dir = tempDirPerTest();
 
 const base = () => ({
   projectId: 'test-project',

@@ -2,20 +2,16 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { stringify } from 'yaml';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { registeredConnectors } from '../../src/connector/registry.js';
 import { loadJob, loadJobWithPlugins } from '../../src/job/job-config.js';
 import { resolvePlugin } from '../../src/job/plugins.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 
 // The example connector, from source (vitest maps its `orderly/connector` import to src/).
 const plugin = fileURLToPath(new URL('../../examples/jsonl-file-connector/src/index.ts', import.meta.url));
 
-let dir: ReturnType<typeof tempDir>;
-beforeEach(() => {
-  dir = tempDir();
-});
-afterEach(() => dir.remove());
+const dir = tempDirPerTest();
 
 const job = (extra: Record<string, unknown>) => {
   const file = join(dir.path, 'job.yaml');

@@ -1,16 +1,12 @@
 import Database from 'better-sqlite3';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import type { StoredMessage } from '../../src/store/store.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 
-let dir: ReturnType<typeof tempDir>;
-beforeEach(() => {
-  dir = tempDir();
-});
-afterEach(() => dir.remove());
+const dir = tempDirPerTest();
 
 const message = (seq: number, data = `m${seq}`): StoredMessage => ({
   seq,

@@ -1,12 +1,8 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 
-let dir: ReturnType<typeof tempDir>;
-beforeEach(() => {
-  dir = tempDir();
-});
-afterEach(() => dir.remove());
+const dir = tempDirPerTest();
 
 describe("a publish's new ordering keys, looked up in one query", () => {
   it('finds the last key sequence of each key after a restart, also of keys JSON does not carry exactly; 0 for a new key', async () => {

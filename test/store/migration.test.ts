@@ -1,13 +1,10 @@
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openCore, tempDir } from '../helpers/core.js';
+import { describe, expect, it } from 'vitest';
+import { openCore } from '../helpers/core.js';
+import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 
-let dir: ReturnType<typeof tempDir>;
-beforeEach(() => {
-  dir = tempDir();
-});
-afterEach(() => dir.remove());
+const dir = tempDirPerTest();
 
 describe('schema 2 -> 3', () => {
   it('a store made before snapshots keeps its subscriptions, backlog and ids, and gains snapshots and detach', async () => {
