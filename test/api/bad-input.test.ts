@@ -1,19 +1,13 @@
 import * as grpc from '@grpc/grpc-js';
 import { request } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServeWithClients, type RawPubsubClients, type ServeProcess } from '../helpers/serve-process.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { servePerFile } from '../helpers/serve-process.js';
 
-let server: ServeProcess;
-let api: RawPubsubClients;
+const { server, api } = servePerFile();
 
 beforeAll(async () => {
-  ({ server, api } = await startServeWithClients());
   await rest('PUT', '/v1/projects/bad-input/topics/orders', {});
   await rest('PUT', '/v1/projects/bad-input/subscriptions/orders-sub', { topic: 'projects/bad-input/topics/orders' });
-});
-
-afterAll(async () => {
-  await server?.stop();
 });
 
 async function rest(method: string, path: string, body?: unknown, raw?: string): Promise<{ status: number; json: any }> {

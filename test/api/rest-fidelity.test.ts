@@ -1,24 +1,15 @@
 import * as grpc from '@grpc/grpc-js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadPubsubProto } from '../../src/api/pubsub-proto.js';
-import { startServeWithClients, type RawPubsubClients, type ServeProcess } from '../helpers/serve-process.js';
+import { servePerFile } from '../helpers/serve-process.js';
 
 /**
  * The REST API as Google's JSON API serves it (issue #13, #10): the same handlers and mapping as gRPC,
  * so SchemaService, IAM, paging and every field answer alike on both; Pub/Sub's JSON shapes; the URL's
  * project for short names.
  */
-let server: ServeProcess;
-let api: RawPubsubClients;
+const { server, api } = servePerFile();
 const P = '/v1/projects/rest-fidelity';
-
-beforeAll(async () => {
-  ({ server, api } = await startServeWithClients());
-});
-
-afterAll(async () => {
-  await server?.stop();
-});
 
 async function rest(method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
   const res = await fetch(`http://${server.host}${path}`, {

@@ -3,7 +3,7 @@ import { AckResponses, PubSub, type Message } from '@google-cloud/pubsub';
 import { GoogleError } from 'google-gax';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/export.js';
-import { startServeWithClients, type RawPubsubClients, type ServeProcess } from '../helpers/serve-process.js';
+import { servePerFile } from '../helpers/serve-process.js';
 
 /**
  * Snapshots, exactly-once delivery, DetachSubscription and StreamingPull on a missing subscription, against
@@ -12,12 +12,10 @@ import { startServeWithClients, type RawPubsubClients, type ServeProcess } from 
  */
 
 const PROJECT = 'fidelity';
-let server: ServeProcess;
+const { server, api } = servePerFile();
 let pubsub: PubSub;
-let api: RawPubsubClients;
 
 beforeAll(async () => {
-  ({ server, api } = await startServeWithClients());
   process.env.PUBSUB_EMULATOR_HOST = server.host;
   process.env.METADATA_SERVER_DETECTION = 'none';
   pubsub = new PubSub({ projectId: PROJECT });
@@ -25,7 +23,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await pubsub?.close();
-  await server?.stop();
 });
 
 const sub = (id: string) => `projects/${PROJECT}/subscriptions/${id}`;

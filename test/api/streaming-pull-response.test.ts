@@ -1,11 +1,11 @@
 import type * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { receivedToProto } from '../../src/api/proto-mapping.js';
 import { loadPubsubProto } from '../../src/api/pubsub-proto.js';
 import { encodeDeliveries } from '../../src/api/streaming-pull-response.js';
 import type { ReceivedMessage } from '../../src/core/message.js';
-import { startServeWithClients, type RawPubsubClients, type ServeProcess } from '../helpers/serve-process.js';
+import { servePerFile } from '../helpers/serve-process.js';
 
 /** grpc-js's own (proto-loader) coding of StreamingPull, as Google's clients and the lean bench client decode it. */
 const method = (loadPubsubProto() as unknown as { google: { pubsub: { v1: { Subscriber: grpc.ServiceClientConstructor } } } }).google.pubsub
@@ -80,14 +80,7 @@ describe('StreamingPullResponse encoding', () => {
 });
 
 describe('StreamingPull responses from `orderly serve`', () => {
-  let server: ServeProcess;
-  let api: RawPubsubClients;
-  beforeAll(async () => {
-    ({ server, api } = await startServeWithClients());
-  });
-  afterAll(async () => {
-    await server?.stop();
-  });
+  const { api } = servePerFile();
 
   it('a delivery of 600 messages of one key comes in responses of at most 250, in key order, each acked on the stream once', async () => {
     const topic = 'projects/chunks/topics/one-key';

@@ -1,20 +1,11 @@
 import * as grpc from '@grpc/grpc-js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServeWithClients, type RawPubsubClients, type ServeProcess } from '../helpers/serve-process.js';
+import { describe, expect, it } from 'vitest';
+import { servePerFile } from '../helpers/serve-process.js';
 
 const T = 'projects/stream-faults/topics';
 const S = 'projects/stream-faults/subscriptions';
 
-let server: ServeProcess;
-let api: RawPubsubClients;
-
-beforeAll(async () => {
-  ({ server, api } = await startServeWithClients());
-});
-
-afterAll(async () => {
-  await server?.stop();
-});
+const { server, api } = servePerFile();
 
 /** A StreamingPull stream: its received messages as they come, and how it ended. */
 function openStream(subscription: string) {

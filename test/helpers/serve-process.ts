@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll } from 'vitest';
 import { loadPubsubProto } from '../../src/api/pubsub-proto.js';
 import { tempDir } from './core.js';
 
@@ -113,5 +114,27 @@ export async function startServeWithClients(
       },
     },
     api,
+  };
+}
+
+/**
+ * One `startServeWithClients` for the test file (or describe block) it is called in: started before its
+ * tests, stopped after them. `server` and `api` stand for the live ones: use them inside tests and hooks.
+ */
+export function servePerFile(args: string[] = []): { server: ServeProcess; api: RawPubsubClients } {
+  let live: { server: ServeProcess; api: RawPubsubClients } | undefined;
+  beforeAll(async () => {
+    live = await startServeWithClients(args);
+  });
+  afterAll(async () => {
+    await live?.server.stop();
+  });
+  const current = () => {
+    if (!live) throw new Error('servePerFile: the server starts in beforeAll; use it inside tests and hooks');
+    return live;
+  };
+  return {
+    server: new Proxy({} as ServeProcess, { get: (_, key) => Reflect.get(current().server, key) as unknown }),
+    api: new Proxy({} as RawPubsubClients, { get: (_, key) => Reflect.get(current().api, key) as unknown }),
   };
 }
