@@ -36,6 +36,8 @@ export async function startBenchS3(): Promise<BenchS3> {
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     const [line] = (await once(child.stdout, 'data')) as [Buffer];
+    // Nothing reads the pipe after the port: drain it, or a full pipe would stop s3rver on its next write.
+    child.stdout.resume();
     endpoint = `http://127.0.0.1:${Number(line.toString())}`;
     stop = async () => {
       child.kill();

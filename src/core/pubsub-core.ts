@@ -25,6 +25,7 @@ import { DEFAULT_PUSH_EGRESS, type PushEgress } from './push-egress.js';
 import { SubscriptionEvents, type SubscriptionListener } from './subscription-events.js';
 import type { SubscriptionMetrics } from './subscription-metrics.js';
 import { SubscriptionRuntime } from './subscription-runtime.js';
+import { PublishQueue } from './publish-queue.js';
 import { applyTopicInput, checkTopicSchemaUse, topicSettings, type TopicInput, type TopicSettings } from './topic-config.js';
 
 export interface Topic extends TopicSettings {
@@ -114,6 +115,7 @@ export class PubSubCore {
   private readonly pushEgress: PushEgress;
   private readonly snapshots: Snapshots;
   private closed = false;
+  private readonly publishes = new PublishQueue();
   /** SchemaService's schemas; topics' schemaSettings name them. Deleting one points its topics at `_deleted-schema_`. */
   schemas!: SchemaRegistry;
   /** Stored IAM policies (see IamPolicies: kept and returned, not enforced). */
@@ -450,7 +452,11 @@ export class PubSubCore {
    * Publishes a batch; resolves with the message ids once the messages are durable. Messages are
    * delivered only after that, so a delivered message always survives a crash.
    */
-  async publish(topicRef: string, inputs: MessageInput[]): Promise<string[]> {
+  publish(topicRef: string, inputs: MessageInput[]): Promise<string[]> {
+    return this.publishes.run(() => this.publishNow(topicRef, inputs));
+  }
+
+  private async publishNow(topicRef: string, inputs: MessageInput[]): Promise<string[]> {
     const topic = this.topicRecord(topicRef);
     const messages = validateBatch(inputs);
     const schema = topicSettings(topic.settings).schemaSettings;
@@ -655,6 +661,7 @@ export class PubSubCore {
 
   /** Resolves once every store write issued so far (publishes, acks, failure counts) has committed. */
   flushed(): Promise<void> {
+    this.publishes.drain();
     return this.store.flush();
   }
 
@@ -702,6 +709,7 @@ export class PubSubCore {
   /** Stops timers and closes the store; everything acknowledged so far is durable. */
   async close(): Promise<void> {
     if (this.closed) return;
+    this.publishes.drain();
     this.closed = true;
     for (const t of this.timers) t.cancel();
     for (const p of this.pushers.values()) p.stop();
