@@ -9,17 +9,17 @@
  */
 import { PubSub, type Message } from '@google-cloud/pubsub';
 import { performance } from 'node:perf_hooks';
+import { BenchChild } from './child.js';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
 import { fmt, type BenchOutput, type Check } from './report.js';
+import { clockMs, pace, RATE, TOTAL, WARMUP } from './latency-pace.js';
+import type { PublisherInput, PublisherResult } from './latency-publisher.js';
+import { benchModule } from './paths.js';
 import { startOrderlyServe } from './serve-process.js';
 import { KEYS, payload } from './workload.js';
 
-const RATE = Number(process.env.BENCH_LATENCY_RATE ?? 2000);
-const SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 20);
-const WARMUP = Math.round(RATE * 2);
-const TOTAL = WARMUP + Math.round(RATE * SECONDS);
 /** How long after the last publish every message must have been delivered. */
 const DELIVERY_DEADLINE_MS = 60_000;
 
@@ -49,7 +49,7 @@ class FailureTimeline {
 
   private async sample(): Promise<void> {
     const failures = await this.read();
-    this.samples.push({ at: performance.now(), failures });
+    this.samples.push({ at: clockMs(), failures });
   }
 
   /** Failures counted by the last sample taken at or before `t` (all that happened before it, at least). */
@@ -92,16 +92,23 @@ class DeliveryTracker {
   readonly publishErrors: unknown[] = [];
 
   sent(i: number): void {
-    this.sentAt[i] = performance.now();
+    this.sentAt[i] = clockMs();
   }
 
   published(i: number): void {
-    this.publishedAt[i] = performance.now();
+    this.publishedAt[i] = clockMs();
+  }
+
+  /** The send and publish times taken by a publisher in another process (on the same clock). */
+  publishedBy(publisher: PublisherResult): void {
+    this.sentAt.set(publisher.sentAt);
+    this.publishedAt.set(publisher.publishedAt);
+    this.publishErrors.push(...publisher.errors);
   }
 
   /** `data` is payload(i) (message i is the (i / KEYS)th of key i % KEYS): its index is the JSON's first field. */
   received(data: Buffer): void {
-    const now = performance.now();
+    const now = clockMs();
     const i = parseInt(data.toString('latin1', 6, 20), 10);
     const key = i % KEYS;
     const ordinal = Math.floor(i / KEYS);
@@ -159,18 +166,6 @@ class DeliveryTracker {
   }
 }
 
-/** Calls `send(i)` for i = 0..TOTAL-1 at RATE per second, on time (a late tick sends what is due). */
-async function pace(send: (i: number) => void): Promise<number> {
-  const start = performance.now();
-  let i = 0;
-  while (i < TOTAL) {
-    const due = Math.min(TOTAL, Math.floor(((performance.now() - start) * RATE) / 1000) + 1);
-    while (i < due) send(i++);
-    await sleep(1);
-  }
-  return TOTAL / ((performance.now() - start) / 1000);
-}
-
 interface PathResult {
   name: string;
   rate: number;
@@ -217,7 +212,11 @@ async function throughLibrary(): Promise<PathResult> {
   }
 }
 
-async function throughGoogleClient(): Promise<PathResult> {
+/**
+ * Google's client against a real `orderly serve`: the subscriber in this process; the publisher in a process
+ * of its own (`ownProcess`, as a publishing service would be), or in this one beside the subscriber.
+ */
+async function throughGoogleClient(ownProcess: boolean): Promise<PathResult> {
   const server = await startOrderlyServe();
   try {
     process.env.METADATA_SERVER_DETECTION = 'none';
@@ -238,13 +237,26 @@ async function throughGoogleClient(): Promise<PathResult> {
       tracker.received(m.data);
       m.ack();
     });
-    const rate = await pace((i) => {
-      tracker.sent(i);
-      topic
-        .publishMessage({ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` })
-        .then(() => tracker.published(i))
-        .catch((e: unknown) => tracker.publishErrors.push(e));
-    });
+    let rate: number;
+    if (ownProcess) {
+      const input: PublisherInput = { apiEndpoint: server.host, projectId: server.projectId, topic: 'latency' };
+      const publisher = BenchChild.start<PublisherResult>(benchModule('latency-publisher'), [JSON.stringify(input)]);
+      try {
+        const published = await publisher.next();
+        tracker.publishedBy(published);
+        rate = published.rate;
+      } finally {
+        await publisher.stop();
+      }
+    } else {
+      rate = await pace((i) => {
+        tracker.sent(i);
+        topic
+          .publishMessage({ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` })
+          .then(() => tracker.published(i))
+          .catch((e: unknown) => tracker.publishErrors.push(e));
+      });
+    }
     await tracker.allDelivered(DELIVERY_DEADLINE_MS);
     await timeline.stop();
     await subscription.close();
@@ -253,7 +265,9 @@ async function throughGoogleClient(): Promise<PathResult> {
     const { nacked, expired, redelivered } = await server.counters('latency');
     const unexplained = tracker.unexplained(timeline);
     return {
-      name: "Google's client via `orderly serve`",
+      name: ownProcess
+        ? "Google's client via `orderly serve`"
+        : "Google's client via `orderly serve`, publisher in the subscriber's process",
       rate,
       latencies: tracker.latencies(),
       tracker,
@@ -272,7 +286,8 @@ function percentile(sorted: Float64Array, p: number): number {
 export async function benchLatency(): Promise<BenchOutput> {
   const paths: [PathResult, number][] = [
     [await throughLibrary(), 20],
-    [await throughGoogleClient(), 100],
+    [await throughGoogleClient(true), 100],
+    [await throughGoogleClient(false), 100],
   ];
   const checks: Check[] = [];
   const rows = paths.map(([r, p99Target]) => {

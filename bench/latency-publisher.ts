@@ -1,0 +1,49 @@
+/**
+ * The latency benchmark's publisher with Google's client, in a process of its own as a publishing service
+ * would be: its 2,000 publish calls a second (each its own RPC, one message per ordering key) then do not
+ * share an event loop with the subscriber whose delivery times are measured. Replies with each message's
+ * send and publish-resolved times on the shared clock.
+ */
+import { PubSub } from '@google-cloud/pubsub';
+import { exitWithParent, reply } from './child.js';
+import { clockMs, pace, TOTAL } from './latency-pace.js';
+import { KEYS, payload } from './workload.js';
+
+export interface PublisherInput {
+  apiEndpoint: string;
+  projectId: string;
+  topic: string;
+}
+
+export interface PublisherResult {
+  rate: number;
+  sentAt: number[];
+  publishedAt: number[];
+  errors: string[];
+}
+
+exitWithParent();
+const input = JSON.parse(process.argv[2]!) as PublisherInput;
+process.env.METADATA_SERVER_DETECTION = 'none';
+const pubsub = new PubSub({ projectId: input.projectId, apiEndpoint: input.apiEndpoint, emulatorMode: true });
+const topic = pubsub.topic(input.topic);
+// The client's default batching (up to 100 messages or 10 ms): what a user gets.
+topic.setPublishOptions({ messageOrdering: true });
+const sentAt = new Float64Array(TOTAL);
+const publishedAt = new Float64Array(TOTAL);
+const errors: string[] = [];
+const pending: Promise<void>[] = [];
+const rate = await pace((i) => {
+  sentAt[i] = clockMs();
+  pending.push(
+    topic
+      .publishMessage({ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` })
+      .then(() => void (publishedAt[i] = clockMs()))
+      .catch((e: unknown) => void errors.push(String(e))),
+  );
+});
+await Promise.all(pending);
+await pubsub.close();
+const result: PublisherResult = { rate, sentAt: Array.from(sentAt), publishedAt: Array.from(publishedAt), errors };
+await reply(result);
+process.exit(0);
