@@ -7,6 +7,7 @@
 import { PubSub } from '@google-cloud/pubsub';
 import { exitWithParent, reply } from './child.js';
 import { clockMs, pace, TOTAL } from './latency-pace.js';
+import { watchEventLoop } from './process-stats.js';
 import { KEYS, payload } from './workload.js';
 
 export interface PublisherInput {
@@ -20,6 +21,8 @@ export interface PublisherResult {
   sentAt: number[];
   publishedAt: number[];
   errors: string[];
+  /** The publisher's longest event-loop block while it published, ms. */
+  maxLoopDelayMs: number;
 }
 
 exitWithParent();
@@ -33,6 +36,7 @@ const sentAt = new Float64Array(TOTAL);
 const publishedAt = new Float64Array(TOTAL);
 const errors: string[] = [];
 const pending: Promise<void>[] = [];
+const loop = await watchEventLoop();
 const rate = await pace((i) => {
   sentAt[i] = clockMs();
   pending.push(
@@ -43,7 +47,8 @@ const rate = await pace((i) => {
   );
 });
 await Promise.all(pending);
+const maxLoopDelayMs = await loop.stop();
 await pubsub.close();
-const result: PublisherResult = { rate, sentAt: Array.from(sentAt), publishedAt: Array.from(publishedAt), errors };
+const result: PublisherResult = { rate, sentAt: Array.from(sentAt), publishedAt: Array.from(publishedAt), errors, maxLoopDelayMs };
 await reply(result);
 process.exit(0);

@@ -17,6 +17,7 @@ import { fmt, type BenchOutput, type Check } from './report.js';
 import { clockMs, pace, RATE, TOTAL, WARMUP } from './latency-pace.js';
 import type { PublisherInput, PublisherResult } from './latency-publisher.js';
 import { benchModule } from './paths.js';
+import { watchEventLoop } from './process-stats.js';
 import { startOrderlyServe } from './serve-process.js';
 import { KEYS, payload } from './workload.js';
 
@@ -173,6 +174,8 @@ interface PathResult {
   tracker: DeliveryTracker;
   unexplained: number;
   counters: { nacked: number; expired: number; redelivered: number };
+  /** Longest event-loop blocks while publishing, ms: the publishing process's, and the subscriber's if that is another. */
+  loopDelayMs: { publisher: number; subscriber?: number };
 }
 
 async function throughLibrary(): Promise<PathResult> {
@@ -186,6 +189,7 @@ async function throughLibrary(): Promise<PathResult> {
     await timeline.start();
     const tracker = new DeliveryTracker();
     const subscriber = core.subscribe('latency', (m) => tracker.received(m.message.data));
+    const loop = await watchEventLoop();
     const rate = await pace((i) => {
       tracker.sent(i);
       core
@@ -194,6 +198,7 @@ async function throughLibrary(): Promise<PathResult> {
         .catch((e: unknown) => tracker.publishErrors.push(e));
     });
     await tracker.allDelivered(DELIVERY_DEADLINE_MS);
+    const loopDelayMs = { publisher: await loop.stop() };
     await timeline.stop();
     await subscriber.close();
     const { nacked, expired, redelivered } = counters();
@@ -205,6 +210,7 @@ async function throughLibrary(): Promise<PathResult> {
       tracker,
       unexplained,
       counters: { nacked, expired, redelivered },
+      loopDelayMs,
     };
   } finally {
     await core.close();
@@ -238,6 +244,8 @@ async function throughGoogleClient(ownProcess: boolean): Promise<PathResult> {
       m.ack();
     });
     let rate: number;
+    const loop = await watchEventLoop();
+    let publisherLoopDelayMs: number | undefined;
     if (ownProcess) {
       const input: PublisherInput = { apiEndpoint: server.host, projectId: server.projectId, topic: 'latency' };
       const publisher = BenchChild.start<PublisherResult>(benchModule('latency-publisher'), [JSON.stringify(input)]);
@@ -245,6 +253,7 @@ async function throughGoogleClient(ownProcess: boolean): Promise<PathResult> {
         const published = await publisher.next();
         tracker.publishedBy(published);
         rate = published.rate;
+        publisherLoopDelayMs = published.maxLoopDelayMs;
       } finally {
         await publisher.stop();
       }
@@ -258,6 +267,9 @@ async function throughGoogleClient(ownProcess: boolean): Promise<PathResult> {
       });
     }
     await tracker.allDelivered(DELIVERY_DEADLINE_MS);
+    const thisLoop = await loop.stop();
+    const loopDelayMs =
+      publisherLoopDelayMs === undefined ? { publisher: thisLoop } : { publisher: publisherLoopDelayMs, subscriber: thisLoop };
     await timeline.stop();
     await subscription.close();
     await pubsub.close();
@@ -273,6 +285,7 @@ async function throughGoogleClient(ownProcess: boolean): Promise<PathResult> {
       tracker,
       unexplained,
       counters: { nacked, expired, redelivered },
+      loopDelayMs,
     };
   } finally {
     await server.stop();
@@ -284,16 +297,18 @@ function percentile(sorted: Float64Array, p: number): number {
 }
 
 export async function benchLatency(): Promise<BenchOutput> {
-  const paths: [PathResult, number][] = [
+  // The one-process arrangement has no latency target: it measures how busy Google's client keeps the
+  // process (see docs/benchmarks.md); its order and duplicate checks still apply.
+  const paths: [PathResult, number | undefined][] = [
     [await throughLibrary(), 20],
     [await throughGoogleClient(true), 100],
-    [await throughGoogleClient(false), 100],
+    [await throughGoogleClient(false), undefined],
   ];
   const checks: Check[] = [];
   const rows = paths.map(([r, p99Target]) => {
     const p99 = percentile(r.latencies, 99);
     const t = r.tracker;
-    checks.push({ target: `${r.name}: p99 ≤ ${p99Target} ms`, measured: fmt.ms(p99), pass: p99 <= p99Target });
+    if (p99Target !== undefined) checks.push({ target: `${r.name}: p99 ≤ ${p99Target} ms`, measured: fmt.ms(p99), pass: p99 <= p99Target });
     checks.push({
       target: `${r.name}: every message delivered, publishes succeeded`,
       measured: `${fmt.int(t.missing)} missing, ${t.publishErrors.length} publish errors`,
@@ -319,6 +334,9 @@ export async function benchLatency(): Promise<BenchOutput> {
       `${fmt.int(t.duplicates)} / ${fmt.int(t.rewinds)} / ${fmt.int(t.outOfOrder)}`,
       fmt.int(r.unexplained),
       `${r.counters.nacked} / ${r.counters.expired} / ${r.counters.redelivered}`,
+      r.loopDelayMs.subscriber === undefined
+        ? fmt.ms(r.loopDelayMs.publisher)
+        : `${fmt.ms(r.loopDelayMs.publisher)} / ${fmt.ms(r.loopDelayMs.subscriber)}`,
     ];
   });
   return {
@@ -335,6 +353,7 @@ export async function benchLatency(): Promise<BenchOutput> {
           'duplicates / rewinds / first out of order',
           'without a preceding nack/expiry',
           'server nacked / expired / redelivered',
+          'longest event-loop block of the client (publisher / subscriber)',
         ],
         numeric: [1, 2, 3, 4, 5, 7],
         rows,
