@@ -14,6 +14,13 @@ import type { SubscriptionSpec } from './subscription-config.js';
 import { emptyCounters, type DeliveryCounters, type SubscriptionMetrics } from './subscription-metrics.js';
 
 const NO_DATA = Buffer.alloc(0);
+/**
+ * Messages handed out per dispatch turn, to every consumer together; the rest of what is ready goes out
+ * in the next turn. An export runner with room for its whole budget took 20,000 in one turn (82–118 ms of
+ * leases and messages, and the garbage collection after), and a callback subscriber runs its handlers and
+ * sends their acks in the turn that delivers to it (1,000 at once: 45–50 ms on the 2-core machine).
+ */
+const DISPATCH_SLICE = 500;
 
 export interface RuntimeHooks {
   clock: Clock;
@@ -231,14 +238,21 @@ export class SubscriptionRuntime implements BacklogSink {
       if (room.messages > 0 && room.bytes > 0) rooms.set(c, { ...room });
     }
     const batches = new Map<Attached, ReceivedMessage[]>();
+    let handedOut = 0;
     for (const queue of this.ready) {
       if (rooms.size === 0) break;
+      if (handedOut >= DISPATCH_SLICE) {
+        this.scheduleDispatch();
+        break;
+      }
       const consumer = this.pick(queue, rooms);
       if (!consumer) continue;
       const room = rooms.get(consumer)!;
       const batch = batches.get(consumer) ?? [];
       batches.set(consumer, batch);
+      const before = batch.length;
       this.take(queue, consumer, room, batch);
+      handedOut += batch.length - before;
       if (room.messages <= 0 || room.bytes <= 0) rooms.delete(consumer);
     }
     for (const [consumer, batch] of batches) if (batch.length > 0) consumer.spec.deliver(batch);
