@@ -6,7 +6,8 @@ import { tempDir } from '../../test/helpers/core.js';
 import { openExport, waitFor } from '../../test/helpers/export.js';
 import { parseDuckDbTableConfig } from './config.js';
 import { DuckDbTableWriter } from './table-writer.js';
-import { writerContext } from '../../test/helpers/writer-context.js';
+import { keyedExportMessage, writerContext } from '../../test/helpers/writer-context.js';
+import { SinkStateError, type WriteResult } from '../../src/connector/connector.js';
 
 let dir: ReturnType<typeof tempDir>;
 let env: Awaited<ReturnType<typeof openExport>>;
@@ -268,15 +269,63 @@ describe('written ids of unkeyed messages', () => {
       deliveryAttempt: 0,
       message: { messageId: id, publishTime, data: Buffer.from(id), attributes: {}, orderingKey: '', sequence: 0 },
     });
+    // A write's rows commit in the background: what it wrote is reported by the next call (here the flush).
+    const written = async (batch: ReturnType<typeof message>[]) => [
+      ...(await writer.write(batch)).written,
+      ...(await writer.flush('all')).written,
+    ];
     const old = new Date(now);
-    expect((await writer.write([message('1', old), message('2', old)])).written).toEqual(['1', '2']);
+    expect(await written([message('1', old), message('2', old)])).toEqual(['1', '2']);
     // A redelivery within retention is recognised and not written again.
-    expect((await writer.write([message('2', old)])).written).toEqual(['2']);
+    expect(await written([message('2', old)])).toEqual(['2']);
     expect(await sql('SELECT count(*)::INT AS n FROM loose')).toEqual([{ n: 2 }]);
     now += 11 * 60_000; // past the 10-minute retention of messages 1 and 2
-    await writer.write([message('3', new Date(now))]);
+    await written([message('3', new Date(now))]);
     expect(await sql(`SELECT message_id FROM _orderly_export_written_ids ORDER BY message_id`)).toEqual([{ message_id: '3' }]);
     await writer.close();
+  });
+});
+
+describe('pipelined commits (a batch commits in the background while the next one is handed over)', () => {
+  const openWriter = async (table: string) => {
+    const writer = new DuckDbTableWriter(
+      parseDuckDbTableConfig({ table: `p.main.${table}` }),
+      writerContext(table, { dataDir: dir.path }),
+      env.duckdbPath,
+    );
+    await writer.open();
+    return writer;
+  };
+  const all = (results: WriteResult[], field: 'written' | 'deferred') => results.flatMap((r) => r[field]);
+
+  it('a key whose row the table refused in the background commit has its messages of the next batch deferred', async () => {
+    await sql(`CREATE TABLE checked(data VARCHAR CHECK (data <> 'a2'))`);
+    const writer = await openWriter('checked');
+    const results = [
+      await writer.write([keyedExportMessage('a', 1), keyedExportMessage('a', 2), keyedExportMessage('b', 1)]),
+      // Handed over while a2's batch commits: a3 must not be written after a2 failed.
+      await writer.write([keyedExportMessage('a', 3), keyedExportMessage('b', 2)]),
+      await writer.flush('all'),
+    ];
+    await writer.close();
+    expect(all(results, 'written').sort()).toEqual(['a-1', 'b-1', 'b-2']);
+    expect(results.flatMap((r) => r.failed.map((f) => f.id))).toEqual(['a-2']);
+    expect(all(results, 'deferred')).toEqual(['a-3']);
+    expect(await sql('SELECT data FROM checked ORDER BY data')).toEqual([{ data: 'a1' }, { data: 'b1' }, { data: 'b2' }]);
+  });
+
+  it('a batch whose background commit found the table gone is committed first, once the table is back', async () => {
+    await sql('CREATE TABLE flaky(data VARCHAR)');
+    const writer = await openWriter('flaky');
+    await sql('DROP TABLE flaky');
+    const first = await writer.write([keyedExportMessage('k', 1)]); // reports nothing yet: it commits in the background
+    await expect(writer.write([keyedExportMessage('k', 2)])).rejects.toThrow(SinkStateError);
+    await sql('CREATE TABLE flaky(data VARCHAR)');
+    // The runner retries the call that failed, with the same batch.
+    const results = [first, await writer.write([keyedExportMessage('k', 2)]), await writer.flush('all')];
+    await writer.close();
+    expect(all(results, 'written')).toEqual(['k-1', 'k-2']);
+    expect(await sql('SELECT data FROM flaky ORDER BY rowid')).toEqual([{ data: 'k1' }, { data: 'k2' }]);
   });
 });
 

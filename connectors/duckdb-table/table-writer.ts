@@ -9,6 +9,7 @@ import {
   type WriteResult,
 } from '../../src/connector/connector.js';
 import { FailedKeys } from '../../src/connector/failed-keys.js';
+import type { PubsubMessage } from '../../src/core/message.js';
 import { LoopSlicer } from '../../src/connector/loop-slicer.js';
 import { RedeliveryFilter } from '../../src/connector/redelivery-filter.js';
 import { connectToDuckDb, discardDuckDb, duckDbLockHolder, openDuckDb } from '../../src/duckdb/database.js';
@@ -29,6 +30,9 @@ interface Pending {
   em: ExportMessage;
   row: Row;
 }
+
+/** A message's row, or why it has none. */
+type Mapped = Row | ConversionError | SchemaMismatch;
 
 /**
  * The DuckDB table writer (BigQuery-subscription style). Appends rows with the DuckDB appender in
@@ -53,6 +57,18 @@ export class DuckDbTableWriter implements Connector {
   /** The database instance the writer connected through. */
   private instance?: DuckDBInstance;
   private readonly subscription: { name: string; uid: string };
+  /** The last batch's commit, running in the background while the runner hands over the next batch. */
+  private inflight?: Promise<void>;
+  private inflightDone = false;
+  /** Outcomes not yet reported to the runner. */
+  private settled = emptyResult();
+  /**
+   * Messages that failed in a background commit, until reported: the runner's nack then revokes their
+   * keys' later deliveries, but those in a batch it handed over before that are deferred here.
+   */
+  private readonly failedInCommit: PubsubMessage[] = [];
+  /** The messages of a background commit that failed with SinkStateError, committed first by the next call. */
+  private retry?: ExportMessage[];
 
   constructor(
     private readonly config: DuckDbTableConfig,
@@ -146,44 +162,115 @@ export class DuckDbTableWriter implements Connector {
     return this.mapper;
   }
 
+  /**
+   * Pipelined: the batch is mapped while the previous one commits (DuckDB commits on its own threads),
+   * then its rows are appended and committed in the background once that commit is done, and the call
+   * reports what finished meanwhile (the previous batch). Commits stay one at a time and in order, so
+   * each key's rows are committed in order; a key whose message failed in the previous commit has its
+   * messages here deferred. `flush` reports the last commit (`'due'` once it finished, `'all'` waiting for it).
+   */
   async write(batch: ExportMessage[]): Promise<WriteResult> {
+    if (!this.mapper) await this.settle(); // a failed commit may have dropped the mapper: loading needs the connection idle
     const mapper = this.mapper ?? (await this.loadTable());
+    const mapped = await mapAll(mapper, batch);
+    await this.settle();
+    await this.retryFailedCommit();
+    await this.begin(batch, this.mapper === mapper ? mapped : undefined);
+    return this.report();
+  }
+
+  /**
+   * Settles each delivery of the batch that can be settled at once (already written, failed to map, or
+   * deferred behind its key's failure) and starts committing the rest in the background (`inflight`).
+   * `mapped`: the batch's rows, mapped beforehand (mapped here when absent).
+   */
+  private async begin(batch: ExportMessage[], mapped?: Mapped[]): Promise<void> {
+    const rows = mapped ?? (await mapAll(this.mapper ?? (await this.loadTable()), batch));
     const result = emptyResult();
     const failedKeys = new FailedKeys(this.context.spec.enableMessageOrdering);
+    for (const m of this.failedInCommit) failedKeys.fail(m);
     const written = await this.filter.written(batch);
     const pending: Pending[] = [];
-    const slicer = new LoopSlicer();
-    for (const em of batch) {
-      if (slicer.due) await slicer.yield();
+    batch.forEach((em, i) => {
+      const row = rows[i]!;
       if (failedKeys.blocks(em.message)) {
         result.deferred.push(em.id);
       } else if (written.has(em.id)) {
         result.written.push(em.id); // a redelivery of what is already in the table
+      } else if (row instanceof SchemaMismatch) {
+        throw new SinkStateError('SCHEMA_MISMATCH', row.message);
+      } else if (row instanceof ConversionError) {
+        result.failed.push({ id: em.id, error: row.message, retryable: false });
+        failedKeys.fail(em.message);
       } else {
-        try {
-          pending.push({ em, row: mapper.map(em) });
-        } catch (e) {
-          if (e instanceof SchemaMismatch) throw new SinkStateError('SCHEMA_MISMATCH', e.message);
-          if (!(e instanceof ConversionError)) throw e;
-          result.failed.push({ id: em.id, error: e.message, retryable: false });
-          failedKeys.fail(em.message);
-        }
+        pending.push({ em, row });
       }
-    }
+    });
     // Found already written means found in the file: not in one that was deleted or truncated since.
     await this.checkFile();
-    if (!pending.length) return result;
+    addResult(this.settled, result);
+    if (!pending.length) return;
+    const inflight = this.commitInBackground(pending, failedKeys);
+    this.inflight = inflight;
+    this.inflightDone = false;
+    void inflight.then(
+      () => (this.inflightDone = true),
+      () => (this.inflightDone = true), // the failure itself is taken by settle()
+    );
+  }
+
+  /** Commits `pending` (one message at a time once the table refused a row) and records the outcome for the next report. */
+  private async commitInBackground(pending: Pending[], failedKeys: FailedKeys): Promise<void> {
+    const result = emptyResult();
     try {
-      await this.commit(pending);
-      result.written.push(...pending.map((p) => p.em.id));
+      try {
+        await this.commit(pending);
+        result.written.push(...pending.map((p) => p.em.id));
+      } catch (e) {
+        this.rethrowIfSinkGone(e);
+        if (!isDataError(e)) throw e;
+        // A row the table refused (constraint, cast): find it by writing one row per transaction, so only
+        // the bad message fails and its key stops there.
+        await this.commitOneByOne(pending, failedKeys, result);
+      }
+      await this.checkFile();
     } catch (e) {
-      this.rethrowIfSinkGone(e);
-      if (!isDataError(e)) throw e;
-      // A row the table refused (constraint, cast): find it by writing one row per transaction, so only
-      // the bad message fails and its key stops there.
-      await this.commitOneByOne(pending, failedKeys, result);
+      // The sink is unusable for now: the runner retries the next call, which commits these first.
+      if (e instanceof SinkStateError) this.retry = pending.map((p) => p.em);
+      throw e;
     }
-    await this.checkFile();
+    const failed = new Set(result.failed.map((f) => f.id));
+    for (const { em } of pending) if (failed.has(em.id)) this.failedInCommit.push(em.message);
+    addResult(this.settled, result);
+    this.context.notify();
+  }
+
+  /** Waits for the commit in the background, if any; throws its failure. */
+  private async settle(): Promise<void> {
+    const inflight = this.inflight;
+    this.inflight = undefined;
+    await inflight;
+  }
+
+  /** Commits again, first, the messages of a background commit that failed with SinkStateError. */
+  private async retryFailedCommit(): Promise<void> {
+    const retry = this.retry;
+    if (!retry) return;
+    this.retry = undefined;
+    try {
+      await this.begin(retry);
+    } catch (e) {
+      this.retry = retry;
+      throw e;
+    }
+    await this.settle(); // a SinkStateError again keeps them for the next call
+  }
+
+  /** What was settled since the last report. */
+  private report(): WriteResult {
+    const result = this.settled;
+    this.settled = emptyResult();
+    this.failedInCommit.length = 0;
     return result;
   }
 
@@ -207,7 +294,7 @@ export class DuckDbTableWriter implements Connector {
 
   private rethrowIfSinkGone(e: unknown): void {
     const message = (e as Error).message ?? String(e);
-    if (/Table with name .* does not exist|Catalog Error/i.test(message)) {
+    if (/Table with name .* does not exist|Table ".*" could not be found|Catalog Error/i.test(message)) {
       this.mapper = undefined;
       throw new SinkStateError('NOT_FOUND', `table ${this.config.table} is gone: ${message}`);
     }
@@ -281,17 +368,51 @@ export class DuckDbTableWriter implements Connector {
     appender.endRow();
   }
 
-  async flush(): Promise<WriteResult> {
-    return emptyResult(); // every write is committed before it resolves; nothing is buffered
+  async flush(mode: 'due' | 'all'): Promise<WriteResult> {
+    if (mode === 'all' || this.inflightDone) await this.settle();
+    await this.retryFailedCommit();
+    if (mode === 'all') await this.settle();
+    return this.report();
   }
 
   async close(): Promise<void> {
+    await this.inflight?.catch(() => undefined); // its failure was reported by the call that failed, or goes with this connector
+    this.inflight = undefined;
     this.connection?.closeSync();
     this.connection = undefined;
   }
 }
 
-/** Errors about a row's values (not the database or the table as a whole). */
+/** Maps each message of the batch (a message that cannot be mapped gets the error), giving the event loop back between slices. */
+async function mapAll(mapper: RowMapper, batch: ExportMessage[]): Promise<Mapped[]> {
+  const rows: Mapped[] = [];
+  const slicer = new LoopSlicer();
+  for (const em of batch) {
+    if (slicer.due) await slicer.yield();
+    try {
+      rows.push(mapper.map(em));
+    } catch (e) {
+      if (!(e instanceof SchemaMismatch || e instanceof ConversionError)) throw e;
+      rows.push(e);
+    }
+  }
+  return rows;
+}
+
+function addResult(into: WriteResult, more: WriteResult): void {
+  into.written.push(...more.written);
+  into.failed.push(...more.failed);
+  into.deferred.push(...more.deferred);
+}
+
+/**
+ * Errors about a row's values (not the database or the table as a whole). The appender reports a
+ * constraint a row breaks as "Failed to append: Duplicate key ... violates primary key constraint" (NOT
+ * NULL and CHECK alike).
+ */
 function isDataError(e: unknown): boolean {
-  return /^(Constraint|Conversion|Invalid Input|Out of Range|Mismatch Type) Error/.test((e as Error).message ?? '');
+  const message = (e as Error).message ?? '';
+  return (
+    /^(Constraint|Conversion|Invalid Input|Out of Range|Mismatch Type) Error/.test(message) || /^Failed to append: .*constraint/i.test(message)
+  );
 }
