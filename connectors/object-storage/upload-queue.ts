@@ -38,8 +38,11 @@ export interface UploadQueueOptions {
  */
 export class UploadQueue {
   private readonly sealed: RollingFile[] = [];
-  /** The background upload loop, while it runs. */
+  /** Resolves once no upload lane runs; set while one does. */
   private uploading?: Promise<void>;
+  private lanesStopped?: () => void;
+  /** Upload lanes running (at most PARALLEL_UPLOADS). */
+  private lanes = 0;
   /** Set when the sink as a whole failed an upload; uploads wait for the next settle to retry. */
   private blocked?: S3Failure;
   /** An unexpected error of the upload loop, thrown from the next call. */
@@ -122,23 +125,31 @@ export class UploadQueue {
     return this.sealed.splice(0);
   }
 
-  /** Runs the upload loop unless it is running; resolves when it stops (nothing left, or blocked). */
+  /**
+   * Starts a lane for each file no lane has, up to PARALLEL_UPLOADS running: a lane stops once it finds
+   * nothing left, so a file sealed after that gets its own lane rather than waiting for the other lane's
+   * upload to end. Resolves when every lane has stopped (nothing left, or blocked).
+   */
   private start(): Promise<void> {
-    this.uploading ??= this.uploadAll().finally(() => {
-      this.uploading = undefined;
-      this.wakeWaiters();
-      const { written, failed } = this.finished;
-      if (written.length || failed.length) this.options.notify();
-    });
-    return this.uploading;
+    while (this.lanes < PARALLEL_UPLOADS && this.sealed.length > this.inFlight.size && !this.blocked && !this.fault) {
+      if (this.lanes++ === 0) this.uploading = new Promise<void>((resolve) => (this.lanesStopped = resolve));
+      // A lane takes its file synchronously (inFlight), so the next turn of this loop sees one file fewer.
+      void this.uploadLane().finally(() => this.laneStopped());
+    }
+    return this.uploading ?? Promise.resolve();
+  }
+
+  private laneStopped(): void {
+    if (--this.lanes > 0) return;
+    this.uploading = undefined;
+    this.lanesStopped!();
+    this.wakeWaiters();
+    const { written, failed } = this.finished;
+    if (written.length || failed.length) this.options.notify();
   }
 
   private wakeWaiters(): void {
     for (const wake of this.waiters.splice(0)) wake();
-  }
-
-  private async uploadAll(): Promise<void> {
-    await Promise.all(Array.from({ length: PARALLEL_UPLOADS }, () => this.uploadLane()));
   }
 
   /** Uploads the oldest file no other lane has, one after another, until none is left, the sink is blocked, or a lane failed. */
