@@ -169,6 +169,20 @@ describe('export to S3 (real HTTP server)', () => {
     expect(env.core.metrics('to-s3').backlogMessages).toBe(0);
   });
 
+  it('text: records that overflow the write chunk, and one larger than it, keep their bytes and order', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { textConfig: {} });
+    // 1.5 MiB of 300 KB records, then a 1.2 MiB one (larger than the 1 MiB chunk), then small ones.
+    const data = [...Array.from({ length: 5 }, (_, i) => `${i}`.repeat(300_000)), 'L'.repeat(1_200_000), 'x', 'y'];
+    await env.core.publish(
+      'events',
+      data.map((d) => ({ data: d, orderingKey: 'k' })),
+    );
+    await finish(data.length);
+    const [name] = await s3.list(bucket);
+    expect((await s3.get(bucket, name!)).toString()).toBe(data.map((d) => `${d}\n`).join(''));
+  });
+
   it('avro with metadata: Pub/Sub record layout plus ordering_key and sequence', async () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { avroConfig: { writeMetadata: true } });

@@ -7,8 +7,18 @@ import type { Connector, ConnectorContext, ConnectorSettings } from './connector
 import { DEFAULT_BUDGET, ExportRunner, type ExportRunnerOptions } from './export-runner.js';
 import { exportSection, getConnector } from './registry.js';
 import { EmbeddedSource } from './sources/embedded-source.js';
-import { createPubSubClient, remoteIdentity, remoteSubscriptionName, type RemoteEndpoint } from './sources/remote-endpoint.js';
-import { RemoteSource, type ExportSection } from './sources/remote-source.js';
+import type { RemoteEndpoint } from './sources/remote-endpoint.js';
+import type { ExportSection } from './sources/remote-source.js';
+
+/**
+ * The remote sources' modules, loaded only for a job with remote exports: they load Google's Pub/Sub
+ * client (and gRPC), about 40 MiB of RSS and half a second that an export of the embedded core never uses.
+ */
+async function loadRemoteSources() {
+  const [endpoint, source] = await Promise.all([import('./sources/remote-endpoint.js'), import('./sources/remote-source.js')]);
+  return { ...endpoint, RemoteSource: source.RemoteSource };
+}
+type RemoteSources = Awaited<ReturnType<typeof loadRemoteSources>>;
 
 type RunnerTuning = Partial<
   Pick<ExportRunnerOptions, 'maxBatchMessages' | 'maxOutstandingMessages' | 'maxOutstandingBytes' | 'flushIntervalMs' | 'standbyRetryMs'>
@@ -57,6 +67,8 @@ export class ExportManager {
   /** Remote exports' runners, by remote subscription name. */
   private readonly remoteRunners = new Map<string, ExportRunner>();
   private remoteClient?: PubSub;
+  /** Set once start() found remote exports (see loadRemoteSources). */
+  private remoteSources?: RemoteSources;
   /** Syncs run one after another: two at once could both start a runner for the same subscription. */
   private syncing: Promise<void> = Promise.resolve();
   private following: (() => void)[] = [];
@@ -76,7 +88,7 @@ export class ExportManager {
       }),
     ];
     await this.sync();
-    this.startRemote();
+    if (this.options.remote?.exports.length) this.startRemote((this.remoteSources ??= await loadRemoteSources()));
   }
 
   /**
@@ -163,9 +175,8 @@ export class ExportManager {
    * is made (and its settings checked) now; the subscription's own settings come from the remote once it
    * is reached.
    */
-  private startRemote(): void {
-    const remote = this.options.remote;
-    if (!remote?.exports.length) return;
+  private startRemote({ createPubSubClient, remoteIdentity, remoteSubscriptionName, RemoteSource }: RemoteSources): void {
+    const remote = this.options.remote!;
     const { logger } = this.options;
     const { backoff, ...tuning } = this.options.runner ?? {};
     this.remoteClient ??= createPubSubClient(remote);
@@ -213,7 +224,9 @@ export class ExportManager {
   runner(subscription: string): ExportRunner | undefined {
     const remote =
       this.remoteRunners.get(subscription) ??
-      (this.options.remote && this.remoteRunners.get(remoteSubscriptionName(subscription, this.options.remote.projectId)));
+      (this.options.remote &&
+        this.remoteSources &&
+        this.remoteRunners.get(this.remoteSources.remoteSubscriptionName(subscription, this.options.remote.projectId)));
     if (remote) return remote;
     const { core } = this.options;
     return core.hasSubscription(subscription) ? this.runners.get(core.subscriptionName(subscription))?.runner : undefined;

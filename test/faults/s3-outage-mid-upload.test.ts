@@ -78,13 +78,17 @@ describe('an S3 outage in the middle of a multipart upload', () => {
         await waitFor('the first part of the multipart upload', () => partDone(1), 60_000);
         await s3.stop();
         proxy.release();
-        // The outage began while the upload was under way: parts stored, the upload not completed, the object
-        // marked pending in the manifest and not committed.
-        expect(proxy.seen.filter((r) => r.method === 'POST' && /[?&]uploads(&|=|$)/.test(r.url)).length).toBe(1);
+        // The outage began while the uploads were under way: parts stored, no upload completed, the objects
+        // marked pending in the manifest and not committed. Files roll at a quarter of the runner's 64 MiB
+        // budget, so a second file may be sealed, and then uploads in the queue's second lane meanwhile.
+        const started = proxy.seen.filter((r) => r.method === 'POST' && /[?&]uploads(&|=|$)/.test(r.url)).length;
+        expect(started).toBeGreaterThanOrEqual(1);
+        expect(started).toBeLessThanOrEqual(2);
         expect(proxy.seen.some((r) => completes(r) && r.status !== undefined)).toBe(false);
         const atStop = manifestLines(manifest);
-        const uploading = atStop.find((l) => l.type === 'pending')!.object;
-        expect(atStop.filter((l) => l.object === uploading).map((l) => l.type)).toEqual(['pending']);
+        const uploading = [...new Set(atStop.filter((l) => l.type === 'pending').map((l) => l.object))];
+        expect(uploading.length).toBeGreaterThanOrEqual(started);
+        for (const object of uploading) expect(atStop.filter((l) => l.object === object).map((l) => l.type)).toEqual(['pending']);
 
         try {
           // Publishing goes on during the outage; the backlog holds it.
@@ -108,7 +112,7 @@ describe('an S3 outage in the middle of a multipart upload', () => {
         const committed = new Manifest(manifest);
         const objects = committed.committed().map((o) => o.object);
         committed.close();
-        expect(objects).toContain(uploading); // the interrupted upload was done again, whole
+        for (const object of uploading) expect(objects).toContain(object); // the interrupted uploads were done again, whole
         expect(await s3.list(bucket)).toEqual([...objects].sort()); // no stray object, none missing
 
         const position = (data: Buffer) => Number(data.toString('latin1', 0, 32).split(':')[1]);
