@@ -38,6 +38,9 @@ function open({ store, file, synchronous }: { store: number; file: string; synch
   db.pragma(`synchronous = ${synchronous}`);
   db.pragma('busy_timeout = 10000');
   db.pragma('wal_autocheckpoint = 0');
+  // Each write request runs in a savepoint (`apply`), which copies every page it changes to a statement journal
+  // first: in memory, not a temporary file (a write and a page copy through the kernel per page, per request).
+  db.pragma('temp_store = MEMORY');
   // After a checkpoint lets the WAL restart, a WAL left larger than this is truncated back (by the writer).
   db.pragma('journal_size_limit = 67108864');
   const insertMessage = db.prepare(
