@@ -568,8 +568,12 @@ export class SqliteStore implements Store {
   private toBacklog(rows: BacklogQueryRow[], dataBytes: number): BacklogRow[] {
     let room = dataBytes;
     const backlog = new Array<BacklogRow>(rows.length);
+    let key = '';
     for (let i = 0; i < rows.length; i++) {
-      const [seq, topicUid, orderingKey, keySeq, publishTime, attributes, inline, acked, failures] = rows[i]!;
+      const [seq, topicUid, rowKey, keySeq, publishTime, attributes, inline, acked, failures] = rows[i]!;
+      // Runs of one key share one string: the window keeps its messages for a while, and every object it
+      // keeps is copied by the young-generation GC (the row's own copy dies young, which costs nothing).
+      const orderingKey = rowKey === key ? key : (key = rowKey);
       // A larger payload's length is read alone; a row compacted away meanwhile counts as too large, then as gone.
       const dataBytes = inline !== null ? inline.byteLength : ((this.stmt.dataBytes.get(seq) as number | undefined) ?? INLINE_DATA + 1);
       let data: Buffer = NO_DATA;
