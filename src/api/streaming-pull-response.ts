@@ -43,9 +43,8 @@ export function encodeDeliveries(batch: readonly ReceivedMessage[], properties: 
       at = writeString(out, at, 0x12, value, v);
     }
     if (m.messageId) at = writeString(out, at, 0x1a, m.messageId, sizes[s + MESSAGE_ID]!);
-    const ms = m.publishTime.getTime();
-    const seconds = Math.floor(ms / 1000);
-    const nanos = (ms - seconds * 1000) * 1e6;
+    const seconds = sizes[s + SECONDS]!;
+    const nanos = sizes[s + NANOS]!;
     at = writeTagged(out, at, 0x22, sizes[s + TIMESTAMP]!);
     if (seconds) {
       out[at++] = 0x08;
@@ -82,7 +81,10 @@ const ORDERING_KEY = 2;
 const TIMESTAMP = 3;
 const MESSAGE = 4;
 const RECEIVED = 5;
-const SIZES = 6;
+/** And the publish time's Timestamp fields, read once. */
+const SECONDS = 6;
+const NANOS = 7;
+const SIZES = 8;
 
 /** Byte length of one ReceivedMessage; the lengths the writing pass needs go into `sizes` from `s`. */
 function measure(r: ReceivedMessage, sizes: number[], s: number): number {
@@ -107,6 +109,8 @@ function measure(r: ReceivedMessage, sizes: number[], s: number): number {
   sizes[s + TIMESTAMP] = timestamp;
   sizes[s + MESSAGE] = message;
   sizes[s + RECEIVED] = received;
+  sizes[s + SECONDS] = seconds;
+  sizes[s + NANOS] = nanos;
   return received;
 }
 
@@ -117,6 +121,8 @@ const lengthPrefixed = (bytes: number) => varintSize(bytes) + bytes;
 /** Bytes of a varint; a negative int64 takes ten (two's complement). */
 function varintSize(n: number): number {
   if (n < 0) return 10;
+  if (n < 0x80) return 1;
+  if (n < 0x4000) return 2;
   let size = 1;
   while (n >= 128) {
     n = Math.floor(n / 128);
@@ -130,6 +136,15 @@ function writeVarint(out: Buffer, at: number, n: number): number {
     let v = BigInt.asUintN(64, BigInt(n));
     for (let i = 0; i < 9; i++, v >>= 7n) out[at++] = Number(v & 0x7fn) | 0x80;
     out[at++] = Number(v);
+    return at;
+  }
+  // Lengths, seconds and nanos fit 31 bits: shifts, not float division.
+  if (n <= 0x7fffffff) {
+    while (n >= 0x80) {
+      out[at++] = (n & 0x7f) | 0x80;
+      n >>>= 7;
+    }
+    out[at++] = n;
     return at;
   }
   while (n >= 128) {

@@ -71,6 +71,22 @@ describe('StreamingPullResponse encoding', () => {
     expect(r!.deliveryAttempt).toBe(3);
   });
 
+  it('writes varints on both sides of 31 bits (where the encoder switches from shifts to division) as proto-loader does', () => {
+    const batch: ReceivedMessage[] = [2 ** 31 - 1, 2 ** 31, 2 ** 32 + 1, 2 ** 14 - 1, 2 ** 14].map((seconds, i) => ({
+      ackId: `a-${i}`,
+      deliveryAttempt: 2 ** 31 - 1,
+      message: {
+        messageId: String(i),
+        publishTime: new Date(seconds * 1000 + 999),
+        data: Buffer.alloc(2 ** 14 + i, i),
+        attributes: {},
+        orderingKey: 'k',
+        sequence: i + 1,
+      },
+    }));
+    expect(decode(encodeDeliveries(batch, { exactlyOnce: false, ordering: true }))).toEqual(decode(viaProtoLoader(batch, false, true)));
+  });
+
   it('writes a time before 1970 as Timestamp defines it: negative seconds (ten bytes on the wire), nanos from 0 up', () => {
     const message = { messageId: '1', publishTime: new Date(-1), data: Buffer.alloc(0), attributes: {}, orderingKey: '', sequence: 1 };
     const [r] = decode(encodeDeliveries([{ ackId: 'a', deliveryAttempt: 0, message }], { exactlyOnce: false, ordering: false }))

@@ -44,3 +44,18 @@ describe('a backlog scan', () => {
     expect(partial.map((r) => r.message.data.byteLength)).toEqual([0, 1024, 64 * 1024, 64 * 1024 + 1, 0, 0]);
   });
 });
+
+describe('acks as the writer stores them', () => {
+  it('stores every seq of a request (repeats within it and across requests included); a scan shows exactly those acked, and the failure counts', async () => {
+    const all = store.scan(source, 0, 100, 0).map((r) => r.message.seq);
+    await Promise.all([store.ack(source.name, [all[1]!, all[3]!, all[1]!]), store.ack(source.name, [all[3]!, all[5]!])]);
+    await store.ack(source.name, [all[5]!]);
+    await store.setFailures(source.name, all[2]!, 4);
+    const rows = store.scan(source, 0, 100, 0);
+    expect(rows.map((r) => r.acked)).toEqual([false, true, false, true, false, true]);
+    expect(rows.map((r) => r.failures)).toEqual([0, 0, 4, 0, 0, 0]);
+    // The same, read per key (the other query) and counted.
+    expect(store.scanKey(source, 'k', 1, all[5]!, 100, 0).map((r) => r.acked)).toEqual([false, true, false, true, false, true]);
+    expect(store.countUnacked(source, 0, all[5]!)).toBe(3);
+  });
+});
