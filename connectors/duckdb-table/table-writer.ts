@@ -413,6 +413,7 @@ function addResult(into: WriteResult, more: WriteResult): void {
 function isDataError(e: unknown): boolean {
   const message = (e as Error).message ?? '';
   return (
-    /^(Constraint|Conversion|Invalid Input|Out of Range|Mismatch Type) Error/.test(message) || /^Failed to append: .*constraint/i.test(message)
+    /^(Constraint|Conversion|Invalid Input|Out of Range|Mismatch Type) Error/.test(message) ||
+    /^Failed to append: .*constraint/i.test(message)
   );
 }

@@ -148,7 +148,7 @@ async function textWriter(path: string): Promise<RecordFileWriter> {
   let used = 0;
   let bytes = 0;
   const writeAll = async (buffer: Buffer, length: number) => {
-    for (let written = 0; written < length; ) written += (await handle.write(buffer, written, length - written)).bytesWritten;
+    for (let written = 0; written < length;) written += (await handle.write(buffer, written, length - written)).bytesWritten;
   };
   const writeChunk = async () => {
     await writeAll(chunk, used);

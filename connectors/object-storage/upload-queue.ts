@@ -221,7 +221,6 @@ export class UploadQueue {
   }
 }
 
-
 /**
  * Reads the file into a buffer of the queue's (allocated once per lane, grown as needed up to PART_SIZE)
  * and sends it in one PutObject. The multipart Upload buffered a small file in fresh chunks and copied
@@ -229,10 +228,11 @@ export class UploadQueue {
  * memory as garbage until V8's next full collection, and the copy blocked the loop (~100 ms for 5 MiB).
  */
 async function readWhole(path: string, size: number, reuse: Buffer | undefined): Promise<Buffer> {
-  const body = reuse && reuse.length >= size ? reuse : Buffer.allocUnsafeSlow(Math.ceil(size / BODY_GRANULE) * BODY_GRANULE || BODY_GRANULE);
+  const body =
+    reuse && reuse.length >= size ? reuse : Buffer.allocUnsafeSlow(Math.ceil(size / BODY_GRANULE) * BODY_GRANULE || BODY_GRANULE);
   const handle = await open(path, 'r');
   try {
-    for (let offset = 0; offset < size; ) {
+    for (let offset = 0; offset < size;) {
       const { bytesRead } = await handle.read(body, offset, size - offset, offset);
       if (!bytesRead) throw new Error(`${path} ended at ${offset} of its ${size} bytes`);
       offset += bytesRead;
