@@ -93,18 +93,12 @@ export async function openRecordFile(
 ): Promise<RecordFileWriter> {
   if (format.kind === 'parquet') {
     const file = await ParquetFile.create(path, format.writeMetadata, format.compression);
-    let bytes = 0;
-    return {
-      get bytes() {
-        return bytes;
-      },
-      fits: fitsAny,
-      async append(subscription, m) {
-        file.append(subscription, m, format.writeMetadata ? JSON.stringify(metadataRecord(subscription, m).attributes) : '');
-        bytes += format.writeMetadata ? metadataBytes(subscription, m) : m.data.byteLength;
-      },
-      close: () => file.close(),
-    };
+    return countingWriter(
+      format.writeMetadata,
+      (subscription, m) =>
+        file.append(subscription, m, format.writeMetadata ? JSON.stringify(metadataRecord(subscription, m).attributes) : ''),
+      () => file.close(),
+    );
   }
   if (format.kind === 'text') return textWriter(path);
   const file = createWriteStream(path);
@@ -114,6 +108,26 @@ export async function openRecordFile(
   const type = format.writeMetadata ? AVRO_METADATA : AVRO_PLAIN;
   const encoder = new avro.streams.BlockEncoder(type, { codec: 'null' });
   encoder.pipe(file);
+  return countingWriter(
+    format.writeMetadata,
+    // Not async: a record the encoder refuses throws here, before it is counted.
+    (subscription, m) =>
+      encoder.write(format.writeMetadata ? metadataRecord(subscription, m) : { data: m.data })
+        ? undefined
+        : once(encoder, 'drain').then(() => undefined),
+    async () => {
+      encoder.end();
+      await once(file, 'finish');
+    },
+  );
+}
+
+/** A writer whose size is counted per record appended: the payload, or the whole record with its metadata. */
+function countingWriter(
+  withMetadata: boolean,
+  write: (subscription: string, m: PubsubMessage) => void | Promise<void>,
+  close: () => Promise<void>,
+): RecordFileWriter {
   let bytes = 0;
   return {
     get bytes() {
@@ -121,14 +135,11 @@ export async function openRecordFile(
     },
     fits: fitsAny,
     async append(subscription, m) {
-      const ok = encoder.write(format.writeMetadata ? metadataRecord(subscription, m) : { data: m.data });
-      bytes += format.writeMetadata ? metadataBytes(subscription, m) : m.data.byteLength;
-      if (!ok) await once(encoder, 'drain');
+      const written = write(subscription, m);
+      bytes += withMetadata ? metadataBytes(subscription, m) : m.data.byteLength;
+      await written;
     },
-    async close() {
-      encoder.end();
-      await once(file, 'finish');
-    },
+    close,
   };
 }
 
