@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { KEYS, payload } from './workload.js';
 
 /** The latency benchmark's schedule, shared by its publisher processes. */
 export const RATE = Number(process.env.BENCH_LATENCY_RATE ?? 2000);
@@ -26,4 +27,9 @@ export async function pace(send: (i: number) => void): Promise<number> {
     await sleep(1);
   }
   return TOTAL / ((performance.now() - start) / 1000);
+}
+
+/** Message i of the schedule: a 1 KB payload whose JSON starts with i, on key i % KEYS. */
+export function latencyMessage(i: number): { data: Buffer; orderingKey: string } {
+  return { data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` };
 }

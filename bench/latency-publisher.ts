@@ -6,9 +6,8 @@
  */
 import { PubSub } from '@google-cloud/pubsub';
 import { exitWithParent, reply } from './child.js';
-import { clockMs, pace, TOTAL } from './latency-pace.js';
+import { clockMs, latencyMessage, pace, TOTAL } from './latency-pace.js';
 import { watchEventLoop } from './process-stats.js';
-import { KEYS, payload } from './workload.js';
 
 export interface PublisherInput {
   apiEndpoint: string;
@@ -41,7 +40,7 @@ const rate = await pace((i) => {
   sentAt[i] = clockMs();
   pending.push(
     topic
-      .publishMessage({ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` })
+      .publishMessage(latencyMessage(i))
       .then(() => void (publishedAt[i] = clockMs()))
       .catch((e: unknown) => void errors.push(String(e))),
   );

@@ -14,12 +14,12 @@ import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
 import { fmt, type BenchOutput, type Check } from './report.js';
-import { clockMs, pace, RATE, TOTAL, WARMUP } from './latency-pace.js';
+import { clockMs, latencyMessage, pace, RATE, TOTAL, WARMUP } from './latency-pace.js';
 import type { PublisherInput, PublisherResult } from './latency-publisher.js';
 import { benchModule } from './paths.js';
 import { watchEventLoop } from './process-stats.js';
 import { startOrderlyServe } from './serve-process.js';
-import { KEYS, payload } from './workload.js';
+import { KEYS } from './workload.js';
 
 /** How long after the last publish every message must have been delivered. */
 const DELIVERY_DEADLINE_MS = 60_000;
@@ -193,7 +193,7 @@ async function throughLibrary(): Promise<PathResult> {
     const rate = await pace((i) => {
       tracker.sent(i);
       core
-        .publish('latency', [{ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` }])
+        .publish('latency', [latencyMessage(i)])
         .then(() => tracker.published(i))
         .catch((e: unknown) => tracker.publishErrors.push(e));
     });
@@ -261,7 +261,7 @@ async function throughGoogleClient(ownProcess: boolean): Promise<PathResult> {
       rate = await pace((i) => {
         tracker.sent(i);
         topic
-          .publishMessage({ data: Buffer.from(payload(i)), orderingKey: `key-${i % KEYS}` })
+          .publishMessage(latencyMessage(i))
           .then(() => tracker.published(i))
           .catch((e: unknown) => tracker.publishErrors.push(e));
       });
