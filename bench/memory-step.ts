@@ -233,6 +233,8 @@ async function exportDrain(kind: 'duckdb' | 'text' | 'parquet', { dir, backlog }
   }
   await core.updateSubscription(SUBSCRIPTION, exportConfig);
   const exports = new ExportManager({ core, settings, logger: createLogger({ level: 'warn' }) });
+  // As `orderly run` does: the connector's code is loaded before the export starts (its compile is start-up).
+  await exports.load();
   const loop = await watchEventLoop();
   let written = 0;
   const seconds = await time(async () => {

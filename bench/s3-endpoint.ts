@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { createS3Client, s3Connection } from '../connectors/object-storage/s3-client.js';
 import { tempDir } from '../test/helpers/core.js';
+import { repoRoot } from './paths.js';
 
 export interface BenchS3 {
   settings: Record<string, unknown>;
@@ -33,9 +34,14 @@ export async function startBenchS3(): Promise<BenchS3> {
         console.log(port);`,
         dir.path,
       ],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
+      // The repository's node_modules resolve `s3rver`, whatever directory the benchmark was started from.
+      { stdio: ['ignore', 'pipe', 'inherit'], cwd: repoRoot },
     );
-    const [line] = (await once(child.stdout, 'data')) as [Buffer];
+    const exited = once(child, 'exit').then(([code]) => {
+      throw new Error(`s3rver exited (code ${String(code)}) before it listened`);
+    });
+    const [line] = (await Promise.race([once(child.stdout, 'data'), exited])) as [Buffer];
+    exited.catch(() => {}); // once listening, its exit is awaited by stop()
     // Nothing reads the pipe after the port: drain it, or a full pipe would stop s3rver on its next write.
     child.stdout.resume();
     endpoint = `http://127.0.0.1:${Number(line.toString())}`;

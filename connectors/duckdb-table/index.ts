@@ -38,4 +38,7 @@ export const duckdbTableConnector: ConnectorFactory<DuckDbTableConfig, { path: s
       throw new InvalidArgumentError('duckdb', "bigqueryConfig subscriptions need a DuckDB database file (the job's duckdb.path)");
     return lazyConnector(async () => new (await import('./table-writer.js')).DuckDbTableWriter(config, context, path));
   },
+  async load() {
+    await import('./table-writer.js');
+  },
 };

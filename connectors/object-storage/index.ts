@@ -40,6 +40,10 @@ export const objectStorageConnector: ConnectorFactory<ObjectStorageConfig, z.inf
     uploadRetries: { metric: 'orderly_upload_retries_total', help: 'Object uploads that failed and will be retried' },
   },
   create: (config, context) => lazyConnector(async () => new (await import('./object-writer.js')).ObjectStorageWriter(config, context)),
+  async load(config) {
+    await import('./object-writer.js');
+    if (config.format.kind === 'parquet') await import('./parquet-file.js');
+  },
   audit: async (target) => (await import('./audit.js')).auditExport(target),
   queryView: async (target) => (await import('./query-view.js')).parquetView(target),
 };

@@ -92,6 +92,30 @@ export class ExportManager {
   }
 
   /**
+   * Loads the code of every export's connector (ConnectorFactory.load), embedded and remote, and starts
+   * nothing: a job calls it before its exports start and its endpoint serves, so the synchronous compile
+   * of a database driver, a cloud SDK or the Pub/Sub client holds up no delivery. Best effort: a config a connector
+   * refuses is reported by `start`, code that fails to load by the connector's `open` (retried with backoff).
+   */
+  async load(): Promise<void> {
+    const specs = [
+      ...this.options.core.allSubscriptions().filter((sub) => !sub.detached),
+      ...(this.options.remote?.exports.map((entry) => entry.section) ?? []),
+    ];
+    for (const spec of specs) {
+      const section = exportSection(spec);
+      if (!section) continue;
+      try {
+        const factory = getConnector(section.connector);
+        await factory.load?.(factory.parseConfig(section.config));
+      } catch {
+        // Reported where it matters (see above).
+      }
+    }
+    if (this.options.remote?.exports.length) this.remoteSources ??= await loadRemoteSources();
+  }
+
+  /**
    * Validates every new export subscription's config (and makes its first connector) first, so a bad one
    * starts nothing.
    */

@@ -118,7 +118,10 @@ export class JobRuntime {
         remote: workerId ? remoteExportsOf(job, workerId) : undefined,
       });
       cleanups.push(() => exports.stop());
-      if (options.withExports !== false && !readOnly) await exports.start();
+      if (options.withExports !== false && !readOnly) {
+        await exports.load();
+        await exports.start();
+      }
       let metricsUrl: string | undefined;
       if (options.serveMetrics && job.metrics) {
         const server = await serveMetrics(core, exports, job.metrics.host, job.metrics.port);
