@@ -122,7 +122,7 @@ export class BacklogReader {
    * Reads from the store until the window is full, the backlog is exhausted, or `maxMs` passed (rows
    * skipped as acked cost time too, so a long read yields to the event loop). True if there is more to read.
    */
-  fill(maxMs = 8): boolean {
+  fill(maxMs = 4): boolean {
     const until = performance.now() + maxMs;
     while (this.behind) {
       const room = this.sink.room();

@@ -9,7 +9,7 @@ export class PublishQueue {
   private head = 0;
   private scheduled = false;
 
-  constructor(private readonly sliceMs = 10) {}
+  constructor(private readonly sliceMs = 5) {}
 
   /** Queues `work`; it runs after every publish queued before it, and its result is the returned promise's. */
   run<T>(work: () => Promise<T>): Promise<T> {
