@@ -15,6 +15,7 @@ import { BenchChild, exitWithParent, reply, runChild } from './child.js';
 import { peakRssBytes, watchEventLoop } from './process-stats.js';
 import { time } from './report.js';
 import { KEYS, payload } from './workload.js';
+import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth } from '../src/job/heap-growth.js';
 
 export type StepName = 'publish' | 'open' | 'callback' | 'streaming-pull' | 'duckdb' | 'text' | 'parquet' | 'keys';
 
@@ -50,6 +51,9 @@ export interface StepResult {
   heapPerKey?: number;
   rssPerKey?: number;
 }
+
+// As `orderly run` does with the default `memory.heapGrowthPercent` (the setting does not pass to a child).
+limitHeapGrowth(DEFAULT_HEAP_GROWTH_PERCENT);
 
 const TOPIC = 'backlog';
 const SUBSCRIPTION = 'backlog';

@@ -6,6 +6,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth } from '../src/job/heap-growth.js';
 import { benchCli } from './cli.js';
 import { benchClient } from './client.js';
 import { benchCore } from './core.js';
@@ -42,6 +43,8 @@ const benchmarks: Record<string, [string, () => Promise<BenchOutput>]> = {
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const only = process.argv[2];
 if (only) {
+  // Each benchmark's process, baseline included, collects its heap as `orderly run` does by default.
+  limitHeapGrowth(DEFAULT_HEAP_GROWTH_PERCENT);
   const entry = benchmarks[only];
   if (!entry) throw new Error(`unknown benchmark ${JSON.stringify(only)} (known: ${Object.keys(benchmarks).join(', ')})`);
   report(entry[0], await entry[1]());

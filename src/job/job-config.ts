@@ -11,6 +11,7 @@ import { OrderlyError, UnknownFieldError } from '../core/errors.js';
 import { resourceName } from '../core/names.js';
 import { normalizeSubscription } from '../core/subscription-config.js';
 import { importPlugins, unloadedPlugins } from './plugins.js';
+import { DEFAULT_HEAP_GROWTH_PERCENT } from './heap-growth.js';
 
 /**
  * The job file: one YAML (or JSON) document declaring where data lives, the plugins to load, the topics
@@ -132,6 +133,7 @@ export const jobSchema = z.strictObject({
       exportMessages: z.number().int().min(100).max(10_000_000).default(20_000),
       duckdb: byteSize.default(128 * 1024 * 1024),
       duckdbThreads: z.number().int().min(1).max(256).default(2),
+      heapGrowthPercent: z.number().int().min(10).max(300).default(DEFAULT_HEAP_GROWTH_PERCENT),
     })
     .default({
       payloadBytes: 64 * 1024 * 1024,
@@ -141,6 +143,7 @@ export const jobSchema = z.strictObject({
       exportMessages: 20_000,
       duckdb: 128 * 1024 * 1024,
       duckdbThreads: 2,
+      heapGrowthPercent: DEFAULT_HEAP_GROWTH_PERCENT,
     }),
   /** Modules that register connectors (package names, or paths relative to the job file), loaded first. */
   plugins: z.array(z.string().min(1)).default([]),

@@ -15,6 +15,7 @@ import { serveMetrics } from './metrics.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
 import { remoteExportsOf } from './remote-job.js';
 import { resolveWorkerId, sweepGoneWorkers, workerDir } from './worker.js';
+import { limitHeapGrowth } from './heap-growth.js';
 
 type Cleanup = () => Promise<void> | void;
 
@@ -85,6 +86,7 @@ export class JobRuntime {
       }
       cleanups.push(acquireLock(dataDir));
       // Before any section opens a DuckDB database (the duckdb section runs its init statements).
+      limitHeapGrowth(job.memory.heapGrowthPercent);
       setDuckDbLimits({ memoryLimit: `${Math.max(1, Math.floor(job.memory.duckdb / 1024 / 1024))}MiB`, threads: job.memory.duckdbThreads });
       const opened = await openSections(job, { dataDir, readOnly, logger }, cleanups);
       let reportFailure!: (error: Error) => void;

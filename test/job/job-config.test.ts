@@ -262,12 +262,14 @@ describe('memory settings', () => {
       exportMessages: 20_000,
       duckdb: 128 * 1024 * 1024,
       duckdbThreads: 2,
+      heapGrowthPercent: 60,
     });
     const job = loadJob(write({ ...base(), memory: { payloadBytes: '16MiB', duckdb: '1GB', exportBytes: 1_000_000 } }));
     expect(job.memory).toMatchObject({ payloadBytes: 16 * 1024 * 1024, duckdb: 1e9, exportBytes: 1_000_000, messagesPerKey: 1_000 });
-    expect(problems({ ...base(), memory: { payloadBytes: 'lots', messagesPerKey: 0, ram: 1 } })).toEqual([
+    expect(problems({ ...base(), memory: { payloadBytes: 'lots', messagesPerKey: 0, heapGrowthPercent: 5, ram: 1 } })).toEqual([
       'memory.payloadBytes: a size like 64MiB, 512MB or a number of bytes',
       'memory.messagesPerKey: Too small: expected number to be >=1',
+      'memory.heapGrowthPercent: Too small: expected number to be >=10',
       'memory.ram: unknown key (a typo? see docs/configuration.md)',
     ]);
   });
