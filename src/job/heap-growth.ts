@@ -5,7 +5,7 @@ import { setFlagsFromString } from 'node:v8';
  * again (`memory.heapGrowthPercent`). V8 allows up to 300% (4×) while collections are cheap; a drain or an
  * export promotes ~100 MB/s of messages that die soon after, so the heap reached 130–170 MiB, mostly
  * garbage, with about as much again in payload buffers that only that collection frees. At 60% a
- * 1M-message text export peaked at 285 instead of 378 MiB, for about a tenth of its rate.
+ * 1M-message text export peaked at 275–287 instead of 373–386 MiB, its drain 16–24% slower (all exports).
  */
 export const DEFAULT_HEAP_GROWTH_PERCENT = 60;
 
