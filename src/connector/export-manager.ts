@@ -94,8 +94,9 @@ export class ExportManager {
   /**
    * Loads the code of every export's connector (ConnectorFactory.load), embedded and remote, and starts
    * nothing: a job calls it before its exports start and its endpoint serves, so the synchronous compile
-   * of a database driver, a cloud SDK or the Pub/Sub client holds up no delivery. Best effort: a config a connector
-   * refuses is reported by `start`, code that fails to load by the connector's `open` (retried with backoff).
+   * of a database driver, a cloud SDK or the Pub/Sub client holds up no delivery. Best effort: a config
+   * a connector refuses is reported by `start`, code that fails to load by the connector's `open`
+   * (retried with backoff).
    */
   async load(): Promise<void> {
     const specs = [

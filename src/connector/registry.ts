@@ -27,8 +27,9 @@ export interface ConnectorFactory<Config = unknown, Settings = unknown> {
   create(config: Config, context: ConnectorContext): Connector;
   /**
    * Loads the code `create`'s connector runs (what `lazyConnector` loads) without starting anything. A job
-   * calls it before the core delivers: loading compiles modules synchronously, a stall no slicing of the
-   * event loop can break up, so it happens while nothing else waits. Without it, the code loads at `open`.
+   * calls it before its exports start and its endpoint serves: loading compiles modules synchronously, a
+   * stall no slicing of the event loop can break up, so it happens while nothing waits on the loop.
+   * Without it, the code loads at `open`.
    */
   load?(config: Config): Promise<void>;
   /** The connector's own top-level section of the job file, if it has one. */

@@ -85,8 +85,8 @@ export class JobRuntime {
         cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
       }
       cleanups.push(acquireLock(dataDir));
-      // Before any section opens a DuckDB database (the duckdb section runs its init statements).
       limitHeapGrowth(job.memory.heapGrowthPercent);
+      // Before any section opens a DuckDB database (the duckdb section runs its init statements).
       setDuckDbLimits({ memoryLimit: `${Math.max(1, Math.floor(job.memory.duckdb / 1024 / 1024))}MiB`, threads: job.memory.duckdbThreads });
       const opened = await openSections(job, { dataDir, readOnly, logger }, cleanups);
       let reportFailure!: (error: Error) => void;
