@@ -15,7 +15,11 @@ import { openRecordFile, type RecordFileWriter } from './record-format.js';
  */
 export class RollingFile {
   readonly deliveries: ExportMessage[] = [];
-  private readonly keys = new Map<string, { first: number; last: number; count: number }>();
+  /**
+   * Per key, built as the manifest entry holds it (no prototype, so any key is an own property): a Map
+   * converted at upload cost ~1 ms per 5,000 keys, on the loop, for every object.
+   */
+  private readonly keys: ManifestObject['keys'] = Object.create(null) as ManifestObject['keys'];
   private readonly unkeyed: string[] = [];
   private readonly ids: string[] = [];
   private readonly messages: [string, string, number][] = [];
@@ -68,11 +72,11 @@ export class RollingFile {
       return;
     }
     if (mark.by === 'id') this.ids.push(messageId);
-    const range = this.keys.get(key);
+    const range = this.keys[key];
     if (range) {
       range.last = sequence;
       range.count++;
-    } else this.keys.set(key, { first: sequence, last: sequence, count: 1 });
+    } else this.keys[key] = { first: sequence, last: sequence, count: 1 };
   }
 
   get records(): number {
@@ -108,7 +112,7 @@ export class RollingFile {
       committedAt: new Date().toISOString(),
       records: this.records,
       bytes,
-      keys: Object.fromEntries(this.keys),
+      keys: this.keys,
       unkeyed: this.unkeyed,
     };
     if (this.ids.length) entry.ids = this.ids;
