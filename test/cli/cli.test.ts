@@ -63,6 +63,64 @@ describe('orderly CLI', () => {
     expect(stdout).toContain('duplicates: 0');
   });
 
+  it("status of a running job: each subscription's resident payload bytes, within memory.payloadBytes", async () => {
+    const dir = tempDir();
+    const job = join(dir.path, 'job.yaml');
+    const limit = 256 * 1024;
+    writeFileSync(
+      job,
+      stringify({
+        projectId: 'cli-memory',
+        dataDir: './data',
+        memory: { payloadBytes: '256KiB' },
+        metrics: { port: 0 },
+        topics: [{ name: 'events' }],
+        subscriptions: [{ name: 'backlog', topic: 'events', enableMessageOrdering: true }],
+      }),
+    );
+    // 300 × ~2 KB: more than the payload budget, so the window holds only part of it in memory.
+    const lines = Array.from({ length: 300 }, (_, i) => JSON.stringify({ id: i, user: `u${i % 7}`, pad: 'x'.repeat(2000) }));
+    writeFileSync(join(dir.path, 'events.jsonl'), lines.join('\n') + '\n');
+    const pub = await orderly(
+      'publish',
+      job,
+      '--topic',
+      'events',
+      '--file',
+      join(dir.path, 'events.jsonl'),
+      '--ordering-key-field',
+      'user',
+      '--json',
+    );
+    expect(JSON.parse(pub.stdout)).toEqual({ published: 300, refused: [] });
+
+    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'ignore', 'pipe'] });
+    try {
+      const lock = join(dir.path, 'data', 'orderly.lock');
+      await waitFor('the metrics endpoint', () => existsSync(lock) && JSON.parse(readFileSync(lock, 'utf8')).metrics !== undefined, 30_000);
+      type Row = { backlog: number; residentBytes: number; payloadLimitBytes: number };
+      let row: Row | undefined;
+      await waitFor(
+        'the backlog read into memory',
+        async () => {
+          [row] = JSON.parse((await orderly('status', job, '--json')).stdout) as Row[];
+          return row!.residentBytes > 0;
+        },
+        30_000,
+      );
+      expect(row!.payloadLimitBytes).toBe(limit);
+      expect(row!.backlog).toBe(300);
+      expect(row!.residentBytes).toBeLessThanOrEqual(limit);
+      // Whole messages of ~2 KB up to the budget: it is filled, not left mostly empty.
+      expect(row!.residentBytes).toBeGreaterThan(limit - 3000);
+      expect((await orderly('status', job)).stdout).toMatch(/payload memory: 0\.\d MiB of 0\.3 MiB \(memory\.payloadBytes\)/);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.on('exit', resolve));
+      dir.remove();
+    }
+  }, 120_000);
+
   it('publish a file, run, scrape metrics, SIGTERM drains; then query, audit and status with --json', async () => {
     const dir = tempDir();
     const job = join(dir.path, 'job.yaml');
