@@ -22,6 +22,11 @@ async function orderly(...args: string[]): Promise<{ stdout: string; stderr: str
   }
 }
 
+/** `orderly publish --json` of a JSON-lines file to the topic `events`, each line keyed by its `user` field. */
+function publishUsers(job: string, file: string, ...options: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
+  return orderly('publish', job, '--topic', 'events', '--file', file, '--ordering-key-field', 'user', ...options, '--json');
+}
+
 describe('orderly CLI', () => {
   it('--help lists every command, and each command has help with an example', async () => {
     const { stdout } = await orderly('--help');
@@ -81,17 +86,7 @@ describe('orderly CLI', () => {
     // 300 × ~2 KB: more than the payload budget, so the window holds only part of it in memory.
     const lines = Array.from({ length: 300 }, (_, i) => JSON.stringify({ id: i, user: `u${i % 7}`, pad: 'x'.repeat(2000) }));
     writeFileSync(join(dir.path, 'events.jsonl'), lines.join('\n') + '\n');
-    const pub = await orderly(
-      'publish',
-      job,
-      '--topic',
-      'events',
-      '--file',
-      join(dir.path, 'events.jsonl'),
-      '--ordering-key-field',
-      'user',
-      '--json',
-    );
+    const pub = await publishUsers(job, join(dir.path, 'events.jsonl'));
     expect(JSON.parse(pub.stdout)).toEqual({ published: 300, refused: [] });
 
     const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -163,19 +158,7 @@ describe('orderly CLI', () => {
     lines.splice(10, 0, '{not json', JSON.stringify({ id: 'no user' }));
     writeFileSync(join(dir.path, 'events.jsonl'), lines.join('\n') + '\n');
 
-    const pub = await orderly(
-      'publish',
-      job,
-      '--topic',
-      'events',
-      '--file',
-      join(dir.path, 'events.jsonl'),
-      '--ordering-key-field',
-      'user',
-      '--attributes-field',
-      'tags',
-      '--json',
-    );
+    const pub = await publishUsers(job, join(dir.path, 'events.jsonl'), '--attributes-field', 'tags');
     const report = JSON.parse(pub.stdout);
     expect(report.published).toBe(300);
     expect(report.refused.map((r: { line: number }) => r.line)).toEqual([11, 12]);
@@ -225,17 +208,7 @@ describe('orderly CLI', () => {
     // While the job runs, publish goes through its Pub/Sub endpoint.
     const more = Array.from({ length: 20 }, (_, i) => JSON.stringify({ id: 300 + i, user: `u${i % 13}` }));
     writeFileSync(join(dir.path, 'more.jsonl'), more.join('\n') + '\n');
-    const live = await orderly(
-      'publish',
-      job,
-      '--topic',
-      'events',
-      '--file',
-      join(dir.path, 'more.jsonl'),
-      '--ordering-key-field',
-      'user',
-      '--json',
-    );
+    const live = await publishUsers(job, join(dir.path, 'more.jsonl'));
     expect(JSON.parse(live.stdout)).toEqual({ published: 20, refused: [] });
     await waitFor(
       'the live publishes',
