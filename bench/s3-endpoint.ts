@@ -2,9 +2,10 @@ import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
 import { createS3Client, s3Connection } from '../connectors/object-storage/s3-client.js';
 import { tempDir } from '../test/helpers/core.js';
-import { repoRoot } from './paths.js';
+import { benchModule } from './paths.js';
 
 export interface BenchS3 {
   settings: Record<string, unknown>;
@@ -22,21 +23,9 @@ export async function startBenchS3(): Promise<BenchS3> {
   let stop = async () => dir.remove();
   let endpoint = external;
   if (!endpoint) {
-    const child = spawn(
-      process.execPath,
-      [
-        '--input-type=module',
-        '-e',
-        `
-        import S3rver from 's3rver';
-        const server = new S3rver({ port: 0, address: '127.0.0.1', directory: process.argv[1], silent: true });
-        const { port } = await server.run();
-        console.log(port);`,
-        dir.path,
-      ],
-      // The repository's node_modules resolve `s3rver`, whatever directory the benchmark was started from.
-      { stdio: ['ignore', 'pipe', 'inherit'], cwd: repoRoot },
-    );
+    const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(benchModule('s3rver-process')), dir.path], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     const exited = once(child, 'exit').then(([code]) => {
       throw new Error(`s3rver exited (code ${String(code)}) before it listened`);
     });
