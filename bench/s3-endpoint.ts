@@ -24,7 +24,8 @@ export async function startBenchS3(): Promise<BenchS3> {
   let endpoint = external;
   if (!endpoint) {
     const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(benchModule('s3rver-process')), dir.path], {
-      stdio: ['ignore', 'pipe', 'inherit'],
+      // stdin: held open for the child's life, its way to notice that this process is gone (s3rver-process.ts).
+      stdio: ['pipe', 'pipe', 'inherit'],
     });
     const exited = once(child, 'exit').then(([code]) => {
       throw new Error(`s3rver exited (code ${String(code)}) before it listened`);
