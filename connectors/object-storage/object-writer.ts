@@ -222,7 +222,8 @@ export class ObjectStorageWriter implements Connector {
       }
       const bytes = file.bytes;
       try {
-        await file.append(this.context.subscription, em, this.filter.mark(em.message));
+        const written = file.append(this.context.subscription, em, this.filter.mark(em.message));
+        if (written) await written;
       } catch (e) {
         if (!(e instanceof RecordConversionError)) throw e;
         refused.failed.push({ id: em.id, error: e.message, retryable: false });

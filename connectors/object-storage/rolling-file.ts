@@ -58,9 +58,18 @@ export class RollingFile {
     return this.writer.fits(em.message);
   }
 
-  /** Throws RecordConversionError (the file unchanged) for a message the format cannot take. */
-  async append(subscription: string, em: ExportMessage, mark: RedeliveryMark): Promise<void> {
-    await this.writer.append(subscription, em.message);
+  /**
+   * Throws RecordConversionError (the file unchanged) for a message the format cannot take; a promise
+   * only when the record file makes the caller wait (RecordFileWriter.append).
+   */
+  append(subscription: string, em: ExportMessage, mark: RedeliveryMark): void | Promise<void> {
+    const written = this.writer.append(subscription, em.message);
+    if (written) return written.then(() => this.remember(em, mark));
+    this.remember(em, mark);
+  }
+
+  /** What the manifest entry will say of a record now in the file. */
+  private remember(em: ExportMessage, mark: RedeliveryMark): void {
     this.deliveries.push(em);
     const { orderingKey: key, sequence, messageId, publishTime } = em.message;
     if (this.detailed) {
