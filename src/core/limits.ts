@@ -18,32 +18,39 @@ export interface ValidMessage {
   orderingKey: string;
 }
 
+/** A message's place in its request, built only for an error (a string per message published was garbage). */
+function where(index: number): string {
+  return `messages[${index}]`;
+}
+
 export function validateMessage(input: MessageInput, index: number): ValidMessage {
-  const where = `messages[${index}]`;
   const data =
     input.data === undefined ? Buffer.alloc(0) : typeof input.data === 'string' ? Buffer.from(input.data) : Buffer.from(input.data);
   if (data.byteLength > LIMITS.maxDataBytes) {
-    throw new InvalidArgumentError(`${where}.data`, `must be at most ${LIMITS.maxDataBytes} bytes, got ${data.byteLength}`);
+    throw new InvalidArgumentError(`${where(index)}.data`, `must be at most ${LIMITS.maxDataBytes} bytes, got ${data.byteLength}`);
   }
   const attributes = input.attributes ?? {};
-  const entries = Object.entries(attributes);
-  if (entries.length > LIMITS.maxAttributes) {
-    throw new InvalidArgumentError(`${where}.attributes`, `at most ${LIMITS.maxAttributes} attributes, got ${entries.length}`);
+  let count = 0;
+  for (const _ in attributes) count++;
+  if (count > LIMITS.maxAttributes) {
+    throw new InvalidArgumentError(`${where(index)}.attributes`, `at most ${LIMITS.maxAttributes} attributes, got ${count}`);
   }
-  for (const [k, v] of entries) {
-    if (typeof v !== 'string') throw new InvalidArgumentError(`${where}.attributes["${k}"]`, 'value must be a string');
+  for (const k in attributes) {
+    const v = attributes[k];
+    if (typeof v !== 'string') throw new InvalidArgumentError(`${where(index)}.attributes["${k}"]`, 'value must be a string');
     const kb = Buffer.byteLength(k);
     if (kb === 0 || kb > LIMITS.maxAttributeKeyBytes) {
       throw new InvalidArgumentError(
-        `${where}.attributes`,
+        `${where(index)}.attributes`,
         `key must be 1 to ${LIMITS.maxAttributeKeyBytes} bytes, got ${kb} ("${k.slice(0, 40)}")`,
       );
     }
-    if (k.startsWith('goog')) throw new InvalidArgumentError(`${where}.attributes["${k}"]`, 'keys starting with "goog" are reserved');
+    if (k.startsWith('goog'))
+      throw new InvalidArgumentError(`${where(index)}.attributes["${k}"]`, 'keys starting with "goog" are reserved');
     const vb = Buffer.byteLength(v);
     if (vb > LIMITS.maxAttributeValueBytes) {
       throw new InvalidArgumentError(
-        `${where}.attributes["${k}"]`,
+        `${where(index)}.attributes["${k}"]`,
         `value must be at most ${LIMITS.maxAttributeValueBytes} bytes, got ${vb}`,
       );
     }
@@ -51,10 +58,10 @@ export function validateMessage(input: MessageInput, index: number): ValidMessag
   const orderingKey = input.orderingKey ?? '';
   const okb = Buffer.byteLength(orderingKey);
   if (okb > LIMITS.maxOrderingKeyBytes) {
-    throw new InvalidArgumentError(`${where}.orderingKey`, `must be at most ${LIMITS.maxOrderingKeyBytes} bytes, got ${okb}`);
+    throw new InvalidArgumentError(`${where(index)}.orderingKey`, `must be at most ${LIMITS.maxOrderingKeyBytes} bytes, got ${okb}`);
   }
-  if (data.byteLength === 0 && entries.length === 0) {
-    throw new InvalidArgumentError(where, 'a message needs non-empty data or at least one attribute');
+  if (data.byteLength === 0 && count === 0) {
+    throw new InvalidArgumentError(where(index), 'a message needs non-empty data or at least one attribute');
   }
   return { data, attributes: { ...attributes }, orderingKey };
 }
