@@ -30,12 +30,14 @@ export function validateMessage(input: MessageInput, index: number): ValidMessag
     throw new InvalidArgumentError(`${where(index)}.data`, `must be at most ${LIMITS.maxDataBytes} bytes, got ${data.byteLength}`);
   }
   const attributes = input.attributes ?? {};
+  // Own properties only, as `{ ...attributes }` below keeps only those (an inherited one is neither checked nor stored).
   let count = 0;
-  for (const _ in attributes) count++;
+  for (const k in attributes) if (Object.hasOwn(attributes, k)) count++;
   if (count > LIMITS.maxAttributes) {
     throw new InvalidArgumentError(`${where(index)}.attributes`, `at most ${LIMITS.maxAttributes} attributes, got ${count}`);
   }
   for (const k in attributes) {
+    if (!Object.hasOwn(attributes, k)) continue;
     const v = attributes[k];
     if (typeof v !== 'string') throw new InvalidArgumentError(`${where(index)}.attributes["${k}"]`, 'value must be a string');
     const kb = Buffer.byteLength(k);

@@ -43,6 +43,12 @@ describe('publish limits (each at and just past its bound)', () => {
     expect(() => ok({ data: 'x', attributes: { googThing: 'v' } })).toThrow('reserved');
   });
 
+  it('only own attributes count: inherited ones are neither checked nor stored', () => {
+    const inherited = Object.create({ a: 'x', googThing: 'v' }) as Record<string, string>;
+    expect(() => ok({ attributes: inherited })).toThrow('non-empty data or at least one attribute');
+    expect(ok({ data: 'x', attributes: inherited }).attributes).toEqual({});
+  });
+
   it('batch: 1000 messages accepted, 1001 refused; 10 MiB total', () => {
     const msgs = (n: number) => Array.from({ length: n }, () => ({ data: 'x' }));
     expect(validateBatch(msgs(1000))).toHaveLength(1000);
