@@ -1,9 +1,9 @@
 import { CreateBucketCommand, DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import * as Minio from 'minio';
 import { expect, it } from 'vitest';
 import { startEmbeddedS3 } from '../../connectors/object-storage/embedded-s3.js';
 import { createS3Client, s3Connection } from '../../connectors/object-storage/s3-client.js';
 import { tempDir } from '../helpers/core.js';
+import { listObjectNames, minioClient } from '../helpers/s3.js';
 
 // s3rver removed a directory that a delete left empty while a put was about to write into it: the put's
 // file stream failed with nothing listening, and the error ended the process (a job with `embedded: true`,
@@ -21,18 +21,7 @@ it('the embedded S3 server survives deletes and puts side by side in one directo
       // Each delete takes the directory's last object while a put goes into the same directory.
       await Promise.all([del(`pending/${i}`), put(`pending/${i}-next`), i > 0 ? del(`pending/${i - 1}-next`) : undefined]);
     }
-    const url = new URL(s3.settings.endpoint);
-    const minio = new Minio.Client({
-      endPoint: url.hostname,
-      port: Number(url.port),
-      useSSL: false,
-      accessKey: s3.settings.accessKeyId,
-      secretKey: s3.settings.secretAccessKey,
-      pathStyle: true,
-    });
-    const names: string[] = [];
-    for await (const o of minio.listObjectsV2('race-bucket', '', true)) names.push((o as { name: string }).name);
-    expect(names).toEqual(['pending/49-next']);
+    expect(await listObjectNames(minioClient(s3.settings), 'race-bucket')).toEqual(['pending/49-next']);
   } finally {
     client.destroy();
     await s3.close();

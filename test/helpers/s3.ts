@@ -35,17 +35,9 @@ export async function startTestS3(): Promise<TestS3> {
   };
   if (!external) await run();
   const endpoint = external ?? `http://127.0.0.1:${port}`;
-  const url = new URL(endpoint);
   const accessKeyId = external ? process.env.S3_ACCESS_KEY_ID! : 'S3RVER';
   const secretAccessKey = external ? process.env.S3_SECRET_ACCESS_KEY! : 'S3RVER';
-  const minio = new Minio.Client({
-    endPoint: url.hostname,
-    port: Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
-    useSSL: url.protocol === 'https:',
-    accessKey: accessKeyId,
-    secretKey: secretAccessKey,
-    pathStyle: true,
-  });
+  const minio = minioClient({ endpoint, accessKeyId, secretAccessKey });
   return {
     settings: { endpoint, region: 'us-east-1', accessKeyId, secretAccessKey, forcePathStyle: true },
     minio,
@@ -55,12 +47,7 @@ export async function startTestS3(): Promise<TestS3> {
       if (create) await minio.makeBucket(name);
       return name;
     },
-    async list(bucket, prefix = '') {
-      const names: string[] = [];
-      const stream = minio.listObjectsV2(bucket, prefix, true);
-      for await (const o of stream) if ((o as { name?: string }).name) names.push((o as { name: string }).name);
-      return names.sort();
-    },
+    list: (bucket, prefix) => listObjectNames(minio, bucket, prefix),
     async get(bucket, key) {
       const chunks: Buffer[] = [];
       for await (const c of await minio.getObject(bucket, key)) chunks.push(c as Buffer);
@@ -79,4 +66,25 @@ export async function startTestS3(): Promise<TestS3> {
       dir.remove();
     },
   };
+}
+
+/** The independent reader of an S3 endpoint: the `minio` client, path-style, for the endpoint's settings. */
+export function minioClient(settings: { endpoint: string; accessKeyId: string; secretAccessKey: string }): Minio.Client {
+  const url = new URL(settings.endpoint);
+  return new Minio.Client({
+    endPoint: url.hostname,
+    port: Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
+    useSSL: url.protocol === 'https:',
+    accessKey: settings.accessKeyId,
+    secretKey: settings.secretAccessKey,
+    pathStyle: true,
+  });
+}
+
+/** The names of a bucket's objects under `prefix`, sorted, as the `minio` client lists them. */
+export async function listObjectNames(minio: Minio.Client, bucket: string, prefix = ''): Promise<string[]> {
+  const names: string[] = [];
+  for await (const o of minio.listObjectsV2(bucket, prefix, true))
+    if ((o as { name?: string }).name) names.push((o as { name: string }).name);
+  return names.sort();
 }
