@@ -6,7 +6,7 @@ import { SinkStateError, emptyResult, type WriteResult } from '../../src/connect
 import type { ManifestObject } from './manifest.js';
 import { BucketFailure, type ManifestLog } from './manifest-log.js';
 import type { RollingFile } from './rolling-file.js';
-import { classifyS3Error, type S3Failure } from './s3-client.js';
+import { bodySha256, classifyS3Error, type S3Failure } from './s3-client.js';
 
 /** Multipart above this size, in parts of this size: memory stays bounded whatever the file size. */
 const PART_SIZE = 8 * 1024 * 1024;
@@ -171,12 +171,17 @@ export class UploadQueue {
     }
   }
 
-  /** One PutObject from a reused buffer (see readWhole); the SDK is done with the body once `send` settles. */
+  /**
+   * One PutObject from a reused buffer (see readWhole); the SDK is done with the body once `send` settles. It
+   * carries the body's SHA-256, hashed off the event loop, which then also signs it (see s3-client.ts).
+   */
   private async putWhole(file: RollingFile, size: number): Promise<void> {
     const { s3, bucket } = this.options;
     const body = await readWhole(file.localPath, size, this.bodies.pop());
     try {
-      await s3.send(new PutObjectCommand({ Bucket: bucket, Key: file.object, Body: body.subarray(0, size), ContentLength: size }));
+      const Body = body.subarray(0, size);
+      const ChecksumSHA256 = await bodySha256(Body);
+      await s3.send(new PutObjectCommand({ Bucket: bucket, Key: file.object, Body, ContentLength: size, ChecksumSHA256 }));
     } finally {
       this.bodies.push(body);
     }

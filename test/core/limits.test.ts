@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LIMITS, validateBatch, validateMessage } from '../../src/core/limits.js';
+import { messageSize } from '../../src/core/message.js';
 
 const ok = (m: Parameters<typeof validateMessage>[0]) => validateMessage(m, 0);
 
@@ -59,5 +60,13 @@ describe('publish limits (each at and just past its bound)', () => {
     expect(() => validateBatch([{ data: big }, { data: big }, { data: 'x' }])).toThrow(
       `must be at most ${LIMITS.maxBatchBytes} bytes, got ${LIMITS.maxBatchBytes + 1}`,
     );
+  });
+});
+
+describe('a message size (flow control bytes)', () => {
+  it('is payload, ordering key and own attributes, in UTF-8 bytes', () => {
+    const attributes = Object.assign(Object.create({ inherited: 'not counted' }) as Record<string, string>, { é: 'ü', k: 'vv' });
+    expect(messageSize({ data: Buffer.alloc(10), orderingKey: 'ké', attributes })).toBe(10 + 3 + (2 + 2) + (1 + 2));
+    expect(messageSize({ data: Buffer.alloc(0), orderingKey: '', attributes: {} })).toBe(0);
   });
 });
