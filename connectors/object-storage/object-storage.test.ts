@@ -14,7 +14,7 @@ import { parseObjectStorageConfig } from './config.js';
 import { Manifest } from './manifest.js';
 import { newWriterTag, objectNamer, uniqueId } from './object-naming.js';
 import { ObjectStorageWriter } from './object-writer.js';
-import { readRecords } from './record-format.js';
+import { openRecordFile, readRecords } from './record-format.js';
 import { bodySha256, createS3Client, s3Connection } from './s3-client.js';
 import { keyedExportMessage, writerContext } from '../../test/helpers/writer-context.js';
 
@@ -209,8 +209,10 @@ describe('export to S3 (real HTTP server)', () => {
   it('text: records that overflow the write chunk, and one larger than it, keep their bytes and order', async () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { textConfig: {} });
-    // 1.5 MiB of 300 KB records, then a 1.2 MiB one (larger than the 1 MiB chunk), then small ones.
-    const data = [...Array.from({ length: 5 }, (_, i) => `${i}`.repeat(300_000)), 'L'.repeat(1_200_000), 'x', 'y'];
+    // 4.2 MiB of 300 KB records (the two 1 MiB chunks take turns several times), a 1.2 MiB one (larger than a
+    // chunk), more 300 KB ones, then small ones; each record its own letter, so a chunk reused too early shows.
+    const records = (from: number, n: number) => Array.from({ length: n }, (_, i) => String.fromCharCode(65 + from + i).repeat(300_000));
+    const data = [...records(0, 14), 'L'.repeat(1_200_000), ...records(14, 5), 'x', 'y'];
     await env.core.publish(
       'events',
       data.map((d) => ({ data: d, orderingKey: 'k' })),
@@ -218,6 +220,34 @@ describe('export to S3 (real HTTP server)', () => {
     await finish(data.length);
     const [name] = await s3.list(bucket);
     expect((await s3.get(bucket, name!)).toString()).toBe(data.map((d) => `${d}\n`).join(''));
+  });
+
+  it('text: appends that fill chunk after chunk without waiting write each chunk whole, in order (a chunk is reused only once written)', async () => {
+    const dir = tempDir();
+    const path = join(dir.path, 'records.txt');
+    const file = await openRecordFile(path, { kind: 'text' });
+    const data = Array.from({ length: 40 }, (_, i) => Buffer.alloc(300_000, 65 + i));
+    for (const [i, d] of data.entries()) {
+      // As the object writer does: it waits only when the append says so.
+      const waiting = file.append('s', { ...keyedExportMessage('k', i + 1).message, data: d });
+      if (waiting) await waiting;
+    }
+    await file.close();
+    expect(readFileSync(path).equals(Buffer.concat(data.flatMap((d) => [d, Buffer.from('\n')])))).toBe(true);
+    dir.remove();
+  });
+
+  it('text: a chunk write that fails in the background fails the next append or the close (ENOSPC: /dev/full)', async () => {
+    const file = await openRecordFile('/dev/full', { kind: 'text' });
+    const fill = async () => {
+      for (let i = 1; i <= 10; i++) {
+        const waiting = file.append('s', { ...keyedExportMessage('k', i).message, data: Buffer.alloc(300_000, 65) });
+        if (waiting) await waiting;
+      }
+      await file.close();
+    };
+    await expect(fill()).rejects.toThrow(/ENOSPC/);
+    await file.close().catch(() => undefined); // closes the handle if an append threw first
   });
 
   it('avro with metadata: Pub/Sub record layout plus ordering_key and sequence', async () => {
