@@ -94,7 +94,7 @@ describe('the S3 client', () => {
 
   const sha256 = createHash('sha256').update(body).digest();
 
-  it('hashes a body for its checksum off the event loop (the SHA-256 WebCrypto computes is the body\'s)', async () => {
+  it("hashes a body for its checksum off the event loop (the SHA-256 WebCrypto computes is the body's)", async () => {
     expect(await bodySha256(body)).toBe(sha256.toString('base64'));
     expect(await bodySha256(body.subarray(6, 12))).toBe(createHash('sha256').update(body.subarray(6, 12)).digest('base64'));
   });
@@ -117,7 +117,8 @@ describe('the S3 client', () => {
     expect(headers).toMatchObject({ 'x-amz-checksum-sha256': sha256.toString('base64'), 'x-amz-content-sha256': sha256.toString('hex') });
     expect(headers.authorization).toContain('x-amz-checksum-sha256');
     expect(Object.keys(headers).filter((h) => h.startsWith('x-amz-checksum-'))).toEqual(['x-amz-checksum-sha256']);
-    if (https) expect(error).toBeDefined(); // no TLS server here: the request is seen as signed, then its connection fails
+    if (https)
+      expect(error).toBeDefined(); // no TLS server here: the request is seen as signed, then its connection fails
     else {
       expect(error).toBeUndefined();
       expect(await s3.get(bucket, 'o')).toEqual(body);

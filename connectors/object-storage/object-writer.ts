@@ -208,7 +208,7 @@ export class ObjectStorageWriter implements Connector {
         continue;
       }
       const s = this.shardOf(em);
-      if (this.shards[s] && !this.shards[s].fits(em)) await this.seal(s);
+      if (this.shards[s] && !this.shards[s].fits(em)) this.seal(s);
       let file = this.shards[s];
       if (!file) {
         const openedAt = this.now();
@@ -238,11 +238,11 @@ export class ObjectStorageWriter implements Connector {
       }
       this.openMessages++;
       this.openBytes += file.bytes - bytes;
-      if (file.full(this.config)) await this.seal(s);
+      if (file.full(this.config)) this.seal(s);
     }
     const { budget } = this.context;
     if (this.openMessages >= budget.messages * ROLL_AT_BUDGET_SHARE || this.openBytes >= budget.bytes * ROLL_AT_BUDGET_SHARE) {
-      for (let s = 0; s < this.shards.length; s++) await this.seal(s);
+      for (let s = 0; s < this.shards.length; s++) this.seal(s);
     }
     // Uploads run in the background; an unreachable sink only delays them (flush reports it as a state).
     uploads.kick();
@@ -254,13 +254,19 @@ export class ObjectStorageWriter implements Connector {
     return result;
   }
 
-  private async seal(shard: number): Promise<void> {
+  /**
+   * Closes the shard's file in the background and puts it in line for upload, which waits for the close:
+   * the next file fills meanwhile (a Parquet file's encoding, awaited here, was a fifth of its export's
+   * time). A failed close fails the upload lane, and so the connector, from its next call.
+   */
+  private seal(shard: number): void {
     const file = this.shards[shard];
     if (!file) return;
     this.shards[shard] = undefined;
     this.openMessages -= file.records;
     this.openBytes -= file.bytes;
-    await file.close();
+    // Observed here so a failure that no lane awaits yet (a blocked sink) is not an unhandled rejection.
+    file.close().catch(() => undefined);
     this.uploads!.add(file);
   }
 
@@ -270,7 +276,7 @@ export class ObjectStorageWriter implements Connector {
     const now = this.now().getTime();
     for (let s = 0; s < this.shards.length; s++) {
       const file = this.shards[s];
-      if (file && (mode === 'all' || file.due(this.config, now))) await this.seal(s);
+      if (file && (mode === 'all' || file.due(this.config, now))) this.seal(s);
     }
     if (this.context.fleet && now - this.recoveredAt >= RECOVER_EVERY_MS) this.recoverInBackground(now);
     await uploads.settle(mode === 'all');
@@ -295,7 +301,8 @@ export class ObjectStorageWriter implements Connector {
     await this.recovering;
     // Never uploaded, so never acked: their messages come again, and the files are of no use.
     for (const file of [...this.shards, ...unsent]) {
-      await file?.close();
+      // Whether it closes well does not matter: it is removed.
+      await file?.close().catch(() => undefined);
       await file?.remove();
     }
     this.shards.fill(undefined);

@@ -23,7 +23,7 @@ export class RollingFile {
   private readonly unkeyed: string[] = [];
   private readonly ids: string[] = [];
   private readonly messages: [string, string, number][] = [];
-  private closed = false;
+  private closing?: Promise<void>;
 
   private constructor(
     readonly object: string,
@@ -105,10 +105,12 @@ export class RollingFile {
     return now - this.openedAt.getTime() >= config.maxDurationSeconds * 1000;
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    await this.writer.close();
+  /**
+   * Finishes the file (a Parquet file is encoded now, on DuckDB's threads). Every call gets the same
+   * promise: the file is sealed in the background, and its upload waits for that close.
+   */
+  close(): Promise<void> {
+    return (this.closing ??= this.writer.close());
   }
 
   manifestEntry(bucket: string, format: string, bytes: number, worker?: string): ManifestObject {

@@ -30,8 +30,9 @@ export interface UploadQueueOptions {
 }
 
 /**
- * Closed files waiting for upload, oldest first, uploaded in the background two at a time (multipart
- * when large; the next file starts as soon as one finishes). Per file: manifest "pending", upload,
+ * Sealed files waiting for upload, oldest first (each closes in the background: its lane waits for that),
+ * uploaded in the background two at a time (multipart when large; the next file starts as soon as one
+ * finishes). Per file: manifest "pending", upload,
  * manifest "committed", then its deliveries are written. A sink-wide failure blocks the queue (the file
  * stays in line, retried from the next `settle`); a failure of this object alone (a 4xx the sink will
  * always give) fails its deliveries. What finished is collected with `take`.
@@ -189,6 +190,8 @@ export class UploadQueue {
 
   private async upload(file: RollingFile): Promise<void> {
     const { s3, bucket, format, manifest, worker, counters } = this.options;
+    // Sealed files close in the background; a close that failed is the lane's fault (the connector's next call throws it).
+    await file.close();
     const size = (await stat(file.localPath)).size;
     const entry = file.manifestEntry(bucket, format, size, worker);
     let failure: S3Failure | undefined;
