@@ -1,7 +1,7 @@
 import { PutObjectCommand, S3Client, type ServiceInputTypes, type ServiceOutputTypes } from '@aws-sdk/client-s3';
 import type { FinalizeRequestMiddleware } from '@smithy/types';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, sep } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { createHash } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -293,6 +293,30 @@ describe('export to S3 (real HTTP server)', () => {
       const seqs = (r.seqs as { items: bigint[] }).items.map(Number);
       expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
     }
+  });
+
+  it('parquet: a file that cannot be written once sealed (its spill folder gone) fails the connector, which reopens; every message arrives once', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { maxMessages: 1000, parquetConfig: { writeMetadata: true } });
+    const runner = env.exports.runner('to-s3')!;
+    const messages = keyed(2000, 3);
+    await env.core.publish('events', messages.slice(0, 999));
+    await waitFor('the first file filling', () => runner.outstanding === 999 && runner.stats.batches > 0);
+    const spill = readdirSync(dir.path, { recursive: true, encoding: 'utf8' }).find((p) => p.endsWith(`${sep}spill`))!;
+    rmSync(join(dir.path, spill), { recursive: true });
+    // The 1000th message seals the file: it closes (DuckDB's COPY into the missing folder) in the background.
+    await env.core.publish('events', messages.slice(999, 1999));
+    await env.core.publish('events', messages.slice(1999));
+    await waitFor('the failed close, seen by the connector', () => runner.stats.errors > 0);
+    expect(runner.stats.lastError?.message).toContain(spill);
+    await waitFor('every message written by the reopened connector', () => runner.stats.written === 2000);
+    const seen = new Map<string, number[]>();
+    for (const name of (await s3.list(bucket)).sort()) {
+      const records = await readRecords(await s3.get(bucket, name), { kind: 'parquet', writeMetadata: true, compression: 'SNAPPY' });
+      for (const r of records) seen.set(r.orderingKey!, [...(seen.get(r.orderingKey!) ?? []), r.sequence!]);
+    }
+    expect([...seen.values()].flat()).toHaveLength(2000);
+    for (const sequences of seen.values()) expect(sequences).toEqual(Array.from({ length: sequences.length }, (_, i) => i + 1));
   });
 
   it('rolls on maxMessages, and one large message may exceed maxBytes', async () => {
