@@ -227,11 +227,14 @@ describe('export to S3 (real HTTP server)', () => {
     const dir = tempDir();
     const path = join(dir.path, 'records.txt');
     const file = await openRecordFile(path, { kind: 'text' });
-    const data = Array.from({ length: 40 }, (_, i) => Buffer.alloc(300_000, 65 + i));
+    // 300 KB records, and at 20 one larger than a chunk (written straight to the file, after what is pending).
+    const data = Array.from({ length: 40 }, (_, i) => Buffer.alloc(i === 20 ? 1_200_000 : 300_000, 65 + i));
     for (const [i, d] of data.entries()) {
-      // As the object writer does: it waits only when the append says so.
+      // As the object writer does: it waits only when the append says so; every third append also lets
+      // the loop turn (a write may finish, and the next full chunk is then swapped without waiting).
       const waiting = file.append('s', { ...keyedExportMessage('k', i + 1).message, data: d });
       if (waiting) await waiting;
+      if (i % 3 === 2) await new Promise((resolve) => setImmediate(resolve));
     }
     await file.close();
     expect(readFileSync(path).equals(Buffer.concat(data.flatMap((d) => [d, Buffer.from('\n')])))).toBe(true);

@@ -265,9 +265,9 @@ export class ObjectStorageWriter implements Connector {
     this.shards[shard] = undefined;
     this.openMessages -= file.records;
     this.openBytes -= file.bytes;
+    this.uploads!.add(file);
     // Observed here so a failure that no lane awaits yet (a blocked sink) is not an unhandled rejection.
     file.close().catch(() => undefined);
-    this.uploads!.add(file);
   }
 
   async flush(mode: 'due' | 'all'): Promise<WriteResult> {
@@ -300,17 +300,23 @@ export class ObjectStorageWriter implements Connector {
     const unsent = (await this.uploads?.stop()) ?? [];
     await this.recovering;
     // Never uploaded, so never acked: their messages come again, and the files are of no use.
-    for (const file of [...this.shards, ...unsent]) {
-      // Whether it closes well does not matter: it is removed.
-      await file?.close().catch(() => undefined);
-      await file?.remove();
-    }
+    // Each file is closed (whether that works does not matter) before it is removed, all of them before
+    // this returns: a file still closing in the background must not write into the spill folder of the
+    // connector that opens next.
+    const removed = await Promise.allSettled(
+      [...this.shards, ...unsent].map(async (file) => {
+        await file?.close().catch(() => undefined);
+        await file?.remove();
+      }),
+    );
     this.shards.fill(undefined);
     this.uploads = undefined;
     this.manifest?.close();
     this.manifest = undefined;
     this.s3?.destroy();
     this.s3 = undefined;
+    const failed = removed.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 }
 

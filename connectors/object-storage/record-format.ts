@@ -151,6 +151,7 @@ function countingWriter(
 /** Records are gathered into a chunk of this size before they reach the file: few, large writes. */
 const CHUNK_BYTES = 1024 * 1024;
 const NEWLINE = 0x0a;
+const NO_CHUNK = Buffer.alloc(0);
 
 /**
  * Text: each payload and a newline, copied into a chunk that is written when full and then reused. A
@@ -237,6 +238,10 @@ async function textWriter(path: string): Promise<RecordFileWriter> {
         raise();
         if (used) await writeAll(chunk, used);
       } finally {
+        // A sealed file waits in line for its upload: its chunks are of no more use.
+        chunk = NO_CHUNK;
+        spare = undefined;
+        used = 0;
         await handle.close();
       }
     },

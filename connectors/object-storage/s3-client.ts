@@ -62,10 +62,11 @@ const SHA256_CHECKSUM_HEADER = 'x-amz-checksum-sha256';
  * export's main thread, and a block of several ms per file on the event loop).
  */
 function payloadHashFromChecksum(client: S3Client): void {
-  const middleware: FinalizeRequestMiddleware<ServiceInputTypes, ServiceOutputTypes> = (next) => (args) => {
+  const middleware: FinalizeRequestMiddleware<ServiceInputTypes, ServiceOutputTypes> = (next, context) => (args) => {
     const { headers } = args.request as { headers?: Record<string, string> };
     const checksum = headers?.[SHA256_CHECKSUM_HEADER];
-    if (headers && checksum !== undefined && !(PAYLOAD_HASH_HEADER in headers))
+    // PutObject only: there the checksum is the body's (a CompleteMultipartUpload's would be the object's, not its body's).
+    if (context.commandName === 'PutObjectCommand' && headers && checksum !== undefined && !(PAYLOAD_HASH_HEADER in headers))
       headers[PAYLOAD_HASH_HEADER] = Buffer.from(checksum, 'base64').toString('hex');
     return next(args);
   };
