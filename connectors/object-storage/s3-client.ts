@@ -30,48 +30,36 @@ export function s3Connection(settings: Record<string, unknown> | undefined, env:
 /** SigV4's header naming the payload's SHA-256 (or UNSIGNED-PAYLOAD). */
 const PAYLOAD_HASH_HEADER = 'x-amz-content-sha256';
 
-/**
- * Over HTTPS, uploads that carry the SDK's CRC32 (`x-amz-checksum-crc32`, which S3 and MinIO check against the
- * bytes they received, refusing a mismatch) are signed with UNSIGNED-PAYLOAD rather than the body's SHA-256,
- * which the SDK would compute synchronously on the exporter's thread over every file (about 5% of an
- * export's CPU). TLS protects the body in transit, and the CRC32 (signed, as a header) catches corruption
- * end to end, as with the SDK's own streaming uploads. Over plain HTTP the signed SHA-256 stays: a CRC32 is
- * easily forged, so only the signature keeps a body from being altered on the way.
- */
-function unsignedPayloadWhenChecksummed(client: S3Client): void {
-  const middleware: FinalizeRequestMiddleware<ServiceInputTypes, ServiceOutputTypes> = (next) => (args) => {
-    const { headers } = args.request as { headers?: Record<string, string> };
-    if (headers && !(PAYLOAD_HASH_HEADER in headers) && Object.keys(headers).some((h) => h.startsWith('x-amz-checksum-')))
-      headers[PAYLOAD_HASH_HEADER] = 'UNSIGNED-PAYLOAD';
-    return next(args);
-  };
-  client.middlewareStack.addRelativeTo(middleware, {
-    name: 'orderlyUnsignedPayload',
-    relation: 'before',
-    toMiddleware: 'httpSigningMiddleware',
-  });
-}
-
 /** The header an upload's own SHA-256 travels in (base64), when the caller computed it (`bodySha256`). */
 const SHA256_CHECKSUM_HEADER = 'x-amz-checksum-sha256';
 
 /**
- * An upload that carries its body's SHA-256 as its checksum (PutObject's ChecksumSHA256, from `bodySha256`) is
- * signed with that same hash as its payload hash. Otherwise the signer hashes the body again, synchronously on
- * the exporter's thread (with the SDK's CRC32, which a checksum already given also spares: ~5% of a text
- * export's main thread, and a block of several ms per file on the event loop).
+ * The payload hash an upload is signed with, so that SigV4's signer does not hash the body itself,
+ * synchronously on the exporter's thread over every file (with the SDK's CRC32, which a checksum already
+ * given also spares: ~5% of a text export's main thread, and a block of several ms per file on the loop):
+ * - a PutObject that carries its body's SHA-256 (ChecksumSHA256, from `bodySha256`) is signed with that
+ *   hash (PutObject only: there the checksum is the body's; a CompleteMultipartUpload's would be the
+ *   object's);
+ * - over HTTPS, an upload that carries another checksum (the SDK's CRC32, as a multipart part does, which S3 and
+ *   MinIO check against the bytes they received, refusing a mismatch) is signed with UNSIGNED-PAYLOAD: TLS
+ *   protects the body in transit, and the checksum (signed, as a header) catches corruption end to end, as
+ *   with the SDK's own streaming uploads. Over plain HTTP the signer's SHA-256 stays: a CRC32 is easily
+ *   forged, so only the signature keeps a body from being altered on the way.
  */
-function payloadHashFromChecksum(client: S3Client): void {
+function signWithKnownPayloadHash(client: S3Client, https: boolean): void {
   const middleware: FinalizeRequestMiddleware<ServiceInputTypes, ServiceOutputTypes> = (next, context) => (args) => {
     const { headers } = args.request as { headers?: Record<string, string> };
-    const checksum = headers?.[SHA256_CHECKSUM_HEADER];
-    // PutObject only: there the checksum is the body's (a CompleteMultipartUpload's would be the object's, not its body's).
-    if (context.commandName === 'PutObjectCommand' && headers && checksum !== undefined && !(PAYLOAD_HASH_HEADER in headers))
-      headers[PAYLOAD_HASH_HEADER] = Buffer.from(checksum, 'base64').toString('hex');
+    if (headers && !(PAYLOAD_HASH_HEADER in headers)) {
+      const sha256 = headers[SHA256_CHECKSUM_HEADER];
+      if (sha256 !== undefined && context.commandName === 'PutObjectCommand')
+        headers[PAYLOAD_HASH_HEADER] = Buffer.from(sha256, 'base64').toString('hex');
+      else if (https && Object.keys(headers).some((h) => h.startsWith('x-amz-checksum-')))
+        headers[PAYLOAD_HASH_HEADER] = 'UNSIGNED-PAYLOAD';
+    }
     return next(args);
   };
   client.middlewareStack.addRelativeTo(middleware, {
-    name: 'orderlyPayloadHashFromChecksum',
+    name: 'orderlyKnownPayloadHash',
     relation: 'before',
     toMiddleware: 'httpSigningMiddleware',
   });
@@ -95,9 +83,8 @@ export function createS3Client(c: S3Connection): S3Client {
     maxAttempts: 4,
     requestHandler: new NodeHttpHandler({ connectionTimeout: 5_000, requestTimeout: 60_000 }),
   });
-  payloadHashFromChecksum(client);
   // No endpoint: AWS itself, over HTTPS.
-  if (c.endpoint === undefined || c.endpoint.startsWith('https:')) unsignedPayloadWhenChecksummed(client);
+  signWithKnownPayloadHash(client, c.endpoint === undefined || c.endpoint.startsWith('https:'));
   return client;
 }
 
