@@ -1,11 +1,11 @@
 /**
  * Publish -> delivery latency at a steady rate (BENCH_LATENCY_RATE, default 2,000 msgs/s, for
- * BENCH_LATENCY_SECONDS, default 20, after a warm-up at the same rate: BENCH_LATENCY_WARMUP, default 5 s): 1 KB messages over 10,000
- * ordering keys, ordered subscription, each message its own publish call. Through the library
- * (core.publish -> core.subscribe) and through Google's client against a real `orderly serve` process.
- * Every delivery is also checked per key: a first delivery must come in the key's order; a duplicate, or a
- * rewind (a key's sequence going backwards), must be preceded by a nack or a lease expiry on the server (its
- * counters, sampled over time).
+ * BENCH_LATENCY_SECONDS, default 20, after BENCH_LATENCY_WARMUP, default 5, seconds of warm-up at the same
+ * rate): 1 KB messages over 10,000 ordering keys, ordered subscription, each message its own publish call.
+ * Through the library (core.publish -> core.subscribe) and through Google's client against a real
+ * `orderly serve` process. Every delivery is also checked per key: a first delivery must come in the key's
+ * order; a duplicate, or a rewind (a key's sequence going backwards), must be preceded by a nack or a lease
+ * expiry on the server (its counters, sampled over time).
  */
 import { PubSub, type Message } from '@google-cloud/pubsub';
 import { performance } from 'node:perf_hooks';
