@@ -21,20 +21,34 @@ import { DEFAULT_HEAP_GROWTH_PERCENT } from './heap-growth.js';
 const duration = z.union([z.number().nonnegative(), z.string().regex(/^\d+(\.\d+)?(ms|s|m|h|d)?$/, 'a duration like "300s" or "5m"')]);
 const labels = z.record(z.string(), z.string());
 const BYTE_UNITS: Record<string, number> = { '': 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
-/** A size in bytes: a number, or a string like "64MiB", "512MB", "2GiB". */
-const byteSize = z.union(
-  [
-    z.number().int().min(1),
-    z
-      .string()
-      .regex(/^\d+(\.\d+)?\s*([kmg]i?b|b)?$/i, 'a size like 64MiB, 512MB or a number of bytes')
-      .transform((text) => {
-        const [, amount, unit] = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text)!;
-        return Math.round(Number(amount) * BYTE_UNITS[unit!.toLowerCase()]!);
-      }),
-  ],
-  { error: 'a size like 64MiB, 512MB or a number of bytes' },
-);
+const TOO_LARGE = `at most ${Number.MAX_SAFE_INTEGER.toLocaleString('en-US')} bytes`;
+/**
+ * A size in bytes, at least `min`: a number, or a string like "64MiB", "512MB", "2GiB". The bounds apply to
+ * the size a string stands for too: "0MiB" or a 400-digit string must not reach the job as 0 or Infinity.
+ */
+const byteSize = (min = 1) =>
+  z
+    .union(
+      [
+        z.number().int(),
+        z
+          .string()
+          .regex(/^\d+(\.\d+)?\s*([kmg]i?b|b)?$/i, 'a size like 64MiB, 512MB or a number of bytes')
+          .transform((text) => {
+            const [, amount, unit] = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text)!;
+            return Math.round(Number(amount) * BYTE_UNITS[unit!.toLowerCase()]!);
+          }),
+      ],
+      { error: 'a size like 64MiB, 512MB or a number of bytes' },
+    )
+    .pipe(
+      z
+        .number({ error: TOO_LARGE })
+        .min(min, `at least ${min === 1 ? '1 byte' : `${min.toLocaleString('en-US')} bytes`}`)
+        .max(Number.MAX_SAFE_INTEGER, TOO_LARGE),
+    );
+/** Below this DuckDB cannot commit 1 KB rows or write a Parquet file of them (8 MiB: out of memory at either). */
+const MIN_DUCKDB_MEMORY = 16 * 1024 * 1024;
 
 const subscription = z.strictObject({
   name: z.string(),
@@ -126,12 +140,12 @@ export const jobSchema = z.strictObject({
   /** What a running job keeps in memory (docs/configuration.md#memory); the defaults keep it within ~300 MiB. */
   memory: z
     .strictObject({
-      payloadBytes: byteSize.default(64 * 1024 * 1024),
+      payloadBytes: byteSize().default(64 * 1024 * 1024),
       messagesPerSubscription: z.number().int().min(100).max(10_000_000).default(20_000),
       messagesPerKey: z.number().int().min(1).max(10_000_000).default(1_000),
-      exportBytes: byteSize.default(64 * 1024 * 1024),
+      exportBytes: byteSize().default(64 * 1024 * 1024),
       exportMessages: z.number().int().min(100).max(10_000_000).default(20_000),
-      duckdb: byteSize.default(128 * 1024 * 1024),
+      duckdb: byteSize(MIN_DUCKDB_MEMORY).default(128 * 1024 * 1024),
       duckdbThreads: z.number().int().min(1).max(256).default(2),
       heapGrowthPercent: z.number().int().min(10).max(300).default(DEFAULT_HEAP_GROWTH_PERCENT),
     })

@@ -230,6 +230,12 @@ describe('applying a changed job file to an existing data directory', () => {
     expect(runtime.reconciled.created).toHaveLength(4);
     await runtime.stop();
 
+    // The same file again changes nothing (no subscription is rewritten at every start).
+    runtime = await JobRuntime.start(loadJob(write(job)), logger, { withExports: false });
+    expect(runtime.reconciled).toEqual({ created: [], updated: [], unchanged: expect.any(Array) });
+    expect(runtime.reconciled.unchanged).toHaveLength(4);
+    await runtime.stop();
+
     const changed = {
       ...job,
       topics: [...job.topics, { name: 'more' }],
@@ -272,5 +278,25 @@ describe('memory settings', () => {
       'memory.heapGrowthPercent: Too small: expected number to be >=10',
       'memory.ram: unknown key (a typo? see docs/configuration.md)',
     ]);
+  });
+
+  it('bound the size a string stands for as they bound a number: no 0, no Infinity, no DuckDB too small to commit', () => {
+    const huge = `${'9'.repeat(400)}GiB`;
+    expect(
+      problems({ ...base(), memory: { exportBytes: '0', payloadBytes: '0.1b', duckdb: '8MiB', messagesPerKey: 5 } }).concat(
+        problems({ ...base(), memory: { payloadBytes: huge, exportBytes: '99999999999999999999', duckdb: 0 } }),
+      ),
+    ).toEqual([
+      'memory.payloadBytes: at least 1 byte',
+      'memory.exportBytes: at least 1 byte',
+      'memory.duckdb: at least 16,777,216 bytes',
+      'memory.payloadBytes: at most 9,007,199,254,740,991 bytes',
+      'memory.exportBytes: at most 9,007,199,254,740,991 bytes',
+      'memory.duckdb: at least 16,777,216 bytes',
+    ]);
+    expect(loadJob(write({ ...base(), memory: { exportBytes: '1b', duckdb: '16MiB' } })).memory).toMatchObject({
+      exportBytes: 1,
+      duckdb: 16 * 1024 * 1024,
+    });
   });
 });
