@@ -221,7 +221,11 @@ export async function serveMetrics(
       failed(res, e);
     }
   });
-  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  await new Promise<void>((resolve, reject) => {
+    // A port in use fails the job's start (as the endpoint's does), instead of an uncaught error later.
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
   const url = `http://${host}:${(server.address() as AddressInfo).port}`;
   return { url, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }

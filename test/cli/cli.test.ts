@@ -1,5 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -115,6 +116,33 @@ describe('orderly CLI', () => {
       dir.remove();
     }
   }, 120_000);
+
+  it('run: a metrics port in use fails the start with the reason, and leaves the data directory free', async () => {
+    const dir = tempDir();
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const job = join(dir.path, 'job.yaml');
+      const port = (taken.address() as AddressInfo).port;
+      writeFileSync(
+        job,
+        stringify({
+          dataDir: './data',
+          metrics: { port },
+          topics: [{ name: 'events' }],
+          subscriptions: [{ name: 'sub', topic: 'events' }],
+        }),
+      );
+      const run = await orderly('run', job);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain(`EADDRINUSE: address already in use 127.0.0.1:${port}`);
+      expect(run.stderr).not.toMatch(/uncaught|defect/i);
+      expect(existsSync(join(dir.path, 'data', 'orderly.lock'))).toBe(false);
+    } finally {
+      taken.close();
+      dir.remove();
+    }
+  });
 
   it('publish a file, run, scrape metrics, SIGTERM drains; then query, audit and status with --json', async () => {
     const dir = tempDir();
