@@ -2,7 +2,7 @@ import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { OrderlyError } from '../core/errors.js';
-import { connectDuckDb } from '../duckdb/database.js';
+import { connectDuckDb, duckDbSettings } from '../duckdb/database.js';
 import { quoteIdent, quoteString } from '../duckdb/sql.js';
 import { exportTargetOf } from './export-target.js';
 import type { JobRuntime } from './job-runtime.js';
@@ -34,9 +34,10 @@ export async function queryJob(runtime: JobRuntime, sql: string): Promise<Record
     }
   }
   // A database not created yet has no tables to read; the views still work on an empty in-memory one.
+  // Within the job's DuckDB memory and threads (memory.duckdb), as its exports' instances are.
   const instance = existsSync(path)
-    ? await DuckDBInstance.create(path, { access_mode: 'READ_ONLY' })
-    : await DuckDBInstance.create(':memory:');
+    ? await DuckDBInstance.create(path, duckDbSettings({ access_mode: 'READ_ONLY' }))
+    : await DuckDBInstance.create(':memory:', duckDbSettings());
   try {
     const connection = await instance.connect();
     try {

@@ -139,4 +139,20 @@ describe('orderly query (the command)', () => {
     expect(existsSync(out)).toBe(false);
     expect(existsSync(join(dir.path, 'bare-data', 'query.duckdb'))).toBe(false);
   }, 120_000);
+
+  it("runs within the job's DuckDB memory and threads (memory.duckdb, memory.duckdbThreads), with or without a database", async () => {
+    const memory = { duckdb: '48MiB', duckdbThreads: 1 };
+    const withDatabase = join(dir.path, 'limited.yaml');
+    const limited = { dataDir: './limited-data', duckdb: { path: './limited-data/db.duckdb' }, memory, topics: [{ name: 'events' }] };
+    writeFileSync(withDatabase, stringify(limited));
+    expect((await orderly('query', withDatabase, 'CREATE TABLE t AS SELECT 1 AS one', '--write')).code).toBe(0);
+    const bare = join(dir.path, 'bare-limited.yaml');
+    writeFileSync(bare, stringify({ dataDir: './bare-data', memory, topics: [{ name: 'events' }] }));
+    const sql = "SELECT current_setting('memory_limit') AS memory, current_setting('threads')::VARCHAR AS threads";
+    for (const file of [withDatabase, bare]) {
+      const r = await orderly('query', file, sql, '--json');
+      expect(r.stderr).toBe('');
+      expect(JSON.parse(r.stdout)).toEqual([{ memory: '48.0 MiB', threads: '1' }]);
+    }
+  }, 120_000);
 });
