@@ -32,7 +32,8 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
     } catch (e) {
       throw new OrderlyError('FAILED_PRECONDITION', `subscriptions[${i}] (${name}): ${(e as Error).message}`);
     }
-    const { state: _state, name: _name, ...currentSpec } = current;
+    // State, not settings: a job file cannot hold them, so comparing them would rewrite every subscription at every start.
+    const { state: _state, name: _name, detached: _detached, ...currentSpec } = current;
     if (JSON.stringify(sorted(currentSpec)) === JSON.stringify(sorted(wanted))) report.unchanged.push(current.name);
     else {
       await core.updateSubscription(name, wanted);
