@@ -145,7 +145,13 @@ export async function main(argv: string[]): Promise<number> {
       const running = (await import('../job/job-lock.js')).readLock(job.dataDir);
       let status: ReturnType<typeof statusOf>;
       if (running?.metrics) status = (await (await fetch(`${running.metrics}/status`)).json()) as typeof status;
-      else {
+      else if (running) {
+        // The running job holds the store; only its own /status can say what it is doing.
+        throw new OrderlyError(
+          'FAILED_PRECONDITION',
+          `the job running on ${job.dataDir} (pid ${running.pid}) serves no status: give its job file a metrics section (e.g. metrics: { port: 0 }) and restart it, or stop it first`,
+        );
+      } else {
         const { statusOf } = await import('../job/metrics.js');
         status = await withJob(job, async (runtime) => statusOf(runtime.core));
       }
@@ -327,9 +333,12 @@ function ignoreEpipe(e: NodeJS.ErrnoException): void {
 
 /** A stop signal, or the job failing on its own (then the process ends with exit code 1). */
 function untilStopSignal(runtime: JobRuntime): Promise<'SIGINT' | 'SIGTERM' | 'failure'> {
-  return new Promise((resolve) => {
+  // Signal listeners do not keep a process alive: a job with nothing else pending (no export, endpoint or
+  // metrics, only pull subscriptions) ended at once, exit code 13, its lock left behind.
+  const alive = setInterval(() => undefined, 2 ** 31 - 1);
+  return new Promise<'SIGINT' | 'SIGTERM' | 'failure'>((resolve) => {
     process.once('SIGINT', () => resolve('SIGINT'));
     process.once('SIGTERM', () => resolve('SIGTERM'));
     void runtime.failure.then(() => resolve('failure'));
-  });
+  }).finally(() => clearInterval(alive));
 }

@@ -117,6 +117,29 @@ describe('orderly CLI', () => {
     }
   }, 120_000);
 
+  it('run keeps a job without exports, endpoint or metrics running; status says how to read it', async () => {
+    const dir = tempDir();
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(job, stringify({ dataDir: './data', topics: [{ name: 'events' }], subscriptions: [{ name: 'sub', topic: 'events' }] }));
+    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    try {
+      const lock = join(dir.path, 'data', 'orderly.lock');
+      await waitFor('the job to run', () => existsSync(lock) && readFileSync(lock, 'utf8').trim() !== '', 30_000);
+      // Nothing but the signal handlers to wait on: it used to end here (exit code 13, lock left behind).
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(child.exitCode).toBe(null);
+      const status = await orderly('status', job);
+      expect(status.code).toBe(1);
+      expect(status.stderr).toContain(`(pid ${child.pid}) serves no status: give its job file a metrics section`);
+    } finally {
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      expect(existsSync(join(dir.path, 'data', 'orderly.lock'))).toBe(false);
+      dir.remove();
+    }
+  }, 120_000);
+
   it('run: a metrics port in use fails the start with the reason, and leaves the data directory free', async () => {
     const dir = tempDir();
     const taken = createServer();
