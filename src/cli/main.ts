@@ -39,7 +39,15 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly validate fixtures/demo/job.yaml')
     .action(async (file: string, o: { json?: boolean }) => {
-      const job = await loadJobFile(file);
+      let job: Awaited<ReturnType<typeof loadJobFile>>;
+      try {
+        job = await loadJobFile(file);
+      } catch (e) {
+        // --json answers on stdout either way; the problems still go to stderr and the exit code is still 2.
+        const { JobConfigError } = await import('../job/job-config.js');
+        if (o.json && e instanceof JobConfigError) console.log(JSON.stringify({ valid: false, problems: e.problems }, null, 2));
+        throw e;
+      }
       out({ valid: true, topics: job.topics.length, subscriptions: job.subscriptions.length }, o.json, () =>
         console.log(`${file}: valid (${job.topics.length} topics, ${job.subscriptions.length} subscriptions)`),
       );

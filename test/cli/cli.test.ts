@@ -35,7 +35,7 @@ describe('orderly CLI', () => {
     expect((await orderly('publish', '--help')).stdout).toContain('Example:');
   });
 
-  it('validate: every problem with its path, exit code 2; --json for a valid file', async () => {
+  it('validate: every problem with its path, exit code 2; --json for a valid file and an invalid one', async () => {
     const dir = tempDir();
     const bad = join(dir.path, 'bad.yaml');
     writeFileSync(
@@ -53,6 +53,15 @@ describe('orderly CLI', () => {
     expect(r.stderr).toContain('2 problems');
     expect(r.stderr).toContain('subscriptions[0].ackDeadlineSeconds: must be an integer between 10 and 600, got 5');
     expect(r.stderr).toContain('subscriptions[1].topic: no topic "nope" in topics');
+    const asJson = await orderly('validate', bad, '--json');
+    expect(asJson.code).toBe(2);
+    expect(JSON.parse(asJson.stdout)).toEqual({
+      valid: false,
+      problems: [
+        'subscriptions[0].ackDeadlineSeconds: must be an integer between 10 and 600, got 5',
+        'subscriptions[1].topic: no topic "nope" in topics',
+      ],
+    });
     const ok = await orderly('validate', 'fixtures/demo/job.yaml', '--json');
     expect(JSON.parse(ok.stdout)).toEqual({ valid: true, topics: 2, subscriptions: 2 });
     dir.remove();
