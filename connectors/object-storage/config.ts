@@ -68,43 +68,29 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
       `only one of textConfig, avroConfig, parquetConfig may be set, got ${formats.join(' and ')}`,
     );
   let format: OutputFormat = { kind: 'text' };
-  const sub = (k: string) => (c[k] ?? {}) as Record<string, unknown>;
   if (formats[0] === 'avroConfig') {
-    const a = sub('avroConfig');
-    for (const k of Object.keys(a)) {
-      if (k !== 'writeMetadata' && k !== 'useTopicSchema')
-        throw new UnknownFieldError(`${F}.avroConfig.${k}`, ['avroConfig', k], ['writeMetadata', 'useTopicSchema']);
-      if (a[k] !== undefined && typeof a[k] !== 'boolean')
-        throw new InvalidArgumentError(`${F}.avroConfig.${k}`, `must be true or false, got ${JSON.stringify(a[k])}`);
-    }
+    const a = formatSection(c, 'avroConfig', { writeMetadata: 'boolean', useTopicSchema: 'boolean' });
     format = { kind: 'avro', writeMetadata: a.writeMetadata === true, ...(a.useTopicSchema === true ? { useTopicSchema: true } : {}) };
   } else if (formats[0] === 'parquetConfig') {
-    const p = sub('parquetConfig');
-    const compression = (p.compression ?? 'SNAPPY') as string;
-    if (!['UNCOMPRESSED', 'GZIP', 'SNAPPY'].includes(compression)) {
-      throw new InvalidArgumentError(
-        `${F}.parquetConfig.compression`,
-        `must be UNCOMPRESSED, GZIP or SNAPPY, got ${JSON.stringify(compression)}`,
-      );
-    }
-    format = { kind: 'parquet', writeMetadata: p.writeMetadata === true, compression: compression as 'SNAPPY' };
-  }
+    const p = formatSection(c, 'parquetConfig', { writeMetadata: 'boolean', compression: ['UNCOMPRESSED', 'GZIP', 'SNAPPY'] });
+    format = { kind: 'parquet', writeMetadata: p.writeMetadata === true, compression: (p.compression ?? 'SNAPPY') as 'SNAPPY' };
+  } else if (formats[0] === 'textConfig') formatSection(c, 'textConfig', {});
 
   const maxDurationSeconds = checkRange(`${F}.maxDuration`, parseDuration(`${F}.maxDuration`, (c.maxDuration as string) ?? 300), 60, 600);
-  const maxBytes = Number(c.maxBytes ?? 10 * 1024 ** 3);
+  const maxBytes = integer(c.maxBytes ?? 10 * 1024 ** 3);
   if (!Number.isInteger(maxBytes) || maxBytes < 1000 || maxBytes > 10 * 1024 ** 3) {
     throw new InvalidArgumentError(
       `${F}.maxBytes`,
       `must be an integer between 1000 (1 KB) and ${10 * 1024 ** 3} (10 GiB), got ${JSON.stringify(c.maxBytes)}`,
     );
   }
-  const maxMessages = Number(c.maxMessages ?? Number.MAX_SAFE_INTEGER);
+  const maxMessages = integer(c.maxMessages ?? Number.MAX_SAFE_INTEGER);
   if (!Number.isInteger(maxMessages) || maxMessages < 1000) {
     throw new InvalidArgumentError(`${F}.maxMessages`, `must be an integer of at least 1000, got ${JSON.stringify(c.maxMessages)}`);
   }
   if (c.serviceAccountEmail !== undefined && typeof c.serviceAccountEmail !== 'string')
     throw new InvalidArgumentError(`${F}.serviceAccountEmail`, 'must be a string');
-  const shards = Number(c.shards ?? 1);
+  const shards = integer(c.shards ?? 1);
   if (!Number.isInteger(shards) || shards < 1 || shards > 64)
     throw new InvalidArgumentError(`${F}.shards`, `must be an integer between 1 and 64, got ${JSON.stringify(c.shards)}`);
   return {
@@ -118,4 +104,35 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
     maxMessages,
     shards,
   };
+}
+
+/** A number, or an int64 as Pub/Sub's JSON writes it (a string of digits); anything else is NaN (refused by the caller's check). */
+function integer(value: unknown): number {
+  if (typeof value === 'number') return value;
+  return typeof value === 'string' && /^-?\d+$/.test(value) ? Number(value) : NaN;
+}
+
+/**
+ * A format's section (textConfig, avroConfig, parquetConfig): an object with only `fields`, each a boolean or
+ * one of the listed words. Checked whole, so a typo or a wrong type is refused instead of falling back to
+ * the default (a `writeMetadata: "yes"` would have written files without the metadata columns).
+ */
+function formatSection(c: Record<string, unknown>, name: string, fields: Record<string, 'boolean' | string[]>): Record<string, unknown> {
+  const section = c[name];
+  if (typeof section !== 'object' || section === null || Array.isArray(section))
+    throw new InvalidArgumentError(`${F}.${name}`, `must be an object, got ${JSON.stringify(section)}`);
+  const known = Object.keys(fields);
+  for (const [k, v] of Object.entries(section)) {
+    const kind = fields[k];
+    if (kind === undefined) throw new UnknownFieldError(`${F}.${name}.${k}`, [name, k], known);
+    if (v === undefined || v === null) continue;
+    if (kind === 'boolean' && typeof v !== 'boolean')
+      throw new InvalidArgumentError(`${F}.${name}.${k}`, `must be true or false, got ${JSON.stringify(v)}`);
+    if (Array.isArray(kind) && !kind.includes(v as string))
+      throw new InvalidArgumentError(
+        `${F}.${name}.${k}`,
+        `must be ${kind.slice(0, -1).join(', ')} or ${kind.at(-1)}, got ${JSON.stringify(v)}`,
+      );
+  }
+  return section as Record<string, unknown>;
 }

@@ -152,8 +152,32 @@ describe('object names (filenameDatetimeFormat)', () => {
     [{ textConfig: {}, avroConfig: {} }, 'only one of textConfig, avroConfig, parquetConfig'],
     [{ parquetConfig: { compression: 'LZ4' } }, 'must be UNCOMPRESSED, GZIP or SNAPPY'],
     [{ colour: 1 }, 'cloudStorageConfig.colour: unknown field'],
+    // Each format's section is checked whole: a typo or a wrong type used to fall back to the default silently.
+    [{ parquetConfig: { writeMetdata: true } }, 'cloudStorageConfig.parquetConfig.writeMetdata: unknown field'],
+    [{ parquetConfig: { writeMetadata: 'yes' } }, 'cloudStorageConfig.parquetConfig.writeMetadata: must be true or false, got "yes"'],
+    [{ parquetConfig: 'x' }, 'cloudStorageConfig.parquetConfig: must be an object, got "x"'],
+    [{ textConfig: { foo: 1 } }, 'cloudStorageConfig.textConfig.foo: unknown field (this object has none)'],
+    [{ textConfig: 'bogus' }, 'cloudStorageConfig.textConfig: must be an object, got "bogus"'],
+    [{ avroConfig: 'x' }, 'cloudStorageConfig.avroConfig: must be an object, got "x"'],
+    [{ avroConfig: { writeMetadata: 1 } }, 'cloudStorageConfig.avroConfig.writeMetadata: must be true or false, got 1'],
+    [{ maxBytes: [5000] }, 'cloudStorageConfig.maxBytes: must be an integer between 1000'],
+    [{ maxMessages: '0x3e8' }, 'cloudStorageConfig.maxMessages: must be an integer of at least 1000, got "0x3e8"'],
+    [{ shards: true }, 'cloudStorageConfig.shards: must be an integer between 1 and 64, got true'],
   ])('rejects %j', (extra, message) => {
     expect(() => parseObjectStorageConfig({ bucket: 'my-bucket', ...extra })).toThrow(message);
+  });
+
+  it('takes int64 fields as numbers or as the digit strings of Pub/Sub JSON, and each format section as written', () => {
+    expect(parseObjectStorageConfig({ bucket: 'my-bucket', maxBytes: '5000', maxMessages: 2000 })).toMatchObject({
+      maxBytes: 5000,
+      maxMessages: 2000,
+    });
+    expect(parseObjectStorageConfig({ bucket: 'my-bucket', parquetConfig: { writeMetadata: true, compression: 'GZIP' } }).format).toEqual({
+      kind: 'parquet',
+      writeMetadata: true,
+      compression: 'GZIP',
+    });
+    expect(parseObjectStorageConfig({ bucket: 'my-bucket', textConfig: {} }).format).toEqual({ kind: 'text' });
   });
 });
 

@@ -44,7 +44,7 @@ export class UnknownFieldError extends InvalidArgumentError {
     readonly key: string[],
     known: readonly string[],
   ) {
-    super(field, `unknown field (known: ${known.join(', ')})`);
+    super(field, known.length ? `unknown field (known: ${known.join(', ')})` : 'unknown field (this object has none)');
   }
 }
 
