@@ -1,4 +1,4 @@
-import { formatDuration } from '../core/duration.js';
+import { formatDuration, parseDuration } from '../core/duration.js';
 import type { IamPolicy } from '../core/iam-policies.js';
 import type { ReceivedMessage } from '../core/message.js';
 import type { Subscription, Topic } from '../core/pubsub-core.js';
@@ -181,8 +181,8 @@ interface StoredCloudStorageConfig {
 
 function cloudStorageToProto(stored: Record<string, unknown>, state: string): ProtoObject {
   const c = stored as StoredCloudStorageConfig;
-  const maxDuration =
-    c.maxDuration === undefined ? undefined : typeof c.maxDuration === 'number' ? c.maxDuration : Number.parseFloat(c.maxDuration);
+  // A job file may say "5m": parsed as the export parses it (parseFloat read it as 5 seconds).
+  const maxDuration = c.maxDuration === undefined ? undefined : parseDuration('cloudStorageConfig.maxDuration', c.maxDuration);
   const format = c.avroConfig
     ? { avroConfig: { writeMetadata: !!c.avroConfig.writeMetadata, useTopicSchema: !!c.avroConfig.useTopicSchema } }
     : c.parquetConfig

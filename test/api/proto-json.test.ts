@@ -175,5 +175,11 @@ describe('the mapping round trip', () => {
     expect(
       toProtoJson(Subscription, subscriptionToProto({ name: 'n', ...storedParquet, state: 'ACTIVE', detached: false })).cloudStorageConfig,
     ).toEqual({ bucket: 'b', parquetConfig: { compression: 'GZIP' }, shards: 4, state: 'ACTIVE' });
+
+    // A job file's duration in minutes is answered in seconds, as the export reads it (not "5s").
+    const fromJobFile = { ...storedParquet, cloudStorageConfig: { bucket: 'b', maxDuration: '5m' } };
+    expect(
+      toProtoJson(Subscription, subscriptionToProto({ name: 'n', ...fromJobFile, state: 'ACTIVE', detached: false })).cloudStorageConfig,
+    ).toMatchObject({ maxDuration: '300s' });
   });
 });
