@@ -1,3 +1,4 @@
+import avro from 'avsc';
 import { PutObjectCommand, S3Client, type ServiceInputTypes, type ServiceOutputTypes } from '@aws-sdk/client-s3';
 import type { FinalizeRequestMiddleware } from '@smithy/types';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -288,7 +289,19 @@ describe('export to S3 (real HTTP server)', () => {
     ]);
     await finish(3);
     const [name] = await s3.list(bucket);
-    const records = await readRecords(await s3.get(bucket, name!), { kind: 'avro', writeMetadata: true });
+    const body = await s3.get(bucket, name!);
+    // The file's own schema, as any reader sees it: publish_time is a timestamp, as in Pub/Sub's layout.
+    const schema = await new Promise<{ fields: { name: string; type: unknown }[] }>((resolve, reject) => {
+      const decoder = new avro.streams.BlockDecoder({
+        parseHook: (s) => {
+          resolve(s as never);
+          return avro.Type.forSchema(s);
+        },
+      });
+      decoder.on('error', reject).resume().end(body);
+    });
+    expect(schema.fields.find((f) => f.name === 'publish_time')!.type).toEqual({ type: 'long', logicalType: 'timestamp-micros' });
+    const records = await readRecords(body, { kind: 'avro', writeMetadata: true });
     expect(records.map((r) => [r.data.toString(), r.orderingKey, r.sequence])).toEqual([
       ['a', 'k', 1],
       ['b', 'k', 2],

@@ -5,7 +5,7 @@ import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import type { PubsubMessage } from '../../src/core/message.js';
 import { avroFileLayout, type AvroFileLayout } from '../../src/schema/avro-file-schema.js';
-import { avroType } from '../../src/schema/avro-types.js';
+import { avroType, LOGICAL_TYPES } from '../../src/schema/avro-types.js';
 import { decodeStoredMessage, messageSchemaOf, MessageSchemaError, type TopicSchema } from '../../src/schema/topic-schema.js';
 import type { OutputFormat } from './config.js';
 
@@ -46,20 +46,25 @@ const AVRO_PLAIN = avro.Type.forSchema({
   namespace: 'com.google.pubsub',
   fields: [{ name: 'data', type: 'bytes' }],
 });
-const AVRO_METADATA = avro.Type.forSchema({
-  type: 'record',
-  name: 'PubsubMessageWithMetadata',
-  namespace: 'com.google.pubsub',
-  fields: [
-    { name: 'subscription_name', type: 'string' },
-    { name: 'message_id', type: 'string' },
-    { name: 'publish_time', type: { type: 'long', logicalType: 'timestamp-micros' } },
-    { name: 'attributes', type: { type: 'map', values: 'string' } },
-    { name: 'data', type: 'bytes' },
-    { name: 'ordering_key', type: 'string' },
-    { name: 'sequence', type: 'long' },
-  ],
-});
+// The logical types keep publish_time's annotation in the file's schema: without them avsc drops it, and
+// readers saw a plain long where Pub/Sub's layout has a timestamp.
+const AVRO_METADATA = avro.Type.forSchema(
+  {
+    type: 'record',
+    name: 'PubsubMessageWithMetadata',
+    namespace: 'com.google.pubsub',
+    fields: [
+      { name: 'subscription_name', type: 'string' },
+      { name: 'message_id', type: 'string' },
+      { name: 'publish_time', type: { type: 'long', logicalType: 'timestamp-micros' } },
+      { name: 'attributes', type: { type: 'map', values: 'string' } },
+      { name: 'data', type: 'bytes' },
+      { name: 'ordering_key', type: 'string' },
+      { name: 'sequence', type: 'long' },
+    ],
+  },
+  { logicalTypes: LOGICAL_TYPES },
+);
 
 function metadataRecord(subscription: string, m: PubsubMessage) {
   return {

@@ -135,7 +135,8 @@ export function underlying(type: avro.Type): avro.Type {
   return type instanceof avro.types.LogicalType ? type.underlyingType : type;
 }
 
-const LOGICAL_TYPES = Object.fromEntries(Object.keys(UNDERLYING).map((name) => [name, LogicalAvroType]));
+/** avsc's `logicalTypes` option for every logical type Avro defines: values pass through as the underlying type's. */
+export const LOGICAL_TYPES = Object.fromEntries(Object.keys(UNDERLYING).map((name) => [name, LogicalAvroType]));
 
 /** Builds the avsc type for a parsed Avro schema (throws avsc's error for an invalid one). */
 export function avroType(schema: unknown): avro.Type {
