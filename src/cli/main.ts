@@ -224,8 +224,11 @@ export async function main(argv: string[]): Promise<number> {
     .command('serve')
     .description("serve the Pub/Sub v1 gRPC API (for PUBSUB_EMULATOR_HOST), with the job file's exports if given")
     .option('--config <job>', 'job file (topics, subscriptions, DuckDB, object storage)')
-    .option('--host <host>', 'address to bind (anything but loopback needs --allow-remote and a token)', '127.0.0.1')
-    .option('--port <port>', 'port (0: any free port, printed at start)', '8085')
+    .option(
+      '--host <host>',
+      "address to bind (default: the job's endpoint.host, else 127.0.0.1; anything but loopback needs --allow-remote and a token)",
+    )
+    .option('--port <port>', "port (default: the job's endpoint.port, else 8085; 0: any free port, printed at start)")
     .option('--data-dir <dir>', 'data directory when no job file is given', './orderly-data')
     .option('--allow-remote', 'allow binding an address other machines can reach (needs a token)')
     .option('--auth-token <token>', 'bearer token every call must carry (prefer the ORDERLY_TOKEN environment variable: flags show in ps)')
@@ -238,8 +241,8 @@ export async function main(argv: string[]): Promise<number> {
     .action(
       async (o: {
         config?: string;
-        host: string;
-        port: string;
+        host?: string;
+        port?: string;
         dataDir: string;
         allowRemote?: boolean;
         authToken?: string;
@@ -251,9 +254,13 @@ export async function main(argv: string[]): Promise<number> {
           o.idleTimeout === undefined ? (job.endpoint?.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS) : Number(o.idleTimeout);
         if (!(idleTimeoutSeconds >= 1 && idleTimeoutSeconds <= 3600))
           throw new OrderlyError('INVALID_ARGUMENT', `--idle-timeout: must be 1 to 3600 seconds, got ${o.idleTimeout}`);
+        // The flags override the job file's endpoint section, field by field, as for the token and timeout.
+        const port = o.port === undefined ? (job.endpoint?.port ?? 8085) : Number(o.port);
+        if (!Number.isInteger(port) || port < 0 || port > 65535)
+          throw new OrderlyError('INVALID_ARGUMENT', `--port: must be an integer from 0 to 65535, got ${o.port}`);
         const endpoint = {
-          host: o.host,
-          port: Number(o.port),
+          host: o.host ?? job.endpoint?.host ?? '127.0.0.1',
+          port,
           allowRemote: o.allowRemote ?? job.endpoint?.allowRemote ?? false,
           authToken: o.authToken ?? process.env.ORDERLY_TOKEN ?? job.endpoint?.authToken,
           idleTimeoutSeconds,
@@ -261,11 +268,12 @@ export async function main(argv: string[]): Promise<number> {
         const flags = { allowRemote: '--allow-remote', authToken: '--auth-token or ORDERLY_TOKEN' };
         const { JobRuntime } = await import('../job/job-runtime.js');
         const runtime = await JobRuntime.start({ ...job, endpoint }, logger, { serveMetrics: true, endpointFlags: flags });
-        const port = runtime.endpointPort!;
+        const bound = runtime.endpointPort!;
+        const { host } = endpoint;
         const auth = endpoint.authToken ? '; every call needs "authorization: Bearer <token>"' : '';
-        if (!isLoopback(o.host))
-          console.error(`orderly serve: WARNING: ${o.host} is reachable from other machines; only callers with the token get in`);
-        console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${o.host}:${port} (PUBSUB_EMULATOR_HOST=${o.host}:${port})${auth}`);
+        if (!isLoopback(host))
+          console.error(`orderly serve: WARNING: ${host} is reachable from other machines; only callers with the token get in`);
+        console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${host}:${bound} (PUBSUB_EMULATOR_HOST=${host}:${bound})${auth}`);
         if ((await untilStopSignal(runtime)) === 'failure') process.exitCode = 1;
         await runtime.stop();
       },

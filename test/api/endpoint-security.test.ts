@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { PubSub } from '@google-cloud/pubsub';
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -37,6 +37,38 @@ describe('the endpoint off loopback needs an opt-in and a token (issue #9.6)', (
       const shortToken = await orderly(['serve', '--auth-token', 'short', '--port', '0', '--data-dir', dir.path]);
       expect(shortToken.code).toBe(2);
       expect(shortToken.out).toContain('at least 16 characters');
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it("serve --config binds the job's endpoint host and port unless a flag overrides them; a bad --port is a usage error", async () => {
+    const dir = tempDir();
+    const free = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(job, `dataDir: ./data\nendpoint: { host: 127.0.0.1, port: ${free} }\n`);
+    const child = spawn(process.execPath, [bin, 'serve', '--config', job], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    try {
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      await waitFor('serve to listen', () => out.includes('Pub/Sub API'), 30_000);
+      expect(out).toContain(`on 127.0.0.1:${free} (PUBSUB_EMULATOR_HOST=127.0.0.1:${free})`);
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+    try {
+      for (const port of ['abc', '70000']) {
+        const bad = await orderly(['serve', '--config', job, '--port', port]);
+        expect(bad.code).toBe(2);
+        expect(bad.out).toContain(`--port: must be an integer from 0 to 65535, got ${port}`);
+      }
     } finally {
       dir.remove();
     }
