@@ -1,7 +1,8 @@
 import { execFile } from 'node:child_process';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { queryDuckDb } from '../../src/duckdb/database.js';
+import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
 import { tempDir } from '../../test/helpers/core.js';
 import { openExport, waitFor } from '../../test/helpers/export.js';
 import { parseDuckDbTableConfig } from './config.js';
@@ -326,6 +327,28 @@ describe('pipelined commits (a batch commits in the background while the next on
     await writer.close();
     expect(all(results, 'written')).toEqual(['k-1', 'k-2']);
     expect(await sql('SELECT data FROM flaky ORDER BY rowid')).toEqual([{ data: 'k1' }, { data: 'k2' }]);
+  });
+});
+
+describe('writers opening together', () => {
+  it("several subscriptions' writers opening at once on a new database file all open (no catalog write-write conflict)", async () => {
+    for (let round = 0; round < 5; round++) {
+      const path = join(dir.path, `fresh-${round}.duckdb`);
+      const tables = ['a', 'b', 'c', 'd'];
+      for (const t of tables) await queryDuckDb(path, `CREATE TABLE ${t}(data VARCHAR)`);
+      const writers = tables.map(
+        (t) =>
+          new DuckDbTableWriter(
+            parseDuckDbTableConfig({ table: `p.main.${t}` }),
+            writerContext(`${t}-${round}`, { dataDir: dir.path }),
+            path,
+          ),
+      );
+      const opened = await Promise.allSettled(writers.map((w) => w.open()));
+      expect(opened.filter((o) => o.status === 'rejected').map((o) => String(o.reason))).toEqual([]);
+      for (const w of writers) await w.close();
+      await closeDuckDb(path);
+    }
   });
 });
 

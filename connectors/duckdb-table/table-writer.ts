@@ -26,6 +26,20 @@ import { DuckDbWrittenIds } from './written-ids.js';
 
 export { DuckDbFileError } from './database-file.js';
 
+/** Per DuckDB instance, the last writer's setup of the bookkeeping tables (see oneAtATime). */
+const setups = new WeakMap<DuckDBInstance, Promise<unknown>>();
+
+/**
+ * Runs `setup` after every earlier one on the same instance: writers of several subscriptions opening at
+ * once on a new database file each ran CREATE TABLE IF NOT EXISTS on the same tables, and all but the first
+ * failed with DuckDB's "Catalog write-write conflict" (the subscription in RESOURCE_ERROR until a retry).
+ */
+function oneAtATime(instance: DuckDBInstance, setup: () => Promise<void>): Promise<void> {
+  const run = (setups.get(instance) ?? Promise.resolve()).then(setup, setup);
+  setups.set(instance, run);
+  return run;
+}
+
 interface Pending {
   em: ExportMessage;
   row: Row;
@@ -97,10 +111,12 @@ export class DuckDbTableWriter implements Connector {
       const connection = await connectToDuckDb(this.instance);
       try {
         await this.checkFile();
-        await ProgressLog.create(connection);
-        await DuckDbWrittenIds.create(connection);
-        await CdcApplier.create(connection);
-        if (this.context.identity.adoptsNameKeyedProgress) await adoptNameKeyedProgress(connection, this.subscription);
+        await oneAtATime(this.instance, async () => {
+          await ProgressLog.create(connection);
+          await DuckDbWrittenIds.create(connection);
+          await CdcApplier.create(connection);
+          if (this.context.identity.adoptsNameKeyedProgress) await adoptNameKeyedProgress(connection, this.subscription);
+        });
         this.progress = await ProgressLog.load(connection, this.subscription);
         for (const [key, last] of this.progress.lastSequences()) this.filter.addRange(key, 1, last);
       } catch (e) {
