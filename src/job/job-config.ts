@@ -316,7 +316,9 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
     if (dlt && !topicNames.has(dlt)) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
     check(problems, at, () => {
       const spec = normalizeSubscription(s, (t, field) => resourceName('topics', t, projectId, field));
-      const section = exportSection(spec);
+      // An export section left empty (`bigqueryConfig: {}`, `bucket: null`) is what turns an API subscription
+      // back to pull; in a job file it is a mistake, checked by its connector (which names what is missing).
+      const section = exportSection(spec) ?? exportSection({ bigqueryConfig: s.bigqueryConfig, cloudStorageConfig: s.cloudStorageConfig });
       if (!section) return;
       const factory = getConnector(section.connector);
       if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key))

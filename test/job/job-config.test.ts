@@ -258,6 +258,20 @@ describe('applying a changed job file to an existing data directory', () => {
   });
 });
 
+describe('export sections', () => {
+  it('an empty one is refused by its connector, naming what it needs, instead of making a pull subscription', () => {
+    const sub = (extra: Record<string, unknown>) => ({ ...base(), subscriptions: [{ name: 'exp-sub', topic: 'events', ...extra }] });
+    expect(problems(sub({ bigqueryConfig: {} }))).toEqual([expect.stringMatching(/^subscriptions\[0\]\.bigqueryConfig\.table: /)]);
+    expect(problems(sub({ bigqueryConfig: { table: null } }))).toEqual([
+      expect.stringMatching(/^subscriptions\[0\]\.bigqueryConfig\.table: /),
+    ]);
+    expect(problems(sub({ cloudStorageConfig: {} }))).toEqual([expect.stringMatching(/^subscriptions\[0\]\.cloudStorageConfig\.bucket: /)]);
+    expect(problems(sub({ cloudStorageConfig: { bucket: '' } }))).toEqual([
+      expect.stringMatching(/^subscriptions\[0\]\.cloudStorageConfig\.bucket: /),
+    ]);
+  });
+});
+
 describe('memory settings', () => {
   it('take sizes as bytes or with units, default to a bounded process, and refuse what is not a size', () => {
     expect(loadJob(write(base())).memory).toEqual({
