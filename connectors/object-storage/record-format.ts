@@ -4,7 +4,12 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import type { PubsubMessage } from '../../src/core/message.js';
-import { avroFileLayout, type AvroFileLayout } from '../../src/schema/avro-file-schema.js';
+import {
+  avroFileLayout,
+  ORDERING_METADATA_FIELDS,
+  PUBSUB_METADATA_FIELDS,
+  type AvroFileLayout,
+} from '../../src/schema/avro-file-schema.js';
 import { avroType, LOGICAL_TYPES } from '../../src/schema/avro-types.js';
 import { decodeStoredMessage, messageSchemaOf, MessageSchemaError, type TopicSchema } from '../../src/schema/topic-schema.js';
 import type { OutputFormat } from './config.js';
@@ -53,15 +58,7 @@ const AVRO_METADATA = avro.Type.forSchema(
     type: 'record',
     name: 'PubsubMessageWithMetadata',
     namespace: 'com.google.pubsub',
-    fields: [
-      { name: 'subscription_name', type: 'string' },
-      { name: 'message_id', type: 'string' },
-      { name: 'publish_time', type: { type: 'long', logicalType: 'timestamp-micros' } },
-      { name: 'attributes', type: { type: 'map', values: 'string' } },
-      { name: 'data', type: 'bytes' },
-      { name: 'ordering_key', type: 'string' },
-      { name: 'sequence', type: 'long' },
-    ],
+    fields: [...PUBSUB_METADATA_FIELDS, { name: 'data', type: 'bytes' }, ...ORDERING_METADATA_FIELDS],
   },
   { logicalTypes: LOGICAL_TYPES },
 );

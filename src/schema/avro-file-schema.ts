@@ -45,14 +45,19 @@ export interface MessageMetadata {
   sequence: bigint;
 }
 
-const METADATA_FIELDS = [
+/** Pub/Sub's metadata fields of an Avro export record (avroConfig.writeMetadata), before its payload. */
+export const PUBSUB_METADATA_FIELDS: avro.schema.RecordType['fields'] = [
   { name: 'subscription_name', type: 'string' },
   { name: 'message_id', type: 'string' },
   { name: 'publish_time', type: { type: 'long', logicalType: 'timestamp-micros' } },
   { name: 'attributes', type: { type: 'map', values: 'string' } },
+];
+/** The metadata fields Orderly adds after them: the message's ordering key and its sequence in the key. */
+export const ORDERING_METADATA_FIELDS: avro.schema.RecordType['fields'] = [
   { name: 'ordering_key', type: 'string' },
   { name: 'sequence', type: 'long' },
 ];
+const METADATA_FIELDS = [...PUBSUB_METADATA_FIELDS, ...ORDERING_METADATA_FIELDS];
 
 export function avroFileLayout(schema: CompiledSchema, writeMetadata: boolean): AvroFileLayout {
   const base =
