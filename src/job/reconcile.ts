@@ -1,7 +1,7 @@
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { checkImmutable, normalizeSubscription } from '../core/subscription-config.js';
-import { OrderlyError } from '../core/errors.js';
-import type { JobConfig } from './job-config.js';
+import { InvalidArgumentError, OrderlyError } from '../core/errors.js';
+import { JobConfigError, type JobConfig } from './job-config.js';
 
 export interface ReconcileReport {
   created: string[];
@@ -15,14 +15,15 @@ export interface ReconcileReport {
  */
 export async function reconcile(core: PubSubCore, job: JobConfig): Promise<ReconcileReport> {
   const report: ReconcileReport = { created: [], updated: [], unchanged: [] };
-  for (const t of job.topics) {
+  for (const [i, t] of job.topics.entries()) {
     if (core.hasTopic(t.name)) report.unchanged.push(core.topicName(t.name));
-    else report.created.push((await core.createTopic(t.name, { labels: t.labels })).name);
+    else report.created.push((await inFile(job, `topics[${i}]`, () => core.createTopic(t.name, { labels: t.labels }))).name);
   }
   for (const [i, s] of job.subscriptions.entries()) {
     const { name, ...input } = s;
+    const at = `subscriptions[${i}]`;
     if (!core.hasSubscription(name)) {
-      report.created.push((await core.createSubscription(name, input)).name);
+      report.created.push((await inFile(job, at, () => core.createSubscription(name, input))).name);
       continue;
     }
     const current = core.getSubscription(name);
@@ -30,17 +31,31 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
     try {
       checkImmutable(current, wanted);
     } catch (e) {
-      throw new OrderlyError('FAILED_PRECONDITION', `subscriptions[${i}] (${name}): ${(e as Error).message}`);
+      throw new OrderlyError('FAILED_PRECONDITION', `${at} (${name}): ${(e as Error).message}`);
     }
     // State, not settings: a job file cannot hold them, so comparing them would rewrite every subscription at every start.
     const { state: _state, name: _name, detached: _detached, ...currentSpec } = current;
     if (JSON.stringify(sorted(currentSpec)) === JSON.stringify(sorted(wanted))) report.unchanged.push(current.name);
     else {
-      await core.updateSubscription(name, wanted);
+      await inFile(job, at, () => core.updateSubscription(name, wanted));
       report.updated.push(current.name);
     }
   }
   return report;
+}
+
+/**
+ * What the core refuses only when it sees the data directory (a subscription writing with its topic's
+ * schema, on a topic the API left without one) is a problem of the job file all the same: reported as
+ * `orderly validate` reports one, with the file and the entry's place in it.
+ */
+async function inFile<T>(job: JobConfig, at: string, change: () => Promise<T>): Promise<T> {
+  try {
+    return await change();
+  } catch (e) {
+    if (e instanceof InvalidArgumentError) throw new JobConfigError(job.file, [`${at}.${e.message}`]);
+    throw e;
+  }
 }
 
 function sorted(value: unknown): unknown {

@@ -256,6 +256,21 @@ describe('applying a changed job file to an existing data directory', () => {
       'subscriptions[0] (pull-sub): enableMessageOrdering cannot be changed after creation (is true); create a new subscription instead',
     );
   });
+
+  it('names the file and the entry when the data directory refuses a subscription the file alone cannot (useTopicSchema on a topic without a schema)', async () => {
+    const file = write({
+      projectId: 'test-project',
+      topics: [{ name: 'events' }],
+      subscriptions: [
+        { name: 'files', topic: 'events', cloudStorageConfig: { bucket: 'bucket-one', avroConfig: { useTopicSchema: true } } },
+      ],
+    });
+    const start = JobRuntime.start(loadJob(file), createLogger(), { withExports: false });
+    await expect(start).rejects.toThrow(
+      `${file}: 1 problem\n  subscriptions[0].cloudStorageConfig.avroConfig.useTopicSchema: topic projects/test-project/topics/events has no schema`,
+    );
+    await expect(start).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
 });
 
 describe('export sections', () => {
