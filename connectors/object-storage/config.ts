@@ -1,6 +1,6 @@
 import { checkRange, parseDuration } from '../../src/core/duration.js';
 import { InvalidArgumentError, UnknownFieldError } from '../../src/core/errors.js';
-import { checkPrefix, DEFAULT_DATETIME_FORMAT, parseDatetimeFormat } from './object-naming.js';
+import { checkPrefix, DEFAULT_DATETIME_FORMAT, newWriterTag, objectNamer, parseDatetimeFormat, uniqueId } from './object-naming.js';
 
 export type OutputFormat =
   | { kind: 'text' }
@@ -93,9 +93,11 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
   const shards = integer(c.shards ?? 1);
   if (!Number.isInteger(shards) || shards < 1 || shards > 64)
     throw new InvalidArgumentError(`${F}.shards`, `must be an integer between 1 and 64, got ${JSON.stringify(c.shards)}`);
+  const filenamePrefix = checkPrefix(`${F}.filenamePrefix`, text('filenamePrefix'));
+  checkNameLength(filenamePrefix, filenameSuffix, filenameDatetimeFormat);
   return {
     bucket: c.bucket,
-    filenamePrefix: checkPrefix(`${F}.filenamePrefix`, text('filenamePrefix')),
+    filenamePrefix,
     filenameSuffix,
     filenameDatetimeFormat,
     format,
@@ -104,6 +106,25 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
     maxMessages,
     shards,
   };
+}
+
+/** S3's and Cloud Storage's longest object name, in bytes of UTF-8. */
+const MAX_OBJECT_NAME_BYTES = 1024;
+
+/**
+ * Refuses a prefix and suffix whose object names would be too long for the bucket: every upload would
+ * fail, and the export would stall retrying them.
+ */
+function checkNameLength(prefix: string, suffix: string, datetimeFormat: string): void {
+  const longest = objectNamer(prefix, suffix, datetimeFormat).name(new Date(0), uniqueId(Number.MAX_SAFE_INTEGER, newWriterTag()));
+  const bytes = Buffer.byteLength(longest);
+  if (bytes <= MAX_OBJECT_NAME_BYTES) return;
+  const field = Buffer.byteLength(suffix) > Buffer.byteLength(prefix) ? 'filenameSuffix' : 'filenamePrefix';
+  const own = bytes - Buffer.byteLength(prefix) - Buffer.byteLength(suffix);
+  throw new InvalidArgumentError(
+    `${F}.${field}`,
+    `makes object names of ${bytes} bytes (with the ${own} bytes of the datetime and unique id between prefix and suffix); S3 and Cloud Storage allow at most ${MAX_OBJECT_NAME_BYTES}`,
+  );
 }
 
 /** A number, or an int64 as Pub/Sub's JSON writes it (a string of digits); anything else is NaN (refused by the caller's check). */

@@ -164,8 +164,15 @@ describe('object names (filenameDatetimeFormat)', () => {
     [{ maxBytes: [5000] }, 'cloudStorageConfig.maxBytes: must be an integer between 1000'],
     [{ maxMessages: '0x3e8' }, 'cloudStorageConfig.maxMessages: must be an integer of at least 1000, got "0x3e8"'],
     [{ shards: true }, 'cloudStorageConfig.shards: must be an integer between 1 and 64, got true'],
+    // Object names hold at most 1024 bytes: 25 of the default datetime, a separator and 29 of the unique id.
+    [{ filenamePrefix: `${'p'.repeat(970)}/` }, 'cloudStorageConfig.filenamePrefix: makes object names of 1026 bytes'],
+    [{ filenameSuffix: `.${'é'.repeat(485)}` }, 'cloudStorageConfig.filenameSuffix: makes object names of 1026 bytes'],
   ])('rejects %j', (extra, message) => {
     expect(() => parseObjectStorageConfig({ bucket: 'my-bucket', ...extra })).toThrow(message);
+  });
+
+  it('takes a prefix that makes object names of exactly 1024 bytes', () => {
+    expect(parseObjectStorageConfig({ bucket: 'my-bucket', filenamePrefix: `${'p'.repeat(968)}/` }).filenamePrefix).toHaveLength(969);
   });
 
   it('takes int64 fields as numbers or as the digit strings of Pub/Sub JSON, and each format section as written', () => {
