@@ -218,7 +218,7 @@ const MAX_YAML_ALIASES = 100;
  */
 export async function loadJobWithPlugins(file: string, env: NodeJS.ProcessEnv = process.env): Promise<JobConfig> {
   const raw = readJobDocument(file);
-  const plugins = substituteEnv(raw.plugins, env, 'plugins', []);
+  const plugins = substituteEnv(raw.plugins, { env, references: new Map(), typed: new Set() }, 'plugins', []);
   if (Array.isArray(plugins) && plugins.every((p) => typeof p === 'string')) {
     const failed = await importPlugins(plugins, dirname(resolve(file)));
     if (failed.length) throw new JobConfigError(file, failed);
@@ -234,11 +234,28 @@ export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): Job
   return parseJob(readJobDocument(file), file, env);
 }
 
-/** The job in `raw` (the document `loadJob` read from `file`), validated; paths resolved against the file's folder. */
+/**
+ * The job in `raw` (the document `loadJob` read from `file`), validated; paths resolved against the file's
+ * folder. A value that is one whole `${NAME}` reference (`port: ${PORT}`) is a string, as the file cannot
+ * say otherwise, unless the setting refuses a string there and the variable holds a number or a boolean:
+ * then it is that number or boolean, and the file is checked again with it.
+ */
 export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
+  const references: Scalars = new Map();
+  try {
+    return parseSubstituted(raw, file, { env, references, typed: new Set() });
+  } catch (e) {
+    if (!(e instanceof JobConfigError)) throw e;
+    const typed = new Set([...references.keys()].filter((path) => e.problems.some((p) => p.startsWith(`${path}: `))));
+    if (!typed.size) throw e;
+    return parseSubstituted(raw, file, { env, references, typed });
+  }
+}
+
+function parseSubstituted(raw: Record<string, unknown>, file: string, substitution: Substitution): JobConfig {
   registerBuiltInConnectors();
   const problems: string[] = [];
-  const substituted = substituteEnv(raw, env, '', problems) as Record<string, unknown>;
+  const substituted = substituteEnv(raw, substitution, '', problems) as Record<string, unknown>;
   const sections = settingsSections();
   const ownKeys = Object.keys(jobSchema.shape);
   const clash = sections.find((s) => ownKeys.includes(s.key));
@@ -550,19 +567,45 @@ function check(problems: string[], at: string, fn: () => void): void {
   }
 }
 
-function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: string, problems: string[]): unknown {
+/** By path in the file: the number or boolean a whole `${NAME}` reference's variable holds. */
+type Scalars = Map<string, number | boolean>;
+
+interface Substitution {
+  env: NodeJS.ProcessEnv;
+  /** Filled in: every whole reference whose variable holds a number or a boolean. */
+  references: Scalars;
+  /** The paths of `references` that are substituted as that number or boolean rather than as a string. */
+  typed: ReadonlySet<string>;
+}
+
+function substituteEnv(value: unknown, substitution: Substitution, path: string, problems: string[]): unknown {
+  const { env, references, typed } = substitution;
   if (typeof value === 'string') {
+    const whole = /^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(value)?.[1];
+    const scalar = whole === undefined ? undefined : typedScalar(env[whole]);
+    if (scalar !== undefined) {
+      references.set(path, scalar);
+      if (typed.has(path)) return scalar;
+    }
     return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => {
       const v = env[name];
       if (v === undefined) problems.push(`${path || '(root)'}: environment variable ${name} is not set`);
       return v ?? '';
     });
   }
-  if (Array.isArray(value)) return value.map((v, i) => substituteEnv(v, env, `${path}[${i}]`, problems));
+  if (Array.isArray(value)) return value.map((v, i) => substituteEnv(v, substitution, `${path}[${i}]`, problems));
   if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, substituteEnv(v, env, path ? `${path}.${k}` : k, problems)]));
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, substituteEnv(v, substitution, path ? `${path}.${k}` : k, problems)]),
+    );
   }
   return value;
+}
+
+/** The number or boolean a variable's value spells as YAML would read it unquoted (`8085`, `1.5`, `true`); else undefined. */
+function typedScalar(value: string | undefined): number | boolean | undefined {
+  if (value === 'true' || value === 'false') return value === 'true';
+  return value !== undefined && /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$/.test(value) ? Number(value) : undefined;
 }
 
 function formatPath(path: PropertyKey[]): string {

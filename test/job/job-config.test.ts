@@ -147,6 +147,25 @@ describe('job file validation', () => {
     ]);
     expect(loadJob(write(job), { S3_URL: 'http://x:1', KEY_ID: 'k' }).sections.objectStorage).toMatchObject({ endpoint: 'http://x:1' });
   });
+
+  it('gives a number or a boolean setting the number or boolean a whole ${ENV} reference holds, and a string setting the string', () => {
+    const job = {
+      ...base(),
+      metrics: { port: '${PORT}' },
+      objectStorage: { embedded: '${EMBEDDED}', buckets: ['${BUCKET}'] },
+      subscriptions: [{ name: 'pull-sub', topic: 'events', ackDeadlineSeconds: '${DEADLINE}', labels: { team: '${TEAM}' } }],
+    };
+    const env = { PORT: '9999', EMBEDDED: 'true', BUCKET: '12345', DEADLINE: '30', TEAM: '42' };
+    const loaded = loadJob(write(job), env);
+    expect(loaded.metrics).toEqual({ host: '127.0.0.1', port: 9999 });
+    expect(loaded.sections.objectStorage).toMatchObject({ embedded: true, buckets: ['12345'] });
+    expect(loaded.subscriptions[0]).toMatchObject({ ackDeadlineSeconds: 30, labels: { team: '42' } });
+    // A value that is not a number where one is needed is still refused, as is a number out of range.
+    expect(problems(job, { ...env, PORT: 'abc', DEADLINE: '3' })).toEqual([
+      'metrics.port: Invalid input: expected number, received string',
+      'subscriptions[0].ackDeadlineSeconds: must be an integer between 10 and 600, got 3',
+    ]);
+  });
 });
 
 describe('job files that are not a tree of settings', () => {
