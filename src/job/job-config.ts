@@ -345,6 +345,12 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
   });
   const remoteSection = part(jobSchema.shape.remote, doc.remote);
   if (remoteSection) checkRemote(remoteSection, doc, projectId, sections, problems);
+  const memory = part(jobSchema.shape.memory, doc.memory);
+  // A key's share is part of the window: a larger one would be the window, not what the file says.
+  if (memory && memory.messagesPerKey > memory.messagesPerSubscription)
+    problems.push(
+      `memory.messagesPerKey: at most memory.messagesPerSubscription (${memory.messagesPerSubscription}), got ${memory.messagesPerKey}`,
+    );
   const endpoint = part(jobSchema.shape.endpoint, doc.endpoint);
   if (endpoint)
     check(problems, 'endpoint', () => checkExposure(endpoint, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));

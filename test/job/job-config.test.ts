@@ -148,6 +148,13 @@ describe('job file validation', () => {
     expect(loadJob(write(job), { S3_URL: 'http://x:1', KEY_ID: 'k' }).sections.objectStorage).toMatchObject({ endpoint: 'http://x:1' });
   });
 
+  it('refuses a key share of the window larger than the window', () => {
+    expect(problems({ ...base(), memory: { messagesPerKey: 50_000 } })).toEqual([
+      'memory.messagesPerKey: at most memory.messagesPerSubscription (20000), got 50000',
+    ]);
+    expect(problems({ ...base(), memory: { messagesPerKey: 50_000, messagesPerSubscription: 50_000 } })).toEqual([]);
+  });
+
   it('gives a number or a boolean setting the number or boolean a whole ${ENV} reference holds, and a string setting the string', () => {
     const job = {
       ...base(),
