@@ -28,6 +28,18 @@ export function parseDuckDbTableConfig(raw: unknown): DuckDbTableConfig {
   if (parts.length !== 3 || parts.some((p) => p === '')) {
     throw new InvalidArgumentError(`${FIELD}.table`, `must be "project.dataset.table", got ${JSON.stringify(c.table)}`);
   }
+  const [, dataset, table] = parts as [string, string, string];
+  // BigQuery's rules: what it would refuse can name no table to write to.
+  if (!/^[A-Za-z0-9_]{1,1024}$/.test(dataset))
+    throw new InvalidArgumentError(
+      `${FIELD}.table`,
+      `the dataset ${JSON.stringify(dataset)} must be 1-1024 letters, digits or underscores, got ${JSON.stringify(c.table)}`,
+    );
+  if (!/^[\p{L}\p{M}\p{N}\p{Pc}\p{Pd}\p{Zs}]+$/u.test(table) || Buffer.byteLength(table) > 1024)
+    throw new InvalidArgumentError(
+      `${FIELD}.table`,
+      `the table ${JSON.stringify(table)} must be 1-1024 bytes of letters, marks, digits, connectors such as "_", dashes and spaces, got ${JSON.stringify(c.table)}`,
+    );
   for (const k of ['useTopicSchema', 'useTableSchema', 'writeMetadata', 'dropUnknownFields'] as const) {
     if (c[k] !== undefined && typeof c[k] !== 'boolean')
       throw new InvalidArgumentError(`${FIELD}.${k}`, `must be true or false, got ${JSON.stringify(c[k])}`);
@@ -42,8 +54,8 @@ export function parseDuckDbTableConfig(raw: unknown): DuckDbTableConfig {
     throw new InvalidArgumentError(`${FIELD}.serviceAccountEmail`, 'must be a string');
   return {
     table: c.table,
-    schema: parts[1]!,
-    tableName: parts[2]!,
+    schema: dataset,
+    tableName: table,
     useTableSchema: c.useTableSchema === true,
     useTopicSchema: c.useTopicSchema === true,
     writeMetadata: c.writeMetadata === true,

@@ -69,17 +69,22 @@ describe('bigqueryConfig.writeMetadata', () => {
     expect(backlog('to-table')).toBe(0);
   });
 
-  it('a table name with odd characters is quoted, never executed', async () => {
+  it('a table name BigQuery refuses is refused at creation; one it allows, however odd, is quoted, never executed', async () => {
     const evil = 'x"; DROP TABLE victims; --';
-    await sql(
-      `CREATE TABLE victims(id INTEGER); CREATE SCHEMA "we.ird"; CREATE TABLE "we.ird"."${evil.replaceAll('"', '""')}"(data VARCHAR)`,
-    );
     expect(() => parseDuckDbTableConfig({ table: 'p.we.ird.t' })).toThrow('must be "project.dataset.table"');
-    await env.core.createSubscription('odd', { topic: 'events', bigqueryConfig: { table: `p.main.${evil}` } });
+    expect(() => parseDuckDbTableConfig({ table: 'p.d s.t' })).toThrow('bigqueryConfig.table: the dataset "d s" must be 1-1024 letters');
+    expect(() => parseDuckDbTableConfig({ table: `p.main.${'t'.repeat(1025)}` })).toThrow('must be 1-1024 bytes');
+    await expect(
+      env.core.createSubscription('evil', { topic: 'events', bigqueryConfig: { table: `p.main.${evil}` } }),
+    ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringContaining(`the table ${JSON.stringify(evil)}`) });
+    // Spaces, dashes and letters of any script are BigQuery table names; in SQL they are quoted.
+    const odd = 'orders - été 2026';
+    await sql(`CREATE TABLE main."${odd}"(data VARCHAR)`);
+    await env.core.createSubscription('odd', { topic: 'events', bigqueryConfig: { table: `p.main.${odd}` } });
     await env.exports.sync();
     await env.core.publish('events', [{ data: 'hello' }]);
-    await waitFor('state', () => env.core.getSubscription('odd').state === 'NOT_FOUND');
-    expect(await sql('SELECT count(*) n FROM victims')).toEqual([{ n: 0n }]);
+    await waitFor('row', async () => (await sql(`SELECT count(*) n FROM main."${odd}"`))[0]!.n === 1n);
+    expect(await sql(`SELECT data FROM main."${odd}"`)).toEqual([{ data: 'hello' }]);
   });
 });
 
