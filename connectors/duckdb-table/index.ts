@@ -35,7 +35,10 @@ export const duckdbTableConnector: ConnectorFactory<DuckDbTableConfig, { path: s
   create(config, context) {
     const path = context.settings.duckdbPath;
     if (typeof path !== 'string')
-      throw new InvalidArgumentError('duckdb', "bigqueryConfig subscriptions need a DuckDB database file (the job's duckdb.path)");
+      throw new InvalidArgumentError(
+        'duckdb',
+        "bigqueryConfig subscriptions need a DuckDB database file: the job's duckdb.path (a server reads it from `orderly serve --config <job file>`)",
+      );
     return lazyConnector(async () => new (await import('./table-writer.js')).DuckDbTableWriter(config, context, path));
   },
   async load() {

@@ -79,10 +79,7 @@ export class ExportManager {
   async start(): Promise<void> {
     const { core, logger } = this.options;
     this.following = [
-      core.addSubscriptionValidator((_name, spec) => {
-        const section = exportSection(spec);
-        if (section) getConnector(section.connector).parseConfig(section.config);
-      }),
+      core.addSubscriptionValidator((name, spec) => this.checkExport(name, spec)),
       core.onSubscriptionChange(() => {
         this.sync().catch((e: unknown) => logger.error({ error: (e as Error).message }, 'starting or stopping an export failed'));
       }),
@@ -134,6 +131,43 @@ export class ExportManager {
     };
   }
 
+  /**
+   * Refuses a created or updated export subscription its connector cannot work with: the config it refuses,
+   * and what it refuses to be made with (a setting this process lacks, such as a DuckDB database for
+   * `bigqueryConfig` on a server without one) — found now, not by its runner after the change was accepted.
+   * The connector made here is never opened: `create` does no heavy work.
+   */
+  private checkExport(name: string, spec: SubscriptionSpec): void {
+    const section = exportSection(spec);
+    if (!section) return;
+    const factory = getConnector(section.connector);
+    const config = factory.parseConfig(section.config);
+    const identity = this.options.core.hasSubscription(name)
+      ? this.options.core.identity(name)
+      : { uid: '', adoptsNameKeyedProgress: false };
+    factory.create(config, this.context(name, identity, {}, { topicSchema: () => undefined })(spec));
+  }
+
+  /** The context of one export's connectors, for the spec they are made for. */
+  private context(
+    subscription: string,
+    identity: SubscriptionIdentity,
+    start: { runner?: ExportRunner },
+    extra: Pick<ConnectorContext, 'fleet' | 'topicSchema'>,
+  ): (spec: SubscriptionSpec) => ConnectorContext {
+    const { settings, logger } = this.options;
+    return (current) => ({
+      subscription,
+      identity,
+      spec: current,
+      logger: logger.child({ subscription }),
+      settings,
+      budget: this.budget(),
+      notify: () => start.runner?.requestFlush(),
+      ...extra,
+    });
+  }
+
   /** A connector factory for one export: `first` made now (a setting it refuses fails here), later ones for the spec the source reports. */
   private connectorMaker(
     subscription: string,
@@ -145,17 +179,7 @@ export class ExportManager {
     const section = exportSection(spec)!;
     const factory = getConnector(section.connector);
     const config = factory.parseConfig(section.config);
-    const { settings, logger } = this.options;
-    const context = (current: SubscriptionSpec): ConnectorContext => ({
-      subscription,
-      identity,
-      spec: current,
-      logger: logger.child({ subscription }),
-      settings,
-      budget: this.budget(),
-      notify: () => start.runner?.requestFlush(),
-      ...extra,
-    });
+    const context = this.context(subscription, identity, start, extra);
     let first: Connector | undefined = factory.create(config, context(spec));
     return (current) => {
       const connector = first ?? factory.create(config, context(current));
@@ -177,7 +201,16 @@ export class ExportManager {
       .filter(({ sub, identity, text }) => current(sub.name)?.uid !== identity.uid || current(sub.name)?.section !== text)
       .map(({ sub, text, identity }) => {
         const start: { runner?: ExportRunner } = {};
-        const createConnector = this.connectorMaker(sub.name, identity, sub, start, { topicSchema: () => core.topicSchema(sub.topic) });
+        let createConnector: (spec: SubscriptionSpec) => Connector;
+        try {
+          createConnector = this.connectorMaker(sub.name, identity, sub, start, { topicSchema: () => core.topicSchema(sub.topic) });
+        } catch (e) {
+          // Stored before this process could refuse it (or under other settings): its runner shows why it
+          // cannot run, in the subscription's state, and the other exports run as they would without it.
+          createConnector = () => {
+            throw e;
+          };
+        }
         return { sub, identity, text, start, createConnector };
       });
     const wanted = new Map(exports.map(({ sub, identity, text }) => [sub.name, `${identity.uid} ${text}`]));
