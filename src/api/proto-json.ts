@@ -90,12 +90,16 @@ function fieldFromJson(field: protobuf.Field, value: unknown, where: string, pat
   if (field.map) {
     if (!isObject(value)) throw new InvalidArgumentError(where, `must be an object of ${noun(field)} values`);
     const keyType = (field as unknown as protobuf.MapField).keyType;
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) {
+    const entries = Object.entries(value).map(([k, v]): [string, unknown] => {
       if (keyType !== 'string') scalarFromJson(keyType, k, `${where}.${k} (key)`);
-      out[k] = singleFromJson(field, v, `${where}.${k}`, [...path, k], extensions);
-    }
-    return out;
+      return [k, singleFromJson(field, v, `${where}.${k}`, [...path, k], extensions)];
+    });
+    // fromEntries defines every key as an own property: assigning `__proto__` would set the prototype instead.
+    const out = Object.fromEntries(entries);
+    if (keyType !== 'string' || field.type !== 'string') return out;
+    // A map of strings needs no shaping, and protobufjs's would drop a `__proto__` key (an attribute's, say): set after it.
+    extensions.push({ path, value: out });
+    return undefined;
   }
   if (field.repeated) {
     if (!Array.isArray(value)) throw new InvalidArgumentError(where, `must be a list of ${noun(field)}s`);
@@ -182,7 +186,8 @@ function messageToJson(type: protobuf.Type, shaped: ProtoObject, original: Proto
     if (v === null || v === undefined) continue;
     const from = original?.[field.name];
     if (field.map) {
-      const entries = Object.entries(v);
+      // A map of strings as given (see fieldFromJson): protobufjs's copy would have lost a `__proto__` key.
+      const entries = Object.entries(field.type === 'string' && isObject(from) ? from : v);
       if (entries.length)
         out[field.name] = Object.fromEntries(entries.map(([k, x]) => [k, singleToJson(field, x, (from as ProtoObject | undefined)?.[k])]));
     } else if (field.repeated) {

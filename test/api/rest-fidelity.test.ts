@@ -223,4 +223,23 @@ describe('REST answers from the same mapping as gRPC', () => {
     });
     expect(mixed.json.error.message).toBe('messages: all messages of one publish request must share an ordering key');
   });
+
+  it('an attribute named __proto__ (or any other key) arrives and comes back as published, over REST as over gRPC', async () => {
+    await rest('PUT', `${P}/topics/odd-keys`, {});
+    await rest('PUT', `${P}/subscriptions/odd-keys-sub`, { topic: 'odd-keys' });
+    const attributes = JSON.parse('{"__proto__":"p","constructor":"c","toString":"t"}') as Record<string, string>;
+    expect(Object.keys(attributes)).toEqual(['__proto__', 'constructor', 'toString']);
+    expect((await rest('POST', `${P}/topics/odd-keys:publish`, { messages: [{ data: 'QQ==', attributes }] })).status).toBe(200);
+    const pulled = await rest('POST', `${P}/subscriptions/odd-keys-sub:pull`, { maxMessages: 10, returnImmediately: true });
+    const delivered = pulled.json.receivedMessages[0].message.attributes as Record<string, string>;
+    expect(Object.entries(delivered)).toEqual(Object.entries(attributes));
+    // The same message through gRPC: the same attributes.
+    const seek = await rest('POST', `${P}/subscriptions/odd-keys-sub:seek`, { time: '2000-01-01T00:00:00Z' });
+    expect(seek.status).toBe(200);
+    const { receivedMessages } = await api.sub('pull', {
+      subscription: 'projects/rest-fidelity/subscriptions/odd-keys-sub',
+      maxMessages: 10,
+    });
+    expect(Object.entries(receivedMessages[0].message.attributes as Record<string, string>)).toEqual(Object.entries(attributes));
+  });
 });
