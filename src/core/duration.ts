@@ -6,14 +6,20 @@ export type DurationInput = number | string | { seconds?: number | string; nanos
 const UNIT_SECONDS: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600, d: 86400 };
 
 export function parseDuration(field: string, value: DurationInput): number {
-  if (typeof value === 'number') {
-    if (Number.isFinite(value) && value >= 0) return value;
-  } else if (typeof value === 'string') {
+  const seconds =
+    typeof value === 'number'
+      ? value
+      : value && typeof value === 'object'
+        ? Number(value.seconds ?? 0) + (value.nanos ?? 0) / 1e9
+        : undefined;
+  if (seconds !== undefined && Number.isFinite(seconds)) {
+    // A protobuf Duration may be negative; no duration of Pub/Sub's is.
+    if (seconds < 0) throw new InvalidArgumentError(field, `must not be negative, got ${formatDuration(seconds)}`);
+    return seconds;
+  }
+  if (typeof value === 'string') {
     const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(value);
     if (m) return Number(m[1]) * UNIT_SECONDS[m[2] ?? 's']!;
-  } else if (value && typeof value === 'object') {
-    const seconds = Number(value.seconds ?? 0) + (value.nanos ?? 0) / 1e9;
-    if (Number.isFinite(seconds) && seconds >= 0) return seconds;
   }
   throw new InvalidArgumentError(field, `not a duration: ${JSON.stringify(value)} (use e.g. "600s", "10m" or a number of seconds)`);
 }

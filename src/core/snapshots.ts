@@ -4,6 +4,7 @@ import type { Clock } from './clock.js';
 import type { SnapshotHold } from './compaction-plan.js';
 import { AlreadyExistsError, FailedPreconditionError, InvalidArgumentError, NotFoundError } from './errors.js';
 import { projectOf, resourceName } from './names.js';
+import { checkLabels } from './labels.js';
 
 /** A snapshot as the API shows it; `topic` is `_deleted-topic_` once its topic is gone. */
 export interface Snapshot {
@@ -68,7 +69,7 @@ export class Snapshots {
     if (this.live(name) || this.creating.has(name)) throw new AlreadyExistsError('Snapshot', name);
     this.creating.add(name);
     try {
-      const rec = await this.take(name, source, labels);
+      const rec = await this.take(name, source, checkLabels(labels));
       this.records.set(name, rec);
       return rec;
     } finally {
@@ -124,7 +125,7 @@ export class Snapshots {
   async update(ref: string, patch: SnapshotPatch): Promise<SnapshotRecord> {
     const rec = this.get(ref);
     const next = { ...rec };
-    if (patch.labels) next.labels = { ...patch.labels };
+    if (patch.labels) next.labels = checkLabels(patch.labels);
     if (patch.expireTime !== undefined) {
       const now = this.clock.now();
       if (!Number.isFinite(patch.expireTime) || patch.expireTime <= now || patch.expireTime > rec.maxExpireTime) {

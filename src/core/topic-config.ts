@@ -1,6 +1,7 @@
 import type { TopicSchemaSettings } from '../schema/schema-registry.js';
 import { checkRange, parseDuration, type DurationInput } from './duration.js';
 import { InvalidArgumentError } from './errors.js';
+import { checkLabels } from './labels.js';
 
 /**
  * A topic as a caller describes it (Pub/Sub's field names). `null` clears a setting on update.
@@ -50,13 +51,6 @@ export function applyTopicInput(
   if (input.schemaSettings === null) delete settings.schemaSettings;
   else if (input.schemaSettings !== undefined) settings.schemaSettings = checkSchema(input.schemaSettings, 'schemaSettings');
   return { labels, settings };
-}
-
-function checkLabels(labels: unknown): Record<string, string> {
-  if (!labels || typeof labels !== 'object' || Array.isArray(labels))
-    throw new InvalidArgumentError('labels', 'must be an object of string values');
-  for (const [k, v] of Object.entries(labels)) if (typeof v !== 'string') throw new InvalidArgumentError(`labels.${k}`, 'must be a string');
-  return { ...(labels as Record<string, string>) };
 }
 
 /** Stored settings as the core reads them (a store written before topics had settings holds `{}`). */
