@@ -1,4 +1,5 @@
 import { formatDuration, parseDuration } from '../core/duration.js';
+import { InvalidArgumentError } from '../core/errors.js';
 import type { IamPolicy } from '../core/iam-policies.js';
 import type { ReceivedMessage } from '../core/message.js';
 import type { Subscription, Topic } from '../core/pubsub-core.js';
@@ -26,7 +27,19 @@ const seconds = (d: ProtoDuration | null | undefined): number | undefined =>
   d ? Number(d.seconds ?? 0) + (d.nanos ?? 0) / 1e9 : undefined;
 const duration = (s: number): ProtoDuration => ({ seconds: String(Math.floor(s)), nanos: Math.round((s % 1) * 1e9) });
 export const timestamp = (ms: number): ProtoDuration => ({ seconds: String(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 });
-export const timestampMs = (t: ProtoDuration): number => Number(t.seconds ?? 0) * 1000 + Math.floor((t.nanos ?? 0) / 1e6);
+/** google.protobuf.Timestamp's range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z. */
+const TIMESTAMP_SECONDS = { min: -62_135_596_800, max: 253_402_300_799 };
+
+/** A Timestamp off the wire in ms; one outside what a Timestamp may hold is refused, naming `field`. */
+export function timestampMs(t: ProtoDuration, field: string): number {
+  const seconds = Number(t.seconds ?? 0);
+  const nanos = t.nanos ?? 0;
+  if (!Number.isInteger(nanos) || nanos < 0 || nanos > 999_999_999)
+    throw new InvalidArgumentError(`${field}.nanos`, `must be an integer between 0 and 999999999, got ${nanos}`);
+  if (!Number.isInteger(seconds) || seconds < TIMESTAMP_SECONDS.min || seconds > TIMESTAMP_SECONDS.max)
+    throw new InvalidArgumentError(`${field}.seconds`, `must be a time between the years 1 and 9999, got ${String(t.seconds)}`);
+  return seconds * 1000 + Math.floor(nanos / 1e6);
+}
 
 export function topicToProto(t: Topic): ProtoObject {
   return {

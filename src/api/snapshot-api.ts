@@ -66,7 +66,7 @@ export function snapshotHandlers(core: PubSubCore): { subscriber: Record<string,
       ListSnapshots: async (r) => listPage(r, core.listSnapshots(projectId(r.project)), (s) => s.name, 'snapshots', snapshotToProto),
       UpdateSnapshot: async (r) => {
         const snapshot = required(r.snapshot, 'snapshot');
-        const expireTime = snapshot.expireTime ? timestampMs(snapshot.expireTime) : undefined;
+        const expireTime = snapshot.expireTime ? timestampMs(snapshot.expireTime, 'snapshot.expireTime') : undefined;
         const patch = snapshotPatch(required(r.updateMask, 'updateMask').paths, { labels: snapshot.labels, expireTime });
         return snapshotToProto(await core.updateSnapshot(snapshot.name, patch));
       },

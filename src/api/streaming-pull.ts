@@ -51,20 +51,29 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
     call.emit('error', toStatus(e, logger, METHOD));
   };
 
+  /** The stream's ack deadline: the first request's, changed by any later one that gives one (0: the subscription's). */
+  let deadlineSeconds: number | undefined;
+  const setDeadline = (req: StreamingPullRequest) => {
+    const deadline = req.streamAckDeadlineSeconds;
+    if (deadline === 0) return;
+    if (!Number.isInteger(deadline) || deadline < 10 || deadline > 600)
+      throw new InvalidArgumentError('streamAckDeadlineSeconds', `must be an integer between 10 and 600, got ${deadline}`);
+    deadlineSeconds = deadline;
+  };
+
   const open = (req: StreamingPullRequest) => {
     if (!req.subscription) throw new InvalidArgumentError('subscription', 'is required in the first request of a stream');
-    const deadline = req.streamAckDeadlineSeconds;
-    if (deadline !== 0 && (!Number.isInteger(deadline) || deadline < 10 || deadline > 600)) {
-      throw new InvalidArgumentError('streamAckDeadlineSeconds', `must be an integer between 10 and 600, got ${deadline}`);
-    }
+    setDeadline(req);
     // A missing subscription ends the stream now with NOT_FOUND; a detached one (in attach) with FAILED_PRECONDITION.
     const name = core.getSubscription(req.subscription).name;
     // Pub/Sub: zero or less means no client-side limit; the default keeps one stream from taking everything.
     const maxMessages = Number(req.maxOutstandingMessages) > 0 ? Number(req.maxOutstandingMessages) : DEFAULT_MAX_OUTSTANDING_MESSAGES;
     const maxBytes = Number(req.maxOutstandingBytes) > 0 ? Number(req.maxOutstandingBytes) : Number.MAX_SAFE_INTEGER;
-    const opened: SubscriptionHandle = core.attach(name, {
-      ackDeadlineSeconds: deadline || undefined,
-      room: () => ({ messages: maxMessages - opened.outstanding(), bytes: maxBytes }),
+    const opened: SubscriptionHandle = core.attachPull(name, {
+      get ackDeadlineSeconds() {
+        return deadlineSeconds;
+      },
+      room: () => ({ messages: maxMessages - opened.outstanding(), bytes: maxBytes - opened.outstandingBytes() }),
       deliver: (batch: ReceivedMessage[]) => {
         const properties = { exactlyOnce: opened.spec.enableExactlyOnceDelivery, ordering: opened.spec.enableMessageOrdering };
         for (let i = 0; i < batch.length; i += MAX_MESSAGES_PER_RESPONSE)
@@ -102,6 +111,7 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
       if (!Number.isInteger(s) || s < 0 || s > 600)
         throw new InvalidArgumentError(`modifyDeadlineSeconds[${i}]`, `must be an integer between 0 and 600, got ${s}`);
     });
+    setDeadline(req);
     const acked = req.ackIds.length ? await stream.acknowledge(req.ackIds) : undefined;
     const bySeconds = new Map<number, string[]>();
     ids.forEach((id, i) => bySeconds.set(seconds[i]!, [...(bySeconds.get(seconds[i]!) ?? []), id]));

@@ -27,13 +27,14 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
     DeleteSubscription: async (r) => core.deleteSubscription(r.subscription),
     // On an exactly-once subscription invalid ack ids fail the call, with ErrorInfo details naming them.
     ModifyAckDeadline: async (r) => {
-      await core.modifyAckDeadline(r.subscription, r.ackIds, r.ackDeadlineSeconds);
+      await core.modifyAckDeadline(r.subscription, ackIdsOf(r), r.ackDeadlineSeconds);
     },
     Acknowledge: async (r) => {
-      await core.acknowledge(r.subscription, r.ackIds);
+      await core.acknowledge(r.subscription, ackIdsOf(r));
     },
     Pull: async (r) => {
-      const messages = await core.pull(r.subscription, { maxMessages: r.maxMessages || 100, waitMs: r.returnImmediately ? 0 : 5_000 });
+      // Required, and positive, as in Pub/Sub: 0 is what a request that leaves it out carries.
+      const messages = await core.pull(r.subscription, { maxMessages: r.maxMessages, waitMs: r.returnImmediately ? 0 : 5_000 });
       return { receivedMessages: messages.map(receivedToProto) };
     },
     ModifyPushConfig: async (r) => {
@@ -45,12 +46,18 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
     },
     Seek: async (r) => {
       if (r.snapshot) await core.seekToSnapshot(r.subscription, inProjectOf(r.subscription, 'snapshots', r.snapshot));
-      else if (r.time) await core.seek(r.subscription, timestampMs(r.time));
+      else if (r.time) await core.seek(r.subscription, timestampMs(r.time, 'time'));
       else throw new InvalidArgumentError('time', 'is required, or snapshot: a seek needs a target');
       return {};
     },
   });
   return { ...handlers, ...snapshotHandlers(core).subscriber };
+}
+
+/** A unary ack or modack names at least one delivery, as Pub/Sub requires. */
+function ackIdsOf(r: { ackIds: string[] }): string[] {
+  if (!r.ackIds.length) throw new InvalidArgumentError('ackIds', 'is required: at least one ack id');
+  return r.ackIds;
 }
 
 /**

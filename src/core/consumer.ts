@@ -62,6 +62,8 @@ export interface SubscriptionHandle {
   isLive(ackId: string): boolean;
   /** Deliveries out to this consumer and not yet settled. */
   outstanding(): number;
+  /** The bytes of those deliveries' messages (as flow control counts them). */
+  outstandingBytes(): number;
   /**
    * Resolves once the acks are durable, with what became of each id. Stale or unknown ack ids change
    * nothing (they come back as `invalidAckIds`; Pub/Sub ignores them unless the subscription is exactly-once).

@@ -12,7 +12,8 @@ interface LeaseQueue {
  */
 export class LeaseManager<Q extends LeaseQueue> {
   private readonly leases = new Map<string, Lease<Q>>();
-  private readonly perConsumer = new Map<string, number>();
+  /** Per consumer: its leases, and their messages' bytes. */
+  private readonly perConsumer = new Map<string, { messages: number; bytes: number }>();
   private counter = 0;
   private earliest = Infinity;
 
@@ -34,14 +35,23 @@ export class LeaseManager<Q extends LeaseQueue> {
     this.leases.set(lease.ackId, lease);
     entry.lease = lease;
     queue.outstanding++;
-    this.perConsumer.set(consumer, (this.perConsumer.get(consumer) ?? 0) + 1);
+    const held = this.perConsumer.get(consumer);
+    if (held) {
+      held.messages++;
+      held.bytes += entry.size;
+    } else this.perConsumer.set(consumer, { messages: 1, bytes: entry.size });
     if (deadline < this.earliest) this.earliest = deadline;
     return lease;
   }
 
   /** Leases out to one consumer (flow control for consumers that are not told of acks, like streams). */
   countFor(consumer: string): number {
-    return this.perConsumer.get(consumer) ?? 0;
+    return this.perConsumer.get(consumer)?.messages ?? 0;
+  }
+
+  /** The bytes of the messages leased out to one consumer (see countFor). */
+  bytesFor(consumer: string): number {
+    return this.perConsumer.get(consumer)?.bytes ?? 0;
   }
 
   get(ackId: string): Lease<Q> | undefined {
@@ -57,9 +67,9 @@ export class LeaseManager<Q extends LeaseQueue> {
     if (!this.leases.delete(lease.ackId)) return;
     if (lease.entry.lease === lease) lease.entry.lease = undefined;
     lease.queue.outstanding--;
-    const n = this.perConsumer.get(lease.consumer)! - 1;
-    if (n) this.perConsumer.set(lease.consumer, n);
-    else this.perConsumer.delete(lease.consumer);
+    const held = this.perConsumer.get(lease.consumer)!;
+    held.bytes -= lease.entry.size;
+    if (--held.messages === 0) this.perConsumer.delete(lease.consumer);
   }
 
   /** Leases past their deadline, oldest deadline first. Cheap when nothing is due. */

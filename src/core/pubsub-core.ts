@@ -512,9 +512,14 @@ export class PubSubCore {
     return this.runtime(subRef).attach(consumer);
   }
 
+  /** A pull consumer (StreamingPull); see `attach`. Refused on push and export subscriptions (see `pullable`). */
+  attachPull(subRef: string, consumer: ConsumerSpec): SubscriptionHandle {
+    return this.pullable(subRef).attach(consumer);
+  }
+
   /** Pull: up to maxMessages ready messages; a key's messages come in order and only one batch per key is out. */
   async pull(subRef: string, options: PullOptions = {}): Promise<ReceivedMessage[]> {
-    return pullOnce(this.runtime(subRef), options.maxMessages ?? 100, options.waitMs ?? 0);
+    return pullOnce(this.pullable(subRef), options.maxMessages ?? 100, options.waitMs ?? 0);
   }
 
   /**
@@ -534,7 +539,7 @@ export class PubSubCore {
 
   /** Streaming/callback delivery; see `Subscriber`. */
   subscribe(subRef: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscriber {
-    const runtime = this.runtime(subRef);
+    const runtime = this.pullable(subRef);
     return new Subscriber((spec) => runtime.attach(spec), handler, options);
   }
 
@@ -571,6 +576,27 @@ export class PubSubCore {
   }
 
   /** The subscription's runtime, if it can deliver: FAILED_PRECONDITION once detached. */
+  /**
+   * A subscription consumers pull from, as Pub/Sub has it: Pull and StreamingPull are refused on a push
+   * subscription (its endpoint gets the messages) and on an export subscription (its sink does: a pull
+   * would take them away from it).
+   */
+  private pullable(subRef: string): SubscriptionRuntime {
+    const rt = this.runtime(subRef);
+    const { spec } = rt;
+    const kind = spec.pushConfig
+      ? 'push'
+      : spec.bigqueryConfig
+        ? 'BigQuery'
+        : spec.cloudStorageConfig
+          ? 'Cloud Storage'
+          : spec.exportConfig
+            ? 'export'
+            : undefined;
+    if (kind) throw new FailedPreconditionError(`This method is not supported for ${kind} subscriptions (${rt.name}).`);
+    return rt;
+  }
+
   private attachable(subRef: string): SubscriptionRuntime {
     const rt = this.runtime(subRef);
     if (rt.detached) throw detachedError(rt.name);

@@ -215,6 +215,7 @@ export class SubscriptionRuntime implements BacklogSink {
       kick: () => this.scheduleDispatch(),
       isLive: (ackId) => this.isLive(ackId),
       outstanding: () => this.leases.countFor(id),
+      outstandingBytes: () => this.leases.bytesFor(id),
       acknowledge: async (ackIds) => {
         live();
         return this.acknowledge(ackIds);

@@ -73,6 +73,24 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expectInvalid(await sub({ name: 'projects/bad-input/subscriptions/other', topic }), 'name', /must match the name in the URL/);
     expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { kmsKeyName: 'k' }), 'kmsKeyName', /not supported/);
     expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { labels: { a: 1 } }), 'labels.a', /must be a string/);
+    // Google Cloud's label rules: lowercase keys starting with a letter, at most 63 characters each, at most 64 labels.
+    expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { labels: { Team: 'a' } }), 'labels', /label key "Team"/);
+    expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { labels: { '': 'a' } }), 'labels', /label key ""/);
+    expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { labels: { team: 'B C' } }), 'labels.team', /at most 63/);
+    expectInvalid(await sub({ topic, labels: { ['k'.repeat(64)]: 'v' } }), 'labels', /1-63/);
+    expectInvalid(
+      await sub({ topic, labels: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, ''])) }),
+      'labels',
+      /at most 64 labels, got 65/,
+    );
+    expect(
+      (await rest('PUT', '/v1/projects/bad-input/topics/t-labels', { labels: { 'équipe_1-a': 'ventes-été', empty: '' } })).status,
+    ).toBe(200);
+    expectInvalid(
+      await sub({ topic, retryPolicy: { minimumBackoff: '-1s' } }),
+      'retryPolicy.minimumBackoff',
+      /must not be negative, got -1s/,
+    );
     expectInvalid(
       await rest('PATCH', '/v1/projects/bad-input/subscriptions/orders-sub', {
         subscription: { ackDeadlineSeconds: 30 },
@@ -125,6 +143,10 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     );
     expectInvalid(await rest('POST', `${s}:pull`, { maxMessages: 'many' }), 'maxMessages', /integer/);
     expectInvalid(await rest('POST', `${s}:pull`, { maxMessages: -3, returnImmediately: true }), 'maxMessages');
+    // Required and positive, as in Pub/Sub: a body without it is refused, not given a default.
+    expectInvalid(await rest('POST', `${s}:pull`, { returnImmediately: true }), 'maxMessages', /positive integer, got 0/);
+    expectInvalid(await rest('POST', `${s}:acknowledge`, { ackIds: [] }), 'ackIds', /at least one ack id/);
+    expectInvalid(await rest('POST', `${s}:modifyAckDeadline`, { ackIds: [], ackDeadlineSeconds: 30 }), 'ackIds', /at least one ack id/);
     expectInvalid(await rest('POST', `${s}:seek`, { time: 'yesterday' }), 'time', /RFC 3339/);
     expectInvalid(await rest('POST', `${s}:seek`, { snapshot: 12 }), 'snapshot', /must be a string/);
     // time and snapshot are a oneof: the second one given is named.

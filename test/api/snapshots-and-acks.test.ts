@@ -145,6 +145,14 @@ describe('snapshot RPCs over gRPC', () => {
     const unnamed = await api.sub('createSnapshot', { name: '', subscription: sub('rpc-sub') });
     expect(unnamed.name).toMatch(new RegExp(`^projects/${PROJECT}/snapshots/snapshot-`));
     expect((await failure(api.sub('seek', { subscription: sub('rpc-sub') }))).code).toBe(grpc.status.INVALID_ARGUMENT);
+    // A Timestamp holds nanos 0-999,999,999 and the years 1-9999.
+    const outOfRange = await failure(api.sub('seek', { subscription: sub('rpc-sub'), time: { seconds: '100', nanos: 2e9 } }));
+    expect([outOfRange.code, outOfRange.details]).toEqual([
+      grpc.status.INVALID_ARGUMENT,
+      'time.nanos: must be an integer between 0 and 999999999, got 2000000000',
+    ]);
+    const tooLate = await failure(api.sub('seek', { subscription: sub('rpc-sub'), time: { seconds: '253402300800', nanos: 0 } }));
+    expect(tooLate.details).toMatch(/^time\.seconds: must be a time between the years 1 and 9999/);
     await api.sub('seek', { subscription: sub('rpc-sub'), snapshot: created.name });
     await api.sub('deleteSnapshot', { snapshot: created.name });
     expect((await failure(api.sub('getSnapshot', { snapshot: created.name }))).code).toBe(grpc.status.NOT_FOUND);
@@ -245,6 +253,19 @@ describe('DetachSubscription and StreamingPull errors', () => {
     const error = await new Promise<any>((resolve) => typo.on('error', resolve).on('message', () => undefined));
     expect(error.code).toBe(grpc.status.NOT_FOUND);
     await typo.close();
+  });
+
+  it("a later request's streamAckDeadlineSeconds is checked as the first one's (it changes the stream's deadline)", async () => {
+    await api.pub('createTopic', { name: topicName('deadline-topic') });
+    await api.sub('createSubscription', { name: sub('deadline-sub'), topic: topicName('deadline-topic') });
+    const stream = openStream({ subscription: sub('deadline-sub') });
+    stream.call.write({ streamAckDeadlineSeconds: 600 });
+    stream.call.write({ streamAckDeadlineSeconds: 5 });
+    const status = await stream.ended;
+    expect([status.code, status.details]).toEqual([
+      grpc.status.INVALID_ARGUMENT,
+      'streamAckDeadlineSeconds: must be an integer between 10 and 600, got 5',
+    ]);
   });
 
   it('detachSubscription keeps a detached subscription; its streams end and pull fails with FAILED_PRECONDITION; REST :detach too', async () => {

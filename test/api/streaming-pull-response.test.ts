@@ -1,4 +1,4 @@
-import type * as grpc from '@grpc/grpc-js';
+import * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { receivedToProto } from '../../src/api/proto-mapping.js';
@@ -126,4 +126,61 @@ describe('StreamingPull responses from `orderly serve`', () => {
     expect(Math.max(...sizes)).toBeLessThanOrEqual(250);
     expect(sizes.length).toBeGreaterThanOrEqual(3);
   });
+
+  it('maxOutstandingBytes holds deliveries back until acks free their bytes', async () => {
+    const topic = 'projects/chunks/topics/bytes';
+    const subscription = 'projects/chunks/subscriptions/bytes';
+    await api.pub('createTopic', { name: topic });
+    await api.sub('createSubscription', { name: subscription, topic });
+    await api.pub('publish', { topic, messages: Array.from({ length: 5 }, (_, i) => ({ data: Buffer.from(`m${i}`) })) });
+
+    const stream = api.subscriber.streamingPull() as grpc.ClientDuplexStream<Record<string, unknown>, any>;
+    const received: { ackId: string; data: string }[] = [];
+    stream.on('data', (r: { receivedMessages: { ackId: string; message: { data: Buffer } }[] }) => {
+      for (const m of r.receivedMessages) received.push({ ackId: m.ackId, data: m.message.data.toString() });
+    });
+    const ended = new Promise<grpc.StatusObject>((resolve) => stream.on('status', resolve));
+    stream.on('error', () => undefined);
+    // One byte: a message goes out while nothing is outstanding, the next only once it is acked.
+    stream.write({ subscription, streamAckDeadlineSeconds: 60, maxOutstandingBytes: 1 });
+    for (let acked = 0; acked < 5; acked++) {
+      await waitUntil(() => received.length > acked);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(received).toHaveLength(acked + 1);
+      stream.write({ ackIds: [received[acked]!.ackId] });
+    }
+    stream.end();
+    expect((await ended).code).toBe(0);
+    expect(received.map((m) => m.data).sort()).toEqual(['m0', 'm1', 'm2', 'm3', 'm4']);
+  });
+
+  it('Pull and StreamingPull are refused on push and export subscriptions, whose messages go to their endpoint or sink', async () => {
+    const topic = 'projects/chunks/topics/not-pulled';
+    await api.pub('createTopic', { name: topic });
+    const kinds: [string, Record<string, unknown>][] = [
+      ['push', { pushConfig: { pushEndpoint: 'http://127.0.0.1:9/push' } }],
+      ['Cloud Storage', { cloudStorageConfig: { bucket: 'never-pulled' } }],
+    ];
+    for (const [kind, config] of kinds) {
+      const subscription = `projects/chunks/subscriptions/not-pulled-${kind.replace(' ', '-').toLowerCase()}`;
+      await api.sub('createSubscription', { name: subscription, topic, ...config });
+      const refusal = {
+        code: grpc.status.FAILED_PRECONDITION,
+        details: expect.stringContaining(`This method is not supported for ${kind} subscriptions`),
+      };
+      await expect(api.sub('pull', { subscription, maxMessages: 10 })).rejects.toMatchObject(refusal);
+      const stream = api.subscriber.streamingPull() as grpc.ClientDuplexStream<Record<string, unknown>, any>;
+      const failed = new Promise<grpc.ServiceError>((resolve) => stream.on('error', resolve));
+      stream.write({ subscription, streamAckDeadlineSeconds: 60 });
+      expect(await failed).toMatchObject(refusal);
+    }
+  });
 });
+
+async function waitUntil(check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
