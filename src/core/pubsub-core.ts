@@ -551,8 +551,22 @@ export class PubSubCore {
     await this.compacting?.catch(() => undefined);
     // The store waits for queued acks to land first; deliveries still out are forgotten by reset, so an
     // ack arriving during the seek finds its lease gone instead of undoing the replay.
-    const lowSeq = await this.store.seek(this.record(rt), at);
+    const lowSeq = await this.store.seek(this.record(rt), at, this.ackedRetainedSince(rt));
     rt.reset(lowSeq, this.sequences.last);
+  }
+
+  /**
+   * Publish time from which the subscription's acked messages are still retained, as a seek back can
+   * replay them: within its messageRetentionDuration when it retainAckedMessages, and within its topic's
+   * messageRetentionDuration when the topic has one. Without either, acked messages are gone (Infinity).
+   */
+  private ackedRetainedSince(rt: SubscriptionRuntime): number {
+    const now = this.clock.now();
+    const topicRetention = this.getSubscription(rt.name).topicMessageRetentionDuration;
+    return Math.min(
+      rt.spec.retainAckedMessages ? now - rt.spec.messageRetentionDuration * 1000 : Infinity,
+      topicRetention !== undefined ? now - topicRetention * 1000 : Infinity,
+    );
   }
 
   /**
@@ -575,7 +589,6 @@ export class PubSubCore {
     rt.reset(lowSeq, this.sequences.last);
   }
 
-  /** The subscription's runtime, if it can deliver: FAILED_PRECONDITION once detached. */
   /**
    * A subscription consumers pull from, as Pub/Sub has it: Pull and StreamingPull are refused on a push
    * subscription (its endpoint gets the messages) and on an export subscription (its sink does: a pull
@@ -597,6 +610,7 @@ export class PubSubCore {
     return rt;
   }
 
+  /** The subscription's runtime, if it can deliver: FAILED_PRECONDITION once detached. */
   private attachable(subRef: string): SubscriptionRuntime {
     const rt = this.runtime(subRef);
     if (rt.detached) throw detachedError(rt.name);

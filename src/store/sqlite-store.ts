@@ -606,7 +606,7 @@ export class SqliteStore implements Store {
     return (this.stmt.firstPublishTimeAfter.get(topicUid, afterSeq) as number | undefined) ?? undefined;
   }
 
-  async seek(sub: SubscriptionRecord, time: number): Promise<number> {
+  async seek(sub: SubscriptionRecord, time: number, retainedSince: number): Promise<number> {
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
     await this.writer.drain();
     return this.db.transaction(() => {
@@ -614,7 +614,23 @@ export class SqliteStore implements Store {
         .prepare('SELECT coalesce(max(seq), 0) FROM messages WHERE topic_uid = ? AND publish_time < ?')
         .pluck()
         .get(sub.topicUid, time) as number;
-      this.db.prepare('DELETE FROM acks WHERE sub = ? AND seq > ?').run(sub.name, low);
+      // An acked message the subscription's retention does not keep is gone for it, though its row may be
+      // kept for another subscription: it stays acked — an ack row where the watermark it was under goes lower.
+      const since = Math.min(retainedSince, Number.MAX_SAFE_INTEGER);
+      const topic = sub.topicUid;
+      const watermark = this.db.prepare('SELECT low_seq FROM subscriptions WHERE name = ?').pluck().get(sub.name) as number;
+      this.db
+        .prepare(
+          `INSERT OR IGNORE INTO acks(sub, seq) SELECT @sub, seq FROM messages
+             WHERE topic_uid = @topic AND seq > @low AND seq <= @watermark AND publish_time < @since`,
+        )
+        .run({ sub: sub.name, topic, low, watermark, since });
+      this.db
+        .prepare(
+          `DELETE FROM acks WHERE sub = @sub AND seq > @low
+             AND seq IN (SELECT seq FROM messages WHERE topic_uid = @topic AND seq > @low AND publish_time >= @since)`,
+        )
+        .run({ sub: sub.name, low, topic, since });
       this.db.prepare('DELETE FROM failures WHERE sub = ? AND seq > ?').run(sub.name, low);
       this.db.prepare('UPDATE subscriptions SET low_seq = ? WHERE name = ?').run(low, sub.name);
       return low;

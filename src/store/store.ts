@@ -189,9 +189,11 @@ export interface Store {
   /** Publish time of the topic's first message after `afterSeq`, if any. */
   firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined;
   /**
-   * Marks messages published before `time` acked and the later ones unacked. Returns the new lowSeq.
+   * Marks messages published before `time` acked and the later ones unacked — those later ones that are
+   * acked now only if published at or after `retainedSince` (the acked messages retention keeps; the
+   * others stay acked). Returns the new lowSeq.
    */
-  seek(sub: SubscriptionRecord, time: number): Promise<number>;
+  seek(sub: SubscriptionRecord, time: number, retainedSince: number): Promise<number>;
   /** Raises watermarks and deletes what the plan says no subscription can be given again. */
   compact(plan: CompactionPlan): Promise<{ deletedMessages: number }>;
 

@@ -365,6 +365,31 @@ describe('filters, seek, retention, flow control', () => {
     expect(await pullAll('replay')).toHaveLength(0);
   });
 
+  it('seek to a time back without retention replays only what is unacked: acked messages are gone for the subscription', async () => {
+    await core.createSubscription('kept-by-other', { topic: 'orders', enableMessageOrdering: true });
+    await core.createSubscription('no-retention', { topic: 'orders', enableMessageOrdering: true });
+    const mark = clock.now();
+    clock.advance(1_000);
+    await publishKeyed([
+      ['a', 'a1'],
+      ['b', 'b1'],
+    ]);
+    const all = await pullAll('no-retention');
+    await core.acknowledge(
+      'no-retention',
+      all.filter((m) => m.message.orderingKey === 'a').map((m) => m.ackId),
+    );
+    // Past b's lease: it is unacked, and another subscription keeps both rows in the store.
+    clock.advance(11_000);
+    await core.compact();
+    await core.seek('no-retention', mark);
+    expect(texts(await pullAll('no-retention'))).toEqual(['b1']);
+    // Topic retention keeps acked messages for every subscription of the topic: then the seek replays a1.
+    await core.updateTopic('orders', { messageRetentionDuration: '1h' });
+    await core.seek('no-retention', mark);
+    expect(texts(await pullAll('no-retention')).sort()).toEqual(['a1', 'b1']);
+  });
+
   it('messages past messageRetentionDuration leave the backlog', async () => {
     await core.createSubscription('short', { topic: 'orders', enableMessageOrdering: true, messageRetentionDuration: '10m' });
     await publishKeyed([['k', 'old']]);
