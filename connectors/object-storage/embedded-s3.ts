@@ -19,7 +19,7 @@ export async function startEmbeddedS3(dataDir: string, buckets: string[]): Promi
     silent: true,
     configureBuckets: buckets.map((name) => ({ name, configs: [] })),
   });
-  keepDirectoriesOnDelete(server);
+  hardenStore(server);
   const { port } = await server.run();
   return {
     // s3rver accepts these fixed credentials; they protect nothing and are never logged.
@@ -34,24 +34,42 @@ export async function startEmbeddedS3(dataDir: string, buckets: string[]): Promi
   };
 }
 
-/** The part of s3rver's file-system store a delete uses. */
+/** The parts of s3rver's file-system store patched here. */
 interface FilesystemStore {
   getResourcePath(bucket: string, key: string, resource: string): string;
   deleteObject(bucket: string, key: string): Promise<void>;
+  getMetadata(bucket: string, key: string): Promise<Record<string, unknown>>;
 }
 
 /**
- * s3rver (3.7) removes a key's directory once a delete leaves it empty; a PutObject into that directory
- * between its mkdir and its write then fails on a file stream nothing listens to, and the error ends the
- * process s3rver runs in (a fleet's pending-upload markers, put and deleted side by side by two upload lanes,
- * did it in the benchmarks). Here a delete removes the object's files and leaves directories: an empty
- * directory holds no object, so listings are the same.
+ * Makes s3rver's (3.7) file-system store survive what a crash or a busy job does to it (the embedded S3
+ * server of `objectStorage.embedded`, and the S3 server of the tests and benchmarks):
+ * - s3rver removes a key's directory once a delete leaves it empty; a PutObject into that directory
+ *   between its mkdir and its write then fails on a file stream nothing listens to, and the error ends the
+ *   process s3rver runs in (a fleet's pending-upload markers, put and deleted side by side by two upload
+ *   lanes, did it in the benchmarks). Here a delete removes the object's files and leaves directories: an
+ *   empty directory holds no object, so listings are the same.
+ * - s3rver writes an object's metadata file in place: a `kill -9` in the middle leaves it empty, and from
+ *   then on every listing of the bucket, and so every export to it, failed with HTTP 500 for good. Metadata
+ *   that does not parse now reads as none (the object's content type and user metadata, which Orderly
+ *   does not set); the object itself, an upload the crash cut short, is what the manifest's recovery
+ *   deletes.
  */
-export function keepDirectoriesOnDelete(server: S3rver): void {
+export function hardenStore(server: S3rver): void {
   const store = (server as unknown as { store: FilesystemStore }).store;
   store.deleteObject = async (bucket, key) => {
     await Promise.all(
       ['object', 'object.md5', 'metadata.json'].map((resource) => rm(store.getResourcePath(bucket, key, resource), { force: true })),
     );
+  };
+  const getMetadata = store.getMetadata.bind(store);
+  store.getMetadata = async (bucket, key) => {
+    try {
+      return await getMetadata(bucket, key);
+    } catch (e) {
+      if (!(e instanceof SyntaxError)) throw e;
+      await rm(store.getResourcePath(bucket, key, 'metadata.json'), { force: true });
+      return getMetadata(bucket, key);
+    }
   };
 }

@@ -1,4 +1,6 @@
-import { CreateBucketCommand, DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { startEmbeddedS3 } from '../../connectors/object-storage/embedded-s3.js';
 import { createS3Client, s3Connection } from '../../connectors/object-storage/s3-client.js';
@@ -22,6 +24,29 @@ it('the embedded S3 server survives deletes and puts side by side in one directo
       await Promise.all([del(`pending/${i}`), put(`pending/${i}-next`), i > 0 ? del(`pending/${i - 1}-next`) : undefined]);
     }
     expect(await listObjectNames(minioClient(s3.settings), 'race-bucket')).toEqual(['pending/49-next']);
+  } finally {
+    client.destroy();
+    await s3.close();
+    dir.remove();
+  }
+});
+
+// A `kill -9` while s3rver wrote an object's metadata file left it empty; from then on every listing of the
+// bucket failed with HTTP 500, and the job's object exports stayed in RESOURCE_ERROR across restarts.
+it('an object metadata file a crash left empty fails nothing: listings, HEAD and GET of the bucket answer', async () => {
+  const dir = tempDir();
+  const s3 = await startEmbeddedS3(dir.path, ['torn-bucket']);
+  const client = createS3Client(s3Connection(s3.settings));
+  try {
+    for (const key of ['a/first.txt', 'a/second.txt'])
+      await client.send(new PutObjectCommand({ Bucket: 'torn-bucket', Key: key, Body: key, ContentType: 'text/plain' }));
+    writeFileSync(join(dir.path, 's3', 'torn-bucket', 'a', 'first.txt._S3rver_metadata.json'), '');
+    await client.send(new HeadBucketCommand({ Bucket: 'torn-bucket' }));
+    expect(await listObjectNames(minioClient(s3.settings), 'torn-bucket')).toEqual(['a/first.txt', 'a/second.txt']);
+    const got = await client.send(new GetObjectCommand({ Bucket: 'torn-bucket', Key: 'a/first.txt' }));
+    expect(await got.Body!.transformToString()).toBe('a/first.txt');
+    const intact = await client.send(new GetObjectCommand({ Bucket: 'torn-bucket', Key: 'a/second.txt' }));
+    expect(intact.ContentType).toBe('text/plain');
   } finally {
     client.destroy();
     await s3.close();

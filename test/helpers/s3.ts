@@ -1,7 +1,7 @@
 import * as Minio from 'minio';
 import S3rver from 's3rver';
 import { randomUUID } from 'node:crypto';
-import { keepDirectoriesOnDelete } from '../../connectors/object-storage/embedded-s3.js';
+import { hardenStore } from '../../connectors/object-storage/embedded-s3.js';
 import { tempDir } from './core.js';
 
 /**
@@ -30,7 +30,7 @@ export async function startTestS3(): Promise<TestS3> {
   let port = 0;
   const run = async () => {
     server = new S3rver({ port, address: '127.0.0.1', directory: dir.path, silent: true });
-    keepDirectoriesOnDelete(server);
+    hardenStore(server);
     port = (await server.run()).port;
   };
   if (!external) await run();
