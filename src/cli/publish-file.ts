@@ -20,6 +20,8 @@ export interface PublishFileReport {
 }
 
 const BATCH = 500;
+/** Lines held across all keys before every key's batch goes out: many keys make small requests, never a large buffer. */
+const MAX_BUFFERED = 10 * BATCH;
 
 /**
  * Publishes a JSONL file, one message per line (the line is the data). The ordering key and attributes
@@ -38,11 +40,15 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
       ? new SingleBar({ format: 'publish [{bar}] {value}/{total} lines', hideCursor: true, stream: process.stderr }, Presets.shades_classic)
       : undefined;
   bar?.start(total, 0);
-  let batch: { line: number; message: MessageInput }[] = [];
-  const flush = async () => {
-    if (!batch.length) return;
-    const pending = batch;
-    batch = [];
+  // A publish request holds one ordering key's messages, as Pub/Sub requires (a request of mixed keys is
+  // refused), so lines are batched per key; each key's batches go out in line order.
+  const batches = new Map<string, { line: number; message: MessageInput }[]>();
+  let buffered = 0;
+  const flush = async (key: string) => {
+    const pending = batches.get(key);
+    if (!pending?.length) return;
+    batches.delete(key);
+    buffered -= pending.length;
     try {
       report.published += (await publish(pending.map((p) => p.message))).length;
     } catch {
@@ -58,19 +64,30 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
     }
     bar?.update(report.published + report.refused.length);
   };
+  const flushAll = async () => {
+    for (const key of [...batches.keys()]) await flush(key);
+  };
   const input = o.file === '-' ? process.stdin : createReadStream(o.file);
   let lineNo = 0;
   for await (const text of createInterface({ input, crlfDelay: Infinity })) {
     lineNo++;
     if (!text.trim()) continue;
+    let message: MessageInput;
     try {
-      batch.push({ line: lineNo, message: toMessage(text, o) });
+      message = toMessage(text, o);
     } catch (e) {
       report.refused.push({ line: lineNo, reason: (e as Error).message });
+      continue;
     }
-    if (batch.length >= BATCH) await flush();
+    const key = message.orderingKey ?? '';
+    const batch = batches.get(key) ?? [];
+    batches.set(key, batch);
+    batch.push({ line: lineNo, message });
+    buffered++;
+    if (batch.length >= BATCH) await flush(key);
+    else if (buffered >= MAX_BUFFERED) await flushAll();
   }
-  await flush();
+  await flushAll();
   bar?.stop();
   report.refused.sort((a, b) => a.line - b.line);
   return report;
