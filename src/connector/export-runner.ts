@@ -411,7 +411,9 @@ export class ExportRunner {
       this.logThrottled(
         'warn',
         { count: permanent.length, example: permanent[0]!.error },
-        'messages cannot be written; nacked (dead-lettered after maxDeliveryAttempts)',
+        this.spec?.deadLetterPolicy
+          ? 'messages cannot be written; nacked (dead-lettered after maxDeliveryAttempts)'
+          : 'messages cannot be written; nacked and delivered again after the retry backoff (no deadLetterPolicy: each stays, and its ordering key waits behind it)',
       );
     }
     const handle = this.live();
