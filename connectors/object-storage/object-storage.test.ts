@@ -12,6 +12,7 @@ import { openExport, waitFor } from '../../test/helpers/export.js';
 import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
 import { auditObjects, auditSubscription } from './audit.js';
 import { parseObjectStorageConfig } from './config.js';
+import { parquetView } from './query-view.js';
 import { Manifest } from './manifest.js';
 import { newWriterTag, objectNamer, uniqueId } from './object-naming.js';
 import { ObjectStorageWriter } from './object-writer.js';
@@ -442,6 +443,50 @@ describe('export to S3 (real HTTP server)', () => {
       objectErrors: { count: 0 },
     });
   }, 90_000);
+
+  it('a subscription whose format changed keeps a clean audit, and its query view reads only its Parquet objects', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { parquetConfig: { writeMetadata: true } });
+    const held = async (count: number) =>
+      waitFor(
+        'deliveries',
+        () => (env.exports.runner('to-s3')?.outstanding ?? 0) + (env.exports.runner('to-s3')?.stats.written ?? 0) >= count,
+      );
+    await env.core.publish('events', keyed(20, 2));
+    await held(20);
+    // Each change restarts the export: the open file is finalized under the old format.
+    const change = async (format: Record<string, unknown>) => {
+      await env.core.updateSubscription('to-s3', { cloudStorageConfig: { bucket, filenameDatetimeFormat: Z_FORMAT, ...format } });
+      await env.exports.sync();
+    };
+    await change({ avroConfig: { writeMetadata: true } });
+    await env.core.publish('events', keyed(20, 2));
+    await held(20);
+    await change({ parquetConfig: {} });
+    await env.core.publish('events', keyed(20, 2));
+    await finish(20);
+
+    const subscription = { name: 'projects/p/subscriptions/to-s3', uid: env.core.identity('to-s3').uid };
+    const config = parseObjectStorageConfig({ bucket, parquetConfig: {} });
+    const settings = { dataDir: dir.path, objectStorage: s3.settings };
+    expect(await auditSubscription(subscription, config, settings)).toMatchObject({
+      objects: 3,
+      records: 60,
+      objectErrors: { count: 0 },
+      outOfOrderInFile: { count: 0 },
+    });
+    const view = await parquetView({
+      subscription: subscription.name,
+      identity: { uid: subscription.uid, adoptsNameKeyedProgress: false },
+      config,
+      settings,
+    });
+    const rows = await queryDuckDb(
+      join(dir.path, 'view.duckdb'),
+      `SELECT count(*) AS n, count(subscription_name) AS with_metadata FROM (${view!.select})`,
+    );
+    expect(rows).toEqual([{ n: 40n, with_metadata: 20n }]);
+  });
 });
 
 describe('order across files', () => {

@@ -13,18 +13,23 @@ import { manifestPath } from './object-writer.js';
 import { createS3Client, s3Connection } from './s3-client.js';
 
 /**
- * The `orderly query` view of a Parquet subscription: its committed objects, with their file names and
- * row numbers. DuckDB's S3 extension cannot be downloaded here, so the objects are read through a local
+ * The `orderly query` view of a Parquet subscription: its committed Parquet objects (not those of a format
+ * it had before), with their file names and row numbers. DuckDB's S3 extension cannot be downloaded here, so the objects are read through a local
  * cache (cacheObjects). Text and Avro subscriptions have no view. A fleet's export (`target.shared`) is read
  * from the manifest in the bucket — every worker's objects — without the records the manifest view leaves
  * out (a copy of a message an earlier object holds: see manifestView), by file and row.
  */
 export async function parquetView(target: ExportTarget<ObjectStorageConfig>): Promise<QueryView | undefined> {
   if (target.config.format.kind !== 'parquet') return undefined;
-  const { entries, superseded } = target.shared ? await fleetEntries(target) : localEntries(target);
+  const all = target.shared ? await fleetEntries(target) : localEntries(target);
+  // Objects written before the subscription's format changed to Parquet are not Parquet files.
+  const kept = all.entries.flatMap((entry, i) => (entry.format === 'parquet' ? [i] : []));
+  const entries = kept.map((i) => all.entries[i]!);
+  const superseded = kept.map((i) => all.superseded[i]!);
   const files = await cacheObjects(target, entries);
   if (!files.length) return { files, select: 'SELECT NULL AS data WHERE false' };
-  const read = `SELECT * FROM read_parquet([${files.map(quoteString).join(', ')}], filename = true, file_row_number = true)`;
+  // By name: files written with and without writeMetadata have different columns.
+  const read = `SELECT * FROM read_parquet([${files.map(quoteString).join(', ')}], filename = true, file_row_number = true, union_by_name = true)`;
   const left = superseded.flatMap((rows, i) => rows.map((row) => `(${quoteString(files[i]!)}, ${row})`));
   if (!left.length) return { files, select: read };
   return {

@@ -1,6 +1,7 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import type { QueryView } from '../connector/capabilities.js';
 import { OrderlyError } from '../core/errors.js';
 import { connectDuckDb, duckDbSettings } from '../duckdb/database.js';
 import { quoteIdent, quoteString } from '../duckdb/sql.js';
@@ -23,12 +24,12 @@ import { queryViewNames } from './query-view-names.js';
  *   writing through at the same time; the SQL can do anything DuckDB can.
  */
 export async function queryJob(runtime: JobRuntime, sql: string): Promise<Record<string, unknown>[]> {
-  const { views, files } = await queryViews(runtime);
+  const prepared = await queryViews(runtime);
   const path = runtime.queryDatabase ?? join(runtime.job.dataDir, 'query.duckdb');
   if (!runtime.readOnly) {
     const connection = await connectDuckDb(path);
     try {
-      return await runWithViews(connection, views, sql);
+      return await runWithViews(connection, prepared, sql);
     } finally {
       connection.closeSync();
     }
@@ -41,8 +42,8 @@ export async function queryJob(runtime: JobRuntime, sql: string): Promise<Record
   try {
     const connection = await instance.connect();
     try {
-      await lockDown(connection, files);
-      return await runWithViews(connection, views, sql);
+      await lockDown(connection, prepared.files);
+      return await runWithViews(connection, prepared, sql);
     } catch (e) {
       const message = (e as Error).message;
       if (/read-only mode|file system operations are disabled|configuration has been locked|disabled through configuration/.test(message)) {
@@ -60,35 +61,70 @@ export async function queryJob(runtime: JobRuntime, sql: string): Promise<Record
   }
 }
 
+/** The views of the exports: statements to make them, the files they read, and those that could not be made (why). */
+interface PreparedViews {
+  views: { subscription: string; sql: string }[];
+  files: string[];
+  unavailable: string[];
+}
+
 /** The CREATE VIEW statements of every export subscription (every project) whose connector offers a view, and the files they read. */
-async function queryViews(runtime: JobRuntime): Promise<{ views: string[]; files: string[] }> {
+async function queryViews(runtime: JobRuntime): Promise<PreparedViews> {
   const { core } = runtime;
   const offered: { subscription: string; select: string }[] = [];
   const files: string[] = [];
+  const unavailable: string[] = [];
+  const offer = async (subscription: string, made: () => Promise<QueryView | undefined> | undefined) => {
+    try {
+      const view = await made();
+      if (!view) return;
+      files.push(...view.files);
+      offered.push({ subscription, select: view.select });
+    } catch (e) {
+      // Its sink cannot be read now (S3 down, an object gone): the other views and the tables still can.
+      unavailable.push(`${subscription}: ${(e as Error).message}`);
+    }
+  };
   for (const sub of core.allSubscriptions()) {
     const found = exportTargetOf(core, runtime.connectorSettings, sub);
-    const view = await found?.factory.queryView?.(found.target);
-    if (!view) continue;
-    files.push(...view.files);
-    offered.push({ subscription: sub.name, select: view.select });
+    await offer(sub.name, () => found?.factory.queryView?.(found.target));
   }
   // A fleet's remote exports: what every worker wrote, read from the sink.
-  for (const found of remoteExportTargets(runtime.job, runtime.connectorSettings)) {
-    const view = await found.factory.queryView?.(found.target);
-    if (!view) continue;
-    files.push(...view.files);
-    offered.push({ subscription: found.target.subscription, select: view.select });
-  }
+  for (const found of remoteExportTargets(runtime.job, runtime.connectorSettings))
+    await offer(found.target.subscription, () => found.factory.queryView?.(found.target));
   const names = queryViewNames(
     offered.map((o) => o.subscription),
     core.projectId,
   );
-  return { views: offered.map((o) => `CREATE OR REPLACE TEMP VIEW ${quoteIdent(names.get(o.subscription)!)} AS ${o.select}`), files };
+  return {
+    views: offered.map((o) => ({
+      subscription: o.subscription,
+      sql: `CREATE OR REPLACE TEMP VIEW ${quoteIdent(names.get(o.subscription)!)} AS ${o.select}`,
+    })),
+    files,
+    unavailable,
+  };
 }
 
-async function runWithViews(connection: DuckDBConnection, views: string[], sql: string): Promise<Record<string, unknown>[]> {
-  for (const v of views) await connection.run(v);
-  return (await connection.runAndReadAll(sql)).getRowObjectsJson();
+/**
+ * Makes the views it can and runs `sql`. A view that cannot be made fails only a query that needs it: the
+ * error then says which views are missing and why.
+ */
+async function runWithViews(connection: DuckDBConnection, prepared: PreparedViews, sql: string): Promise<Record<string, unknown>[]> {
+  const unavailable = [...prepared.unavailable];
+  for (const v of prepared.views) {
+    try {
+      await connection.run(v.sql);
+    } catch (e) {
+      unavailable.push(`${v.subscription}: ${(e as Error).message}`);
+    }
+  }
+  try {
+    return (await connection.runAndReadAll(sql)).getRowObjectsJson();
+  } catch (e) {
+    if (!unavailable.length) throw e;
+    throw new OrderlyError('FAILED_PRECONDITION', `${(e as Error).message}\n(views not available: ${unavailable.join('; ')})`);
+  }
 }
 
 /**

@@ -1,3 +1,4 @@
+import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import '../../examples/jsonl-file-connector/src/index.js';
@@ -68,5 +69,12 @@ describe('orderly query views', () => {
     expect(await count('projects/other-project/subscriptions/a-b')).toEqual({ n: 2, first: 'three' });
     expect(await count('plain')).toEqual({ n: 1, first: 'one' });
     await expect(queryJob(runtime, 'SELECT * FROM a_b')).rejects.toThrow(/a_b does not exist/);
+
+    // A sink that cannot be read fails only the queries that need its view, and they say why.
+    appendFileSync(join(dir.path, 'plain.jsonl'), '{not json\n');
+    expect(await count('projects/orderly-local/subscriptions/a-b')).toEqual({ n: 1, first: 'one' });
+    await expect(count('plain')).rejects.toThrow(
+      /plain does not exist[\s\S]*views not available: projects\/orderly-local\/subscriptions\/plain: /,
+    );
   });
 });
