@@ -84,7 +84,8 @@ export interface PullOptions {
 /** Checks a subscription's settings beyond the core's own (an export section); throws InvalidArgumentError. */
 export type SubscriptionValidator = (name: string, spec: SubscriptionSpec) => void;
 
-const DELETED_TOPIC = '_deleted-topic_';
+/** What a subscription's topic reads once its topic was deleted (as in Pub/Sub). */
+export const DELETED_TOPIC = '_deleted-topic_';
 
 /**
  * The ordered subscription core: topics, subscriptions, publish and delivery with Pub/Sub's semantics

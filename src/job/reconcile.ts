@@ -1,4 +1,4 @@
-import type { PubSubCore } from '../core/pubsub-core.js';
+import { DELETED_TOPIC, type PubSubCore } from '../core/pubsub-core.js';
 import { checkImmutable, normalizeSubscription } from '../core/subscription-config.js';
 import { InvalidArgumentError, OrderlyError } from '../core/errors.js';
 import { JobConfigError, type JobConfig } from './job-config.js';
@@ -27,6 +27,12 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
       continue;
     }
     const current = core.getSubscription(name);
+    if (current.topic === DELETED_TOPIC) {
+      throw new OrderlyError(
+        'FAILED_PRECONDITION',
+        `${at} (${name}): its topic was deleted while it existed (through the API), which leaves it without a topic for good, as in Pub/Sub; delete the subscription (DELETE through \`orderly serve --data-dir ${job.dataDir}\`, which reads no job file) or give this entry another name`,
+      );
+    }
     const wanted = normalizeSubscription(input, (t, field) => core.topicName(t, field));
     try {
       checkImmutable(current, wanted);

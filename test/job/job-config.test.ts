@@ -283,6 +283,16 @@ describe('applying a changed job file to an existing data directory', () => {
     );
   });
 
+  it('a subscription whose topic was deleted through the API says what to do at the next start', async () => {
+    const job = loadJob(write(base()));
+    const runtime = await JobRuntime.start(job, createLogger(), { withExports: false });
+    await runtime.core.deleteTopic('events');
+    await runtime.stop();
+    await expect(JobRuntime.start(job, createLogger(), { withExports: false })).rejects.toThrow(
+      `subscriptions[0] (pull-sub): its topic was deleted while it existed (through the API), which leaves it without a topic for good, as in Pub/Sub; delete the subscription (DELETE through \`orderly serve --data-dir ${job.dataDir}\``,
+    );
+  });
+
   it('names the file and the entry when the data directory refuses a subscription the file alone cannot (useTopicSchema on a topic without a schema)', async () => {
     const file = write({
       projectId: 'test-project',
