@@ -8,6 +8,7 @@ import { checkExposure } from '../api/exposure.js';
 import { getConnector, exportSection, settingsSections } from '../connector/registry.js';
 import type { SettingsSection, StandardIssue } from '../connector/settings-section.js';
 import { OrderlyError, UnknownFieldError } from '../core/errors.js';
+import { checkLabels } from '../core/labels.js';
 import { resourceName } from '../core/names.js';
 import { normalizeSubscription } from '../core/subscription-config.js';
 import { importPlugins, unloadedPlugins } from './plugins.js';
@@ -321,6 +322,7 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
     if (!t) return;
     topicNames.add(t.name);
     check(problems, `topics[${i}]`, () => resourceName('topics', t.name, projectId, 'name'));
+    if (t.labels) check(problems, `topics[${i}]`, () => checkLabels(t.labels));
   });
   list(doc.subscriptions).forEach((raw, i) => {
     const at = `subscriptions[${i}]`;

@@ -148,6 +148,20 @@ describe('job file validation', () => {
     expect(loadJob(write(job), { S3_URL: 'http://x:1', KEY_ID: 'k' }).sections.objectStorage).toMatchObject({ endpoint: 'http://x:1' });
   });
 
+  it("checks topics' and subscriptions' labels by Google Cloud's rules", () => {
+    const job = base();
+    expect(
+      problems({
+        ...job,
+        topics: [{ name: 'events', labels: { Team: 'sales' } }, { name: 'dead' }],
+        subscriptions: [{ ...job.subscriptions[0], labels: { team: 'Sales' } }],
+      }),
+    ).toEqual([
+      'topics[0].labels: label key "Team" must be 1-63 lowercase letters, digits, "_" or "-", starting with a lowercase letter',
+      'subscriptions[0].labels.team: must be at most 63 lowercase letters, digits, "_" or "-", got "Sales"',
+    ]);
+  });
+
   it('refuses a key share of the window larger than the window', () => {
     expect(problems({ ...base(), memory: { messagesPerKey: 50_000 } })).toEqual([
       'memory.messagesPerKey: at most memory.messagesPerSubscription (20000), got 50000',
