@@ -34,6 +34,9 @@ export async function startEmbeddedS3(dataDir: string, buckets: string[]): Promi
   };
 }
 
+/** How long a metadata file that does not parse is given to be finished by a write in progress. */
+const TORN_METADATA_RECHECK_MS = 100;
+
 /** The parts of s3rver's file-system store patched here. */
 interface FilesystemStore {
   getResourcePath(bucket: string, key: string, resource: string): string;
@@ -68,6 +71,13 @@ export function hardenStore(server: S3rver): void {
       return await getMetadata(bucket, key);
     } catch (e) {
       if (!(e instanceof SyntaxError)) throw e;
+      // A PutObject of this key may be writing it right now: torn is what it still is a moment later.
+      await new Promise((resolve) => setTimeout(resolve, TORN_METADATA_RECHECK_MS));
+      try {
+        return await getMetadata(bucket, key);
+      } catch (again) {
+        if (!(again instanceof SyntaxError)) throw again;
+      }
       await rm(store.getResourcePath(bucket, key, 'metadata.json'), { force: true });
       return getMetadata(bucket, key);
     }

@@ -145,7 +145,7 @@ export class ExportManager {
     const identity = this.options.core.hasSubscription(name)
       ? this.options.core.identity(name)
       : { uid: '', adoptsNameKeyedProgress: false };
-    factory.create(config, this.context(name, identity, {}, { topicSchema: () => undefined })(spec));
+    factory.create(config, this.context(name, identity, {}, { topicSchema: () => this.options.core.topicSchema(spec.topic) })(spec));
   }
 
   /** The context of one export's connectors, for the spec they are made for. */

@@ -19,8 +19,11 @@ export interface ConnectorFactory<Config = unknown, Settings = unknown> {
   /** Validates the subscription's config section; throw InvalidArgumentError naming the field. */
   parseConfig(raw: unknown): Config;
   /**
-   * Makes a connector for one subscription. Called when its export starts, and again for a new connector
-   * after an unexpected failure. Throw InvalidArgumentError for settings it cannot work with. Keep heavy
+   * Makes a connector for one subscription. Called when its export starts, again for a new connector
+   * after an unexpected failure, and when the subscription is created or updated, to refuse what this
+   * process cannot run (that connector is never opened nor closed; a subscription being created has the
+   * uid ''): so it only checks and keeps its inputs, and opens nothing. Throw InvalidArgumentError for
+   * settings it cannot work with. Keep heavy
    * imports out of the module that registers the factory (see `lazyConnector`): commands that only read
    * the job file load it too.
    */

@@ -18,8 +18,9 @@ export function parseDuration(field: string, value: DurationInput): number {
     return seconds;
   }
   if (typeof value === 'string') {
-    const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(value);
-    if (m) return Number(m[1]) * UNIT_SECONDS[m[2] ?? 's']!;
+    const m = /^\s*(-?)\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(value);
+    if (m?.[1]) throw new InvalidArgumentError(field, `must not be negative, got ${JSON.stringify(value)}`);
+    if (m) return Number(m[2]) * UNIT_SECONDS[m[3] ?? 's']!;
   }
   throw new InvalidArgumentError(field, `not a duration: ${JSON.stringify(value)} (use e.g. "600s", "10m" or a number of seconds)`);
 }

@@ -3,9 +3,9 @@ import { InvalidArgumentError } from './errors.js';
 /** Google Cloud's label rules, which Pub/Sub applies to topics, subscriptions and snapshots. */
 const MAX_LABELS = 64;
 /** 1-63 characters: lowercase letters (any script's), digits, `_` and `-`, starting with a letter. */
-const KEY = /^[\p{Ll}\p{Lo}\p{Lm}][\p{Ll}\p{Lo}\p{Lm}\p{N}_-]{0,62}$/u;
+const KEY = /^[\p{Ll}\p{Lo}][\p{Ll}\p{Lo}\p{N}_-]{0,62}$/u;
 /** As a key, but may be empty and may start with any of those characters. */
-const VALUE = /^[\p{Ll}\p{Lo}\p{Lm}\p{N}_-]{0,63}$/u;
+const VALUE = /^[\p{Ll}\p{Lo}\p{N}_-]{0,63}$/u;
 
 /** A copy of `labels` if every label is one Pub/Sub takes; otherwise INVALID_ARGUMENT naming the label. */
 export function checkLabels(labels: unknown, field = 'labels'): Record<string, string> {

@@ -9,6 +9,7 @@ import { compactionPlan } from './compaction-plan.js';
 import type { ConsumerSpec, SubscriptionHandle, SubscriptionState } from './consumer.js';
 import { deadLetterAttributes } from './dead-letter.js';
 import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from './errors.js';
+import { checkLabels } from './labels.js';
 import type { Entry } from './key-queue.js';
 import { validateBatch, type ValidMessage } from './limits.js';
 import { DEFAULT_MEMORY, PayloadBudget, type MemoryOptions } from './memory-budget.js';
@@ -323,6 +324,7 @@ export class PubSubCore {
   async createSubscription(ref: string, input: SubscriptionInput): Promise<Subscription> {
     const name = this.subscriptionName(ref, 'name');
     const spec = normalizeSubscription(input, (t, field) => this.topicName(t, field));
+    checkLabels(spec.labels);
     if (this.subs.has(name)) throw new AlreadyExistsError('Subscription', name);
     const topic = this.topics.get(spec.topic);
     if (!topic) throw new NotFoundError('Topic', spec.topic);
@@ -395,6 +397,8 @@ export class PubSubCore {
     // A spec is a valid input (durations in seconds), so the merge is validated as a whole.
     const merged: SubscriptionInput = { ...rt.spec, ...patch, topic: patch.topic ?? rt.spec.topic };
     const next = normalizeSubscription(merged, (t, field) => this.topicName(t, field));
+    // Only labels given now: ones stored before Orderly checked labels stay as they are until changed.
+    if (patch.labels !== undefined) checkLabels(next.labels);
     checkImmutable(rt.spec, next);
     this.checkDeadLetterTopic(next);
     const topic = this.topics.get(next.topic);
@@ -402,6 +406,8 @@ export class PubSubCore {
     for (const validate of this.validators) validate(rt.name, next);
     await this.store.updateSubscriptionSpec(rt.name, next);
     rt.spec = next;
+    const refusal = pullRefusal(rt);
+    if (refusal) rt.endPulls(refusal);
     this.syncPush(rt);
     this.events.emit({ type: 'updated', subscription: rt.name });
     return this.getSubscription(rt.name);
@@ -515,7 +521,7 @@ export class PubSubCore {
 
   /** A pull consumer (StreamingPull); see `attach`. Refused on push and export subscriptions (see `pullable`). */
   attachPull(subRef: string, consumer: ConsumerSpec): SubscriptionHandle {
-    return this.pullable(subRef).attach(consumer);
+    return this.pullable(subRef).attach(consumer, true);
   }
 
   /** Pull: up to maxMessages ready messages; a key's messages come in order and only one batch per key is out. */
@@ -541,7 +547,7 @@ export class PubSubCore {
   /** Streaming/callback delivery; see `Subscriber`. */
   subscribe(subRef: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscriber {
     const runtime = this.pullable(subRef);
-    return new Subscriber((spec) => runtime.attach(spec), handler, options);
+    return new Subscriber((spec) => runtime.attach(spec, true), handler, options);
   }
 
   /** Messages published before `time` become acked, later ones unacked (if still retained). */
@@ -597,17 +603,8 @@ export class PubSubCore {
    */
   private pullable(subRef: string): SubscriptionRuntime {
     const rt = this.runtime(subRef);
-    const { spec } = rt;
-    const kind = spec.pushConfig
-      ? 'push'
-      : spec.bigqueryConfig
-        ? 'BigQuery'
-        : spec.cloudStorageConfig
-          ? 'Cloud Storage'
-          : spec.exportConfig
-            ? 'export'
-            : undefined;
-    if (kind) throw new FailedPreconditionError(`This method is not supported for ${kind} subscriptions (${rt.name}).`);
+    const refusal = pullRefusal(rt);
+    if (refusal) throw refusal;
     return rt;
   }
 
@@ -774,4 +771,19 @@ function exactlyOnceResult(rt: SubscriptionRuntime, result: AckResult): AckResul
 
 function describeTopic(rec: TopicRecord): Topic {
   return { name: rec.name, labels: rec.labels, ...topicSettings(rec.settings), state: 'ACTIVE' };
+}
+
+/** Why the subscription is not for pulling, if it is not: Pub/Sub's answer to Pull on a push or export subscription. */
+function pullRefusal(rt: SubscriptionRuntime): FailedPreconditionError | undefined {
+  const { spec } = rt;
+  const kind = spec.pushConfig
+    ? 'push'
+    : spec.bigqueryConfig
+      ? 'BigQuery'
+      : spec.cloudStorageConfig
+        ? 'Cloud Storage'
+        : spec.exportConfig
+          ? 'export'
+          : undefined;
+  return kind && new FailedPreconditionError(`This method is not supported for ${kind} subscriptions (${rt.name}).`);
 }

@@ -19,12 +19,15 @@ export function pullOnce(runtime: SubscriptionRuntime, maxMessages: number, wait
       if (timer) clearTimeout(timer);
       resolve(batch);
     };
-    const handle = runtime.attach({
-      affinity: 'pull',
-      room: () => ({ messages: done ? 0 : maxMessages, bytes: Number.MAX_SAFE_INTEGER }),
-      deliver: (batch) => finish(batch),
-      detached: () => finish([]),
-    });
+    const handle = runtime.attach(
+      {
+        affinity: 'pull',
+        room: () => ({ messages: done ? 0 : maxMessages, bytes: Number.MAX_SAFE_INTEGER }),
+        deliver: (batch) => finish(batch),
+        detached: () => finish([]),
+      },
+      true,
+    );
     runtime.dispatch();
     if (!waitMs) finish([]);
     else if (!done) timer = setTimeout(() => finish([]), waitMs);

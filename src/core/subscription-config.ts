@@ -1,7 +1,6 @@
 import { checkRange, parseDuration, type DurationInput } from './duration.js';
 import { FailedPreconditionError, InvalidArgumentError } from './errors.js';
 import { parseFilter } from './filter.js';
-import { checkLabels } from './labels.js';
 import { checkPushAttributes } from './push-egress.js';
 
 /** A subscription as a caller describes it: Pub/Sub's field names; durations as seconds or `"600s"`. */
@@ -98,7 +97,7 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
     enableMessageOrdering: bool('enableMessageOrdering', input.enableMessageOrdering),
     filter,
     enableExactlyOnceDelivery: bool('enableExactlyOnceDelivery', input.enableExactlyOnceDelivery),
-    labels: checkLabels(input.labels ?? {}),
+    labels: { ...(input.labels ?? {}) },
   };
 
   if (input.deadLetterPolicy) {

@@ -43,6 +43,8 @@ interface Attached {
   id: string;
   affinity: string;
   spec: ConsumerSpec;
+  /** A Pull, StreamingPull or callback subscriber (not an export's source or a push worker): see endPulls. */
+  pull: boolean;
 }
 
 /**
@@ -192,10 +194,10 @@ export class SubscriptionRuntime implements BacklogSink {
   // ---- consumers ----
 
   /** The port consumers use; see `SubscriptionHandle`. */
-  attach(spec: ConsumerSpec): SubscriptionHandle {
+  attach(spec: ConsumerSpec, pull = false): SubscriptionHandle {
     if (this.closedBy) throw this.closedBy;
     const id = `c${++this.nextConsumer}`;
-    const consumer: Attached = { id, affinity: spec.affinity ?? id, spec };
+    const consumer: Attached = { id, affinity: spec.affinity ?? id, spec, pull };
     this.consumers.set(id, consumer);
     if (!this.loaded) this.load();
     this.scheduleDispatch();
@@ -228,6 +230,19 @@ export class SubscriptionRuntime implements BacklogSink {
         this.consumers.delete(id);
       },
     };
+  }
+
+  /**
+   * The subscription became a push or export subscription, whose messages are not for pulling: its pull
+   * consumers end with `reason` (a StreamingPull stream with its status), as a detach ends them. The ack
+   * ids they hold stay valid until their leases end.
+   */
+  endPulls(reason: OrderlyError): void {
+    for (const [id, c] of this.consumers) {
+      if (!c.pull) continue;
+      this.consumers.delete(id);
+      c.spec.detached?.(reason);
+    }
   }
 
   /** Hands out what is ready to the consumers with room. Synchronous; safe to call at any time. */

@@ -243,13 +243,24 @@ export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): Job
  */
 export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
   const references: Scalars = new Map();
+  const parse = (typed: ReadonlySet<string>) => parseSubstituted(raw, file, { env, references, typed });
   try {
-    return parseSubstituted(raw, file, { env, references, typed: new Set() });
+    return parse(new Set());
   } catch (e) {
     if (!(e instanceof JobConfigError)) throw e;
-    const typed = new Set([...references.keys()].filter((path) => e.problems.some((p) => p.startsWith(`${path}: `))));
-    if (!typed.size) throw e;
-    return parseSubstituted(raw, file, { env, references, typed });
+    const candidates = [...references.keys()].filter((path) => e.problems.some((p) => p.startsWith(`${path}: `)));
+    if (!candidates.length) throw e;
+    try {
+      return parse(new Set(candidates));
+    } catch (again) {
+      if (!(again instanceof JobConfigError)) throw again;
+      // A setting that takes no number or boolean keeps the string, and the problem the string has
+      // (`projectId: ${P}` with P=12345: the project id rule, not "expected string, received number").
+      const wantsString = (path: string) => again.problems.some((p) => p.startsWith(`${path}: `) && /received (number|boolean)$/.test(p));
+      const typed = candidates.filter((path) => !wantsString(path));
+      if (typed.length === candidates.length) throw again;
+      return parse(new Set(typed));
+    }
   }
 }
 
@@ -333,6 +344,7 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
     if (!topicNames.has(s.topic)) problems.push(`${at}.topic: no topic "${s.topic}" in topics`);
     const dlt = s.deadLetterPolicy?.deadLetterTopic;
     if (dlt && !topicNames.has(dlt)) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
+    if (s.labels) check(problems, at, () => checkLabels(s.labels));
     check(problems, at, () => {
       const spec = normalizeSubscription(s, (t, field) => resourceName('topics', t, projectId, field));
       // An export section left empty (`bigqueryConfig: {}`, `bucket: null`) is what turns an API subscription
@@ -348,8 +360,10 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
   const remoteSection = part(jobSchema.shape.remote, doc.remote);
   if (remoteSection) checkRemote(remoteSection, doc, projectId, sections, problems);
   const memory = part(jobSchema.shape.memory, doc.memory);
-  // A key's share is part of the window: a larger one would be the window, not what the file says.
-  if (memory && memory.messagesPerKey > memory.messagesPerSubscription)
+  // A key's share is part of the window: a larger one would be the window, not what the file says. (Only
+  // a share the file gives: the default's is the window when the window is smaller.)
+  const givenShare = (doc.memory as { messagesPerKey?: unknown } | undefined)?.messagesPerKey !== undefined;
+  if (memory && givenShare && memory.messagesPerKey > memory.messagesPerSubscription)
     problems.push(
       `memory.messagesPerKey: at most memory.messagesPerSubscription (${memory.messagesPerSubscription}), got ${memory.messagesPerKey}`,
     );

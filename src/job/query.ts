@@ -122,7 +122,8 @@ async function runWithViews(connection: DuckDBConnection, prepared: PreparedView
   try {
     return (await connection.runAndReadAll(sql)).getRowObjectsJson();
   } catch (e) {
-    if (!unavailable.length) throw e;
+    // Only an error about a missing view (or table) can be the views' doing.
+    if (!unavailable.length || !/does not exist/.test((e as Error).message)) throw e;
     throw new OrderlyError('FAILED_PRECONDITION', `${(e as Error).message}\n(views not available: ${unavailable.join('; ')})`);
   }
 }

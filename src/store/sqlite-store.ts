@@ -610,15 +610,22 @@ export class SqliteStore implements Store {
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
     await this.writer.drain();
     return this.db.transaction(() => {
-      const low = this.db
+      const topic = sub.topicUid;
+      const since = Math.min(retainedSince, Number.MAX_SAFE_INTEGER);
+      const before = this.db
         .prepare('SELECT coalesce(max(seq), 0) FROM messages WHERE topic_uid = ? AND publish_time < ?')
         .pluck()
-        .get(sub.topicUid, time) as number;
+        .get(topic, time) as number;
       // An acked message the subscription's retention does not keep is gone for it, though its row may be
-      // kept for another subscription: it stays acked — an ack row where the watermark it was under goes lower.
-      const since = Math.min(retainedSince, Number.MAX_SAFE_INTEGER);
-      const topic = sub.topicUid;
+      // kept for another subscription: it stays acked. Below the watermark every message is acked, so the
+      // watermark goes back no further than the first retained one (publish times rise with seqs)...
       const watermark = this.db.prepare('SELECT low_seq FROM subscriptions WHERE name = ?').pluck().get(sub.name) as number;
+      const unretained = this.db
+        .prepare('SELECT coalesce(max(seq), 0) FROM messages WHERE topic_uid = ? AND seq <= ? AND publish_time < ?')
+        .pluck()
+        .get(topic, watermark, since) as number;
+      const low = Math.max(before, Math.min(unretained, watermark));
+      // ...and one published out of that order (a clock set back) keeps its ack as a row.
       this.db
         .prepare(
           `INSERT OR IGNORE INTO acks(sub, seq) SELECT @sub, seq FROM messages

@@ -174,6 +174,19 @@ describe('StreamingPull responses from `orderly serve`', () => {
       stream.write({ subscription, streamAckDeadlineSeconds: 60 });
       expect(await failed).toMatchObject(refusal);
     }
+    // A stream open when its subscription becomes a push subscription ends the same way.
+    const subscription = 'projects/chunks/subscriptions/not-pulled-later';
+    await api.sub('createSubscription', { name: subscription, topic });
+    const stream = api.subscriber.streamingPull() as grpc.ClientDuplexStream<Record<string, unknown>, any>;
+    const failed = new Promise<grpc.ServiceError>((resolve) => stream.on('error', resolve));
+    stream.write({ subscription, streamAckDeadlineSeconds: 60 });
+    await api.pub('publish', { topic, messages: [{ data: Buffer.from('x') }] });
+    await new Promise((r) => setTimeout(r, 200));
+    await api.sub('modifyPushConfig', { subscription, pushConfig: { pushEndpoint: 'http://127.0.0.1:9/push' } });
+    expect(await failed).toMatchObject({
+      code: grpc.status.FAILED_PRECONDITION,
+      details: expect.stringContaining('This method is not supported for push subscriptions'),
+    });
   });
 });
 

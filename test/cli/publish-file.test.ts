@@ -10,30 +10,44 @@ const dir = tempDirPerTest();
 const { api } = servePerFile();
 
 describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
-  it('sends one ordering key per request, as Pub/Sub requires, each key in line order, in requests of up to 500', async () => {
-    const topic = 'projects/publish-file/topics/keyed';
-    const subscription = 'projects/publish-file/subscriptions/keyed-sub';
+  /** Publishes `lines` (JSON, keyed by `user`) to a new topic through the endpoint; the requests as sent, and the most in flight at once. */
+  async function publishLines(name: string, lines: string[]) {
+    const topic = `projects/publish-file/topics/${name}`;
+    const subscription = `projects/publish-file/subscriptions/${name}-sub`;
     await api.pub('createTopic', { name: topic });
     await api.sub('createSubscription', { name: subscription, topic, enableMessageOrdering: true });
-    const lines = Array.from({ length: 3000 }, (_, i) => JSON.stringify({ n: i, user: `u${i % 40}` }));
-    const file = join(dir.path, 'keyed.jsonl');
+    const file = join(dir.path, `${name}.jsonl`);
     writeFileSync(file, lines.join('\n') + '\n');
-
     const requests: MessageInput[][] = [];
+    let inFlight = 0;
+    let mostInFlight = 0;
     const publish = async (messages: MessageInput[]) => {
       requests.push(messages);
-      const { messageIds } = await api.pub('publish', {
-        topic,
-        messages: messages.map((m) => ({ data: Buffer.from(m.data as string), orderingKey: m.orderingKey })),
-      });
-      return messageIds as string[];
+      mostInFlight = Math.max(mostInFlight, ++inFlight);
+      try {
+        const { messageIds } = await api.pub('publish', {
+          topic,
+          messages: messages.map((m) => ({ data: Buffer.from(m.data as string), orderingKey: m.orderingKey })),
+        });
+        return messageIds as string[];
+      } finally {
+        inFlight--;
+      }
     };
     const report = await publishFile(publish, { file, orderingKeyField: 'user' });
+    return { report, requests, mostInFlight, subscription };
+  }
+  const line = (n: number, user: string) => JSON.stringify({ n, user });
 
+  it('sends one ordering key per request, as Pub/Sub requires, each key in line order', async () => {
+    const { report, requests, subscription } = await publishLines(
+      'keyed',
+      Array.from({ length: 3000 }, (_, i) => line(i, `u${i % 40}`)),
+    );
     expect(report).toEqual({ published: 3000, refused: [] });
     for (const r of requests) expect(new Set(r.map((m) => m.orderingKey)).size).toBe(1);
-    // Mixed-key requests were refused and sent again line by line: 3000 requests; now a few per key.
-    expect(requests.length).toBeLessThanOrEqual(40 * 2);
+    // Mixed-key requests had been refused and sent again line by line: 3000 requests; now one per key.
+    expect(requests).toHaveLength(40);
     const { receivedMessages } = await api.sub('pull', { subscription, maxMessages: 1000 });
     const byKey = new Map<string, number[]>();
     for (const m of receivedMessages as { message: { data: Buffer; orderingKey: string } }[])
@@ -42,5 +56,24 @@ describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
         (JSON.parse(m.message.data.toString()) as { n: number }).n,
       ]);
     for (const ns of byKey.values()) expect(ns).toEqual([...ns].sort((a, b) => a - b));
+  });
+
+  it('a hot key goes in requests of 500, in line order; keys of one line each go several requests at once', async () => {
+    const hot = await publishLines(
+      'hot',
+      Array.from({ length: 1200 }, (_, i) => line(i, 'hot')),
+    );
+    expect(hot.report.published).toBe(1200);
+    expect(hot.requests.map((r) => r.length)).toEqual([500, 500, 200]);
+    expect(hot.requests.flat().map((m) => (JSON.parse(m.data as string) as { n: number }).n)).toEqual(
+      Array.from({ length: 1200 }, (_, i) => i),
+    );
+    const unique = await publishLines(
+      'unique',
+      Array.from({ length: 600 }, (_, i) => line(i, `user-${i}`)),
+    );
+    expect(unique.report.published).toBe(600);
+    expect(unique.requests).toHaveLength(600);
+    expect(unique.mostInFlight).toBeGreaterThan(1);
   });
 });

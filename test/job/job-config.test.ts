@@ -167,6 +167,7 @@ describe('job file validation', () => {
       'memory.messagesPerKey: at most memory.messagesPerSubscription (20000), got 50000',
     ]);
     expect(problems({ ...base(), memory: { messagesPerKey: 50_000, messagesPerSubscription: 50_000 } })).toEqual([]);
+    expect(problems({ ...base(), memory: { messagesPerSubscription: 500 } })).toEqual([]);
   });
 
   it('gives a number or a boolean setting the number or boolean a whole ${ENV} reference holds, and a string setting the string', () => {
@@ -185,6 +186,10 @@ describe('job file validation', () => {
     expect(problems(job, { ...env, PORT: 'abc', DEADLINE: '3' })).toEqual([
       'metrics.port: Invalid input: expected number, received string',
       'subscriptions[0].ackDeadlineSeconds: must be an integer between 10 and 600, got 3',
+    ]);
+    // Where a number does not help, the problem is the one the string has.
+    expect(problems({ ...job, projectId: '${PROJECT}' }, { ...env, PROJECT: '12345' })).toEqual([
+      'projectId: a Pub/Sub project id (6-30 lowercase letters, digits, "-")',
     ]);
   });
 });
