@@ -14,10 +14,11 @@ import { createS3Client, s3Connection } from './s3-client.js';
 
 /**
  * The `orderly query` view of a Parquet subscription: its committed Parquet objects (not those of a format
- * it had before), with their file names and row numbers. DuckDB's S3 extension cannot be downloaded here, so the objects are read through a local
- * cache (cacheObjects). Text and Avro subscriptions have no view. A fleet's export (`target.shared`) is read
- * from the manifest in the bucket — every worker's objects — without the records the manifest view leaves
- * out (a copy of a message an earlier object holds: see manifestView), by file and row.
+ * it had before), with their file names and row numbers. DuckDB's S3 extension cannot be downloaded here,
+ * so the objects are read through a local cache (cacheObjects). Text and Avro subscriptions have no view.
+ * A fleet's export (`target.shared`) is read from the manifest in the bucket — every worker's objects —
+ * without the records the manifest view leaves out (a copy of a message an earlier object holds: see
+ * manifestView), by file and row.
  */
 export async function parquetView(target: ExportTarget<ObjectStorageConfig>): Promise<QueryView | undefined> {
   if (target.config.format.kind !== 'parquet') return undefined;

@@ -138,14 +138,10 @@ export class ExportManager {
    * The connector made here is never opened: `create` does no heavy work.
    */
   private checkExport(name: string, spec: SubscriptionSpec): void {
-    const section = exportSection(spec);
-    if (!section) return;
-    const factory = getConnector(section.connector);
-    const config = factory.parseConfig(section.config);
-    const identity = this.options.core.hasSubscription(name)
-      ? this.options.core.identity(name)
-      : { uid: '', adoptsNameKeyedProgress: false };
-    factory.create(config, this.context(name, identity, {}, { topicSchema: () => this.options.core.topicSchema(spec.topic) })(spec));
+    if (!exportSection(spec)) return;
+    const { core } = this.options;
+    const identity = core.hasSubscription(name) ? core.identity(name) : { uid: '', adoptsNameKeyedProgress: false };
+    this.connectorMaker(name, identity, spec, {}, { topicSchema: () => core.topicSchema(spec.topic) });
   }
 
   /** The context of one export's connectors, for the spec they are made for. */

@@ -23,9 +23,8 @@ export interface ConnectorFactory<Config = unknown, Settings = unknown> {
    * after an unexpected failure, and when the subscription is created or updated, to refuse what this
    * process cannot run (that connector is never opened nor closed; a subscription being created has the
    * uid ''): so it only checks and keeps its inputs, and opens nothing. Throw InvalidArgumentError for
-   * settings it cannot work with. Keep heavy
-   * imports out of the module that registers the factory (see `lazyConnector`): commands that only read
-   * the job file load it too.
+   * settings it cannot work with. Keep heavy imports out of the module that registers the factory (see
+   * `lazyConnector`): commands that only read the job file load it too.
    */
   create(config: Config, context: ConnectorContext): Connector;
   /**

@@ -355,10 +355,15 @@ export class PubSubCore {
   getSubscription(ref: string): Subscription {
     const rt = this.runtime(ref);
     const subscription: Subscription = { name: rt.name, ...this.describeSpec(rt), state: rt.state, detached: rt.detached };
-    const topic = this.topics.get(rt.spec.topic);
-    const retention = topic?.uid === rt.topicUid ? topicSettings(topic.settings).messageRetentionDuration : undefined;
+    const retention = this.topicRetention(rt);
     if (retention !== undefined) subscription.topicMessageRetentionDuration = retention;
     return subscription;
+  }
+
+  /** The messageRetentionDuration of the subscription's topic (not of a topic created again under its name), if it has one. */
+  private topicRetention(rt: SubscriptionRuntime): number | undefined {
+    const topic = this.topics.get(rt.spec.topic);
+    return topic?.uid === rt.topicUid ? topicSettings(topic.settings).messageRetentionDuration : undefined;
   }
 
   private describeSpec(rt: SubscriptionRuntime): SubscriptionSpec {
@@ -569,7 +574,7 @@ export class PubSubCore {
    */
   private ackedRetainedSince(rt: SubscriptionRuntime): number {
     const now = this.clock.now();
-    const topicRetention = this.getSubscription(rt.name).topicMessageRetentionDuration;
+    const topicRetention = this.topicRetention(rt);
     return Math.min(
       rt.spec.retainAckedMessages ? now - rt.spec.messageRetentionDuration * 1000 : Infinity,
       topicRetention !== undefined ? now - topicRetention * 1000 : Infinity,

@@ -68,7 +68,7 @@ interface PreparedViews {
   unavailable: string[];
 }
 
-/** The CREATE VIEW statements of every export subscription (every project) whose connector offers a view, and the files they read. */
+/** The views of every export subscription (every project) whose connector offers one (see PreparedViews). */
 async function queryViews(runtime: JobRuntime): Promise<PreparedViews> {
   const { core } = runtime;
   const offered: { subscription: string; select: string }[] = [];
