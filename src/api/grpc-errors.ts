@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { OrderlyError, type StatusCode } from '../core/errors.js';
 import type { Logger } from '../log.js';
+import { requestDecoder } from './request-decoding.js';
 import { statusDetailsBin } from './status-details.js';
 
 const GRPC_CODES: Record<StatusCode, grpc.status> = {
@@ -42,22 +43,26 @@ export class UndecodableRequest {
 
 /**
  * grpc-js answers INTERNAL when a request fails to deserialize; a malformed request is the caller's
- * fault, so each method's deserializer hands an `UndecodableRequest` to the handler instead of throwing.
+ * fault, so each method's deserializer (requestDecoder: strings must be UTF-8) hands an
+ * `UndecodableRequest` to the handler instead of throwing.
  */
 export function withUndecodableRequests(service: grpc.ServiceDefinition): grpc.ServiceDefinition {
   return Object.fromEntries(
-    Object.entries(service).map(([name, method]) => [
-      name,
-      {
-        ...method,
-        requestDeserialize: (bytes: Buffer): unknown => {
-          try {
-            return method.requestDeserialize(bytes);
-          } catch (e) {
-            return new UndecodableRequest((e as Error).message);
-          }
+    Object.entries(service).map(([name, method]) => {
+      const decode = requestDecoder(method.path);
+      return [
+        name,
+        {
+          ...method,
+          requestDeserialize: (bytes: Buffer): unknown => {
+            try {
+              return decode(bytes);
+            } catch (e) {
+              return new UndecodableRequest((e as Error).message);
+            }
+          },
         },
-      },
-    ]),
+      ];
+    }),
   );
 }

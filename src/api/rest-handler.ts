@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { InvalidArgumentError, OrderlyError, type StatusCode } from '../core/errors.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
@@ -120,8 +121,11 @@ function readBody(req: IncomingMessage): Promise<unknown> {
     req.once('end', () => {
       if (size > MAX_REST_BODY) return;
       if (!size) return resolve(undefined);
+      const body = Buffer.concat(chunks);
+      // Decoded leniently, bytes that are not UTF-8 would reach names and attributes as U+FFFD.
+      if (!isUtf8(body)) return reject(new InvalidArgumentError('request body', 'is not valid UTF-8'));
       try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        resolve(JSON.parse(body.toString('utf8')));
       } catch (e) {
         reject(new InvalidArgumentError('request body', `is not JSON: ${(e as Error).message.slice(0, 200)}`));
       }

@@ -243,6 +243,37 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
     expect(server.alive()).toBe(true);
   });
 
+  it('a string field that is not UTF-8 is refused, not stored with U+FFFD in its place; U+FFFD itself goes through', async () => {
+    await rest('PUT', '/v1/projects/bad-input/topics/utf8', {});
+    await rest('PUT', '/v1/projects/bad-input/subscriptions/utf8-sub', { topic: 'projects/bad-input/topics/utf8' });
+    // PublishRequest { topic, messages: [{ data: 'x', attributes: { colour: value } }] }, by hand: a client
+    // library would not encode a string that is not UTF-8.
+    const field = (n: number, b: Buffer) => Buffer.concat([Buffer.from([(n << 3) | 2, b.length]), b]);
+    const publishRequest = (value: Buffer) =>
+      Buffer.concat([
+        field(1, Buffer.from('projects/bad-input/topics/utf8')),
+        field(2, Buffer.concat([field(1, Buffer.from('x')), field(2, Buffer.concat([field(1, Buffer.from('colour')), field(2, value)]))])),
+      ]);
+    const refused = await rawCall(api.publisher, '/google.pubsub.v1.Publisher/Publish', publishRequest(Buffer.from([0x72, 0xff, 0xfe])));
+    expect([refused.code, refused.details]).toEqual([grpc.status.INVALID_ARGUMENT, expect.stringContaining('not valid UTF-8')]);
+
+    const restBody = Buffer.concat([
+      Buffer.from('{"messages":[{"data":"eA==","attributes":{"colour":"r'),
+      Buffer.from([0xff]),
+      Buffer.from('"}}]}'),
+    ]);
+    const res = await fetch(`http://${server.host}/v1/projects/bad-input/topics/utf8:publish`, { method: 'POST', body: restBody });
+    expectInvalid({ status: res.status, json: await res.json() }, 'request body', /not valid UTF-8/);
+
+    const kept = await api.pub('publish', {
+      topic: 'projects/bad-input/topics/utf8',
+      messages: [{ data: Buffer.from('x'), attributes: { colour: 'r\uFFFD' } }],
+    });
+    expect(kept.messageIds).toHaveLength(1);
+    const pulled = await api.sub('pull', { subscription: 'projects/bad-input/subscriptions/utf8-sub', maxMessages: 10 });
+    expect(pulled.receivedMessages.map((m: any) => m.message.attributes)).toEqual([{ colour: 'r\uFFFD' }]);
+  });
+
   it('a request over 20 MiB is RESOURCE_EXHAUSTED', async () => {
     const big = { topic: 'projects/bad-input/topics/orders', messages: [{ data: Buffer.alloc(21 * 1024 * 1024, 1) }] };
     await expect(api.pub('publish', big)).rejects.toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED });
