@@ -91,7 +91,7 @@ function fieldFromJson(field: protobuf.Field, value: unknown, where: string, pat
     if (!isObject(value)) throw new InvalidArgumentError(where, `must be an object of ${noun(field)} values`);
     const keyType = (field as unknown as protobuf.MapField).keyType;
     const entries = Object.entries(value).map(([k, v]): [string, unknown] => {
-      if (keyType !== 'string') scalarFromJson(keyType, k, `${where}.${k} (key)`);
+      scalarFromJson(keyType, k, `${where}.${k} (key)`);
       return [k, singleFromJson(field, v, `${where}.${k}`, [...path, k], extensions)];
     });
     // fromEntries defines every key as an own property: assigning `__proto__` would set the prototype instead.
@@ -139,10 +139,15 @@ function enumFromJson(type: protobuf.Enum, value: unknown, where: string): strin
   );
 }
 
+/** In a `u` regex a surrogate pair is one code point, so only a half without its other half matches. */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
 function scalarFromJson(type: string, value: unknown, where: string): unknown {
   switch (type) {
     case 'string':
       if (typeof value !== 'string') throw new InvalidArgumentError(where, 'must be a string');
+      // JSON may escape half of a surrogate pair alone ("\ud800"); as UTF-8 it would be stored as U+FFFD.
+      if (LONE_SURROGATE.test(value)) throw new InvalidArgumentError(where, 'is not valid Unicode (a lone surrogate)');
       return value;
     case 'bool':
       if (typeof value !== 'boolean') throw new InvalidArgumentError(where, 'must be true or false');

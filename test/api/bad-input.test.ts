@@ -264,6 +264,21 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
     ]);
     const res = await fetch(`http://${server.host}/v1/projects/bad-input/topics/utf8:publish`, { method: 'POST', body: restBody });
     expectInvalid({ status: res.status, json: await res.json() }, 'request body', /not valid UTF-8/);
+    // Valid UTF-8 JSON can still escape half a surrogate pair alone, in a value or in a key.
+    const utf8Publish = (raw: string) => rest('POST', '/v1/projects/bad-input/topics/utf8:publish', undefined, raw);
+    expectInvalid(
+      await utf8Publish('{"messages":[{"data":"eA==","attributes":{"colour":"r\\ud800"}}]}'),
+      'messages[0].attributes.colour',
+      /lone surrogate/,
+    );
+    expectInvalid(
+      await utf8Publish('{"messages":[{"data":"eA==","orderingKey":"\\udc00k"}]}'),
+      'messages[0].orderingKey',
+      /lone surrogate/,
+    );
+    expectInvalid(await utf8Publish('{"messages":[{"data":"eA==","attributes":{"\\ud800":"v"}}]}'), 'messages[0].attributes.\ud800 (key)');
+    // A whole pair, escaped, is a character like any other.
+    expect((await utf8Publish('{"messages":[{"data":"eA==","attributes":{"face":"\\ud83d\\ude00"}}]}')).status).toBe(200);
 
     const kept = await api.pub('publish', {
       topic: 'projects/bad-input/topics/utf8',
@@ -271,7 +286,7 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
     });
     expect(kept.messageIds).toHaveLength(1);
     const pulled = await api.sub('pull', { subscription: 'projects/bad-input/subscriptions/utf8-sub', maxMessages: 10 });
-    expect(pulled.receivedMessages.map((m: any) => m.message.attributes)).toEqual([{ colour: 'r\uFFFD' }]);
+    expect(pulled.receivedMessages.map((m: any) => m.message.attributes)).toEqual([{ face: '\u{1F600}' }, { colour: 'r\uFFFD' }]);
   });
 
   it('a request over 20 MiB is RESOURCE_EXHAUSTED', async () => {
