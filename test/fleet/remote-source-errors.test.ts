@@ -140,6 +140,42 @@ describe('a remote source that cannot be read: a clear error naming it, retried 
     }
   });
 
+  it('a detached subscription: refused, saying so', async () => {
+    const client = remote.client();
+    await client.topic('events').createSubscription('detached', { enableMessageOrdering: true });
+    await client.detachSubscription('detached');
+    const { runtime, status } = await worker(remote.host, 'detached');
+    try {
+      const row = await failedAtLeast(status, 1);
+      expect(row.source.state).toBe('refused');
+      expect(row.source.error).toBe(
+        `remote subscription projects/${PROJECT}/subscriptions/detached at ${remote.host} is detached from its topic and receives no messages; export from another subscription`,
+      );
+    } finally {
+      await runtime.stop();
+    }
+  });
+
+  it('a subscription that becomes a push subscription while streaming: refused from the end of its stream on', async () => {
+    const client = remote.client();
+    await client.topic('events').createSubscription('becomes-push', { enableMessageOrdering: true });
+    const { runtime, status } = await worker(remote.host, 'becomes-push');
+    try {
+      await waitFor('streaming', () => status().source.state === 'streaming', 30_000);
+      await client.subscription('becomes-push').modifyPushConfig({ pushEndpoint: 'http://127.0.0.1:9/push' });
+      const row = await failedAtLeast(status, 1);
+      // Not `retrying` until the settings are read again: the endpoint said what the subscription is.
+      expect(row.source.state).toBe('refused');
+      expect(row.source.error).toMatch(
+        new RegExp(
+          `^remote subscription projects/${PROJECT}/subscriptions/becomes-push at ${remote.host} (cannot be pulled \\(FAILED_PRECONDITION: |is a push or export subscription)`,
+        ),
+      );
+    } finally {
+      await runtime.stop();
+    }
+  });
+
   it('a subscription with ordering off, while the job asks for per-key order: refused, nothing pulled', async () => {
     const { runtime, status } = await worker(remote.host, 'unordered');
     try {

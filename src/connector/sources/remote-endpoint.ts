@@ -129,6 +129,13 @@ export function describeRemoteError(e: unknown, subscription: string, endpoint: 
         `the Pub/Sub endpoint ${where} refused the credentials for subscription ${subscription} (UNAUTHENTICATED: ${detail}); ` +
           (google ? 'check GOOGLE_APPLICATION_CREDENTIALS or `gcloud auth application-default login`' : 'check remote.authToken'),
       );
+    case 'FAILED_PRECONDITION':
+      // What the subscription is, not the network: e.g. it became a push or export subscription after its
+      // settings were read (Orderly's own exportConfig does not show in them at all).
+      return new SourceError(
+        `remote subscription ${subscription} at ${where} cannot be pulled (FAILED_PRECONDITION: ${detail}); an Orderly export reads a pull subscription`,
+        'refused',
+      );
     case 'PERMISSION_DENIED':
       return new SourceError(
         `the credentials may not read subscription ${subscription} at ${where} (PERMISSION_DENIED: ${detail}); grant roles/pubsub.subscriber (and roles/pubsub.viewer for its settings)`,

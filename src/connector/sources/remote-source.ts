@@ -94,6 +94,14 @@ export class RemoteSource implements ExportSource {
         ),
       );
     }
+    if (metadata.detached) {
+      throw this.failed(
+        new SourceError(
+          `remote subscription ${subscription} at ${this.location} is detached from its topic and receives no messages; export from another subscription`,
+          'refused',
+        ),
+      );
+    }
     if (ordered && !metadata.enableMessageOrdering) {
       throw this.failed(
         new SourceError(
@@ -257,7 +265,7 @@ export class RemoteSource implements ExportSource {
   /** The client gave up on the stream (it retries transient failures itself): reopened after a backoff. */
   private streamFailed(e: unknown): void {
     const error = describeRemoteError(e, this.subscription, this.options.endpoint);
-    this.state = 'retrying';
+    this.state = error.kind;
     this.error = error.message;
     this.retries++;
     this.options.logger.error(
