@@ -5,7 +5,14 @@ import type { SubscriptionSpec } from '../core/subscription-config.js';
 import type { Logger } from '../log.js';
 import { Backoff } from './backoff.js';
 import { SinkBusyError, SinkStateError, type Connector, type ConnectorCounters, type WriteResult } from './connector.js';
-import { SourceError, type DeliveryHandle, type ExportSource, type SourceConsumer, type SourceStatus } from './sources/source.js';
+import {
+  REFUSED_RETRY_MS,
+  SourceError,
+  type DeliveryHandle,
+  type ExportSource,
+  type SourceConsumer,
+  type SourceStatus,
+} from './sources/source.js';
 
 export interface ExportRunnerOptions {
   /** Where the subscription is read from: the embedded core or a remote Pub/Sub. */
@@ -204,8 +211,7 @@ export class ExportRunner {
         return spec;
       } catch (e) {
         if (!(e instanceof SourceError)) throw e;
-        // Refused settings change rarely: retried at the backoff's slowest.
-        const delay = e.kind === 'refused' ? 60_000 : this.sourceBackoff.next();
+        const delay = e.kind === 'refused' ? REFUSED_RETRY_MS : this.sourceBackoff.next();
         this.stats.sourceRetryAt = new Date(Date.now() + delay).toISOString();
         this.logThrottled(
           'error',

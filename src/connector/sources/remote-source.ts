@@ -6,7 +6,7 @@ import type { Logger } from '../../log.js';
 import { Backoff } from '../backoff.js';
 import { KeyTailGuard } from './key-tail-guard.js';
 import { describeRemoteError, endpointLabel, type RemoteEndpoint } from './remote-endpoint.js';
-import { SourceError, type DeliveryHandle, type ExportSource, type SourceConsumer, type SourceStatus } from './source.js';
+import { REFUSED_RETRY_MS, SourceError, type DeliveryHandle, type ExportSource, type SourceConsumer, type SourceStatus } from './source.js';
 
 /** The export sections a remote export may carry (the same fields as a local export subscription). */
 export type ExportSection = Pick<SubscriptionSpec, 'bigqueryConfig' | 'cloudStorageConfig' | 'exportConfig'>;
@@ -274,6 +274,7 @@ export class RemoteSource implements ExportSource {
     );
     void this.closeStream();
     if (this.detached || this.reopenTimer) return;
+    const delay = error.kind === 'refused' ? REFUSED_RETRY_MS : this.backoff.next();
     this.reopenTimer = setTimeout(() => {
       this.reopenTimer = undefined;
       this.prepare().then(
@@ -282,7 +283,7 @@ export class RemoteSource implements ExportSource {
         },
         (failure: unknown) => this.streamFailed(failure),
       );
-    }, this.backoff.next());
+    }, delay);
   }
 
   /**

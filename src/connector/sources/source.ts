@@ -68,6 +68,9 @@ export interface SourceStatus {
 }
 
 /** The source cannot serve the subscription now (missing, unreachable, refused credentials, a setting it will not honour). */
+/** Refused settings change rarely: a source that refused is tried again at the backoff's slowest. */
+export const REFUSED_RETRY_MS = 60_000;
+
 export class SourceError extends Error {
   constructor(
     message: string,
