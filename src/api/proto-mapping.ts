@@ -81,7 +81,8 @@ export function subscriptionFromProto(p: ProtoSubscription, at = ''): Subscripti
   };
   if (p.ackDeadlineSeconds) input.ackDeadlineSeconds = p.ackDeadlineSeconds;
   if (p.messageRetentionDuration) input.messageRetentionDuration = seconds(p.messageRetentionDuration);
-  if (p.deadLetterPolicy?.deadLetterTopic) {
+  // A policy left at its defaults is none; one that sets only maxDeliveryAttempts is refused for its missing topic.
+  if (p.deadLetterPolicy?.deadLetterTopic || p.deadLetterPolicy?.maxDeliveryAttempts) {
     input.deadLetterPolicy = {
       deadLetterTopic: p.deadLetterPolicy.deadLetterTopic,
       maxDeliveryAttempts: p.deadLetterPolicy.maxDeliveryAttempts || undefined,

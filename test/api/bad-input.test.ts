@@ -70,6 +70,8 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expectInvalid(await sub({ topic, bigtableConfig: { table: 't' } }), 'bigtableConfig', /not supported/);
     expectInvalid(await sub({ topic, retryPolicy: { minimumBackoff: '1s', later: true } }), 'retryPolicy.later', /unknown field/);
     expectInvalid(await sub({ topic: 7 }), 'topic', /must be a string/);
+    // Without a topic the attempts would mean nothing: refused rather than dropped.
+    expectInvalid(await sub({ topic, deadLetterPolicy: { maxDeliveryAttempts: 7 } }), 'deadLetterPolicy.deadLetterTopic', /is required/);
     expectInvalid(await sub({ name: 'projects/bad-input/subscriptions/other', topic }), 'name', /must match the name in the URL/);
     expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { kmsKeyName: 'k' }), 'kmsKeyName', /not supported/);
     expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/t-bad', { labels: { a: 1 } }), 'labels.a', /must be a string/);
