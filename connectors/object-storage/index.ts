@@ -10,6 +10,7 @@ const objectStorageSettings = z.strictObject({
   accessKeyId: z.string().optional(),
   secretAccessKey: z.string().optional(),
   forcePathStyle: z.boolean().optional(),
+  idleTimeoutSeconds: z.number().int().min(1).max(3600).optional(),
   /** Start an S3 server (s3rver) on 127.0.0.1 inside Orderly, storing under dataDir: no external service. */
   embedded: z.boolean().default(false),
   buckets: z.array(z.string()).default([]),

@@ -11,7 +11,12 @@ export interface S3Connection {
   accessKeyId?: string;
   secretAccessKey?: string;
   forcePathStyle: boolean;
+  /** A request that sends and receives nothing this long fails (and is retried): the server is not answering. */
+  idleTimeoutSeconds: number;
 }
+
+/** objectStorage.idleTimeoutSeconds's default: S3 answers in well under a second, and sends keepalives while it works. */
+const DEFAULT_IDLE_TIMEOUT_SECONDS = 30;
 
 export function s3Connection(settings: Record<string, unknown> | undefined, env: NodeJS.ProcessEnv = process.env): S3Connection {
   const s = settings ?? {};
@@ -24,6 +29,7 @@ export function s3Connection(settings: Record<string, unknown> | undefined, env:
     secretAccessKey: str(s.secretAccessKey) ?? env.S3_SECRET_ACCESS_KEY ?? env.AWS_SECRET_ACCESS_KEY,
     // MinIO and most S3 stand-ins want path-style addressing; AWS itself does not need it.
     forcePathStyle: typeof s.forcePathStyle === 'boolean' ? s.forcePathStyle : endpoint !== undefined,
+    idleTimeoutSeconds: typeof s.idleTimeoutSeconds === 'number' ? s.idleTimeoutSeconds : DEFAULT_IDLE_TIMEOUT_SECONDS,
   };
 }
 
@@ -81,7 +87,10 @@ export function createS3Client(c: S3Connection): S3Client {
     credentials: c.accessKeyId && c.secretAccessKey ? { accessKeyId: c.accessKeyId, secretAccessKey: c.secretAccessKey } : undefined,
     // The SDK retries 5xx, throttling, timeouts and connection resets with backoff.
     maxAttempts: 4,
-    requestHandler: new NodeHttpHandler({ connectionTimeout: 5_000, requestTimeout: 60_000 }),
+    // socketTimeout, not requestTimeout: the handler only logs a warning when a request passes requestTimeout
+    // (unless throwOnRequestTimeout), and that is a limit on the whole request, which a large part may need.
+    // An endpoint that accepted the connection and never answered held an upload, and the export, for good.
+    requestHandler: new NodeHttpHandler({ connectionTimeout: 5_000, socketTimeout: c.idleTimeoutSeconds * 1000 }),
   });
   // No endpoint: AWS itself, over HTTPS.
   signWithKnownPayloadHash(client, c.endpoint === undefined || c.endpoint.startsWith('https:'));

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { readFleetManifest } from '../../connectors/object-storage/bucket-manifest.js';
 import { manifestView } from '../../connectors/object-storage/manifest-view.js';
-import { createS3Client } from '../../connectors/object-storage/s3-client.js';
+import { createS3Client, s3Connection } from '../../connectors/object-storage/s3-client.js';
 import { remoteIdentity } from '../../src/connector/sources/remote-endpoint.js';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { orderly } from '../helpers/cli.js';
@@ -88,7 +88,7 @@ describe('a fleet of workers exports one remote subscription to object storage',
 
       // Independently: the bucket as the minio client lists it holds exactly the manifest's objects, and
       // read back (with minio), the view holds every published message once, each key in order per file.
-      const client = createS3Client(s3.settings);
+      const client = createS3Client(s3Connection(s3.settings));
       const entries = await readFleetManifest(client, bucket, { name: SUBSCRIPTION, uid: remoteIdentity(SUBSCRIPTION).uid });
       client.destroy();
       const listed = (await s3.list(bucket)).filter((name) => !name.startsWith('_orderly/'));

@@ -1,7 +1,7 @@
 import { CopyObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { describe, expect, it } from 'vitest';
 import { fleetManifestPrefix, readFleetManifest } from '../../connectors/object-storage/bucket-manifest.js';
-import { createS3Client } from '../../connectors/object-storage/s3-client.js';
+import { createS3Client, s3Connection } from '../../connectors/object-storage/s3-client.js';
 import { pathSegment } from '../../src/connector/sink-paths.js';
 import { remoteIdentity } from '../../src/connector/sources/remote-endpoint.js';
 import { loadJob } from '../../src/job/job-config.js';
@@ -49,7 +49,7 @@ describe("orderly query over a fleet's Parquet export", () => {
       for (const w of workers) await w.stop();
 
       // A redelivered copy: another worker's object holding the same messages, opened later.
-      const client = createS3Client(s3.settings);
+      const client = createS3Client(s3Connection(s3.settings));
       const [first] = await readFleetManifest(client, bucket, { name: SUBSCRIPTION, uid: remoteIdentity(SUBSCRIPTION).uid });
       const copy = `${first!.object}-copy`;
       await client.send(new CopyObjectCommand({ Bucket: bucket, Key: copy, CopySource: `${bucket}/${first!.object}` }));
