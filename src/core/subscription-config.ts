@@ -161,6 +161,10 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
       throw new InvalidArgumentError('pushConfig.pushEndpoint', `must be an http(s) URL, got ${JSON.stringify(endpoint)}`);
     }
+    // They would be sent as an Authorization header and shown back by every read of the subscription.
+    if (url.username || url.password) {
+      throw new InvalidArgumentError('pushConfig.pushEndpoint', 'must not hold a user name or password (user:password@host)');
+    }
     const attributes = input.pushConfig!.attributes ?? {};
     if (typeof attributes !== 'object' || Array.isArray(attributes))
       throw new InvalidArgumentError('pushConfig.attributes', 'must be an object of string values');

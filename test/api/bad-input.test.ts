@@ -68,6 +68,9 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expectInvalid(await sub({ topic, enableMessageOrdering: 'yes' }), 'enableMessageOrdering', /true or false/);
     expectInvalid(await sub({ topic, pushConfig: { pushEndpoint: 'http://127.0.0.1:1/', attributes: ['x'] } }), 'pushConfig.attributes');
     expectInvalid(await sub({ topic, bigtableConfig: { table: 't' } }), 'bigtableConfig', /not supported/);
+    const withPassword = await sub({ topic, pushConfig: { pushEndpoint: 'http://user:s3cret@127.0.0.1:1/' } });
+    expectInvalid(withPassword, 'pushConfig.pushEndpoint', /user name or password/);
+    expect(JSON.stringify(withPassword.json)).not.toContain('s3cret');
     expectInvalid(await sub({ topic, retryPolicy: { minimumBackoff: '1s', later: true } }), 'retryPolicy.later', /unknown field/);
     expectInvalid(await sub({ topic: 7 }), 'topic', /must be a string/);
     // Without a topic the attempts would mean nothing: refused rather than dropped.
