@@ -7,7 +7,7 @@ import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { checkExposure } from '../api/exposure.js';
 import { getConnector, exportSection, settingsSections } from '../connector/registry.js';
 import type { SettingsSection, StandardIssue } from '../connector/settings-section.js';
-import { OrderlyError, UnknownFieldError } from '../core/errors.js';
+import { InvalidArgumentError, OrderlyError, UnknownFieldError } from '../core/errors.js';
 import { checkLabels } from '../core/labels.js';
 import { resourceName } from '../core/names.js';
 import { normalizeSubscription } from '../core/subscription-config.js';
@@ -328,17 +328,21 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
   const projectId = part(jobSchema.shape.projectId, doc.projectId) ?? 'orderly-local';
   const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
   const topicNames = new Set<string>();
+  const listedOnce = uniqueNames(projectId);
   list(doc.topics).forEach((raw, i) => {
+    const name = (raw as { name?: unknown } | null)?.name;
+    // Named even when the rest of the entry has problems: its subscriptions are not reported as dangling.
+    if (typeof name === 'string') {
+      topicNames.add(name);
+      check(problems, `topics[${i}]`, () => listedOnce('topics', name, i));
+    }
     const t = part(topic, raw);
-    if (!t) return;
-    topicNames.add(t.name);
-    check(problems, `topics[${i}]`, () => resourceName('topics', t.name, projectId, 'name'));
-    if (t.labels) check(problems, `topics[${i}]`, () => checkLabels(t.labels));
+    if (t?.labels) check(problems, `topics[${i}]`, () => checkLabels(t.labels));
   });
   list(doc.subscriptions).forEach((raw, i) => {
     const at = `subscriptions[${i}]`;
     const name = (raw as { name?: unknown } | null)?.name;
-    if (typeof name === 'string') check(problems, at, () => resourceName('subscriptions', name, projectId, 'name'));
+    if (typeof name === 'string') check(problems, at, () => listedOnce('subscriptions', name, i));
     const s = part(subscription, raw);
     if (!s) return;
     if (!topicNames.has(s.topic)) problems.push(`${at}.topic: no topic "${s.topic}" in topics`);
@@ -370,6 +374,20 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
   const endpoint = part(jobSchema.shape.endpoint, doc.endpoint);
   if (endpoint)
     check(problems, 'endpoint', () => checkExposure(endpoint, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
+}
+
+/**
+ * Checks a topic's or subscription's name, and that no other entry of its list names the same resource
+ * (a bare id and its full name included): two entries would be merged into one at start.
+ */
+function uniqueNames(projectId: string): (kind: 'topics' | 'subscriptions', name: string, i: number) => void {
+  const seen = new Map<string, number>();
+  return (kind, name, i) => {
+    const full = resourceName(kind, name, projectId, 'name');
+    const first = seen.get(full);
+    if (first === undefined) seen.set(full, i);
+    else throw new InvalidArgumentError('name', `${JSON.stringify(name)} is also ${kind}[${first}]'s: each is listed once`);
+  };
 }
 
 /** A connector's section: every unknown field is reported and set aside, and the rest is checked too. */

@@ -67,6 +67,16 @@ describe('job file validation', () => {
       'subscriptions[0].topic: no topic "nope" in topics',
     ],
     [
+      'a topic listed twice (a bare id and its full name)',
+      (j) => ({ ...j, topics: [...j.topics, { name: 'projects/test-project/topics/events' }] }),
+      'topics[2].name: "projects/test-project/topics/events" is also topics[0]\'s: each is listed once',
+    ],
+    [
+      'a subscription listed twice (it would start as a mix of both)',
+      (j) => ({ ...j, subscriptions: [...j.subscriptions, { name: 'pull-sub', topic: 'dead', ackDeadlineSeconds: 20 }] }),
+      `subscriptions[${base().subscriptions.length}].name: "pull-sub" is also subscriptions[0]'s: each is listed once`,
+    ],
+    [
       'a bad duration',
       (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], messageRetentionDuration: 'a week' }] }),
       'subscriptions[0].messageRetentionDuration: a duration like "300s" or "5m"',
@@ -102,6 +112,13 @@ describe('job file validation', () => {
       found.some((p) => p.startsWith(message)),
       `got ${JSON.stringify(found)}`,
     ).toBe(true);
+  });
+
+  it('reports a topic entry with a problem once: its subscriptions still find it by name', () => {
+    const j = base();
+    expect(problems({ ...j, topics: [{ name: 'events', labels: { team: 1 } }, j.topics[1]] })).toEqual([
+      'topics[0].labels.team: Invalid input: expected string, received number',
+    ]);
   });
 
   it('reports every problem at once: unknown keys hide no range errors, bad ids hide neither (issue #13)', () => {
