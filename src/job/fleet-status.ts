@@ -2,6 +2,7 @@ import type { JobConfig } from './job-config.js';
 import type { RemoteStatus, statusOf } from './metrics.js';
 
 type StatusRow = ReturnType<typeof statusOf>[number] | RemoteStatus;
+import { readStatus } from './status-endpoint.js';
 import { localWorkers } from './worker.js';
 
 /** One worker's row in `orderly status` of a remote job. */
@@ -24,7 +25,7 @@ export async function fleetStatus(job: JobConfig): Promise<WorkerRow[]> {
       continue;
     }
     try {
-      const status = (await (await fetch(`${lock.metrics}/status`)).json()) as StatusRow[];
+      const status = await readStatus<StatusRow[]>(lock.metrics);
       rows.push(...status.filter((s): s is RemoteStatus => 'worker' in s));
     } catch (e) {
       rows.push({
