@@ -23,8 +23,28 @@ import { isSet, refuseUnsupported } from './unsupported-fields.js';
  * transports answer alike.
  */
 
-const seconds = (d: ProtoDuration | null | undefined): number | undefined =>
-  d ? Number(d.seconds ?? 0) + (d.nanos ?? 0) / 1e9 : undefined;
+/** google.protobuf.Duration's range: about ±10,000 years. */
+const MAX_DURATION_SECONDS = 315_576_000_000;
+
+/**
+ * A Duration off the wire in seconds. One the type does not allow (nanos past a second, nanos and seconds
+ * of opposite signs) is refused, naming `field`, rather than read as some other length.
+ */
+function seconds(d: ProtoDuration | null | undefined, field: string): number | undefined {
+  if (!d) return undefined;
+  const whole = Number(d.seconds ?? 0);
+  const nanos = d.nanos ?? 0;
+  if (!Number.isInteger(whole) || Math.abs(whole) > MAX_DURATION_SECONDS)
+    throw new InvalidArgumentError(
+      `${field}.seconds`,
+      `must be an integer of at most ${MAX_DURATION_SECONDS} seconds, got ${String(d.seconds)}`,
+    );
+  if (!Number.isInteger(nanos) || Math.abs(nanos) > 999_999_999)
+    throw new InvalidArgumentError(`${field}.nanos`, `must be an integer between -999999999 and 999999999, got ${nanos}`);
+  if ((whole > 0 && nanos < 0) || (whole < 0 && nanos > 0))
+    throw new InvalidArgumentError(`${field}.nanos`, `must have the sign of seconds (${whole}), got ${nanos}`);
+  return whole + nanos / 1e9;
+}
 const duration = (s: number): ProtoDuration => ({ seconds: String(Math.floor(s)), nanos: Math.round((s % 1) * 1e9) });
 export const timestamp = (ms: number): ProtoDuration => ({ seconds: String(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1e6 });
 /** google.protobuf.Timestamp's range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z. */
@@ -59,7 +79,7 @@ export function topicFromProto(t: ProtoTopic, at = '', refuse = true): Required<
   if (refuse) refuseUnsupported(t, 'topic', at);
   return {
     labels: t.labels ?? {},
-    messageRetentionDuration: seconds(t.messageRetentionDuration) ?? null,
+    messageRetentionDuration: seconds(t.messageRetentionDuration, `${at}messageRetentionDuration`) ?? null,
     schemaSettings: t.schemaSettings ?? null,
   };
 }
@@ -80,7 +100,7 @@ export function subscriptionFromProto(p: ProtoSubscription, at = ''): Subscripti
     labels: p.labels ?? {},
   };
   if (p.ackDeadlineSeconds) input.ackDeadlineSeconds = p.ackDeadlineSeconds;
-  if (p.messageRetentionDuration) input.messageRetentionDuration = seconds(p.messageRetentionDuration);
+  if (p.messageRetentionDuration) input.messageRetentionDuration = seconds(p.messageRetentionDuration, `${at}messageRetentionDuration`);
   // A policy left at its defaults is none; one that sets only maxDeliveryAttempts is refused for its missing topic.
   if (p.deadLetterPolicy?.deadLetterTopic || p.deadLetterPolicy?.maxDeliveryAttempts) {
     input.deadLetterPolicy = {
@@ -89,8 +109,11 @@ export function subscriptionFromProto(p: ProtoSubscription, at = ''): Subscripti
     };
   }
   if (p.retryPolicy)
-    input.retryPolicy = { minimumBackoff: seconds(p.retryPolicy.minimumBackoff), maximumBackoff: seconds(p.retryPolicy.maximumBackoff) };
-  if (p.expirationPolicy) input.expirationPolicy = { ttl: seconds(p.expirationPolicy.ttl) ?? null };
+    input.retryPolicy = {
+      minimumBackoff: seconds(p.retryPolicy.minimumBackoff, `${at}retryPolicy.minimumBackoff`),
+      maximumBackoff: seconds(p.retryPolicy.maximumBackoff, `${at}retryPolicy.maximumBackoff`),
+    };
+  if (p.expirationPolicy) input.expirationPolicy = { ttl: seconds(p.expirationPolicy.ttl, `${at}expirationPolicy.ttl`) ?? null };
   if (p.pushConfig && isSet(p.pushConfig)) input.pushConfig = pushConfigFromProto(p.pushConfig);
   if (p.bigqueryConfig && isSet(p.bigqueryConfig)) {
     const b = p.bigqueryConfig;
@@ -130,7 +153,7 @@ function cloudStorageFromProto(c: ProtoCloudStorageConfig): Record<string, unkno
   if (c.avroConfig)
     config.avroConfig = setFields({ writeMetadata: c.avroConfig.writeMetadata, useTopicSchema: c.avroConfig.useTopicSchema });
   else if (c.textConfig || config.parquetConfig === undefined) config.textConfig = {};
-  if (c.maxDuration) config.maxDuration = formatDuration(seconds(c.maxDuration)!);
+  if (c.maxDuration) config.maxDuration = formatDuration(seconds(c.maxDuration, 'cloudStorageConfig.maxDuration')!);
   if (Number(c.maxBytes)) config.maxBytes = Number(c.maxBytes);
   if (Number(c.maxMessages)) config.maxMessages = Number(c.maxMessages);
   return config;

@@ -294,6 +294,26 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
     expect(pulled.receivedMessages.map((m: any) => m.message.attributes)).toEqual([{ face: '\u{1F600}' }, { colour: 'r\uFFFD' }]);
   });
 
+  it('a Duration the type does not allow is refused, not read as another length', async () => {
+    const create = (messageRetentionDuration: { seconds: number; nanos: number }) =>
+      api.sub('createSubscription', {
+        name: 'projects/bad-input/subscriptions/durations',
+        topic: 'projects/bad-input/topics/orders',
+        messageRetentionDuration,
+      });
+    await expect(create({ seconds: 600, nanos: 2_000_000_000 })).rejects.toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: 'messageRetentionDuration.nanos: must be an integer between -999999999 and 999999999, got 2000000000',
+    });
+    await expect(create({ seconds: 700, nanos: -500_000_000 })).rejects.toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: 'messageRetentionDuration.nanos: must have the sign of seconds (700), got -500000000',
+    });
+    // A valid one with a fraction keeps it.
+    const created = await create({ seconds: 700, nanos: 500_000_000 });
+    expect(created.messageRetentionDuration).toEqual({ seconds: '700', nanos: 500_000_000 });
+  });
+
   it('a request over 20 MiB is RESOURCE_EXHAUSTED', async () => {
     const big = { topic: 'projects/bad-input/topics/orders', messages: [{ data: Buffer.alloc(21 * 1024 * 1024, 1) }] };
     await expect(api.pub('publish', big)).rejects.toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED });
