@@ -111,10 +111,17 @@ function toMessage(text: string, o: PublishFileOptions): MessageInput {
     throw new Error(`not JSON: ${(e as Error).message}`, { cause: e });
   }
   const message: MessageInput = { data: text };
+  if ((o.orderingKeyField || o.attributesField) && (record === null || typeof record !== 'object' || Array.isArray(record)))
+    throw new Error(`the line is not a JSON object, so it has no field "${o.orderingKeyField ?? o.attributesField}"`);
   if (o.orderingKeyField) {
     const key = record[o.orderingKeyField];
     if (typeof key !== 'string' && typeof key !== 'number')
       throw new Error(`field "${o.orderingKeyField}" (the ordering key) is missing or not a string`);
+    // JSON.parse reads 9007199254740993 as ...992 and 1e21 back as "1e+21": two ids could share a key.
+    if (typeof key === 'number' && !Number.isSafeInteger(key))
+      throw new Error(
+        `field "${o.orderingKeyField}" (the ordering key) is a number JSON cannot carry exactly (${key}); write it as a string`,
+      );
     message.orderingKey = String(key);
   }
   if (o.attributesField && record[o.attributesField] !== undefined) {

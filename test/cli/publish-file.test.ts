@@ -76,4 +76,33 @@ describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
     expect(unique.requests).toHaveLength(600);
     expect(unique.mostInFlight).toBeGreaterThan(1);
   });
+
+  it('refuses a key JSON cannot carry exactly, and a line that is no object, naming the line', async () => {
+    const { report, requests } = await publishLines('numeric-keys', [
+      '{"n":1,"user":9007199254740993}',
+      '{"n":2,"user":9007199254740992}',
+      '{"n":3,"user":1e21}',
+      'null',
+      '[1]',
+      '{"n":6,"user":42}',
+    ]);
+    // 9007199254740993 and ...992 had both become the key "9007199254740992"; `null` failed with a TypeError.
+    expect(report).toEqual({
+      published: 1,
+      refused: [
+        {
+          line: 1,
+          reason: 'field "user" (the ordering key) is a number JSON cannot carry exactly (9007199254740992); write it as a string',
+        },
+        {
+          line: 2,
+          reason: 'field "user" (the ordering key) is a number JSON cannot carry exactly (9007199254740992); write it as a string',
+        },
+        { line: 3, reason: 'field "user" (the ordering key) is a number JSON cannot carry exactly (1e+21); write it as a string' },
+        { line: 4, reason: 'the line is not a JSON object, so it has no field "user"' },
+        { line: 5, reason: 'the line is not a JSON object, so it has no field "user"' },
+      ],
+    });
+    expect(requests.flat().map((m) => m.orderingKey)).toEqual(['42']);
+  });
 });
