@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
+import { statusOf } from '../../src/job/metrics.js';
 import { tempDir } from '../../test/helpers/core.js';
 import { openExport, waitFor } from '../../test/helpers/export.js';
 import { parseDuckDbTableConfig } from './config.js';
@@ -148,6 +149,12 @@ describe('bigqueryConfig.useTableSchema', () => {
       'colour: no column "colour" in p.main.orders (set dropUnknownFields to ignore unknown fields)',
     );
     expect(dead!.message.attributes.CloudPubSubDeadLetterSourceDeliveryCount).toBe('5');
+    // Status says so: 5 refusals and the reason, while the sink itself never failed.
+    const row = statusOf(env.core, env.exports).find((r) => r.subscription.endsWith('/to-table'))!;
+    expect(row).toMatchObject({ state: 'ACTIVE', exportErrors: 0, exportRefused: 5 });
+    expect(row.lastExportRefusal?.message).toBe(
+      'colour: no column "colour" in p.main.orders (set dropUnknownFields to ignore unknown fields)',
+    );
   });
 
   it('with dropUnknownFields the unknown fields are ignored', async () => {

@@ -62,6 +62,8 @@ export interface ExportStats {
   errors: number;
   /** The sink's last failure, kept after it recovered. */
   lastError?: { message: string; at: string };
+  /** The last message the sink refused (counted in `failed`: nacked, dead-lettered past maxDeliveryAttempts). */
+  lastRefusal?: { message: string; at: string };
   /** While another process holds the sink (this worker waits as a standby): why. */
   standby?: string;
   /** When messages were last acked as durable at the sink (ISO time). */
@@ -427,6 +429,7 @@ export class ExportRunner {
     for (const f of result.failed) {
       if (!this.release(f.id)) continue;
       this.stats.failed++;
+      this.stats.lastRefusal = { message: f.error, at: new Date().toISOString() };
       handle?.nack([f.id], f.error);
     }
     for (const id of result.deferred) this.release(id);

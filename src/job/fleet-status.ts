@@ -41,11 +41,12 @@ export async function fleetStatus(job: JobConfig): Promise<WorkerRow[]> {
 /** A worker's row as one line of a table: nested fields folded into text. */
 export function flatRow(row: WorkerRow): Record<string, unknown> {
   if (!('source' in row)) return row;
-  const { source, lastExportError, exportCounters, ...rest } = row;
+  const { source, lastExportError, lastExportRefusal, exportCounters, ...rest } = row;
   return {
     ...rest,
     source: `${source.location} ${source.state}${source.error ? `: ${source.error}` : ''}`,
     lastExportError: lastExportError?.message,
+    lastExportRefusal: lastExportRefusal?.message,
     exportCounters:
       exportCounters &&
       Object.entries(exportCounters)

@@ -31,6 +31,8 @@ function remoteRow(subscription: string, runner: ExportRunner) {
     exported: runner.stats.written,
     exportErrors: runner.stats.errors,
     lastExportError: runner.stats.lastError,
+    exportRefused: runner.stats.failed,
+    lastExportRefusal: runner.stats.lastRefusal,
     exportCounters: runner.connectorCounters,
   };
 }
@@ -64,6 +66,9 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
       /** Unexpected failures of the export sink (each reopened it), and the last one, kept after recovery. */
       exportErrors: runner?.stats.errors ?? 0,
       lastExportError: runner?.stats.lastError,
+      /** Messages the sink refused (each nacked: delivered again, or dead-lettered), and the last refusal. */
+      exportRefused: runner?.stats.failed ?? 0,
+      lastExportRefusal: runner?.stats.lastRefusal,
       lastCommitAt: runner?.stats.lastCommitAt,
       /** Payload bytes this subscription holds in memory, of the limit all subscriptions share (memory.payloadBytes). */
       residentBytes: m.residentBytes,
@@ -128,6 +133,11 @@ export async function serveMetrics(
     'orderly_export_errors_total',
     'Unexpected failures of the export sink (each one reopened it after a backoff)',
     (s) => s.status.exportErrors,
+  );
+  gauge(
+    'orderly_export_refused_total',
+    'Messages the export sink refused (nacked: delivered again, or dead-lettered past maxDeliveryAttempts)',
+    (s) => s.status.exportRefused,
   );
   // The connectors' declared counters (ConnectorFactory.counters); 0 for subscriptions whose connector has none.
   for (const { metric, help, counterOf } of counterMetrics()) {
