@@ -96,8 +96,11 @@ export class PushDelivery {
       else if (status >= 300 && status < 400) failure = `push endpoint answered HTTP ${status}; redirects are not followed`;
       else failure = `push endpoint answered HTTP ${status}`;
     } catch (e) {
-      failure =
-        e instanceof PushEgressRefused || e instanceof OrderlyError ? e.message : `push endpoint unreachable: ${(e as Error).message}`;
+      if (e instanceof PushEgressRefused || e instanceof OrderlyError) failure = e.message;
+      // The request's own signal: the endpoint took the connection (or is being reached) and did not answer in time.
+      else if ((e as Error).name === 'AbortError')
+        failure = `push endpoint did not answer within the ack deadline (${spec.ackDeadlineSeconds}s)`;
+      else failure = `push endpoint unreachable: ${(e as Error).message}`;
     } finally {
       this.inflight--;
     }

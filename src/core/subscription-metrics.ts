@@ -23,4 +23,6 @@ export interface SubscriptionMetrics {
   /** Keys with the most unacked messages, largest first: the hot keys. */
   topKeys: { orderingKey: string; backlog: number }[];
   counters: DeliveryCounters;
+  /** Why a delivery was last nacked, when the nack said (a push endpoint's answer, an export sink's refusal). */
+  lastNackReason?: { message: string; at: string };
 }

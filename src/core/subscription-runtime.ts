@@ -58,6 +58,7 @@ export class SubscriptionRuntime implements BacklogSink {
   detached = false;
   readonly leases: LeaseManager<KeyQueue>;
   readonly counters: DeliveryCounters = emptyCounters();
+  private lastNackReason?: { message: string; at: string };
   private filter: Filter;
   private readonly keyed = new Map<string, KeyQueue>();
   private readonly loose = new Set<KeyQueue>();
@@ -459,7 +460,10 @@ export class SubscriptionRuntime implements BacklogSink {
     const { entry, queue } = lease;
     this.leases.end(lease);
     entry.failures++;
-    if (error !== undefined) entry.lastError = error;
+    if (error !== undefined) {
+      entry.lastError = error;
+      this.lastNackReason = { message: error, at: new Date(this.hooks.clock.now()).toISOString() };
+    }
     this.counters[cause === 'nack' ? 'nacked' : 'expired']++;
     for (const later of queue.rewindTo(entry, this.exactlyOnce)) this.leases.end(later.lease!);
     this.hooks.store.setFailures(this.name, entry.message.seq, entry.failures).catch(this.hooks.onStoreError);
@@ -561,6 +565,7 @@ export class SubscriptionRuntime implements BacklogSink {
       oldestUnackedPublishTime: oldest,
       topKeys,
       counters: { ...this.counters },
+      lastNackReason: this.lastNackReason,
     };
   }
 

@@ -62,6 +62,9 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
       hotKeys: m.topKeys,
       delivered: m.counters.delivered,
       acked: m.counters.acked,
+      nacked: m.counters.nacked,
+      /** Why a delivery was last nacked, when the nack said (a push endpoint's answer, the export sink's refusal). */
+      lastNackReason: m.lastNackReason,
       exported: runner?.stats.written ?? 0,
       /** Unexpected failures of the export sink (each reopened it), and the last one, kept after recovery. */
       exportErrors: runner?.stats.errors ?? 0,

@@ -71,6 +71,10 @@ describe('push delivery', () => {
     expect(overlap).toBe(false);
     expect(received.filter((r) => r.key === 'a').map((r) => r.data)).toEqual(['a1', 'a2', 'a2', 'a3']);
     expect(received.filter((r) => r.key === 'b').map((r) => r.data)).toEqual(['b1', 'b2']);
+    // The endpoint's answer is what status shows (lastNackReason), not only a count.
+    const { counters, lastNackReason } = core.metrics('pushed');
+    expect(counters.nacked).toBe(1);
+    expect(lastNackReason?.message).toBe('push endpoint answered HTTP 503');
     inFlightPerKey = new Map();
   });
 
