@@ -98,6 +98,10 @@ describe('orderly CLI', () => {
     writeFileSync(join(dir.path, 'events.jsonl'), lines.join('\n') + '\n');
     const pub = await publishUsers(job, join(dir.path, 'events.jsonl'));
     expect(JSON.parse(pub.stdout)).toEqual({ published: 300, refused: [] });
+    // Nothing runs yet: status reads the store, and says that its states are only as stored.
+    const offline = await orderly('status', job, '--json');
+    expect(JSON.parse(offline.stdout)).toHaveLength(1);
+    expect(offline.stderr).toContain(`no job is running on ${join(dir.path, 'data')}; states are as last stored, and no export runs`);
 
     const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'ignore', 'pipe'] });
     try {
