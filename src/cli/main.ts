@@ -162,8 +162,6 @@ export async function main(argv: string[]): Promise<number> {
       } else {
         const { statusOf } = await import('../job/metrics.js');
         status = await withJob(job, async (runtime) => statusOf(runtime.core));
-        // The rows come from the store: an export's state is the one last stored, and nothing exports now.
-        console.error(`orderly: no job is running on ${job.dataDir}; states are as last stored, and no export runs`);
       }
       out(status, o.json, () => {
         const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
@@ -181,6 +179,8 @@ export async function main(argv: string[]): Promise<number> {
         );
         const resident = status.reduce((n, s) => n + s.residentBytes, 0);
         if (status[0]) console.log(`payload memory: ${mib(resident)} of ${mib(status[0].payloadLimitBytes)} (memory.payloadBytes)`);
+        // Read from the store: an export's state is the one last stored, and nothing exports now.
+        if (!running) console.log(`no job is running on ${job.dataDir}: states are as last stored, and no export runs`);
       });
     });
 
