@@ -164,6 +164,29 @@ describe('bigqueryConfig.useTableSchema', () => {
     expect(await sql('SELECT order_id, qty FROM orders')).toEqual([{ order_id: 'a', qty: 4 }]);
   });
 
+  it('data that is not UTF-8 fails its message for a VARCHAR data column, and is kept as sent in a BLOB one', async () => {
+    await sql('CREATE TABLE texts(data VARCHAR); CREATE TABLE bytes(data BLOB)');
+    await exportTo(
+      'p.main.texts',
+      {},
+      { deadLetterPolicy: { deadLetterTopic: 'dead' }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } },
+    );
+    await env.core.createSubscription('to-bytes', { topic: 'events', bigqueryConfig: { table: 'p.main.bytes' } });
+    await env.exports.sync();
+    await env.core.publish('events', [{ data: Buffer.from([0xff, 0xfe, 0xfd]) }, { data: 'fine' }]);
+    await waitFor(
+      'the dead letter and both rows of bytes',
+      async () => backlog('to-table') === 0 && backlog('dead-sub') === 1 && (await sql('SELECT count(*) n FROM bytes'))[0]!.n === 2n,
+    );
+    // Read leniently, it had been stored as three U+FFFD characters.
+    expect(await sql('SELECT data FROM texts')).toEqual([{ data: 'fine' }]);
+    const [dead] = await env.core.pull('dead-sub');
+    expect(dead!.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage).toBe(
+      'data: not valid UTF-8 for the VARCHAR column data (a BLOB column takes any bytes)',
+    );
+    expect(await sql('SELECT hex(data) h FROM bytes ORDER BY h')).toEqual([{ h: '66696E65' }, { h: 'FFFEFD' }]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportTo(
       'p.main.orders',
@@ -175,15 +198,17 @@ describe('bigqueryConfig.useTableSchema', () => {
       { data: JSON.stringify({ order_id: 'y', qty: 3.5 }), orderingKey: 'y' },
       { data: JSON.stringify({ order_id: 'z', qty: 99999999999 }), orderingKey: 'z' },
       { data: JSON.stringify({ qty: 1 }), orderingKey: 'w' },
+      { data: Buffer.concat([Buffer.from('{"order_id":"'), Buffer.from([0xff]), Buffer.from('","qty":1}')]), orderingKey: 'u' },
       { data: JSON.stringify({ order_id: 'ok', qty: 1 }), orderingKey: 'ok' },
     ]);
-    await waitFor('four dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 4);
+    await waitFor('five dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 5);
     expect(await sql('SELECT order_id FROM orders')).toEqual([{ order_id: 'ok' }]);
     const errors = (await env.core.pull('dead-sub', { maxMessages: 10 }))
       .map((m) => m.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage)
       .sort();
     expect(errors).toEqual([
       expect.stringMatching(/^data: message data is not valid JSON/),
+      'data: message data is not valid UTF-8, so not JSON',
       'order_id: column "order_id" is NOT NULL and the message has no value for it',
       'qty: 99999999999 is out of range for a INTEGER column (-2147483648 to 2147483647)',
       'qty: expected an integer for a INTEGER column, got 3.5',

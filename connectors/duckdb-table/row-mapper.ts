@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { DuckDBTypeId, blobValue, timestampValue, type DuckDBType, type DuckDBValue } from '@duckdb/node-api';
 import type { ExportMessage } from '../../src/connector/connector.js';
 import { decodeStoredMessage, MessageSchemaError, type TopicSchema } from '../../src/schema/topic-schema.js';
@@ -242,6 +243,10 @@ export class RowMapper {
   private dataCell(em: ExportMessage, i: number): DuckDBValue {
     const type = this.columns[i]!.type;
     if (type.typeId === DuckDBTypeId.BLOB) return blobValue(em.message.data);
+    // Read leniently, bytes that are not UTF-8 would be stored as U+FFFD: the message fails instead, as a
+    // BigQuery STRING column refuses them.
+    if (!isUtf8(em.message.data))
+      throw new ConversionError('data', `not valid UTF-8 for the ${type.alias ?? 'VARCHAR'} column data (a BLOB column takes any bytes)`);
     const text = em.message.data.toString('utf8');
     if (type.alias === 'JSON') {
       try {
@@ -266,6 +271,7 @@ function isMetadata(field: string): boolean {
 }
 
 function parseJsonObject(data: Buffer): Record<string, unknown> {
+  if (!isUtf8(data)) throw new ConversionError('data', 'message data is not valid UTF-8, so not JSON');
   let parsed: unknown;
   try {
     parsed = JSON.parse(data.toString('utf8'));
