@@ -1,9 +1,9 @@
 import type { JobConfig } from './job-config.js';
 import type { RemoteStatus, statusOf } from './metrics.js';
-
-type StatusRow = ReturnType<typeof statusOf>[number] | RemoteStatus;
 import { readStatus } from './status-endpoint.js';
 import { localWorkers } from './worker.js';
+
+type StatusRow = ReturnType<typeof statusOf>[number] | RemoteStatus;
 
 /** One worker's row in `orderly status` of a remote job. */
 export type WorkerRow = RemoteStatus | { worker: string; pid: number; note: string };

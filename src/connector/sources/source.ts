@@ -67,10 +67,10 @@ export interface SourceStatus {
   keysWaiting?: number;
 }
 
-/** The source cannot serve the subscription now (missing, unreachable, refused credentials, a setting it will not honour). */
 /** Refused settings change rarely: a source that refused is tried again at the backoff's slowest. */
 export const REFUSED_RETRY_MS = 60_000;
 
+/** The source cannot serve the subscription now (missing, unreachable, refused credentials, a setting it will not honour). */
 export class SourceError extends Error {
   constructor(
     message: string,
