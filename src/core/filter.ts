@@ -22,9 +22,14 @@ function tokenize(src: string): Token[] {
       let j = i + 1;
       let text = '';
       while (j < src.length && src[j] !== c) {
-        if (src[j] === '\\' && j + 1 < src.length) j++;
-        text += src[j];
-        j++;
+        if (src[j] === '\\') {
+          const escape = unescape(src, j);
+          text += escape.text;
+          j = escape.end;
+        } else {
+          text += src[j];
+          j++;
+        }
       }
       if (j >= src.length) throw fail(src, i, 'unterminated string');
       tokens.push({ kind: 'string', text, at: i });
@@ -44,6 +49,46 @@ function tokenize(src: string): Token[] {
     }
   }
   return tokens;
+}
+
+const SIMPLE_ESCAPES: Record<string, string> = {
+  a: '\x07',
+  b: '\b',
+  f: '\f',
+  n: '\n',
+  r: '\r',
+  t: '\t',
+  v: '\v',
+  '\\': '\\',
+  '"': '"',
+  "'": "'",
+  '`': '`',
+  '?': '?',
+};
+
+/**
+ * The escape sequence at `src[at]` (a backslash) inside a string literal: Google's filters take the
+ * simple escapes and Unicode (`\uXXXX`, `\UXXXXXXXX`), hexadecimal (`\xHH`) and octal (`\NNN`) ones.
+ * Any other escape is refused rather than read as its letter, which would match another value.
+ */
+function unescape(src: string, at: number): { text: string; end: number } {
+  const c = src[at + 1];
+  if (c === undefined) throw fail(src, at, 'unterminated string');
+  const simple = SIMPLE_ESCAPES[c];
+  if (simple !== undefined) return { text: simple, end: at + 2 };
+  const octal = c >= '0' && c <= '3';
+  const digits = octal ? 3 : c === 'x' ? 2 : c === 'u' ? 4 : c === 'U' ? 8 : 0;
+  if (digits === 0) throw fail(src, at, `unknown escape sequence "\\${c}"`);
+  const start = octal ? at + 1 : at + 2;
+  const body = src.slice(start, start + digits);
+  if (body.length !== digits || !(octal ? /^[0-7]+$/ : /^[0-9A-Fa-f]+$/).test(body)) {
+    throw fail(src, at, `escape sequence "\\${c}" needs ${digits} ${octal ? 'octal' : 'hexadecimal'} digits`);
+  }
+  const code = parseInt(body, octal ? 8 : 16);
+  if (code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) {
+    throw fail(src, at, `escape sequence "\\${src.slice(at + 1, start + digits)}" is not a Unicode character`);
+  }
+  return { text: String.fromCodePoint(code), end: start + digits };
 }
 
 function fail(src: string, at: number, detail: string): InvalidArgumentError {
@@ -73,9 +118,14 @@ export function parseFilter(src: string): Filter {
     pos++;
     return t.text;
   };
-  /** `attributes.KEY` (one word) -> KEY */
+  /** `attributes.KEY` (one word) or `attributes."KEY"` (a key with other characters, as Google writes it) -> KEY */
   const dottedAttribute = (): string => {
     const t = tokens[pos];
+    const quoted = tokens[pos + 1];
+    if (t?.kind === 'word' && t.text === 'attributes.' && quoted?.kind === 'string' && quoted.at === t.at + t.text.length) {
+      pos += 2;
+      return quoted.text;
+    }
     if (t?.kind !== 'word' || !t.text.startsWith('attributes.') || t.text.length === 'attributes.'.length) {
       throw fail(src, t?.at ?? src.length, 'expected attributes.KEY');
     }

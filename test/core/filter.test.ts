@@ -21,6 +21,17 @@ describe('subscription filter', () => {
     ['(attributes.a = "1" OR attributes.a = "2") AND NOT attributes:skip', { a: '2', skip: '' }, false],
     ['attributes.my-key.v2 = "x"', { 'my-key.v2': 'x' }, true],
     ['attributes:"odd key"', { 'odd key': '' }, true],
+    // Keys with other characters are string literals, as in Google's `attributes."iana.org/language_tag"`.
+    ['attributes."iana.org/language_tag" = "en"', { 'iana.org/language_tag': 'en' }, true],
+    ['attributes."iana.org/language_tag" != "en"', { 'iana.org/language_tag': 'en' }, false],
+    ['hasPrefix(attributes."a b", "x")', { 'a b': 'xy' }, true],
+    // Escapes mean their characters; before, `\u00e9` matched the letters "u00e9".
+    [String.raw`attributes.name = "\u00e9"`, { name: 'é' }, true],
+    [String.raw`attributes.name = "\u00e9"`, { name: 'u00e9' }, false],
+    [String.raw`attributes:"\u307F\u3093\u306A"`, { みんな: '' }, true],
+    [String.raw`attributes.k = "\x41\101\U0001F600"`, { k: 'AA😀' }, true],
+    [String.raw`attributes.k = "a\"b\\c\n"`, { k: 'a"b\\c\n' }, true],
+    [String.raw`attributes.k = 'it\'s'`, { k: "it's" }, true],
     ['', {}, true],
   ];
   it.each(cases)('%s on %j -> %s', (filter, attrs, expected) => {
@@ -34,6 +45,14 @@ describe('subscription filter', () => {
     ['attributes.a = "1" AND', 'at position 22'],
     ['(attributes:a', 'expected ")"'],
     ['attributes.a = "unterminated', 'unterminated string'],
+    ['attributes.a = "x\\', 'unterminated string'],
+    ['attributes.a = "\\q"', 'unknown escape sequence "\\q" at position 16'],
+    ['attributes.a = "\\u00e"', 'escape sequence "\\u" needs 4 hexadecimal digits'],
+    ['attributes.a = "\\x4"', 'escape sequence "\\x" needs 2 hexadecimal digits'],
+    ['attributes.a = "\\18"', 'escape sequence "\\1" needs 3 octal digits'],
+    ['attributes.a = "\\ud800"', 'escape sequence "\\ud800" is not a Unicode character'],
+    ['attributes.a = "\\U00110000"', 'is not a Unicode character'],
+    ['attributes. "k" = "v"', 'expected attributes.KEY'],
   ])('rejects %j with a message naming the position', (filter, message) => {
     expect(() => parseFilter(filter)).toThrow(message);
   });
