@@ -3,7 +3,7 @@ import type { AuditResult, ExportTarget } from '../../src/connector/capabilities
 import type { ObjectStorageConfig, OutputFormat } from './config.js';
 import { Manifest, type ManifestObject } from './manifest.js';
 import { manifestPath } from './object-writer.js';
-import { readRecords } from './record-format.js';
+import { readRecords, type ExportedRecord } from './record-format.js';
 import { createS3Client, s3Connection } from './s3-client.js';
 
 export interface AuditFinding {
@@ -56,6 +56,27 @@ export function emptyReport(recordLevel: boolean): AuditReport {
   };
 }
 
+/**
+ * An object read back for an audit, against its manifest entry. Records are decoded where they can be
+ * told apart; text lines cannot (a payload may hold a newline), and an object of a format the subscription
+ * had before would need settings no longer known. Those are checked by their size, and the manifest's
+ * count stands for theirs.
+ */
+export async function readObjectForAudit(
+  body: Buffer,
+  entry: ManifestObject,
+  format: OutputFormat,
+): Promise<{ records?: ExportedRecord[]; count: number; problem?: string }> {
+  if (entry.format !== format.kind || format.kind === 'text') {
+    const problem = body.length === entry.bytes ? undefined : `${entry.object}: ${body.length} bytes, manifest says ${entry.bytes}`;
+    return { count: entry.records, problem };
+  }
+  const records = await readRecords(body, format);
+  const problem =
+    records.length === entry.records ? undefined : `${entry.object}: ${records.length} records, manifest says ${entry.records}`;
+  return { records, count: records.length, problem };
+}
+
 /** One line of `orderly audit`; `failing` false for what is information (cross-file skew). */
 export const auditCheck = (label: string, f: AuditFinding, failing = true) => ({ label, count: f.count, examples: f.examples, failing });
 
@@ -83,20 +104,16 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
       note(report.objectErrors, `${entry.object}: cannot be read (${(e as Error).name})`);
       continue;
     }
-    // An object of a format the subscription had before (its settings then are not known) is checked from
-    // the manifest: it is there and readable, its keys' sequences as the manifest lists them.
-    const own = entry.format === format.kind;
-    const records = own ? await readRecords(body, format) : [];
-    report.records += own ? records.length : entry.records;
-    if (own && records.length !== entry.records)
-      note(report.objectErrors, `${entry.object}: ${records.length} records, manifest says ${entry.records}`);
+    const { records, count, problem } = await readObjectForAudit(body, entry, format);
+    report.records += count;
+    if (problem) note(report.objectErrors, problem);
     const named = Math.floor(Date.parse(entry.createdAt) / 1000);
     const add = (key: string, seqs: number[]) => {
       const list = perKey.get(key) ?? [];
       list.push({ object: entry.object, named, counter: entry.counter, seqs });
       perKey.set(key, list);
     };
-    if (recordLevel && own) {
+    if (recordLevel && records) {
       const inFile = new Map<string, number[]>();
       for (const r of records) {
         if (!r.orderingKey) {

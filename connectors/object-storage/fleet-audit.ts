@@ -1,10 +1,9 @@
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { AuditResult, ExportTarget } from '../../src/connector/capabilities.js';
-import { auditCheck, emptyReport, note, type AuditReport } from './audit.js';
+import { auditCheck, emptyReport, note, readObjectForAudit, type AuditReport } from './audit.js';
 import { fleetManifestPrefix, listKeys, readFleetManifest } from './bucket-manifest.js';
 import type { ObjectStorageConfig } from './config.js';
 import { manifestView } from './manifest-view.js';
-import { readRecords } from './record-format.js';
 import { createS3Client, s3Connection } from './s3-client.js';
 
 /** The audit of an export a fleet of workers shares (a remote subscription): the manifest view, checked against the objects. */
@@ -71,14 +70,11 @@ export async function auditFleetObjects(
       listed.forEach(([id], i) => counts[i] && note(report.missing, `message ${id} (in ${entry.object})`));
       continue;
     }
-    const records = await readRecords(body, format);
-    report.records += records.length;
-    if (records.length !== listed.length) {
-      note(report.objectErrors, `${entry.object}: ${records.length} records, manifest lists ${listed.length}`);
-      for (let i = records.length; i < listed.length; i++)
-        if (counts[i]) note(report.missing, `message ${listed[i]![0]} (in ${entry.object})`);
-    }
-    if (recordLevel) {
+    const { records, count, problem } = await readObjectForAudit(body, entry, format);
+    report.records += count;
+    if (problem) note(report.objectErrors, problem);
+    for (let i = count; i < listed.length; i++) if (counts[i]) note(report.missing, `message ${listed[i]![0]} (in ${entry.object})`);
+    if (recordLevel && records) {
       const mismatch = records.findIndex((r, i) => listed[i] !== undefined && r.messageId !== listed[i][0]);
       if (mismatch >= 0)
         note(
@@ -88,8 +84,8 @@ export async function auditFleetObjects(
     }
     const inFile = new Map<string, number[]>();
     listed.forEach(([id, key, publishMs], i) => {
-      if (!counts[i] || i >= records.length) return;
-      const heldId = records[i]!.messageId ?? id;
+      if (!counts[i] || i >= count) return;
+      const heldId = records?.[i]!.messageId ?? id;
       held.set(heldId, (held.get(heldId) ?? 0) + 1);
       if (key === '') return;
       const times = inFile.get(key) ?? [];

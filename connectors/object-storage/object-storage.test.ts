@@ -444,6 +444,28 @@ describe('export to S3 (real HTTP server)', () => {
     });
   }, 90_000);
 
+  it('the text audit checks objects by size: a payload holding a newline is one record, and a cut object is an error', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, {});
+    await env.core.publish('events', [
+      { data: 'first line\nsecond line', orderingKey: 'k' },
+      { data: 'next', orderingKey: 'k' },
+    ]);
+    await finish(2);
+    const subscription = { name: 'projects/p/subscriptions/to-s3', uid: env.core.identity('to-s3').uid };
+    const config = parseObjectStorageConfig({ bucket });
+    const settings = { dataDir: dir.path, objectStorage: s3.settings };
+    expect(await auditSubscription(subscription, config, settings)).toMatchObject({ records: 2, objectErrors: { count: 0 } });
+
+    const [name] = await s3.list(bucket);
+    const body = await s3.get(bucket, name!);
+    await s3.minio.putObject(bucket, name!, body.subarray(0, body.length - 5));
+    expect((await auditSubscription(subscription, config, settings)).objectErrors).toEqual({
+      count: 1,
+      examples: [`${name}: ${body.length - 5} bytes, manifest says ${body.length}`],
+    });
+  });
+
   it('a subscription whose format changed keeps a clean audit, and its query view reads only its Parquet objects', async () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { parquetConfig: { writeMetadata: true } });
