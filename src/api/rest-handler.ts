@@ -5,6 +5,7 @@ import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
 import { UNAUTHENTICATED_MESSAGE } from './bearer-auth.js';
 import { MAX_REST_BODY } from './endpoint-limits.js';
+import { parseFieldSelector, selectFields } from './partial-response.js';
 import { toProtoJson } from './proto-json.js';
 import { pubsubHandlers } from './pubsub-services.js';
 import { pubsubRoot } from './pubsub-proto.js';
@@ -67,11 +68,13 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     }
     const alt = query.get('alt');
     if (alt !== null && alt !== 'json') throw new InvalidArgumentError('alt', `only "json" is served, got ${JSON.stringify(alt)}`);
+    const fields = parseFieldSelector(query.get('fields') ?? '');
     const body = await readBody(req);
     const request = restRequest(matched, matched.pattern.exec(path)!, body, query);
     const handler = handlers[matched.service]?.[matched.rpc];
     if (!handler) throw new Refused(501, 'UNIMPLEMENTED', `Orderly does not implement ${matched.service}.${matched.rpc} yet`);
-    const response = toProtoJson(matched.responseType, (await handler(request)) ?? {});
+    const answer = toProtoJson(matched.responseType, (await handler(request)) ?? {});
+    const response = fields ? selectFields(answer, fields) : answer;
     const pretty = query.get('prettyPrint');
     res
       .writeHead(200, { 'content-type': 'application/json; charset=utf-8' })

@@ -27,7 +27,7 @@ const IAM_RESOURCES = ['topics', 'subscriptions', 'snapshots', 'schemas'];
 const VERBS = ['get', 'put', 'post', 'patch', 'delete'] as const;
 
 /** Query parameters every Google JSON API takes (`alt=json`, `prettyPrint`, ...); they name no request field. */
-export const SYSTEM_PARAMETERS = new Set(['alt', 'prettyPrint', '$.xgafv', 'key', 'access_token', 'quotaUser']);
+export const SYSTEM_PARAMETERS = new Set(['alt', 'fields', 'prettyPrint', '$.xgafv', 'key', 'access_token', 'quotaUser']);
 
 interface HttpRule {
   get?: string;

@@ -123,6 +123,32 @@ describe('REST answers from the same mapping as gRPC', () => {
     );
   });
 
+  it('the fields system parameter answers with the fields it names (partial responses); a bad one refuses the request before it runs', async () => {
+    await rest('PUT', `${P}/topics/partial`, { labels: { env: 'dev', team: 'a' }, messageRetentionDuration: '600s' });
+    expect((await rest('GET', `${P}/topics/partial?fields=name,labels/env`)).json).toEqual({
+      name: 'projects/rest-fidelity/topics/partial',
+      labels: { env: 'dev' },
+    });
+    // Lists select inside each element; a proto name means its JSON name; `*` keeps every field.
+    await rest('PUT', `${P}/subscriptions/partial-sub`, { topic: 'partial', ackDeadlineSeconds: 30 });
+    const listed = await rest('GET', `${P}/subscriptions?fields=subscriptions(name,ack_deadline_seconds)`);
+    expect(listed.json.subscriptions).toContainEqual({ name: 'projects/rest-fidelity/subscriptions/partial-sub', ackDeadlineSeconds: 30 });
+    expect(listed.json.nextPageToken).toBeUndefined();
+    const all = await rest('GET', `${P}/topics/partial?fields=*`);
+    expect(all.json).toEqual((await rest('GET', `${P}/topics/partial`)).json);
+    // A method with a body takes it too.
+    const published = await rest('POST', `${P}/topics/partial:publish?fields=messageIds`, { messages: [{ data: 'AA==' }] });
+    expect(published.json.messageIds).toHaveLength(1);
+
+    const bad = await rest('PATCH', `${P}/topics/partial?fields=labels(`, {
+      topic: { labels: { env: 'prod' } },
+      updateMask: 'labels',
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.message).toBe('fields: expected a field name at position 7 in "labels("');
+    expect((await rest('GET', `${P}/topics/partial`)).json.labels).toEqual({ env: 'dev', team: 'a' });
+  });
+
   it("schemas over Google's JSON API paths: get, list, commit, revisions, rollback, deleteRevision, validate", async () => {
     const name = 'projects/rest-fidelity/schemas/evolving';
     await rest('POST', `${P}/schemas?schemaId=evolving`, { type: 'AVRO', definition: AVRO });
