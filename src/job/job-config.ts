@@ -10,6 +10,7 @@ import type { SettingsSection, StandardIssue } from '../connector/settings-secti
 import { InvalidArgumentError, OrderlyError, UnknownFieldError } from '../core/errors.js';
 import { checkLabels } from '../core/labels.js';
 import { resourceName } from '../core/names.js';
+import { applyTopicInput, type TopicInput } from '../core/topic-config.js';
 import { normalizeSubscription } from '../core/subscription-config.js';
 import { importPlugins, unloadedPlugins } from './plugins.js';
 import { DEFAULT_HEAP_GROWTH_PERCENT } from './heap-growth.js';
@@ -177,7 +178,16 @@ export const jobSchema = z.strictObject({
     .optional(),
   /** Where push subscriptions may deliver (see docs/configuration.md). */
   push: z.strictObject({ allowLinkLocal: z.boolean().default(false) }).default({ allowLinkLocal: false }),
-  topics: z.array(z.strictObject({ name: z.string(), labels: labels.optional() })).default([]),
+  topics: z
+    .array(
+      z.strictObject({
+        name: z.string(),
+        labels: labels.optional(),
+        /** Pub/Sub's topic retention (10 min–31 days): acked messages stay this long, for seeks back. */
+        messageRetentionDuration: duration.optional(),
+      }),
+    )
+    .default([]),
   subscriptions: z.array(subscription).default([]),
   remote: remote.optional(),
 });
@@ -316,6 +326,21 @@ function parseSubstituted(raw: Record<string, unknown>, file: string, substituti
 const topic = jobSchema.shape.topics.unwrap().element;
 
 /**
+ * A topic entry as the core takes it. The file states the topic's labels and retention whole: one it
+ * leaves out is cleared. Its schema settings are not the file's (the API sets them) and stay as they are.
+ */
+export function jobTopicInput(t: z.infer<typeof topic>): TopicInput {
+  return { labels: t.labels ?? {}, messageRetentionDuration: t.messageRetentionDuration ?? null };
+}
+
+/** The labels and retention a topic entry asks for, checked as the core checks them (ranges, label rules). */
+export function jobTopicSettings(t: z.infer<typeof topic>): { labels: Record<string, string>; messageRetentionDuration?: number } {
+  // A job file sets no schemaSettings, so their check is never reached.
+  const { labels, settings } = applyTopicInput({ labels: {}, settings: {} }, jobTopicInput(t), () => ({}) as never);
+  return { labels, messageRetentionDuration: settings.messageRetentionDuration };
+}
+
+/**
  * The checks zod's shapes cannot make — ids, references between entries, ranges, export sections,
  * exposure — on every part of `doc` (the job's own keys) that has the right shape. `sections`: the
  * connectors' settings sections the file has.
@@ -337,7 +362,7 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
       check(problems, `topics[${i}]`, () => listedOnce('topics', name, i));
     }
     const t = part(topic, raw);
-    if (t?.labels) check(problems, `topics[${i}]`, () => checkLabels(t.labels));
+    if (t) check(problems, `topics[${i}]`, () => jobTopicSettings(t));
   });
   list(doc.subscriptions).forEach((raw, i) => {
     const at = `subscriptions[${i}]`;

@@ -1,7 +1,7 @@
 import { DELETED_TOPIC, type PubSubCore } from '../core/pubsub-core.js';
 import { checkImmutable, normalizeSubscription } from '../core/subscription-config.js';
 import { InvalidArgumentError, OrderlyError } from '../core/errors.js';
-import { JobConfigError, type JobConfig } from './job-config.js';
+import { JobConfigError, jobTopicInput, jobTopicSettings, type JobConfig } from './job-config.js';
 
 export interface ReconcileReport {
   created: string[];
@@ -10,14 +10,29 @@ export interface ReconcileReport {
 }
 
 /**
- * Brings the data directory in line with the job file: creates what is new, updates mutable fields,
- * refuses to change fixed ones (ordering, filter, topic), and never deletes anything.
+ * Brings the data directory in line with the job file: creates what is new, updates mutable fields (a
+ * topic's labels and retention, a subscription's settings), refuses to change fixed ones (ordering,
+ * filter, topic), and never deletes anything.
  */
 export async function reconcile(core: PubSubCore, job: JobConfig): Promise<ReconcileReport> {
   const report: ReconcileReport = { created: [], updated: [], unchanged: [] };
   for (const [i, t] of job.topics.entries()) {
-    if (core.hasTopic(t.name)) report.unchanged.push(core.topicName(t.name));
-    else report.created.push((await inFile(job, `topics[${i}]`, () => core.createTopic(t.name, { labels: t.labels }))).name);
+    const at = `topics[${i}]`;
+    const input = jobTopicInput(t);
+    if (!core.hasTopic(t.name)) {
+      report.created.push((await inFile(job, at, () => core.createTopic(t.name, input))).name);
+      continue;
+    }
+    const current = core.getTopic(t.name);
+    const wanted = jobTopicSettings(t);
+    const same =
+      JSON.stringify(sorted(current.labels)) === JSON.stringify(sorted(wanted.labels)) &&
+      current.messageRetentionDuration === wanted.messageRetentionDuration;
+    if (same) report.unchanged.push(current.name);
+    else {
+      await inFile(job, at, () => core.updateTopic(t.name, input));
+      report.updated.push(current.name);
+    }
   }
   for (const [i, s] of job.subscriptions.entries()) {
     const { name, ...input } = s;
@@ -39,8 +54,9 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
     } catch (e) {
       throw new OrderlyError('FAILED_PRECONDITION', `${at} (${name}): ${(e as Error).message}`);
     }
-    // State, not settings: a job file cannot hold them, so comparing them would rewrite every subscription at every start.
-    const { state: _state, name: _name, detached: _detached, ...currentSpec } = current;
+    // State, not settings (the topic's retention is the topic's): a job file cannot hold them, so comparing
+    // them would rewrite every subscription at every start.
+    const { state: _state, name: _name, detached: _detached, topicMessageRetentionDuration: _topicRetention, ...currentSpec } = current;
     if (JSON.stringify(sorted(currentSpec)) === JSON.stringify(sorted(wanted))) report.unchanged.push(current.name);
     else {
       await inFile(job, at, () => core.updateSubscription(name, wanted));

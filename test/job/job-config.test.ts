@@ -319,6 +319,33 @@ describe('applying a changed job file to an existing data directory', () => {
     );
   });
 
+  it("a topic's labels and retention follow the file: set, changed and cleared at the next start (they had been left as first created)", async () => {
+    const logger = createLogger();
+    const job = base();
+    const withTopic = (events: Record<string, unknown>) => ({ ...job, topics: [{ name: 'events', ...events }, { name: 'dead' }] });
+    let runtime = await JobRuntime.start(loadJob(write(withTopic({ labels: { team: 'a' } }))), logger, { withExports: false });
+    expect(runtime.core.getTopic('events')).toMatchObject({ labels: { team: 'a' } });
+    expect(runtime.core.getTopic('events').messageRetentionDuration).toBeUndefined();
+    await runtime.stop();
+
+    runtime = await JobRuntime.start(loadJob(write(withTopic({ labels: { team: 'b' }, messageRetentionDuration: '1h' }))), logger, {
+      withExports: false,
+    });
+    expect(runtime.reconciled.updated).toEqual(['projects/test-project/topics/events']);
+    expect(runtime.core.getTopic('events')).toMatchObject({ labels: { team: 'b' }, messageRetentionDuration: 3600 });
+    await runtime.stop();
+
+    runtime = await JobRuntime.start(loadJob(write(withTopic({}))), logger, { withExports: false });
+    expect(runtime.reconciled.updated).toEqual(['projects/test-project/topics/events']);
+    expect(runtime.core.getTopic('events').labels).toEqual({});
+    expect(runtime.core.getTopic('events').messageRetentionDuration).toBeUndefined();
+    await runtime.stop();
+
+    expect(problems(withTopic({ messageRetentionDuration: '5m' }))).toEqual([
+      'topics[0].messageRetentionDuration: must be between 600s and 2678400s, got 300s',
+    ]);
+  });
+
   it('a subscription whose topic was deleted through the API says what to do at the next start', async () => {
     const job = loadJob(write(base()));
     const runtime = await JobRuntime.start(job, createLogger(), { withExports: false });
