@@ -64,7 +64,14 @@ const subscription = z.strictObject({
   retryPolicy: z.strictObject({ minimumBackoff: duration.optional(), maximumBackoff: duration.optional() }).optional(),
   enableExactlyOnceDelivery: z.boolean().optional(),
   expirationPolicy: z.strictObject({ ttl: duration.nullable().optional() }).optional(),
-  pushConfig: z.strictObject({ pushEndpoint: z.string(), attributes: labels.optional() }).optional(),
+  pushConfig: z
+    .strictObject({
+      pushEndpoint: z.string(),
+      attributes: labels.optional(),
+      /** Payload unwrapping: the body is the message data, metadata as headers when writeMetadata. */
+      noWrapper: z.strictObject({ writeMetadata: z.boolean().optional() }).optional(),
+    })
+    .optional(),
   // The export sections are validated by their connectors (which know every field and range).
   bigqueryConfig: z.record(z.string(), z.unknown()).optional(),
   cloudStorageConfig: z.record(z.string(), z.unknown()).optional(),

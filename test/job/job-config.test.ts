@@ -346,6 +346,26 @@ describe('applying a changed job file to an existing data directory', () => {
     ]);
   });
 
+  it('a push subscription takes pushConfig.noWrapper from the file (payload unwrapping), as through the API', async () => {
+    const job = {
+      ...base(),
+      subscriptions: [
+        { name: 'push-sub', topic: 'events', pushConfig: { pushEndpoint: 'http://127.0.0.1:9/p', noWrapper: { writeMetadata: true } } },
+      ],
+    };
+    const runtime = await JobRuntime.start(loadJob(write(job)), createLogger(), { withExports: false });
+    expect(runtime.core.getSubscription('push-sub').pushConfig).toMatchObject({ noWrapper: { writeMetadata: true } });
+    await runtime.stop();
+    expect(
+      problems({
+        ...job,
+        subscriptions: [
+          { ...job.subscriptions[0], pushConfig: { pushEndpoint: 'http://127.0.0.1:9/p', noWrapper: { writeMetadata: 'yes' } } },
+        ],
+      }),
+    ).toEqual(['subscriptions[0].pushConfig.noWrapper.writeMetadata: Invalid input: expected boolean, received string']);
+  });
+
   it('a subscription whose topic was deleted through the API says what to do at the next start', async () => {
     const job = loadJob(write(base()));
     const runtime = await JobRuntime.start(job, createLogger(), { withExports: false });
