@@ -11,7 +11,7 @@ export const MAX_FILTER_BYTES = 256;
 
 type Token = { kind: 'word' | 'string' | 'op'; text: string; at: number };
 
-function tokenize(src: string): Token[] {
+function tokenize(src: string, stored: boolean): Token[] {
   const tokens: Token[] = [];
   let i = 0;
   while (i < src.length) {
@@ -23,7 +23,7 @@ function tokenize(src: string): Token[] {
       let text = '';
       while (j < src.length && src[j] !== c) {
         if (src[j] === '\\') {
-          const escape = unescape(src, j);
+          const escape = unescape(src, j, stored);
           text += escape.text;
           j = escape.end;
         } else {
@@ -69,25 +69,29 @@ const SIMPLE_ESCAPES: Record<string, string> = {
 /**
  * The escape sequence at `src[at]` (a backslash) inside a string literal: Google's filters take the
  * simple escapes and Unicode (`\uXXXX`, `\UXXXXXXXX`), hexadecimal (`\xHH`) and octal (`\NNN`) ones.
- * Any other escape is refused rather than read as its letter, which would match another value.
+ * Any other escape is refused rather than read as its letter, which would match another value; except in
+ * a filter stored before escapes were read, which keeps the reading it was created with (its letter), so
+ * that the store still opens and the subscription filters as it did.
  */
-function unescape(src: string, at: number): { text: string; end: number } {
+function unescape(src: string, at: number, stored: boolean): { text: string; end: number } {
   const c = src[at + 1];
   if (c === undefined) throw fail(src, at, 'unterminated string');
   const simple = SIMPLE_ESCAPES[c];
   if (simple !== undefined) return { text: simple, end: at + 2 };
+  const refuse = (detail: string) => {
+    if (stored) return { text: c, end: at + 2 };
+    throw fail(src, at, detail);
+  };
   const octal = c >= '0' && c <= '3';
   const digits = octal ? 3 : c === 'x' ? 2 : c === 'u' ? 4 : c === 'U' ? 8 : 0;
-  if (digits === 0) throw fail(src, at, `unknown escape sequence "\\${c}"`);
+  if (digits === 0) return refuse(`unknown escape sequence "\\${c}"`);
   const start = octal ? at + 1 : at + 2;
   const body = src.slice(start, start + digits);
-  if (body.length !== digits || !(octal ? /^[0-7]+$/ : /^[0-9A-Fa-f]+$/).test(body)) {
-    throw fail(src, at, `escape sequence "\\${c}" needs ${digits} ${octal ? 'octal' : 'hexadecimal'} digits`);
-  }
+  if (body.length !== digits || !(octal ? /^[0-7]+$/ : /^[0-9A-Fa-f]+$/).test(body))
+    return refuse(`escape sequence "\\${c}" needs ${digits} ${octal ? 'octal' : 'hexadecimal'} digits`);
   const code = parseInt(body, octal ? 8 : 16);
-  if (code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) {
-    throw fail(src, at, `escape sequence "\\${src.slice(at + 1, start + digits)}" is not a Unicode character`);
-  }
+  if (code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
+    return refuse(`escape sequence "\\${src.slice(at + 1, start + digits)}" is not a Unicode character`);
   return { text: String.fromCodePoint(code), end: start + digits };
 }
 
@@ -95,12 +99,13 @@ function fail(src: string, at: number, detail: string): InvalidArgumentError {
   return new InvalidArgumentError('filter', `${detail} at position ${at} in ${JSON.stringify(src)}`);
 }
 
-export function parseFilter(src: string): Filter {
+/** `stored`: the filter of an existing subscription, read when the store opens (see unescape). */
+export function parseFilter(src: string, { stored = false } = {}): Filter {
   if (Buffer.byteLength(src) > MAX_FILTER_BYTES) {
     throw new InvalidArgumentError('filter', `must be at most ${MAX_FILTER_BYTES} bytes, got ${Buffer.byteLength(src)}`);
   }
   if (src.trim() === '') return () => true;
-  const tokens = tokenize(src);
+  const tokens = tokenize(src, stored);
   let pos = 0;
   const peek = () => tokens[pos];
   const atEnd = () => pos >= tokens.length;

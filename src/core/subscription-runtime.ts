@@ -95,7 +95,7 @@ export class SubscriptionRuntime implements BacklogSink {
     lowSeq: number,
     lastSeq: number,
   ) {
-    this.filter = parseFilter(spec.filter);
+    this.filter = parseFilter(spec.filter, { stored: true });
     this.leases = new LeaseManager(`${shortHash(name)}${hooks.clock.now().toString(36)}`);
     this.reader = new BacklogReader(hooks.store, { name, topicUid }, this, hooks.window.perKey, lowSeq, lastSeq);
     this.scheduleFill();

@@ -57,6 +57,11 @@ describe('subscription filter', () => {
     expect(() => parseFilter(filter)).toThrow(message);
   });
 
+  it('a stored filter (an existing subscription, read as the store opens) keeps reading an escape it was created with as its letter', () => {
+    expect(parseFilter(String.raw`attributes.a = "\q\u00e"`, { stored: true })({ a: 'qu00e' })).toBe(true);
+    expect(parseFilter(String.raw`attributes.a = "\u00e9"`, { stored: true })({ a: 'é' })).toBe(true);
+  });
+
   it('filters are at most 256 bytes', () => {
     const base = 'attributes:';
     expect(() => parseFilter(base + 'k'.repeat(256 - base.length))).not.toThrow();
