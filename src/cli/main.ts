@@ -77,12 +77,14 @@ export async function main(argv: string[]): Promise<number> {
       const signal = await untilStopSignal(runtime);
       logger.info({ signal }, 'stopping: finishing writes, finalizing open files');
       if (signal === 'failure') process.exitCode = 1;
+      // Not unref'd: a connector call that never returns leaves nothing else pending, and Node would exit
+      // with code 13 (an unsettled await) at once, without this line or the lock file removed.
       const timer = setTimeout(() => {
         logger.error('shutdown took over 60 s; exiting (unacked messages will be delivered again)');
         process.exit(1);
       }, 60_000);
-      timer.unref();
       await runtime.stop();
+      clearTimeout(timer);
       logger.info('stopped');
     });
 

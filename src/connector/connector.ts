@@ -46,15 +46,27 @@ export interface WriteResult {
  * dead-lettered), retries with backoff, and goes back to ACTIVE when a write succeeds.
  */
 export class SinkStateError extends Error {
-  /** @param state the subscription's state while the sink is unusable; @param message why, shown in status */
-  constructor(
-    readonly state: Exclude<SubscriptionState, 'ACTIVE'>,
-    message: string,
-  ) {
-    super(message);
+  readonly state: Exclude<SubscriptionState, 'ACTIVE'>;
+
+  /**
+   * @param state the subscription's state while the sink is unusable (a state Pub/Sub does not have, from
+   *   a connector not type-checked, reads as RESOURCE_ERROR); @param message why, shown in status
+   */
+  constructor(state: Exclude<SubscriptionState, 'ACTIVE'>, message: string) {
+    const known = SINK_STATES.includes(state);
+    super(known ? message : `${message} (the connector gave the state ${JSON.stringify(state)}, which Pub/Sub does not have)`);
     this.name = 'SinkStateError';
+    this.state = known ? state : 'RESOURCE_ERROR';
   }
 }
+
+const SINK_STATES: readonly string[] = [
+  'RESOURCE_ERROR',
+  'PERMISSION_DENIED',
+  'NOT_FOUND',
+  'SCHEMA_MISMATCH',
+  'IN_TRANSIT_LOCATION_RESTRICTION',
+] satisfies Exclude<SubscriptionState, 'ACTIVE'>[];
 
 /**
  * The sink takes one writer at a time and another process holds it (a DuckDB file another worker has

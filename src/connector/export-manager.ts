@@ -21,7 +21,10 @@ async function loadRemoteSources() {
 type RemoteSources = Awaited<ReturnType<typeof loadRemoteSources>>;
 
 type RunnerTuning = Partial<
-  Pick<ExportRunnerOptions, 'maxBatchMessages' | 'maxOutstandingMessages' | 'maxOutstandingBytes' | 'flushIntervalMs' | 'standbyRetryMs'>
+  Pick<
+    ExportRunnerOptions,
+    'maxBatchMessages' | 'maxOutstandingMessages' | 'maxOutstandingBytes' | 'flushIntervalMs' | 'standbyRetryMs' | 'stallMs'
+  >
 >;
 
 /** Exports a fleet of workers runs from subscriptions on a remote Pub/Sub endpoint (the job's `remote:` section). */
@@ -72,6 +75,11 @@ export class ExportManager {
   /** Syncs run one after another: two at once could both start a runner for the same subscription. */
   private syncing: Promise<void> = Promise.resolve();
   private following: (() => void)[] = [];
+  /**
+   * Runners stopping for good (their subscription deleted, detached or no longer exporting). A sync does
+   * not wait for them, so a connector call that never returns holds up only its own subscription.
+   */
+  private readonly retiring = new Set<Promise<void>>();
 
   constructor(private readonly options: ExportManagerOptions) {}
 
@@ -210,11 +218,24 @@ export class ExportManager {
         return { sub, identity, text, start, createConnector };
       });
     const wanted = new Map(exports.map(({ sub, identity, text }) => [sub.name, `${identity.uid} ${text}`]));
+    const replaced: Promise<void>[] = [];
     for (const [name, { uid, section, runner }] of this.runners) {
       if (wanted.get(name) === `${uid} ${section}`) continue;
-      await runner.stop();
       this.runners.delete(name);
+      // The same subscription's next runner must not open its sink while this one may still write to it.
+      if (wanted.has(name)) {
+        replaced.push(runner.stop());
+        continue;
+      }
+      const stopped = runner
+        .stop()
+        .catch((e: unknown) =>
+          logger.error({ subscription: name, error: e instanceof Error ? e.message : String(e) }, 'stopping an export failed'),
+        )
+        .finally(() => this.retiring.delete(stopped));
+      this.retiring.add(stopped);
     }
+    await Promise.all(replaced);
     for (const { sub, identity, text, start, createConnector } of fresh) {
       const source = new EmbeddedSource(core, sub.name, identity.uid, tuning.maxBatchMessages ?? 5000);
       const runner = new ExportRunner({ source, createConnector, logger, clock: core.clock, ...tuning, backoff });
@@ -296,7 +317,10 @@ export class ExportManager {
     for (const unfollow of this.following) unfollow();
     this.following = [];
     await this.syncing;
-    await Promise.all([...this.runners.values(), ...this.remoteRunners.values()].map((r) => ('runner' in r ? r.runner : r).stop()));
+    await Promise.all([
+      ...[...this.runners.values(), ...this.remoteRunners.values()].map((r) => ('runner' in r ? r.runner : r).stop()),
+      ...this.retiring,
+    ]);
     this.runners.clear();
     this.remoteRunners.clear();
     await this.remoteClient

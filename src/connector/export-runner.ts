@@ -49,6 +49,8 @@ export interface ExportRunnerOptions {
   backoff?: () => Backoff;
   /** How often a standby retries a sink another process holds, in ms (default 1000). */
   standbyRetryMs?: number;
+  /** How long a connector call runs before status shows it as stalled, in ms (default 30 s). */
+  stallMs?: number;
 }
 
 export interface ExportStats {
@@ -68,11 +70,16 @@ export interface ExportStats {
   standby?: string;
   /** When messages were last acked as durable at the sink (ISO time). */
   lastCommitAt?: string;
+  /** While a call of the connector has not returned for `stallMs` or more: which, and for how long. */
+  stalled?: string;
   /** While the source cannot be reached: when the next attempt is due (ISO time). */
   sourceRetryAt?: string;
 }
 
 type Op = { kind: 'write' } | { kind: 'flush'; mode: 'due' | 'all' };
+
+/** A connector call running this long is shown in status (`stalled`) and logged: a hung sink is not silent. */
+const DEFAULT_STALL_MS = 30_000;
 
 /** The runner's default budget of unsettled deliveries (ConnectorContext.budget). */
 export const DEFAULT_BUDGET = { messages: 20_000, bytes: 64 * 1024 * 1024 };
@@ -114,11 +121,18 @@ export class ExportRunner {
   private wakeOnStop?: () => void;
   private readonly lastLogged = new Map<string, number>();
   private flushDue = false;
+  /**
+   * A `flush('all')` for the full budget released nothing: the next waits for the connector's notify or
+   * the flush interval, so a connector finishing its work on a timer gets the event loop to do it.
+   */
+  private budgetFlushIdle = false;
   /** When the source last delivered, and whether what it delivered until then was finalized for idleness. */
   private lastDeliveryAt = 0;
   private idleFlushDue = false;
   private idleFlushed = true;
   private stopping = false;
+  /** The connector call in progress (write, flush), and when it began. */
+  private inCall?: { name: string; since: number };
   private loop?: Promise<void>;
   private markReady!: () => void;
   /** Resolves once the sink is open and messages flow to it. */
@@ -142,6 +156,7 @@ export class ExportRunner {
       deliver: (batch) => {
         this.lastDeliveryAt = this.clock.now();
         this.idleFlushed = false;
+        this.budgetFlushIdle = false;
         for (const m of batch) {
           this.held.set(m.ackId, m);
           this.heldBytes += messageSize(m.message);
@@ -168,6 +183,8 @@ export class ExportRunner {
     this.timers.push(
       this.clock.setInterval(() => {
         this.flushDue = true;
+        this.budgetFlushIdle = false;
+        this.noteStall();
         if (idleFlushMs !== undefined && !this.idleFlushed && this.held.size && this.clock.now() - this.lastDeliveryAt >= idleFlushMs) {
           this.idleFlushed = true;
           this.idleFlushDue = true;
@@ -178,7 +195,7 @@ export class ExportRunner {
     this.loop = this.run().catch((e: unknown) => {
       // A defect of the runner itself: shown in the subscription's state, not only in a log line.
       this.setState('RESOURCE_ERROR', `the export runner stopped: ${errorText(e)}`);
-      this.options.logger.error({ subscription, error: (e as Error).stack ?? String(e) }, 'export runner stopped by an unexpected error');
+      this.options.logger.error({ subscription, error: errorStack(e) }, 'export runner stopped by an unexpected error');
     });
   }
 
@@ -231,7 +248,8 @@ export class ExportRunner {
       let connector: Connector | undefined;
       try {
         connector = this.options.createConnector(this.spec!);
-        await connector.open();
+        const opening = connector;
+        await this.call('open', () => opening.open());
         this.connector = connector;
         this.stats.standby = undefined;
         // After an unexpected failure, ACTIVE waits for a write or flush that works.
@@ -278,7 +296,7 @@ export class ExportRunner {
     this.unusable(e);
     this.logThrottled(
       'error',
-      { error: (e as Error).stack ?? String(e) },
+      { error: errorStack(e) },
       'export sink failed; subscription RESOURCE_ERROR, reopening it with backoff (backlog kept, nothing nacked)',
     );
     this.connector = undefined;
@@ -310,9 +328,31 @@ export class ExportRunner {
     return !this.stopping;
   }
 
+  /** Runs a connector call, known as `name` to the stall check while it runs. */
+  private async call<T>(name: string, run: () => Promise<T>): Promise<T> {
+    this.inCall = { name, since: Date.now() };
+    try {
+      return await run();
+    } finally {
+      this.inCall = undefined;
+      this.stats.stalled = undefined;
+    }
+  }
+
+  /** At each flush interval: a call that has not returned for `stallMs` shows in status, and in the log. */
+  private noteStall(): void {
+    if (!this.inCall) return;
+    const ms = Date.now() - this.inCall.since;
+    if (ms < (this.options.stallMs ?? DEFAULT_STALL_MS)) return;
+    const seconds = Math.floor(ms / 1000);
+    this.stats.stalled = `the export connector's ${this.inCall.name} has not returned for ${seconds} s`;
+    this.logThrottled('warn', { call: this.inCall.name, seconds }, 'the export connector has not returned; its messages wait');
+  }
+
   /** A connector finished buffered work in the background: collect it soon. */
   requestFlush(): void {
     this.flushDue = true;
+    this.budgetFlushIdle = false;
     this.wake?.();
   }
 
@@ -328,7 +368,8 @@ export class ExportRunner {
   private nextOp(): Op | undefined {
     if (this.pending.length) return { kind: 'write' };
     // Full of buffered messages: the connector must finalize what it holds, or nothing moves again.
-    if (this.held.size >= this.maxOutstanding || this.heldBytes >= this.maxOutstandingBytes) return { kind: 'flush', mode: 'all' };
+    const full = this.held.size >= this.maxOutstanding || this.heldBytes >= this.maxOutstandingBytes;
+    if (full && !this.budgetFlushIdle) return { kind: 'flush', mode: 'all' };
     if (this.idleFlushDue) {
       this.idleFlushDue = false;
       return { kind: 'flush', mode: 'all' };
@@ -342,8 +383,10 @@ export class ExportRunner {
 
   private async perform(connector: Connector, op: Op): Promise<void> {
     if (op.kind === 'flush') {
-      const result = await this.untilUsable(() => connector.flush(op.mode));
+      const before = this.held.size;
+      const result = await this.untilUsable(() => this.call(`flush('${op.mode}')`, () => connector.flush(op.mode)));
       if (result) this.apply(result);
+      if (op.mode === 'all' && this.held.size === before) this.budgetFlushIdle = true;
       return;
     }
     // An earlier failure of a key revokes its later deliveries (they come again, in order): drop those.
@@ -356,7 +399,7 @@ export class ExportRunner {
     if (!batch.length) return;
     this.stats.batches++;
     const result = await this.untilUsable(() =>
-      connector.write(batch.map((m) => ({ id: m.ackId, message: m.message, deliveryAttempt: m.deliveryAttempt }))),
+      this.call('write', () => connector.write(batch.map((m) => ({ id: m.ackId, message: m.message, deliveryAttempt: m.deliveryAttempt })))),
     );
     if (result) this.apply(result);
   }
@@ -432,7 +475,18 @@ export class ExportRunner {
       this.stats.lastRefusal = { message: f.error, at: new Date().toISOString() };
       handle?.nack([f.id], f.error);
     }
-    for (const id of result.deferred) this.release(id);
+    // A deferral stands on a failure of its key before it, whose nack revoked it at the source. One still
+    // live had none: it is nacked too, so it comes again in order instead of staying leased while its key
+    // moves on.
+    const orphans = result.deferred.filter((id) => this.release(id) && handle?.isLive(id));
+    if (orphans.length) {
+      this.logThrottled(
+        'error',
+        { count: orphans.length },
+        'the export connector deferred messages without a failure of their key before them; nacked, so they come again in order',
+      );
+      handle!.nack(orphans, 'deferred by the export connector without a failure of its key before it');
+    }
     if (!handle || !acks.length) return;
     // Not awaited: the next write need not wait for the ack's own commit. An ack lost to a crash only
     // means a redelivery, which connectors recognise (or the at-least-once contract allows).
@@ -513,6 +567,11 @@ export class ExportRunner {
 
 function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
+}
+
+/** A connector may reject with anything, `undefined` included. */
+function errorStack(e: unknown): string {
+  return e instanceof Error ? (e.stack ?? e.message) : String(e);
 }
 
 function addCounters(into: Record<string, number>, more: ConnectorCounters): Record<string, number> {

@@ -28,6 +28,7 @@ function remoteRow(subscription: string, runner: ExportRunner) {
     backlog: runner.outstanding,
     keysInFlight: runner.keysInFlight(),
     lastCommitAt: runner.stats.lastCommitAt,
+    exportStalled: runner.stats.stalled,
     exported: runner.stats.written,
     exportErrors: runner.stats.errors,
     lastExportError: runner.stats.lastError,
@@ -73,6 +74,8 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
       exportRefused: runner?.stats.failed ?? 0,
       lastExportRefusal: runner?.stats.lastRefusal,
       lastCommitAt: runner?.stats.lastCommitAt,
+      /** While a call of the export connector has not returned for 30 s or more: which, and for how long. */
+      exportStalled: runner?.stats.stalled,
       /** Payload bytes this subscription holds in memory, of the limit all subscriptions share (memory.payloadBytes). */
       residentBytes: m.residentBytes,
       payloadLimitBytes: core.memoryUse().payloadLimit,
@@ -136,6 +139,11 @@ export async function serveMetrics(
     'orderly_export_errors_total',
     'Unexpected failures of the export sink (each one reopened it after a backoff)',
     (s) => s.status.exportErrors,
+  );
+  gauge(
+    'orderly_export_stalled',
+    'Whether a call of the export connector (write, flush, open) has not returned for 30 s or more',
+    (s) => (s.status.exportStalled ? 1 : 0),
   );
   gauge(
     'orderly_export_refused_total',
