@@ -1,4 +1,5 @@
 import type { PubSub } from '@google-cloud/pubsub';
+import { InvalidArgumentError, OrderlyError } from '../core/errors.js';
 import type { PubSubCore, SubscriptionIdentity } from '../core/pubsub-core.js';
 import type { SubscriptionSpec } from '../core/subscription-config.js';
 import type { Logger } from '../log.js';
@@ -146,10 +147,20 @@ export class ExportManager {
    * The connector made here is never opened: `create` does no heavy work.
    */
   private checkExport(name: string, spec: SubscriptionSpec): void {
-    if (!exportSection(spec)) return;
+    const section = exportSection(spec);
+    if (!section) return;
     const { core } = this.options;
     const identity = core.hasSubscription(name) ? core.identity(name) : { uid: '', adoptsNameKeyedProgress: false };
-    this.connectorMaker(name, identity, spec, {}, { topicSchema: () => core.topicSchema(spec.topic) });
+    try {
+      this.connectorMaker(name, identity, spec, {}, { topicSchema: () => core.topicSchema(spec.topic) });
+    } catch (e) {
+      if (e instanceof OrderlyError) throw e;
+      // A connector refusing the settings with an error of its own still refuses the request (400), not a server fault.
+      throw new InvalidArgumentError(
+        section.field,
+        `connector "${section.connector}" refused these settings: ${e instanceof Error ? e.message : String(e)}`,
+      );
+    }
   }
 
   /** The context of one export's connectors, for the spec they are made for. */

@@ -15,7 +15,7 @@ import { waitFor } from '../helpers/export.js';
  * Connectors that break the contract the way real ones do (docs/connectors.md): the runner keeps the
  * export moving, in order, and shows what is wrong, rather than freezing, stalling silently or stopping.
  */
-type Mode = 'reject-undefined-once' | 'flush-on-a-timer' | 'defer-once' | 'hang' | 'unknown-state' | 'plain';
+type Mode = 'reject-undefined-once' | 'flush-on-a-timer' | 'defer-once' | 'hang' | 'unknown-state' | 'refuse-in-create' | 'plain';
 
 /** What each subscription's connector wrote, in order: message data. */
 const sink = new Map<string, string[]>();
@@ -28,6 +28,7 @@ registerConnector<{ mode: Mode }>({
   name: 'misbehaving',
   parseConfig: (raw) => ({ mode: (raw as { mode: Mode }).mode }),
   create: ({ mode }, context: ConnectorContext) => {
+    if (mode === 'refuse-in-create') throw new Error('no such region');
     const written = (messages: ExportMessage[]) => {
       const list = sink.get(context.subscription) ?? [];
       list.push(...messages.map((m) => m.message.data.toString()));
@@ -159,6 +160,16 @@ describe('a misbehaving connector', () => {
     await exportWith('after', 'plain', 10);
     await drained('after');
     expect(written('after')).toHaveLength(10);
+  });
+
+  it('that refuses its settings in create with an Error of its own refuses the subscription with INVALID_ARGUMENT (it had been INTERNAL, a 500)', async () => {
+    await expect(
+      core.createSubscription('refused', { topic: 'events', exportConfig: { connector: 'misbehaving', mode: 'refuse-in-create' } }),
+    ).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: 'exportConfig: connector "misbehaving" refused these settings: no such region',
+    });
+    expect(core.hasSubscription('refused')).toBe(false);
   });
 
   it('that throws a SinkStateError with a state Pub/Sub does not have shows RESOURCE_ERROR, naming it', async () => {
