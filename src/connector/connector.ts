@@ -15,7 +15,10 @@ export interface ExportMessage {
    * `messageId` (see `redeliveryMark`).
    */
   message: PubsubMessage;
-  /** 1 for the first delivery, more for redeliveries. */
+  /**
+   * Pub/Sub's delivery attempt: 1 for the first delivery, more for redeliveries, when the subscription has
+   * a deadLetterPolicy; 0 without one (as Pub/Sub sets it). Not a way to tell a redelivery: see above.
+   */
   deliveryAttempt: number;
 }
 
