@@ -49,6 +49,7 @@ export interface WriteResult {
  * dead-lettered), retries with backoff, and goes back to ACTIVE when a write succeeds.
  */
 export class SinkStateError extends Error {
+  /** The subscription's state while the sink is unusable. */
   readonly state: Exclude<SubscriptionState, 'ACTIVE'>;
 
   /**
