@@ -399,7 +399,9 @@ export class ExportRunner {
     if (!batch.length) return;
     this.stats.batches++;
     const result = await this.untilUsable(() =>
-      this.call('write', () => connector.write(batch.map((m) => ({ id: m.ackId, message: m.message, deliveryAttempt: m.deliveryAttempt })))),
+      this.call('write', () =>
+        connector.write(batch.map((m) => ({ id: m.ackId, message: m.message, deliveryAttempt: m.deliveryAttempt }))),
+      ),
     );
     if (result) this.apply(result);
   }

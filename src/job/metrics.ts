@@ -140,10 +140,8 @@ export async function serveMetrics(
     'Unexpected failures of the export sink (each one reopened it after a backoff)',
     (s) => s.status.exportErrors,
   );
-  gauge(
-    'orderly_export_stalled',
-    'Whether a call of the export connector (write, flush, open) has not returned for 30 s or more',
-    (s) => (s.status.exportStalled ? 1 : 0),
+  gauge('orderly_export_stalled', 'Whether a call of the export connector (write, flush, open) has not returned for 30 s or more', (s) =>
+    s.status.exportStalled ? 1 : 0,
   );
   gauge(
     'orderly_export_refused_total',

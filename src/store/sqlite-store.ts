@@ -28,7 +28,8 @@ const SCHEMA_VERSION = 3;
 const PAGE_SIZE = 32 * 1024;
 /** The reading connection's page cache: 128 pages, room for the B-tree interiors and the pages a scan is on. */
 const READER_CACHE_KIB = 4096;
-const STORE_FILE = 'orderly.sqlite';
+/** The store's file in the data directory (with SQLite's `-wal` and `-shm` beside it, and STORE_ID_FILE). */
+export const STORE_FILE = 'orderly.sqlite';
 /**
  * Beside the store: which store lives in this data directory. While it exists, a missing store file (or
  * another store in its place) is refused rather than silently replaced by a new, empty one.

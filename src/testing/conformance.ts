@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Connector, WriteResult } from '../connector/connector.js';
 import { getConnector, registerConnector, registeredConnectors, type ConnectorFactory } from '../connector/registry.js';
 import type { JobRuntime } from '../job/job-runtime.js';
 import { packageFile } from '../package-file.js';
+import { STORE_FILE } from '../store/sqlite-store.js';
 import { ConformanceJob, SUBSCRIPTION, waitFor } from './conformance-job.js';
 import type { ConformanceCase, ConformanceOptions } from './conformance-options.js';
 import { sinkProblems, type PublishedMessage } from './sink-check.js';
@@ -31,7 +32,11 @@ export class ConformanceError extends Error {
  *   the connector skips them;
  * - **crash and restart**: `orderly run` is killed (SIGKILL) while it exports, then the job runs again;
  * - **buffered flush**: with a small runner budget (the runner calls `flush('all')` when it holds that much)
- *   every message is acked only once it is in the sink, and all of them get there without a shutdown.
+ *   every message is acked only once it is in the sink, and all of them get there without a shutdown;
+ * - **a new store**: the job runs, its store is deleted (the next starts anew: a new subscription uid, and
+ *   message ids and sequences from the start again), and it runs again on the same sink: the second
+ *   run's messages are written too. A connector that keys what it remembers by the subscription's name
+ *   takes them for the first run's, acks them and writes them nowhere.
  */
 export function conformanceCases(options: ConformanceOptions): ConformanceCase[] {
   const cases: [string, (job: ConformanceJob) => Promise<string[]>][] = [
@@ -39,6 +44,7 @@ export function conformanceCases(options: ConformanceOptions): ConformanceCase[]
     ['redelivery', redelivery],
     ['crash and restart', crashAndRestart],
     ['buffered flush', bufferedFlush],
+    ['a new store', newStore],
   ];
   return cases.map(([name, run]) => ({
     name: `${options.connector}: ${name}`,
@@ -60,15 +66,38 @@ export function conformanceCases(options: ConformanceOptions): ConformanceCase[]
 
 /** Publishes, waits until everything is acked, stops (finalizing what is buffered), and checks the sink. */
 async function ordering(job: ConformanceJob): Promise<string[]> {
+  return sinkProblems(await exportOnce(job), await job.readBack(), job.skipsDuplicates);
+}
+
+/** Runs the job: publishes, waits until everything is acked, and stops (finalizing what is buffered). */
+async function exportOnce(job: ConformanceJob): Promise<PublishedMessage[]> {
   const runtime = await job.start();
-  let published: PublishedMessage[];
   try {
-    published = await job.publish(runtime);
+    const published = await job.publish(runtime);
     await drained(runtime);
+    return published;
   } finally {
     await runtime.stop();
   }
-  return sinkProblems(published, await job.readBack(), job.skipsDuplicates);
+}
+
+/** Two runs on one sink with the store deleted between them: each run's messages are in the sink. */
+async function newStore(job: ConformanceJob): Promise<string[]> {
+  const first = await exportOnce(job);
+  for (const file of readdirSync(job.dataDir)) if (file.startsWith(STORE_FILE)) rmSync(join(job.dataDir, file));
+  const second = await exportOnce(job);
+  // The new store numbers its messages afresh, so the second run's ids may be the first run's again.
+  const held = new Map<string, number>();
+  for (const id of await job.readBack()) held.set(id, (held.get(id) ?? 0) + 1);
+  const wanted = new Map<string, number>();
+  for (const { id } of [...first, ...second]) wanted.set(id, (wanted.get(id) ?? 0) + 1);
+  const short = [...wanted].filter(([id, n]) => (held.get(id) ?? 0) < n).map(([id]) => id);
+  return short.length
+    ? [
+        `${short.length} messages of the run on a new store are not in the sink, e.g. ${short.slice(0, 3).join(', ')} ` +
+          '(is what the connector remembers keyed by the subscription name rather than context.identity.uid?)',
+      ]
+    : [];
 }
 
 /** The same, through a wrapper whose connectors fail right after the real one wrote (three times). */

@@ -64,7 +64,7 @@ describe('Orderly as a package, used from outside by an example connector', () =
     expect(build.code, build.stdout + build.stderr).toBe(0);
     const tests = await run(process.execPath, ['--test', 'dist/test/'], example);
     expect(tests.code, tests.stdout + tests.stderr).toBe(0);
-    expect(tests.stdout).toMatch(/# pass 4\b/);
+    expect(tests.stdout).toMatch(/# pass 5\b/);
     expect(tests.stdout).toMatch(/# fail 0\b/);
   }, 120_000);
 

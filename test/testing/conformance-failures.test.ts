@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { emptyResult, registerConnector, type Connector, type ExportMessage, type WriteResult } from '../../src/connector/index.js';
 import { conformanceCases, ConformanceError, type ConformanceOptions } from '../../src/testing/index.js';
 
-type Defect = 'loses' | 'reorders' | 'duplicates' | 'acks-early';
+type Defect = 'loses' | 'reorders' | 'duplicates' | 'acks-early' | 'name-keyed';
 
 /** A JSON-lines connector with one defect, to show that the suite catches it. */
 class DefectiveConnector implements Connector {
@@ -19,6 +19,13 @@ class DefectiveConnector implements Connector {
 
   async write(batch: ExportMessage[]): Promise<WriteResult> {
     let ids = batch.map((d) => d.message.messageId);
+    if (this.defect === 'name-keyed') {
+      // Remembers what it wrote by message id alone, under the subscription's name: one file for it.
+      const progress = `${this.path}.written-ids`;
+      const done = new Set(existsSync(progress) ? readFileSync(progress, 'utf8').split('\n') : []);
+      ids = ids.filter((id) => !done.has(id));
+      if (ids.length) appendFileSync(progress, ids.join('\n') + '\n');
+    }
     if (this.defect === 'loses') ids = ids.slice(1);
     if (this.defect === 'reorders') ids.reverse();
     if (this.defect === 'acks-early') this.held.push(...ids);
@@ -35,7 +42,7 @@ class DefectiveConnector implements Connector {
   async close(): Promise<void> {}
 }
 
-for (const defect of ['loses', 'reorders', 'duplicates', 'acks-early'] as const) {
+for (const defect of ['loses', 'reorders', 'duplicates', 'acks-early', 'name-keyed'] as const) {
   registerConnector<{ path: string }>({
     name: `defective-${defect}`,
     parseConfig: (raw) => raw as { path: string },
@@ -62,6 +69,7 @@ describe('the conformance suite fails a connector that breaks the contract', () 
     ['reorders', 'ordering', /ordering keys are out of publish order in the sink, e\.g\. key key-\d/],
     ['duplicates', 'redelivery', /messages are in the sink more than once/],
     ['acks-early', 'buffered flush', /messages were acked while the sink held \d+: an ack came before the write was durable/],
+    ['name-keyed', 'a new store', /\d+ messages of the run on a new store are not in the sink/],
   ])('a connector that %s fails "%s"', async (defect, name, problem) => {
     const failure = await run(defect, name).then(
       () => undefined,
