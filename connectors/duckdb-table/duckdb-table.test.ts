@@ -187,6 +187,65 @@ describe('bigqueryConfig.useTableSchema', () => {
     expect(await sql('SELECT hex(data) h FROM bytes ORDER BY h')).toEqual([{ h: '66696E65' }, { h: 'FFFEFD' }]);
   });
 
+  it('stores values exactly as sent (64-bit integers, decimals, early dates, any name case), or fails the message naming why', async () => {
+    await sql(`CREATE TABLE exact(id VARCHAR, big BIGINT, ubig UBIGINT, amount DECIMAL(20,4), f REAL, d DOUBLE, ts TIMESTAMP,
+      day DATE, b BLOB, doc JSON, "Name" VARCHAR)`);
+    await exportTo(
+      'p.main.exact',
+      { useTableSchema: true },
+      { deadLetterPolicy: { deadLetterTopic: 'dead' }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } },
+    );
+    const good =
+      '{"id":"g","big":9007199254740993,"ubig":18446744073709551615,"amount":"12345678901234.5678","f":1.5,"d":"2.5e3",' +
+      '"ts":"2024-02-29T10:00:00Z","day":"0050-06-01","b":"AAECAw==","doc":{"x":12345678901234567890},"name":"any case"}';
+    const bad = [
+      '{"id":"b1","ts":"2024-02-30T00:00:00Z"}',
+      '{"id":"b2","f":1e300}',
+      '{"id":"b3","d":"0x10"}',
+      '{"id":"b4","b":"A"}',
+      '{"id":"b5","ts":100000000000000000000}',
+      '{"id":"b6","doc":"\\ud800"}',
+      '{"id":"b7","name":"x","NAME":"y"}',
+      '{"id":"b8","amount":"123456789012345678.5"}',
+    ];
+    await env.core.publish(
+      'events',
+      [good, ...bad].map((data) => ({ data })),
+    );
+    await waitFor('the row and eight dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === bad.length);
+    expect(
+      await sql(`SELECT id, big, ubig, amount::VARCHAR amount, f, d, ts::VARCHAR ts, day::VARCHAR "day", hex(b) b, doc::VARCHAR doc,
+        "Name" AS name FROM exact`),
+    ).toEqual([
+      {
+        id: 'g',
+        big: 9007199254740993n,
+        ubig: 18446744073709551615n,
+        amount: '12345678901234.5678',
+        f: 1.5,
+        d: 2500,
+        ts: '2024-02-29 10:00:00',
+        day: '0050-06-01',
+        b: '00010203',
+        doc: '{"x":12345678901234567890}',
+        name: 'any case',
+      },
+    ]);
+    const errors = (await env.core.pull('dead-sub', { maxMessages: 10 }))
+      .map((m) => m.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage)
+      .sort();
+    expect(errors).toEqual([
+      'NAME: fields "name" and "NAME" both name the column "Name"',
+      'amount: 123456789012345678.5 does not fit a DECIMAL(20,4) column (20 digits, 4 after the point)',
+      'b: expected base64 bytes (standard alphabet, padded) for a BLOB column, got "A"',
+      'd: expected a number for a DOUBLE column, got "0x10"',
+      expect.stringMatching(/^data: message data is not valid JSON: a high surrogate escape/),
+      'f: 1e+300 is out of range for a FLOAT column',
+      'ts: 100000000000000000000 is out of range for a TIMESTAMP column',
+      'ts: expected an ISO 8601 timestamp of a real date and time, or epoch microseconds for a TIMESTAMP column, got "2024-02-30T00:00:00Z"',
+    ]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportTo(
       'p.main.orders',

@@ -1,6 +1,7 @@
 import {
   blobValue,
   dateValue,
+  decimalValue,
   DuckDBTypeId,
   listValue,
   structValue,
@@ -38,16 +39,25 @@ export interface ConversionOptions {
   dropUnknownFields: boolean;
 }
 
+/** A decimal number as JSON or BigQuery writes one in a string: no hexadecimal, binary, `Infinity` or blanks. */
+const DECIMAL_TEXT = /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+/** Standard base64, padded: what BigQuery takes for BYTES in JSON. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/** DuckDB keeps the two extreme 64-bit values for ±infinity; a timestamp is strictly between them. */
+const MAX_MICROS = 2n ** 63n - 1n;
+
 /**
- * Converts one JSON value to what the DuckDB appender takes for a column of `type`, as BigQuery's
- * table-schema mapping does: integers from JSON integers or integer strings (range-checked), floats from
- * numbers or numeric strings, booleans, strings, TIMESTAMP from ISO 8601 strings or epoch microseconds,
- * DATE from `YYYY-MM-DD`, BLOB from base64, JSON columns from any value, STRUCT from objects, LIST from
- * arrays. Anything else raises ConversionError naming the field.
+ * Converts one JSON value (as parseJsonText reads it: integers past 2^53 as bigints) to what the DuckDB
+ * appender takes for a column of `type`, as BigQuery's table-schema mapping does: integers from JSON
+ * integers or integer strings (range-checked), floats from numbers or decimal strings (in the column's
+ * range), DECIMAL exactly from numbers or decimal strings, booleans, strings, TIMESTAMP from ISO 8601
+ * strings of real dates or epoch microseconds, DATE from `YYYY-MM-DD`, BLOB from base64, JSON columns
+ * from any value, STRUCT from objects, LIST from arrays. Anything else raises ConversionError naming the
+ * field, so the message fails alone rather than the sink.
  */
 export function toColumnValue(value: unknown, type: DuckDBType, path: string, options: ConversionOptions): DuckDBValue {
   if (value === null || value === undefined) return null;
-  if (type.alias === 'JSON') return JSON.stringify(value);
+  if (type.alias === 'JSON') return jsonText(value);
   const fail = (expected: string) =>
     new ConversionError(path, `expected ${expected} for a ${type.toString()} column, got ${describe(value)}`);
   switch (type.typeId) {
@@ -64,7 +74,8 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
     case DuckDBTypeId.UINTEGER:
     case DuckDBTypeId.UBIGINT: {
       let n: bigint;
-      if (typeof value === 'number' && Number.isInteger(value)) n = BigInt(value);
+      if (typeof value === 'bigint') n = value;
+      else if (typeof value === 'number' && Number.isInteger(value)) n = BigInt(value);
       else if (typeof value === 'string' && /^-?\d+$/.test(value.trim())) n = BigInt(value.trim());
       else throw fail('an integer');
       const [min, max] = INTEGER_RANGES[type.typeId]!;
@@ -80,32 +91,46 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
     }
     case DuckDBTypeId.FLOAT:
     case DuckDBTypeId.DOUBLE: {
-      const n = typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : NaN;
-      if (!Number.isFinite(n)) throw fail('a number');
+      const n =
+        typeof value === 'number' || typeof value === 'bigint'
+          ? Number(value)
+          : typeof value === 'string' && DECIMAL_TEXT.test(value.trim())
+            ? Number(value.trim())
+            : NaN;
+      if (Number.isNaN(n)) throw fail('a number');
+      if (!Number.isFinite(type.typeId === DuckDBTypeId.FLOAT ? Math.fround(n) : n))
+        throw new ConversionError(path, `${describe(value)} is out of range for a ${type.toString()} column`);
       return n;
     }
     case DuckDBTypeId.DECIMAL: {
-      if (typeof value !== 'number' && !(typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value.trim()))) throw fail('a number');
-      return Number(value);
+      const text = typeof value === 'number' || typeof value === 'bigint' ? String(value) : typeof value === 'string' ? value.trim() : '';
+      if (!DECIMAL_TEXT.test(text)) throw fail('a number');
+      const { width, scale } = type;
+      const unscaled = scaledDecimal(text, scale);
+      if ((unscaled < 0n ? -unscaled : unscaled) >= 10n ** BigInt(width))
+        throw new ConversionError(path, `${text} does not fit a ${type.toString()} column (${width} digits, ${scale} after the point)`);
+      return decimalValue(unscaled, width, scale);
     }
     case DuckDBTypeId.VARCHAR:
       if (typeof value === 'string') return value;
-      if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+      if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
       throw fail('a string');
     case DuckDBTypeId.TIMESTAMP:
     case DuckDBTypeId.TIMESTAMP_TZ: {
       const micros = timestampMicros(value);
-      if (micros === undefined) throw fail('an ISO 8601 timestamp or epoch microseconds');
+      if (micros === undefined) throw fail('an ISO 8601 timestamp of a real date and time, or epoch microseconds');
+      if (micros >= MAX_MICROS || micros <= -MAX_MICROS)
+        throw new ConversionError(path, `${describe(value)} is out of range for a ${type.toString()} column`);
       return type.typeId === DuckDBTypeId.TIMESTAMP ? timestampValue(micros) : timestampTZValue(micros);
     }
     case DuckDBTypeId.DATE: {
       const m = typeof value === 'string' ? /^(\d{4})-(\d{2})-(\d{2})$/.exec(value) : null;
-      const ms = m ? Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])) : NaN;
-      if (!Number.isFinite(ms) || new Date(ms).toISOString().slice(0, 10) !== value) throw fail('a date (YYYY-MM-DD)');
+      const ms = m ? calendarMs(Number(m[1]), Number(m[2]), Number(m[3])) : undefined;
+      if (ms === undefined) throw fail('a date (YYYY-MM-DD)');
       return dateValue(Math.round(ms / 86_400_000));
     }
     case DuckDBTypeId.BLOB:
-      if (typeof value !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(value)) throw fail('base64 bytes');
+      if (typeof value !== 'string' || !BASE64.test(value)) throw fail('base64 bytes (standard alphabet, padded)');
       return blobValue(Buffer.from(value, 'base64'));
     case DuckDBTypeId.STRUCT: {
       if (typeof value !== 'object' || Array.isArray(value)) throw fail('an object');
@@ -133,10 +158,17 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
 }
 
 function timestampMicros(value: unknown): bigint | undefined {
+  if (typeof value === 'bigint') return value;
   if (typeof value === 'number' && Number.isInteger(value)) return BigInt(value);
-  if (typeof value !== 'string' || !/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$/.test(value.trim()))
-    return undefined;
-  const text = value.trim();
+  const parts =
+    typeof value === 'string'
+      ? /^(\d{4})-(\d{2})-(\d{2})([T ](\d{2}):(\d{2})(:(\d{2})(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$/.exec(value.trim())
+      : null;
+  if (!parts) return undefined;
+  // Date.parse rolls an impossible date over (February 30th becomes March 1st): check the calendar first.
+  const [, y, mo, d, , h = '0', mi = '0', , sec = '0'] = parts;
+  if (calendarMs(Number(y), Number(mo), Number(d)) === undefined || Number(h) > 23 || Number(mi) > 59 || Number(sec) > 59) return undefined;
+  const text = (value as string).trim();
   const ms = Date.parse(/[Zz]|[+-]\d{2}:?\d{2}$/.test(text) || text.length === 10 ? text : `${text}Z`);
   if (!Number.isFinite(ms)) return undefined;
   // Keep sub-millisecond digits that Date drops.
@@ -145,7 +177,45 @@ function timestampMicros(value: unknown): bigint | undefined {
   return BigInt(ms) * 1000n + BigInt(extraMicros);
 }
 
+/** Milliseconds since 1970 of a real calendar date (proleptic Gregorian), or undefined for one like February 30th. */
+function calendarMs(year: number, month: number, day: number): number | undefined {
+  const date = new Date(0);
+  // setUTCFullYear, not Date.UTC: Date.UTC reads years 0-99 as 1900-1999.
+  date.setUTCFullYear(year, month - 1, day);
+  if (date.getUTCFullYear() !== year || date.getUTCMonth() !== month - 1 || date.getUTCDate() !== day) return undefined;
+  return date.getTime();
+}
+
+/** A decimal text as an integer scaled by 10^scale, rounded half away from zero as DuckDB casts it. */
+function scaledDecimal(text: string, scale: number): bigint {
+  const [, sign, whole = '', fraction = '', exponent = '0'] = /^(-?)(\d*)\.?(\d*)(?:[eE]([+-]?\d+))?$/.exec(text)!;
+  const digits = `${whole}${fraction}`.replace(/^0+(?=\d)/, '') || '0';
+  // The digits' value is digits * 10^(exponent - fraction.length); scaled, the power is shift.
+  const shift = Number(exponent) - fraction.length + scale;
+  let unscaled: bigint;
+  if (shift >= 0) unscaled = BigInt(digits) * 10n ** BigInt(shift);
+  else {
+    const divisor = 10n ** BigInt(-shift);
+    const n = BigInt(digits);
+    unscaled = n / divisor + ((n % divisor) * 2n >= divisor ? 1n : 0n);
+  }
+  return sign ? -unscaled : unscaled;
+}
+
+/** JSON text of a value, integers past 2^53 (bigints) written with every digit. */
+function jsonText(value: unknown): string {
+  const marks: string[] = [];
+  // A random tag: no string in the value can pass for a placeholder.
+  const tag = `bigint-${Math.random().toString(36).slice(2)}-`;
+  const text = JSON.stringify(value, (_k, v: unknown) => {
+    if (typeof v !== 'bigint') return v;
+    marks.push(v.toString());
+    return `${tag}${marks.length - 1}`;
+  });
+  return marks.length ? text.replace(new RegExp(`"${tag}(\\d+)"`, 'g'), (_m, i: string) => marks[Number(i)]!) : text;
+}
+
 function describe(value: unknown): string {
-  const text = JSON.stringify(value) ?? String(value);
+  const text = typeof value === 'bigint' ? value.toString() : (JSON.stringify(value) ?? String(value));
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }

@@ -11,6 +11,7 @@ import {
   type TableMapping,
 } from '../../src/schema/type-mapping.js';
 import type { DuckDbTableConfig } from './config.js';
+import { isJsonObject, parseJsonText, type JsonValue } from '../../src/schema/json-text.js';
 import { ConversionError, toColumnValue } from './json-to-column.js';
 
 export interface Column {
@@ -102,10 +103,18 @@ export class RowMapper {
     if (this.config.useTopicSchema) this.topicSchemaCells(em, cells);
     if (this.config.useTableSchema) {
       record = parseJsonObject(m.data);
+      const filled = new Map<number, string>();
       for (const [field, value] of Object.entries(record)) {
         if (CDC_FIELDS.includes(field)) continue;
-        const i = this.byName.get(field);
-        if (i === undefined || (this.config.writeMetadata && isMetadata(field))) {
+        // Column names are case-insensitive in DuckDB and BigQuery: `orderid` fills OrderId.
+        const i = this.byName.get(field) ?? this.byFoldedName.get(field.toLowerCase());
+        if (i !== undefined) {
+          const other = filled.get(i);
+          if (other !== undefined)
+            throw new ConversionError(field, `fields "${other}" and "${field}" both name the column "${this.columns[i]!.name}"`);
+          filled.set(i, field);
+        }
+        if (i === undefined || (this.config.writeMetadata && isMetadata(this.columns[i]!.name))) {
           if (i === undefined && !this.config.dropUnknownFields) {
             throw new ConversionError(
               field,
@@ -234,7 +243,8 @@ export class RowMapper {
       if (v === DEFAULT || v === null || v === undefined) throw new ConversionError(k, `primary key column "${k}" has no value`);
       return v;
     });
-    const pk = JSON.stringify(this.primaryKey.map((k) => record[k]));
+    // The key as its columns hold it, not as the JSON spelled it: 1 and "1" are one INTEGER key.
+    const pk = JSON.stringify(keyCells.map(String));
     return changeType === 'UPSERT'
       ? { kind: 'upsert', cells, pk, changeSequence: seq }
       : { kind: 'delete', keyCells, pk, changeSequence: seq };
@@ -270,18 +280,19 @@ function isMetadata(field: string): boolean {
   return (METADATA as readonly string[]).includes(field) || (ORDERLY_METADATA as readonly string[]).includes(field);
 }
 
+/** The message as a JSON object, read with Orderly's strict reader: integers past 2^53 exact, duplicate keys refused. */
 function parseJsonObject(data: Buffer): Record<string, unknown> {
   if (!isUtf8(data)) throw new ConversionError('data', 'message data is not valid UTF-8, so not JSON');
-  let parsed: unknown;
+  let parsed: JsonValue;
   try {
-    parsed = JSON.parse(data.toString('utf8'));
+    parsed = parseJsonText(data.toString('utf8'));
   } catch (e) {
     throw new ConversionError('data', `message data is not valid JSON: ${(e as Error).message}`);
   }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
+  if (!isJsonObject(parsed)) {
     throw new ConversionError('data', 'message data must be a JSON object to map its fields to columns (useTableSchema)');
   }
-  return parsed as Record<string, unknown>;
+  return parsed;
 }
 
 /** BigQuery's _CHANGE_SEQUENCE_NUMBER order: section by section, each a hexadecimal number. */

@@ -145,10 +145,15 @@ class Reader {
       out += this.text.slice(start, this.pos);
       const e = this.text[this.pos + 1];
       if (e === 'u') {
-        const hex = this.text.slice(this.pos + 2, this.pos + 6);
-        if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail('invalid \\u escape (four hexadecimal digits expected)');
-        out += String.fromCharCode(parseInt(hex, 16));
-        this.pos += 6;
+        const unit = this.escapedUnit();
+        // Half of a surrogate pair alone is no character (it would be stored as U+FFFD): refused.
+        if (unit >= 0xdc00 && unit <= 0xdfff) this.fail('a lone low surrogate escape (\\udc00-\\udfff) is not a character');
+        out += String.fromCharCode(unit);
+        if (unit >= 0xd800 && unit <= 0xdbff) {
+          const low = this.text.startsWith('\\u', this.pos) ? this.escapedUnit() : -1;
+          if (low < 0xdc00 || low > 0xdfff) this.fail('a high surrogate escape (\\ud800-\\udbff) must be followed by a low one');
+          out += String.fromCharCode(low);
+        }
       } else if (e !== undefined && ESCAPES[e] !== undefined) {
         out += ESCAPES[e];
         this.pos += 2;
@@ -157,6 +162,14 @@ class Reader {
       }
       start = this.pos;
     }
+  }
+
+  /** The UTF-16 unit of the `\\uXXXX` escape at the position, which it moves past. */
+  private escapedUnit(): number {
+    const hex = this.text.slice(this.pos + 2, this.pos + 6);
+    if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail('invalid \\u escape (four hexadecimal digits expected)');
+    this.pos += 6;
+    return parseInt(hex, 16);
   }
 
   private number(): number | bigint {

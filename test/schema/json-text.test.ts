@@ -22,6 +22,13 @@ describe('json-text: strict JSON with exact 64-bit integers', () => {
     expect(parseJsonText('[1, 2.5, -0]')).toEqual([1, 2.5, -0]);
   });
 
+  it('reads an escaped surrogate pair as its character, and refuses half of one alone (it would be stored as U+FFFD)', () => {
+    expect(parseJsonText(String.raw`"\ud83d\ude00"`)).toBe('😀');
+    expect(() => parseJsonText(String.raw`"\ud800"`)).toThrow('a high surrogate escape (\\ud800-\\udbff) must be followed by a low one');
+    expect(() => parseJsonText(String.raw`"\ud800\u0041"`)).toThrow('must be followed by a low one');
+    expect(() => parseJsonText(String.raw`"\udc00"`)).toThrow('a lone low surrogate escape (\\udc00-\\udfff) is not a character');
+  });
+
   it('refuses duplicate keys, naming the line and column of the second', () => {
     const e = catchError(() => parseJsonText('{\n  "a": 1,\n  "a": 2\n}'));
     expect(e).toBeInstanceOf(JsonTextError);
