@@ -303,6 +303,20 @@ describe('sink state', () => {
 });
 
 describe('CDC (_CHANGE_TYPE, _CHANGE_SEQUENCE_NUMBER)', () => {
+  it('compares a key as its column holds it: 1 and "1" are one INTEGER key, so the older change is ignored', async () => {
+    await sql('CREATE TABLE accounts(id INTEGER PRIMARY KEY, status VARCHAR)');
+    await exportTo('p.main.accounts', { useTableSchema: true });
+    await env.core.publish('events', [
+      { data: '{"id":1,"status":"shipped","_CHANGE_TYPE":"UPSERT","_CHANGE_SEQUENCE_NUMBER":"5"}', orderingKey: 'a' },
+    ]);
+    await waitFor('the first change', () => backlog('to-table') === 0);
+    await env.core.publish('events', [
+      { data: '{"id":"1","status":"paid","_CHANGE_TYPE":"UPSERT","_CHANGE_SEQUENCE_NUMBER":"3"}', orderingKey: 'a' },
+    ]);
+    await waitFor('the second change', () => backlog('to-table') === 0);
+    expect(await sql('SELECT id, status FROM accounts')).toEqual([{ id: 1, status: 'shipped' }]);
+  });
+
   it('applies UPSERT and DELETE against the primary key in per-key order, ignoring stale changes', async () => {
     await sql('CREATE TABLE customers(id VARCHAR PRIMARY KEY, name VARCHAR, tier INTEGER)');
     await exportTo('p.main.customers', { useTableSchema: true });

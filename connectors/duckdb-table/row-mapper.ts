@@ -243,8 +243,9 @@ export class RowMapper {
       if (v === DEFAULT || v === null || v === undefined) throw new ConversionError(k, `primary key column "${k}" has no value`);
       return v;
     });
-    // The key as its columns hold it, not as the JSON spelled it: 1 and "1" are one INTEGER key.
-    const pk = JSON.stringify(keyCells.map(String));
+    // The key as its columns hold it, not as the JSON spelled it: 1 and "1" are one INTEGER key. Written
+    // as JSON would write those values, so versions stored before under a number or a string still match.
+    const pk = `[${keyCells.map((c) => (typeof c === 'string' ? JSON.stringify(c) : String(c))).join(',')}]`;
     return changeType === 'UPSERT'
       ? { kind: 'upsert', cells, pk, changeSequence: seq }
       : { kind: 'delete', keyCells, pk, changeSequence: seq };
