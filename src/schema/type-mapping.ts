@@ -187,9 +187,9 @@ function avroMapped(type: AvroType, path: string, visiting: Set<AvroType>): Mapp
   if (logical) {
     switch (logical.name) {
       case 'timestamp-micros':
-        return { sql: 'TIMESTAMPTZ', convert: (v) => timestampTZValue(v as bigint) };
+        return { sql: 'TIMESTAMPTZ', convert: (v, p) => timestampColumn(v as bigint, p) };
       case 'timestamp-millis':
-        return { sql: 'TIMESTAMPTZ', convert: (v) => timestampTZValue((v as bigint) * 1000n) };
+        return { sql: 'TIMESTAMPTZ', convert: (v, p) => timestampColumn((v as bigint) * 1000n, p) };
       case 'date':
         return { sql: 'DATE', convert: (v) => dateValue(v as number) };
       case 'time-micros':
@@ -239,6 +239,19 @@ function avroMapped(type: AvroType, path: string, visiting: Set<AvroType>): Mapp
     default:
       throw new UnmappableSchemaError(path, `Avro type ${u.typeName} has no column type`);
   }
+}
+
+/** DuckDB keeps the two extreme 64-bit values for ±infinity; a timestamp is strictly between them. */
+const MAX_MICROS = 2n ** 63n - 1n;
+
+/**
+ * A TIMESTAMPTZ cell; past DuckDB's range (a long the schema allows, times 1000 for millis) the message
+ * fails, where the appender would fail the whole batch, or store a long's maximum as infinity.
+ */
+function timestampColumn(micros: bigint, path: string): DuckDBValue {
+  if (micros >= MAX_MICROS || micros <= -MAX_MICROS)
+    throw new ColumnValueError(path, `timestamp of ${micros} microseconds since 1970 is out of range for a TIMESTAMPTZ column`);
+  return timestampTZValue(micros);
 }
 
 function decimal(precision: number, scale: number): Mapped {

@@ -199,18 +199,23 @@ describe('Avro -> DuckDB columns (every type in docs/schemas.md)', () => {
         fields: [
           { name: 'dec', type: { type: 'bytes', logicalType: 'decimal', precision: 3, scale: 1 } },
           { name: 't', type: { type: 'long', logicalType: 'time-micros' } },
+          { name: 'ms', type: { type: 'long', logicalType: 'timestamp-millis' }, default: 0 },
         ],
       }),
     );
     const mapping = mapSchemaToTable(tight);
     const row = (json: string) => mapping.row(decodeMessage(tight, 'JSON', Buffer.from(json)));
-    expect(() => row('{"dec": "\\u0003\\u00e8", "t": 0}')).toThrow(
+    expect(() => row('{"dec": "\\u0003\\u00e8", "t": 0, "ms": 0}')).toThrow(
       new ColumnValueError('dec', 'decimal 100.0 has more than the 3 digits of its type'),
     );
-    expect(() => row('{"dec": "\\u0001", "t": 86400000001}')).toThrow(
+    expect(() => row('{"dec": "\\u0001", "t": 86400000001, "ms": 0}')).toThrow(
       new ColumnValueError('t', '86400000001 microseconds is not a time of day (0 to 24:00:00)'),
     );
-    expect(row('{"dec": "\\u0003\\u00e7", "t": 86400000000}')).toHaveLength(2);
+    // A long the schema allows, in milliseconds, is past any TIMESTAMPTZ: the message fails, not the batch.
+    expect(() => row('{"dec": "\\u0001", "t": 0, "ms": 9223372036854775807}')).toThrow(
+      new ColumnValueError('ms', 'timestamp of 9223372036854775807000 microseconds since 1970 is out of range for a TIMESTAMPTZ column'),
+    );
+    expect(row('{"dec": "\\u0003\\u00e7", "t": 86400000000, "ms": 0}')).toHaveLength(3);
   });
 
   it('refuses what BigQuery cannot map: other unions, a non-record schema, a recursive record; and names DuckDB would merge', () => {
