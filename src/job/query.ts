@@ -107,6 +107,17 @@ async function queryViews(runtime: JobRuntime): Promise<PreparedViews> {
 }
 
 /**
+ * Runs every statement of `sql` in order and answers with the last one's rows, as DuckDB's CLI ends on
+ * the last result. (`runAndReadAll` ran them all but answered with the first SELECT's rows.)
+ */
+async function lastResult(connection: DuckDBConnection, sql: string): Promise<Record<string, unknown>[]> {
+  const statements = await connection.extractStatements(sql);
+  let rows: Record<string, unknown>[] = [];
+  for (let i = 0; i < statements.count; i++) rows = (await (await statements.prepare(i)).runAndReadAll()).getRowObjectsJson();
+  return rows;
+}
+
+/**
  * Makes the views it can and runs `sql`. A view that cannot be made fails only a query that needs it: the
  * error then says which views are missing and why.
  */
@@ -120,7 +131,7 @@ async function runWithViews(connection: DuckDBConnection, prepared: PreparedView
     }
   }
   try {
-    return (await connection.runAndReadAll(sql)).getRowObjectsJson();
+    return await lastResult(connection, sql);
   } catch (e) {
     // Only an error about a missing view (or table) can be the views' doing.
     if (!unavailable.length || !/does not exist/.test((e as Error).message)) throw e;

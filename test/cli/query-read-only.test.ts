@@ -132,6 +132,15 @@ describe('orderly query (the command)', () => {
     writeFileSync(bare, stringify({ dataDir: './bare-data', topics: [{ name: 'events' }] }));
     const ok = await orderly('query', bare, 'SELECT 42 AS answer', '--json');
     expect(JSON.parse(ok.stdout)).toEqual([{ answer: 42 }]);
+    // Several statements run in order; the answer is the last one's (it had been the first SELECT's).
+    const several = await orderly(
+      'query',
+      bare,
+      'SELECT 1 AS first; CREATE TEMP TABLE t AS SELECT 2 AS n; SELECT n AS last FROM t',
+      '--json',
+    );
+    expect(JSON.parse(several.stdout)).toEqual([{ last: 2 }]);
+    expect(JSON.parse((await orderly('query', bare, 'SELECT 1 AS first; SELECT 2 AS second', '--json')).stdout)).toEqual([{ second: 2 }]);
     const out = join(dir.path, 'bare.csv');
     const refused = await orderly('query', bare, `COPY (SELECT 1) TO '${out}'`);
     expect(refused.code).toBe(1);
