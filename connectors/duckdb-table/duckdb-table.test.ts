@@ -293,6 +293,25 @@ describe('sink state', () => {
     expect(await sql('SELECT data FROM later ORDER BY rowid')).toEqual([{ data: 'a1' }, { data: 'a2' }]);
   });
 
+  it('writeMetadata takes a TIMESTAMPTZ publish_time, and a metadata column of a type it cannot fill is SCHEMA_MISMATCH naming it', async () => {
+    await sql(`CREATE TABLE tz(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMPTZ, data VARCHAR, attributes JSON);
+      CREATE TABLE wrong(subscription_name VARCHAR, message_id BIGINT, publish_time TIMESTAMP, data VARCHAR, attributes VARCHAR)`);
+    await exportTo('p.main.tz', { writeMetadata: true });
+    await env.core.createSubscription('to-wrong', { topic: 'events', bigqueryConfig: { table: 'p.main.wrong', writeMetadata: true } });
+    await env.exports.sync();
+    const before = Date.now();
+    await env.core.publish('events', [{ data: 'x' }]);
+    await waitFor('the row', () => backlog('to-table') === 0);
+    const [row] = await sql('SELECT data, epoch_ms(publish_time) AS ms FROM tz');
+    expect(row!.data).toBe('x');
+    expect(Number(row!.ms)).toBeGreaterThanOrEqual(before - 1000);
+    await waitFor('SCHEMA_MISMATCH', () => env.core.getSubscription('to-wrong').state === 'SCHEMA_MISMATCH');
+    expect(env.exports.runner('to-wrong')!.stats.stateReason).toBe(
+      'table p.main.wrong: column message_id is BIGINT; writeMetadata writes VARCHAR',
+    );
+    expect(backlog('to-wrong')).toBe(1);
+  });
+
   it('a table without the metadata columns is SCHEMA_MISMATCH', async () => {
     await sql('CREATE TABLE thin(data VARCHAR)');
     await exportTo('p.main.thin', { writeMetadata: true });

@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import { DuckDBTypeId, blobValue, timestampValue, type DuckDBType, type DuckDBValue } from '@duckdb/node-api';
+import { DuckDBTypeId, blobValue, timestampTZValue, timestampValue, type DuckDBType, type DuckDBValue } from '@duckdb/node-api';
 import type { ExportMessage } from '../../src/connector/connector.js';
 import { decodeStoredMessage, MessageSchemaError, type TopicSchema } from '../../src/schema/topic-schema.js';
 import type { CompiledSchema } from '../../src/schema/schema-definition.js';
@@ -36,6 +36,15 @@ const METADATA = ['subscription_name', 'message_id', 'publish_time', 'data', 'at
 const TOPIC_SCHEMA_METADATA = ['subscription_name', 'message_id', 'publish_time', 'attributes'] as const;
 const ORDERLY_METADATA = ['ordering_key', 'sequence'] as const;
 const CDC_FIELDS = ['_CHANGE_TYPE', '_CHANGE_SEQUENCE_NUMBER'];
+/** The column types writeMetadata fills each metadata column with (JSON is a VARCHAR to DuckDB). */
+const METADATA_TYPES: Record<string, { ids: DuckDBTypeId[]; names: string }> = {
+  subscription_name: { ids: [DuckDBTypeId.VARCHAR], names: 'VARCHAR' },
+  message_id: { ids: [DuckDBTypeId.VARCHAR], names: 'VARCHAR' },
+  publish_time: { ids: [DuckDBTypeId.TIMESTAMP, DuckDBTypeId.TIMESTAMP_TZ], names: 'TIMESTAMP or TIMESTAMPTZ' },
+  attributes: { ids: [DuckDBTypeId.VARCHAR], names: 'VARCHAR or JSON' },
+  ordering_key: { ids: [DuckDBTypeId.VARCHAR], names: 'VARCHAR' },
+  sequence: { ids: [DuckDBTypeId.BIGINT, DuckDBTypeId.HUGEINT], names: 'BIGINT or HUGEINT' },
+};
 
 /** Where the columns of one schema revision go in the table (-1: dropped, dropUnknownFields). */
 interface RevisionColumns {
@@ -58,6 +67,8 @@ export class RowMapper {
   /** Column positions of the metadata fields, looked up once (map() runs per message). */
   private readonly at: Partial<Record<(typeof METADATA)[number] | (typeof ORDERLY_METADATA)[number], number>> = {};
   private readonly notNull: number[];
+  /** Whether publish_time is TIMESTAMPTZ (an instant's natural type) rather than TIMESTAMP (UTC, as BigQuery's). */
+  private readonly publishTimeTz: boolean;
 
   constructor(
     readonly columns: Column[],
@@ -72,6 +83,7 @@ export class RowMapper {
     });
     for (const name of [...METADATA, ...ORDERLY_METADATA]) this.at[name] = this.byName.get(name);
     this.notNull = columns.flatMap((c, i) => (c.nullable ? [] : [i]));
+    this.publishTimeTz = this.at.publish_time !== undefined && columns[this.at.publish_time]!.type.typeId === DuckDBTypeId.TIMESTAMP_TZ;
     const missing: string[] = [];
     if (config.writeMetadata)
       missing.push(...(config.useTopicSchema ? TOPIC_SCHEMA_METADATA : METADATA).filter((m) => !this.byName.has(m)));
@@ -80,6 +92,16 @@ export class RowMapper {
       throw new SchemaMismatch(
         `table ${config.table} lacks the column(s) ${missing.join(', ')} that ${config.writeMetadata ? 'writeMetadata' : 'a table without useTableSchema'} needs`,
       );
+    }
+    if (config.writeMetadata) {
+      // Checked now: a type the appender cannot take would fail every write, not one message.
+      for (const [name, { ids, names }] of Object.entries(METADATA_TYPES)) {
+        const i = this.byName.get(name);
+        if (i !== undefined && !ids.includes(columns[i]!.type.typeId))
+          throw new SchemaMismatch(
+            `table ${config.table}: column ${name} is ${columns[i]!.type.toString()}; writeMetadata writes ${names}`,
+          );
+      }
     }
     if (config.useTopicSchema) {
       // The layout the topic has now must fit at once; older revisions are checked as their messages come.
@@ -131,7 +153,8 @@ export class RowMapper {
     if (this.config.writeMetadata) {
       cells[at.subscription_name!] = this.subscription;
       cells[at.message_id!] = m.messageId;
-      cells[at.publish_time!] = timestampValue(BigInt(m.publishTime.getTime()) * 1000n);
+      const micros = BigInt(m.publishTime.getTime()) * 1000n;
+      cells[at.publish_time!] = this.publishTimeTz ? timestampTZValue(micros) : timestampValue(micros);
       const attributes = m.orderingKey ? { ...m.attributes, orderingKey: m.orderingKey } : m.attributes;
       cells[at.attributes!] = JSON.stringify(attributes);
       if (at.ordering_key !== undefined) cells[at.ordering_key] = m.orderingKey;
