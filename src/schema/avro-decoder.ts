@@ -223,7 +223,6 @@ function minSize(type: AvroType, visiting = new Set<AvroType>()): number {
 
 const INT32 = [-(2n ** 31n), 2n ** 31n - 1n] as const;
 const INT64 = [-(2n ** 63n), 2n ** 63n - 1n] as const;
-const FLOAT_MAX = 3.4028234663852886e38;
 const SPECIAL_FLOATS: Record<string, number> = { NaN: NaN, Infinity: Infinity, '-Infinity': -Infinity };
 
 function fromJson(type: AvroType, json: JsonValue, path: string, depth: number): AvroValue {
@@ -251,7 +250,7 @@ function fromJson(type: AvroType, json: JsonValue, path: string, depth: number):
             : typeof json === 'bigint'
               ? Number(json)
               : fail('a number');
-      if (kind(t) === 'float' && Number.isFinite(n) && Math.abs(n) > FLOAT_MAX)
+      if (kind(t) === 'float' && Number.isFinite(n) && !Number.isFinite(Math.fround(n)))
         throw new SchemaViolationError(path, `${n} is out of range for a float`);
       return n;
     }

@@ -113,7 +113,6 @@ export const PROTO_INT_RANGES: Readonly<Record<string, readonly [bigint, bigint]
   uint64: [0n, 2n ** 64n - 1n],
   fixed64: [0n, 2n ** 64n - 1n],
 };
-const FLOAT_MAX = 3.4028234663852886e38;
 const SPECIAL_FLOATS: Record<string, number> = { NaN: NaN, Infinity: Infinity, '-Infinity': -Infinity };
 
 function single(field: protobuf.Field, json: JsonValue, path: string, depth: number): ProtoValue {
@@ -144,7 +143,7 @@ function single(field: protobuf.Field, json: JsonValue, path: string, depth: num
               : typeof json === 'string' && /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(json)
                 ? Number(json)
                 : fail('a number, a numeric string, "NaN", "Infinity" or "-Infinity"');
-      if (type === 'float' && Number.isFinite(n) && Math.abs(n) > FLOAT_MAX)
+      if (type === 'float' && Number.isFinite(n) && !Number.isFinite(Math.fround(n)))
         throw new SchemaViolationError(path, `${describeJson(json)} is out of range for a float`);
       if (type === 'double' && typeof json === 'string' && !(json in SPECIAL_FLOATS) && !Number.isFinite(n)) {
         throw new SchemaViolationError(path, `${json} is out of range for a double`);

@@ -227,6 +227,10 @@ describe('Avro JSON (Avro JSON encoding, as Pub/Sub reads it)', () => {
     }
     expect(decode(avroOrder, 'JSON', avroJsonText.replace('"qty": 2', '"qty": 2.0'))).toMatchObject({ lines: [{ qty: 2 }, { qty: -1 }] });
     expect(decode(avroOrder, 'JSON', avroJsonText.replace('"ratio": 0.5', '"ratio": "NaN"'))).toMatchObject({ ratio: NaN });
+    // A float's largest value as Java prints it (3.4028235e38) is a bit above it as a double, and rounds to it.
+    expect(decode(avroOrder, 'JSON', avroJsonText.replace('"ratio": 0.5', '"ratio": 3.4028235e38'))).toMatchObject({
+      ratio: 3.4028235e38,
+    });
   });
 
   it('refuses data that is not UTF-8 or not JSON', () => {
