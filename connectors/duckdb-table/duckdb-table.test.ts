@@ -1,6 +1,8 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
 import { statusOf } from '../../src/job/metrics.js';
@@ -427,6 +429,34 @@ describe('pipelined commits (a batch commits in the background while the next on
     return writer;
   };
   const all = (results: WriteResult[], field: 'written' | 'deferred') => results.flatMap((r) => r[field]);
+
+  it('a row the table refused leaves no rows in a dropped appender to abort a later transaction when it is garbage collected', async () => {
+    await sql(`CREATE TABLE checked(data VARCHAR CHECK (data <> 'a2'))`);
+    const writer = await openWriter('checked');
+    // Collect garbage right after every BEGIN: an appender that still held rows flushed them into that
+    // transaction, which then failed ("Current transaction is aborted") and put the export in RESOURCE_ERROR.
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const connection = (writer as unknown as { connection: { run: (sql: string) => Promise<unknown> } }).connection;
+    const run = connection.run.bind(connection);
+    connection.run = async (sql: string) => {
+      const result = await run(sql);
+      if (sql === 'BEGIN TRANSACTION') {
+        gc();
+        // Native finalizers run in a later task.
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      return result;
+    };
+    const results = [
+      await writer.write([keyedExportMessage('a', 1), keyedExportMessage('a', 2), keyedExportMessage('b', 1)]),
+      await writer.write([keyedExportMessage('b', 2), keyedExportMessage('c', 1)]),
+      await writer.flush('all'),
+    ];
+    await writer.close();
+    expect(all(results, 'written').sort()).toEqual(['a-1', 'b-1', 'b-2', 'c-1']);
+    expect(await sql('SELECT data FROM checked ORDER BY data')).toEqual([{ data: 'a1' }, { data: 'b1' }, { data: 'b2' }, { data: 'c1' }]);
+  });
 
   it('a key whose row the table refused in the background commit has its messages of the next batch deferred', async () => {
     await sql(`CREATE TABLE checked(data VARCHAR CHECK (data <> 'a2'))`);

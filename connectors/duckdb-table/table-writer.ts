@@ -365,9 +365,12 @@ export class DuckDbTableWriter implements Connector {
       await connection.run('COMMIT');
     } catch (e) {
       try {
+        // Its rows go first: an appender that still holds rows flushes them again when it is garbage
+        // collected, into whatever transaction the connection has then, and aborts that one instead.
+        appender?.clear();
         appender?.closeSync();
       } catch {
-        // the appender already failed; the rollback below discards its rows
+        // the appender already failed; the rollback below discards what it wrote
       }
       await connection.run('ROLLBACK').catch(() => undefined);
       throw e;
