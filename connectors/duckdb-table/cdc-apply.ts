@@ -1,5 +1,5 @@
 import { VARCHAR, type DuckDBConnection, type DuckDBType, type DuckDBValue } from '@duckdb/node-api';
-import { quoteIdent } from '../../src/duckdb/sql.js';
+import { quoteIdent, quoteString } from '../../src/duckdb/sql.js';
 import { appendCell } from './append-cell.js';
 import { compareChangeSequence, DEFAULT, type Cell, type Column, type Row, type RowMapper } from './row-mapper.js';
 
@@ -13,11 +13,11 @@ export type Change = Exclude<Row, { kind: 'append' }>;
 /**
  * BigQuery's CDC writes (`_CHANGE_TYPE` UPSERT/DELETE against the primary key) for one table, skipping
  * changes older than the row's last one by `_CHANGE_SEQUENCE_NUMBER`. The versions applied are kept in
- * the database with the rows (the same transaction), and in memory once committed.
+ * the database with the rows (the same transaction), and read from there in the transaction that
+ * applies the next changes of those keys: another subscription writing the same table may have applied
+ * a newer one meanwhile (two transactions that both do conflict, and the later is retried).
  */
 export class CdcApplier {
-  private versions = new Map<string, string>();
-
   constructor(
     /** `schema.table`, as the versions table names it. */
     private readonly tableKey: string,
@@ -31,11 +31,14 @@ export class CdcApplier {
     );
   }
 
-  async load(connection: DuckDBConnection): Promise<void> {
-    const versions = await connection.runAndReadAll(`SELECT pk, change_sequence FROM ${CDC_VERSIONS} WHERE table_name = $1`, [
-      this.tableKey,
-    ]);
-    this.versions = new Map(versions.getRows().map(([k, v]) => [String(k), String(v)]));
+  /** Inside the transaction: the versions the table holds for `keys`. */
+  private async storedVersions(connection: DuckDBConnection, keys: string[]): Promise<Map<string, string>> {
+    if (!keys.length) return new Map();
+    const rows = await connection.runAndReadAll(
+      `SELECT pk, change_sequence FROM ${CDC_VERSIONS} WHERE table_name = $1 AND pk IN (${keys.map(quoteString).join(', ')})`,
+      [this.tableKey],
+    );
+    return new Map(rows.getRows().map(([k, v]) => [String(k), String(v)]));
   }
 
   /**
@@ -47,10 +50,13 @@ export class CdcApplier {
    */
   async apply(connection: DuckDBConnection, mapper: RowMapper, changes: Change[], applied: Map<string, string>): Promise<void> {
     const perKey = new Map<string, { deleteKey?: DuckDBValue[]; cells?: Cell[] }>();
+    const stored = await this.storedVersions(connection, [
+      ...new Set(changes.flatMap((c) => (c.changeSequence !== undefined && !applied.has(c.pk) ? [c.pk] : []))),
+    ]);
     for (const change of changes) {
       if (change.changeSequence !== undefined) {
-        // Versions of this transaction first, then the committed ones.
-        const last = applied.get(change.pk) ?? this.versions.get(change.pk);
+        // Versions of this transaction first, then the stored ones.
+        const last = applied.get(change.pk) ?? stored.get(change.pk);
         if (last !== undefined && compareChangeSequence(change.changeSequence, last) <= 0) continue;
         applied.set(change.pk, change.changeSequence);
       }
@@ -97,11 +103,6 @@ export class CdcApplier {
       rows,
       (cols) => `INSERT OR REPLACE INTO ${CDC_VERSIONS} (${cols}) SELECT ${cols} FROM ${STAGE}`,
     );
-  }
-
-  /** The transaction committed: its versions are the table's now. */
-  committed(applied: Map<string, string>): void {
-    for (const [pk, seq] of applied) this.versions.set(pk, seq);
   }
 }
 

@@ -324,6 +324,26 @@ describe('sink state', () => {
 });
 
 describe('CDC (_CHANGE_TYPE, _CHANGE_SEQUENCE_NUMBER)', () => {
+  it("reads the key's last version from the table, so a change another subscription's writer applied since counts", async () => {
+    await sql('CREATE TABLE shipments(id VARCHAR PRIMARY KEY, status VARCHAR)');
+    await exportTo('p.main.shipments', { useTableSchema: true });
+    await env.core.createTopic('more-events');
+    await env.core.createSubscription('to-table-too', {
+      topic: 'more-events',
+      bigqueryConfig: { table: 'p.main.shipments', useTableSchema: true },
+    });
+    await env.exports.sync();
+    const change = (status: string, seq: string) => ({
+      data: JSON.stringify({ id: 's1', status, _CHANGE_TYPE: 'UPSERT', _CHANGE_SEQUENCE_NUMBER: seq }),
+    });
+    // Both writers are open (each had loaded the table) before either change.
+    await env.core.publish('events', [change('shipped', '5')]);
+    await waitFor('the first change', () => backlog('to-table') === 0);
+    await env.core.publish('more-events', [change('paid', '3')]);
+    await waitFor('the second change', () => backlog('to-table-too') === 0);
+    expect(await sql('SELECT id, status FROM shipments')).toEqual([{ id: 's1', status: 'shipped' }]);
+  });
+
   it('compares a key as its column holds it: 1 and "1" are one INTEGER key, so the older change is ignored', async () => {
     await sql('CREATE TABLE accounts(id INTEGER PRIMARY KEY, status VARCHAR)');
     await exportTo('p.main.accounts', { useTableSchema: true });

@@ -168,7 +168,6 @@ export class DuckDbTableWriter implements Connector {
       [schema, tableName],
     );
     const pkColumns = (pk.getRowObjectsJson()[0]?.constraint_column_names as string[] | undefined) ?? [];
-    await this.cdc.load(connection);
     try {
       this.mapper = new RowMapper(columns, pkColumns, this.config, this.context.subscription, () => this.context.topicSchema?.());
     } catch (e) {
@@ -377,7 +376,6 @@ export class DuckDbTableWriter implements Connector {
     }
     progressCommitted();
     for (const [key, seq] of progress) this.filter.addRange(key, 1, seq);
-    this.cdc.committed(versions);
     this.counters.rowsAppended += pending.length;
   }
 
