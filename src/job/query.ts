@@ -107,8 +107,8 @@ async function queryViews(runtime: JobRuntime): Promise<PreparedViews> {
 }
 
 /**
- * Runs every statement of `sql` in order and answers with the last one's rows, as DuckDB's CLI ends on
- * the last result. (`runAndReadAll` ran them all but answered with the first SELECT's rows.)
+ * Runs every statement of `sql` in order and answers with the last one's rows: the answer stays one
+ * table (`--json` one array). `runAndReadAll` ran them all but answered with the first SELECT's rows.
  */
 async function lastResult(connection: DuckDBConnection, sql: string): Promise<Record<string, unknown>[]> {
   const statements = await connection.extractStatements(sql);
