@@ -1,7 +1,7 @@
 import type { PubsubMessage } from '../core/message.js';
 import type { SubscriptionIdentity } from '../core/pubsub-core.js';
 import type { SubscriptionSpec } from '../core/subscription-config.js';
-import type { SubscriptionState } from '../core/consumer.js';
+import { SUBSCRIPTION_STATES, type SubscriptionState } from '../core/consumer.js';
 import type { Logger } from '../log.js';
 import type { TopicSchema } from '../schema/topic-schema.js';
 
@@ -64,13 +64,7 @@ export class SinkStateError extends Error {
   }
 }
 
-const SINK_STATES: readonly string[] = [
-  'RESOURCE_ERROR',
-  'PERMISSION_DENIED',
-  'NOT_FOUND',
-  'SCHEMA_MISMATCH',
-  'IN_TRANSIT_LOCATION_RESTRICTION',
-] satisfies Exclude<SubscriptionState, 'ACTIVE'>[];
+const SINK_STATES: readonly string[] = SUBSCRIPTION_STATES.filter((s) => s !== 'ACTIVE');
 
 /**
  * The sink takes one writer at a time and another process holds it (a DuckDB file another worker has

@@ -4,8 +4,15 @@ import type { ReceivedMessage } from './message.js';
 import type { SubscriptionSpec } from './subscription-config.js';
 
 /** Pub/Sub's subscription states, including the export-specific ones. */
-export type SubscriptionState =
-  'ACTIVE' | 'RESOURCE_ERROR' | 'PERMISSION_DENIED' | 'NOT_FOUND' | 'SCHEMA_MISMATCH' | 'IN_TRANSIT_LOCATION_RESTRICTION';
+export const SUBSCRIPTION_STATES = [
+  'ACTIVE',
+  'RESOURCE_ERROR',
+  'PERMISSION_DENIED',
+  'NOT_FOUND',
+  'SCHEMA_MISMATCH',
+  'IN_TRANSIT_LOCATION_RESTRICTION',
+] as const;
+export type SubscriptionState = (typeof SUBSCRIPTION_STATES)[number];
 
 /** How much more a consumer takes now; delivery stops when either reaches 0. */
 export interface ConsumerRoom {

@@ -4,11 +4,10 @@ import { Gauge, Registry } from 'prom-client';
 import type { ExportManager } from '../connector/export-manager.js';
 import type { ExportRunner } from '../connector/export-runner.js';
 import { counterMetrics, exportSection } from '../connector/registry.js';
+import { SUBSCRIPTION_STATES } from '../core/consumer.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { projectOf, shortId } from '../core/names.js';
 import { unexpectedErrorCount } from './unexpected-errors.js';
-
-const STATES = ['ACTIVE', 'RESOURCE_ERROR', 'PERMISSION_DENIED', 'NOT_FOUND', 'SCHEMA_MISMATCH', 'IN_TRANSIT_LOCATION_RESTRICTION'];
 
 /**
  * A remote export's row: what this worker sees of it. Pub/Sub's v1 API reports no backlog (Cloud
@@ -209,7 +208,7 @@ export async function serveMetrics(
     collect() {
       this.reset();
       for (const { status: s } of current)
-        for (const state of STATES) this.set({ subscription: label(s.subscription), state }, s.state === state ? 1 : 0);
+        for (const state of SUBSCRIPTION_STATES) this.set({ subscription: label(s.subscription), state }, s.state === state ? 1 : 0);
     },
   });
   new Gauge({
