@@ -10,6 +10,8 @@ import {
   type DuckDBType,
   type DuckDBValue,
 } from '@duckdb/node-api';
+import { DECIMAL_TEXT } from '../../src/schema/json-text.js';
+import { timestampInRange } from '../../src/schema/type-mapping.js';
 
 /** A value that does not fit its column; fails that message only. */
 export class ConversionError extends Error {
@@ -39,12 +41,8 @@ export interface ConversionOptions {
   dropUnknownFields: boolean;
 }
 
-/** A decimal number as JSON or BigQuery writes one in a string: no hexadecimal, binary, `Infinity` or blanks. */
-const DECIMAL_TEXT = /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 /** Standard base64, padded: what BigQuery takes for BYTES in JSON. */
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-/** DuckDB keeps the two extreme 64-bit values for ±infinity; a timestamp is strictly between them. */
-const MAX_MICROS = 2n ** 63n - 1n;
 
 /**
  * Converts one JSON value (as parseJsonText reads it: integers past 2^53 as bigints) to what the DuckDB
@@ -119,8 +117,7 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
     case DuckDBTypeId.TIMESTAMP_TZ: {
       const micros = timestampMicros(value);
       if (micros === undefined) throw fail('an ISO 8601 timestamp of a real date and time, or epoch microseconds');
-      if (micros >= MAX_MICROS || micros <= -MAX_MICROS)
-        throw new ConversionError(path, `${describe(value)} is out of range for a ${type.toString()} column`);
+      if (!timestampInRange(micros)) throw new ConversionError(path, `${describe(value)} is out of range for a ${type.toString()} column`);
       return type.typeId === DuckDBTypeId.TIMESTAMP ? timestampValue(micros) : timestampTZValue(micros);
     }
     case DuckDBTypeId.DATE: {

@@ -45,6 +45,8 @@ export function describeJson(value: JsonValue | undefined): string {
 }
 
 const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/y;
+/** A decimal number written in a JSON string (`"2.5e3"`, `".5"`): no hexadecimal, binary, `Infinity` or blanks. */
+export const DECIMAL_TEXT = /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 const ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
 
 class Reader {

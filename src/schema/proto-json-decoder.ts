@@ -1,5 +1,5 @@
 import protobuf from 'protobufjs';
-import { describeJson, isJsonObject, type JsonValue } from './json-text.js';
+import { DECIMAL_TEXT, describeJson, isJsonObject, type JsonValue } from './json-text.js';
 import { protoFeature } from './schema-definition.js';
 import { at, SchemaViolationError } from './schema-violation.js';
 import {
@@ -140,7 +140,7 @@ function single(field: protobuf.Field, json: JsonValue, path: string, depth: num
             ? Number(json)
             : typeof json === 'string' && json in SPECIAL_FLOATS
               ? SPECIAL_FLOATS[json]!
-              : typeof json === 'string' && /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(json)
+              : typeof json === 'string' && DECIMAL_TEXT.test(json)
                 ? Number(json)
                 : fail('a number, a numeric string, "NaN", "Infinity" or "-Infinity"');
       if (type === 'float' && Number.isFinite(n) && !Number.isFinite(Math.fround(n)))

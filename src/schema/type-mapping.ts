@@ -241,15 +241,19 @@ function avroMapped(type: AvroType, path: string, visiting: Set<AvroType>): Mapp
   }
 }
 
-/** DuckDB keeps the two extreme 64-bit values for ±infinity; a timestamp is strictly between them. */
 const MAX_MICROS = 2n ** 63n - 1n;
+
+/** Whether DuckDB has a timestamp this many microseconds from 1970: it keeps the two extreme 64-bit values for ±infinity. */
+export function timestampInRange(micros: bigint): boolean {
+  return micros < MAX_MICROS && micros > -MAX_MICROS;
+}
 
 /**
  * A TIMESTAMPTZ cell; past DuckDB's range (a long the schema allows, times 1000 for millis) the message
  * fails, where the appender would fail the whole batch, or store a long's maximum as infinity.
  */
 function timestampColumn(micros: bigint, path: string): DuckDBValue {
-  if (micros >= MAX_MICROS || micros <= -MAX_MICROS)
+  if (!timestampInRange(micros))
     throw new ColumnValueError(path, `timestamp of ${micros} microseconds since 1970 is out of range for a TIMESTAMPTZ column`);
   return timestampTZValue(micros);
 }
