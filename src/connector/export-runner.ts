@@ -80,6 +80,13 @@ type Op = { kind: 'write' } | { kind: 'flush'; mode: 'due' | 'all' };
 
 /** A connector call running this long is shown in status (`stalled`) and logged: a hung sink is not silent. */
 const DEFAULT_STALL_MS = 30_000;
+/**
+ * Acks handed to the source per turn of the event loop. A write result can settle thousands of messages
+ * (a committed file or batch), and acking them in the turn that applies it held the loop for most of that
+ * turn: at a 300k-message text export drain, applying a result of 4,000+ messages took a median 8.7-9.9 ms
+ * (p90 17-19) with every ack at once, 4.2-4.7 ms (p90 7-8) in slices of 1,000.
+ */
+const ACK_SLICE = 1_000;
 
 /** The runner's default budget of unsettled deliveries (ConnectorContext.budget). */
 export const DEFAULT_BUDGET = { messages: 20_000, bytes: 64 * 1024 * 1024 };
@@ -131,6 +138,8 @@ export class ExportRunner {
   private idleFlushDue = false;
   private idleFlushed = true;
   private stopping = false;
+  /** Acks still being issued, slice by slice (see acknowledge). */
+  private readonly acking = new Set<Promise<void>>();
   /** The connector call in progress (write, flush), and when it began. */
   private inCall?: { name: string; since: number };
   private loop?: Promise<void>;
@@ -490,13 +499,26 @@ export class ExportRunner {
       handle!.nack(orphans, 'deferred by the export connector without a failure of its key before it');
     }
     if (!handle || !acks.length) return;
-    // Not awaited: the next write need not wait for the ack's own commit. An ack lost to a crash only
-    // means a redelivery, which connectors recognise (or the at-least-once contract allows).
-    handle
-      .acknowledge(acks)
-      .catch((e: unknown) =>
-        this.logThrottled('error', { error: errorText(e) }, 'recording acks failed; the messages will be delivered again'),
-      );
+    const issuing = this.acknowledge(handle, acks);
+    this.acking.add(issuing);
+    void issuing.then(() => this.acking.delete(issuing));
+  }
+
+  /**
+   * Acks in slices of ACK_SLICE, one per turn of the event loop (the first at once); resolves once every
+   * slice is issued. Their commits are not awaited: the next write need not wait for them, and an ack
+   * lost to a crash only means a redelivery, which connectors recognise (or the at-least-once contract
+   * allows).
+   */
+  private async acknowledge(handle: DeliveryHandle, acks: string[]): Promise<void> {
+    for (let i = 0; i < acks.length; i += ACK_SLICE) {
+      if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      handle
+        .acknowledge(acks.slice(i, i + ACK_SLICE))
+        .catch((e: unknown) =>
+          this.logThrottled('error', { error: errorText(e) }, 'recording acks failed; the messages will be delivered again'),
+        );
+    }
   }
 
   /** Failures repeat on every retry; one line per 10 s is enough to see them. */
@@ -557,6 +579,7 @@ export class ExportRunner {
       }
     }
     // Detached only now: until the final flush is acked, the core keeps what the connector holds leased.
+    await Promise.all(this.acking);
     await this.handle?.detach();
     for (const t of this.timers) t.cancel();
     try {
