@@ -138,8 +138,9 @@ export class ExportRunner {
   private idleFlushDue = false;
   private idleFlushed = true;
   private stopping = false;
-  /** Acks still being issued, slice by slice (see acknowledge). */
-  private readonly acking = new Set<Promise<void>>();
+  /** Acks not yet handed to the source, and whether a turn of the event loop will send the next slice (sendAcks). */
+  private readonly ackQueue: string[] = [];
+  private ackTurnScheduled = false;
   /** The connector call in progress (write, flush), and when it began. */
   private inCall?: { name: string; since: number };
   private loop?: Promise<void>;
@@ -479,6 +480,8 @@ export class ExportRunner {
       );
     }
     const handle = this.live();
+    // Acks still queued from earlier results go before any nack, which would revoke what they ack.
+    if (result.failed.length || result.deferred.length) this.sendAcks();
     // Failures first: a nack revokes the key's later deliveries at the source, the deferred ones included.
     for (const f of result.failed) {
       if (!this.release(f.id)) continue;
@@ -499,25 +502,35 @@ export class ExportRunner {
       handle!.nack(orphans, 'deferred by the export connector without a failure of its key before it');
     }
     if (!handle || !acks.length) return;
-    const issuing = this.acknowledge(handle, acks);
-    this.acking.add(issuing);
-    void issuing.then(() => this.acking.delete(issuing));
+    for (const id of acks) this.ackQueue.push(id);
+    this.sendAcks(ACK_SLICE);
   }
 
   /**
-   * Acks in slices of ACK_SLICE, one per turn of the event loop (the first at once); resolves once every
-   * slice is issued. Their commits are not awaited: the next write need not wait for them, and an ack
-   * lost to a crash only means a redelivery, which connectors recognise (or the at-least-once contract
-   * allows).
+   * Hands up to `max` queued acks to the source now; the rest follow, ACK_SLICE per turn of the event loop.
+   * Their commits are not awaited: the next write need not wait for them, and an ack lost to a crash only
+   * means a redelivery, which connectors recognise (or the at-least-once contract allows). Once the
+   * subscription is gone (deleted, created again), the acks are moot and dropped.
    */
-  private async acknowledge(handle: DeliveryHandle, acks: string[]): Promise<void> {
-    for (let i = 0; i < acks.length; i += ACK_SLICE) {
-      if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+  private sendAcks(max = Number.POSITIVE_INFINITY): void {
+    const handle = this.live();
+    const ids = this.ackQueue.splice(0, max);
+    if (!handle) {
+      this.ackQueue.length = 0;
+      return;
+    }
+    if (ids.length)
       handle
-        .acknowledge(acks.slice(i, i + ACK_SLICE))
+        .acknowledge(ids)
         .catch((e: unknown) =>
           this.logThrottled('error', { error: errorText(e) }, 'recording acks failed; the messages will be delivered again'),
         );
+    if (this.ackQueue.length && !this.ackTurnScheduled) {
+      this.ackTurnScheduled = true;
+      setImmediate(() => {
+        this.ackTurnScheduled = false;
+        this.sendAcks(ACK_SLICE);
+      });
     }
   }
 
@@ -578,8 +591,9 @@ export class ExportRunner {
         );
       }
     }
-    // Detached only now: until the final flush is acked, the core keeps what the connector holds leased.
-    await Promise.all(this.acking);
+    // Detached only now, every queued ack handed over: until the final flush is acked, the core keeps what
+    // the connector holds leased.
+    this.sendAcks();
     await this.handle?.detach();
     for (const t of this.timers) t.cancel();
     try {

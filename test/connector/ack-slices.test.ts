@@ -10,11 +10,14 @@ import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
 
 /**
- * The runner hands a large write result's acks to the core a slice per turn of the event loop. A result
- * bigger than one slice, reported by the final flush at stop (as a file connector finalizing its open file
- * does), is acked whole before the runner lets go of the subscription: nothing it wrote comes again.
+ * The runner hands a large write result's acks to the core a slice per turn of the event loop. What is
+ * still queued is handed over before the runner lets go of the subscription at stop, and before any nack
+ * (which would revoke what those acks ack): nothing the sink holds comes again because of the slicing.
  */
 const written: string[] = [];
+/** What the `first-fails-last` connector was given, in order, and the message it failed (message data). */
+const given: string[] = [];
+let failedData: string | undefined;
 
 registerConnector<Record<string, never>>({
   name: 'flush-at-stop',
@@ -32,6 +35,49 @@ registerConnector<Record<string, never>>({
         written.push(...done.map((m) => m.message.data.toString()));
         return { ...emptyResult(), written: done.map((m) => m.id) };
       },
+      close: async () => {},
+    };
+  },
+});
+
+/**
+ * Reports a key's later messages written before its first one, then the first one failed (as a file
+ * connector whose earlier file's upload fails after a later file committed): the later acks are sliced,
+ * and the nack must not overtake them.
+ */
+registerConnector<{ count: number }>({
+  name: 'first-fails-last',
+  parseConfig: (raw) => ({ count: (raw as { count: number }).count }),
+  create: ({ count }, context) => {
+    const buffered: ExportMessage[] = [];
+    let first: ExportMessage | undefined;
+    const settle = async () => {
+      if (first) {
+        const failed = first;
+        first = undefined;
+        failedData = failed.message.data.toString();
+        return { ...emptyResult(), failed: [{ id: failed.id, error: 'the earlier file did not upload', retryable: true }] };
+      }
+      if (buffered.length < count) return emptyResult();
+      const all = buffered.splice(0);
+      // The first message of the key delivered last: the rest of that key is at the end of the acks.
+      const lastKey = all.at(-1)!.message.orderingKey;
+      first = all.find((m) => m.message.orderingKey === lastKey)!;
+      // The failure comes with the next flush, which this asks for at once: its result is applied in the
+      // same turn of the event loop as this one, while most of this one's acks are still queued.
+      context.notify();
+      return { ...emptyResult(), written: all.filter((m) => m !== first).map((m) => m.id) };
+    };
+    return {
+      open: async () => {},
+      write: async (messages) => {
+        given.push(...messages.map((m) => m.message.data.toString()));
+        // Once failed, the first message comes again alone: written.
+        if (given.length > count) return { ...emptyResult(), written: messages.map((m) => m.id) };
+        buffered.push(...messages);
+        return settle();
+      },
+      flush: settle,
       close: async () => {},
     };
   },
@@ -67,5 +113,35 @@ it('acks every message of a final flush larger than one ack slice before the exp
     expect(reopened.metrics('exports').backlogMessages).toBe(0);
   } finally {
     await reopened.close();
+  }
+});
+
+it('sends the acks still queued before a nack: on an exactly-once subscription only the failed message comes again', async () => {
+  const count = 8_000;
+  const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')) });
+  const exports = new ExportManager({ core, settings: { dataDir: dir.path }, logger: createLogger({ level: 'silent' }) });
+  try {
+    await core.createTopic('events');
+    await core.createSubscription('exports', {
+      topic: 'events',
+      enableMessageOrdering: true,
+      enableExactlyOnceDelivery: true,
+      exportConfig: { connector: 'first-fails-last', count },
+    });
+    for (let b = 0; b < count; b += 500)
+      await core.publish(
+        'events',
+        Array.from({ length: 500 }, (_, i) => ({ data: Buffer.from(String(b + i)), orderingKey: `k${(b + i) % 8}` })),
+      );
+    await exports.sync();
+    const runner = exports.runner('exports')!;
+    await waitFor('every message written', () => runner.stats.written >= count);
+    // The first message once more, and none of its key's later ones: their acks were final before its nack.
+    expect(failedData).toBeDefined();
+    expect(given.slice(count)).toEqual([failedData]);
+    expect(core.metrics('exports').backlogMessages).toBe(0);
+  } finally {
+    await exports.stop();
+    await core.close();
   }
 });
