@@ -1,6 +1,6 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import type { ExportManager } from '../connector/export-manager.js';
 import type { ExportRunner } from '../connector/export-runner.js';
 import { counterMetrics, exportSection } from '../connector/registry.js';
@@ -120,6 +120,20 @@ export async function serveMetrics(
         for (const s of current) this.set({ subscription: label(s.status.subscription) }, value(s));
       },
     });
+  // Running totals are Prometheus counters (TYPE counter), so rate() and increase() read them as such. Each
+  // scrape sets the live total; a total that starts again (a restart, a subscription created again) is a
+  // counter reset, which Prometheus expects of counters.
+  const counter = (name: string, help: string, value: (s: Snapshot) => number) =>
+    new Counter({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const s of current) this.inc({ subscription: label(s.status.subscription) }, value(s));
+      },
+    });
   gauge('orderly_backlog_messages', 'Unacked messages per subscription', (s) => s.status.backlog);
   gauge('orderly_oldest_unacked_message_age_seconds', 'Age of the oldest unacked message', (s) => s.status.oldestUnackedAgeSeconds);
   gauge(
@@ -127,14 +141,14 @@ export async function serveMetrics(
     'Payload bytes held in memory (the rest of the backlog is read from the store)',
     (s) => s.status.residentBytes,
   );
-  gauge('orderly_delivered_total', 'Deliveries (including redeliveries)', (s) => s.counters.delivered);
-  gauge('orderly_redelivered_total', 'Redeliveries', (s) => s.counters.redelivered);
-  gauge('orderly_acked_total', 'Acks', (s) => s.counters.acked);
-  gauge('orderly_nacked_total', 'Nacks', (s) => s.counters.nacked);
-  gauge('orderly_expired_total', 'Lease expiries', (s) => s.counters.expired);
-  gauge('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (s) => s.counters.deadLettered);
-  gauge('orderly_exported_total', 'Messages written by the export connector', (s) => s.status.exported);
-  gauge(
+  counter('orderly_delivered_total', 'Deliveries (including redeliveries)', (s) => s.counters.delivered);
+  counter('orderly_redelivered_total', 'Redeliveries', (s) => s.counters.redelivered);
+  counter('orderly_acked_total', 'Acks', (s) => s.counters.acked);
+  counter('orderly_nacked_total', 'Nacks', (s) => s.counters.nacked);
+  counter('orderly_expired_total', 'Lease expiries', (s) => s.counters.expired);
+  counter('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (s) => s.counters.deadLettered);
+  counter('orderly_exported_total', 'Messages written by the export connector', (s) => s.status.exported);
+  counter(
     'orderly_export_errors_total',
     'Unexpected failures of the export sink (each one reopened it after a backoff)',
     (s) => s.status.exportErrors,
@@ -142,14 +156,14 @@ export async function serveMetrics(
   gauge('orderly_export_stalled', 'Whether a call of the export connector (write, flush, open) has not returned for 30 s or more', (s) =>
     s.status.exportStalled ? 1 : 0,
   );
-  gauge(
+  counter(
     'orderly_export_refused_total',
     'Messages the export sink refused (nacked: delivered again, or dead-lettered past maxDeliveryAttempts)',
     (s) => s.status.exportRefused,
   );
   // The connectors' declared counters (ConnectorFactory.counters); 0 for subscriptions whose connector has none.
   for (const { metric, help, counterOf } of counterMetrics()) {
-    gauge(metric, help, (s) => {
+    counter(metric, help, (s) => {
       const counter = s.connector === undefined ? undefined : counterOf[s.connector];
       return counter === undefined ? 0 : (s.status.exportCounters?.[counter] ?? 0);
     });
@@ -166,7 +180,16 @@ export async function serveMetrics(
         for (const r of remote) this.set({ subscription: r.subscription, worker: r.worker ?? '' }, value(r));
       },
     });
-  workerGauge('orderly_worker_exported_total', 'Messages this worker wrote for a remote export', (r) => r.exported);
+  new Counter({
+    name: 'orderly_worker_exported_total',
+    help: 'Messages this worker wrote for a remote export',
+    labelNames: ['subscription', 'worker'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const r of remote) this.inc({ subscription: r.subscription, worker: r.worker ?? '' }, r.exported);
+    },
+  });
   workerGauge(
     'orderly_worker_keys_in_flight',
     'Ordering keys with messages this worker holds unacked (remote exports)',
@@ -190,14 +213,14 @@ export async function serveMetrics(
       this.set(core.memoryUse().payloadLimit);
     },
   });
-  new Gauge({
+  new Counter({
     name: 'orderly_published_total',
     help: 'Messages published per topic since start',
     labelNames: ['topic'],
     registers: [registry],
     collect() {
       this.reset();
-      for (const [topic, n] of core.published) this.set({ topic: shortId(topic) }, n);
+      for (const [topic, n] of core.published) this.inc({ topic: shortId(topic) }, n);
     },
   });
   new Gauge({
@@ -211,12 +234,13 @@ export async function serveMetrics(
         for (const state of SUBSCRIPTION_STATES) this.set({ subscription: label(s.subscription), state }, s.state === state ? 1 : 0);
     },
   });
-  new Gauge({
+  new Counter({
     name: 'orderly_unexpected_errors_total',
     help: 'Unhandled rejections and uncaught exceptions the process survived (each is logged with its stack)',
     registers: [registry],
     collect() {
-      this.set(unexpectedErrorCount());
+      this.reset();
+      this.inc(unexpectedErrorCount());
     },
   });
   const failed = (res: ServerResponse, e: unknown) =>

@@ -1,0 +1,51 @@
+import { join } from 'node:path';
+import { afterEach, expect, it } from 'vitest';
+import { ExportManager } from '../../src/connector/export-manager.js';
+import { PubSubCore } from '../../src/core/pubsub-core.js';
+import { serveMetrics } from '../../src/job/metrics.js';
+import { createLogger } from '../../src/log.js';
+import { SqliteStore } from '../../src/store/sqlite-store.js';
+import { tempDir } from '../helpers/core.js';
+
+const dir = tempDir('orderly-metrics-types-');
+afterEach(() => dir.remove());
+
+/** `# TYPE name kind` of every metric on the page. */
+function types(text: string): Map<string, string> {
+  return new Map([...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
+}
+
+it('serves running totals as Prometheus counters and levels as gauges, with their live values', async () => {
+  const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')) });
+  const exports = new ExportManager({ core, settings: { dataDir: dir.path }, logger: createLogger({ level: 'silent' }) });
+  const metrics = await serveMetrics(core, exports, '127.0.0.1', 0);
+  try {
+    await core.createTopic('events');
+    await core.createSubscription('reader', { topic: 'events' });
+    await core.publish('events', [{ data: Buffer.from('a') }, { data: Buffer.from('b') }, { data: Buffer.from('c') }]);
+    const pulled = await core.pull('reader', { maxMessages: 2 });
+    await core.acknowledge(
+      'reader',
+      pulled.map((m) => m.ackId),
+    );
+
+    const text = await (await fetch(`${metrics.url}/metrics`)).text();
+    const kinds = types(text);
+    const totals = [...kinds.keys()].filter((name) => name.endsWith('_total'));
+    expect(totals).toEqual(
+      expect.arrayContaining(['orderly_published_total', 'orderly_acked_total', 'orderly_delivered_total', 'orderly_exported_total']),
+    );
+    for (const name of totals) expect([name, kinds.get(name)]).toEqual([name, 'counter']);
+    for (const name of ['orderly_backlog_messages', 'orderly_resident_payload_bytes', 'orderly_subscription_state'])
+      expect([name, kinds.get(name)]).toEqual([name, 'gauge']);
+    expect(text).toContain('orderly_published_total{topic="events"} 3');
+    expect(text).toContain('orderly_delivered_total{subscription="reader"} 2');
+    expect(text).toContain('orderly_acked_total{subscription="reader"} 2');
+    expect(text).toContain('orderly_backlog_messages{subscription="reader"} 1');
+    expect(text).toMatch(/^orderly_unexpected_errors_total \d+$/m);
+  } finally {
+    await metrics.close();
+    await exports.stop();
+    await core.close();
+  }
+});
