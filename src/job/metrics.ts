@@ -92,6 +92,38 @@ export function statusOf(core: PubSubCore, exports?: ExportManager) {
   return snapshot(core, exports).map((s) => s.status);
 }
 
+type MetricKind = 'gauge' | 'counter';
+
+/**
+ * A metric whose series are read from the live state at each scrape. Running totals are counters (TYPE
+ * counter), so rate() and increase() read them as such: each scrape sets the live total, and a total that
+ * starts again (a restart, a subscription created again) is a counter reset, which Prometheus expects.
+ */
+function scraped(
+  registry: Registry,
+  kind: MetricKind,
+  metric: { name: string; help: string; labelNames: string[] },
+  series: () => [labels: Record<string, string>, value: number][],
+): void {
+  const options = { ...metric, registers: [registry] };
+  if (kind === 'gauge')
+    new Gauge({
+      ...options,
+      collect() {
+        this.reset();
+        for (const [labels, value] of series()) this.set(labels, value);
+      },
+    });
+  else
+    new Counter({
+      ...options,
+      collect() {
+        this.reset();
+        for (const [labels, value] of series()) this.inc(labels, value);
+      },
+    });
+}
+
 /**
  * Prometheus metrics (computed from the live state at each scrape) and /status as JSON, served on
  * 127.0.0.1 by default.
@@ -105,35 +137,15 @@ export async function serveMetrics(
   const registry = new Registry();
   // The default project's subscriptions by id, as before; another project's by full name (ids can repeat).
   const label = (name: string) => (projectOf(name) === core.projectId ? shortId(name) : name);
-  const labelNames = ['subscription'] as const;
-  // Each scrape reads the live state once (a backlog scan per subscription); every gauge uses that.
+  // Each scrape reads the live state once (a backlog scan per subscription); every metric uses that.
   let current: Snapshot[] = [];
   let remote: RemoteStatus[] = [];
-  const gauge = (name: string, help: string, value: (s: Snapshot) => number) =>
-    new Gauge({
-      name,
-      help,
-      labelNames,
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const s of current) this.set({ subscription: label(s.status.subscription) }, value(s));
-      },
-    });
-  // Running totals are Prometheus counters (TYPE counter), so rate() and increase() read them as such. Each
-  // scrape sets the live total; a total that starts again (a restart, a subscription created again) is a
-  // counter reset, which Prometheus expects of counters.
-  const counter = (name: string, help: string, value: (s: Snapshot) => number) =>
-    new Counter({
-      name,
-      help,
-      labelNames,
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const s of current) this.inc({ subscription: label(s.status.subscription) }, value(s));
-      },
-    });
+  const perSubscription = (kind: MetricKind) => (name: string, help: string, value: (s: Snapshot) => number) =>
+    scraped(registry, kind, { name, help, labelNames: ['subscription'] }, () =>
+      current.map((s) => [{ subscription: label(s.status.subscription) }, value(s)]),
+    );
+  const gauge = perSubscription('gauge');
+  const counter = perSubscription('counter');
   gauge('orderly_backlog_messages', 'Unacked messages per subscription', (s) => s.status.backlog);
   gauge('orderly_oldest_unacked_message_age_seconds', 'Age of the oldest unacked message', (s) => s.status.oldestUnackedAgeSeconds);
   gauge(
@@ -169,27 +181,12 @@ export async function serveMetrics(
     });
   }
   // A fleet worker's own view of each remote export, labelled by worker (every worker of a fleet reports its share).
-  const workerGauge = (name: string, help: string, value: (r: RemoteStatus) => number) =>
-    new Gauge({
-      name,
-      help,
-      labelNames: ['subscription', 'worker'],
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const r of remote) this.set({ subscription: r.subscription, worker: r.worker ?? '' }, value(r));
-      },
-    });
-  new Counter({
-    name: 'orderly_worker_exported_total',
-    help: 'Messages this worker wrote for a remote export',
-    labelNames: ['subscription', 'worker'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const r of remote) this.inc({ subscription: r.subscription, worker: r.worker ?? '' }, r.exported);
-    },
-  });
+  const perWorker = (kind: MetricKind) => (name: string, help: string, value: (r: RemoteStatus) => number) =>
+    scraped(registry, kind, { name, help, labelNames: ['subscription', 'worker'] }, () =>
+      remote.map((r) => [{ subscription: r.subscription, worker: r.worker ?? '' }, value(r)]),
+    );
+  const workerGauge = perWorker('gauge');
+  perWorker('counter')('orderly_worker_exported_total', 'Messages this worker wrote for a remote export', (r) => r.exported);
   workerGauge(
     'orderly_worker_keys_in_flight',
     'Ordering keys with messages this worker holds unacked (remote exports)',
@@ -213,16 +210,12 @@ export async function serveMetrics(
       this.set(core.memoryUse().payloadLimit);
     },
   });
-  new Counter({
-    name: 'orderly_published_total',
-    help: 'Messages published per topic since start',
-    labelNames: ['topic'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [topic, n] of core.published) this.inc({ topic: shortId(topic) }, n);
-    },
-  });
+  scraped(
+    registry,
+    'counter',
+    { name: 'orderly_published_total', help: 'Messages published per topic since start', labelNames: ['topic'] },
+    () => [...core.published].map(([topic, n]) => [{ topic: shortId(topic) }, n]),
+  );
   new Gauge({
     name: 'orderly_subscription_state',
     help: 'Subscription state (1 for the current one)',
@@ -234,15 +227,16 @@ export async function serveMetrics(
         for (const state of SUBSCRIPTION_STATES) this.set({ subscription: label(s.subscription), state }, s.state === state ? 1 : 0);
     },
   });
-  new Counter({
-    name: 'orderly_unexpected_errors_total',
-    help: 'Unhandled rejections and uncaught exceptions the process survived (each is logged with its stack)',
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(unexpectedErrorCount());
+  scraped(
+    registry,
+    'counter',
+    {
+      name: 'orderly_unexpected_errors_total',
+      help: 'Unhandled rejections and uncaught exceptions the process survived (each is logged with its stack)',
+      labelNames: [],
     },
-  });
+    () => [[{}, unexpectedErrorCount()]],
+  );
   const failed = (res: ServerResponse, e: unknown) =>
     res.writeHead(500, { 'content-type': 'text/plain' }).end(`reading the state failed: ${(e as Error).message}\n`);
   const server: Server = createServer((req, res) => {
