@@ -93,6 +93,8 @@ export function statusOf(core: PubSubCore, exports?: ExportManager) {
 }
 
 type MetricKind = 'gauge' | 'counter';
+/** One series of a metric: its labels and value. */
+type Series = [labels: Record<string, string>, value: number];
 
 /**
  * A metric whose series are read from the live state at each scrape. Running totals are counters (TYPE
@@ -103,7 +105,7 @@ function scraped(
   registry: Registry,
   kind: MetricKind,
   metric: { name: string; help: string; labelNames: string[] },
-  series: () => [labels: Record<string, string>, value: number][],
+  series: () => Series[],
 ): void {
   const options = { ...metric, registers: [registry] };
   if (kind === 'gauge')
@@ -202,31 +204,31 @@ export async function serveMetrics(
   workerGauge('orderly_worker_last_commit_timestamp_seconds', 'When this worker last acked messages durable at the sink (0: never)', (r) =>
     r.lastCommitAt ? Date.parse(r.lastCommitAt) / 1000 : 0,
   );
-  new Gauge({
-    name: 'orderly_payload_memory_limit_bytes',
-    help: 'Payload bytes all subscriptions may hold in memory together (memory.payloadBytes)',
-    registers: [registry],
-    collect() {
-      this.set(core.memoryUse().payloadLimit);
+  scraped(
+    registry,
+    'gauge',
+    {
+      name: 'orderly_payload_memory_limit_bytes',
+      help: 'Payload bytes all subscriptions may hold in memory together (memory.payloadBytes)',
+      labelNames: [],
     },
-  });
+    () => [[{}, core.memoryUse().payloadLimit]],
+  );
   scraped(
     registry,
     'counter',
     { name: 'orderly_published_total', help: 'Messages published per topic since start', labelNames: ['topic'] },
     () => [...core.published].map(([topic, n]) => [{ topic: shortId(topic) }, n]),
   );
-  new Gauge({
-    name: 'orderly_subscription_state',
-    help: 'Subscription state (1 for the current one)',
-    labelNames: ['subscription', 'state'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const { status: s } of current)
-        for (const state of SUBSCRIPTION_STATES) this.set({ subscription: label(s.subscription), state }, s.state === state ? 1 : 0);
-    },
-  });
+  scraped(
+    registry,
+    'gauge',
+    { name: 'orderly_subscription_state', help: 'Subscription state (1 for the current one)', labelNames: ['subscription', 'state'] },
+    () =>
+      current.flatMap(({ status: s }) =>
+        SUBSCRIPTION_STATES.map((state): Series => [{ subscription: label(s.subscription), state }, s.state === state ? 1 : 0]),
+      ),
+  );
   scraped(
     registry,
     'counter',

@@ -36,13 +36,21 @@ it('serves running totals as Prometheus counters and levels as gauges, with thei
       expect.arrayContaining(['orderly_published_total', 'orderly_acked_total', 'orderly_delivered_total', 'orderly_exported_total']),
     );
     for (const name of totals) expect([name, kinds.get(name)]).toEqual([name, 'counter']);
-    for (const name of ['orderly_backlog_messages', 'orderly_resident_payload_bytes', 'orderly_subscription_state'])
+    for (const name of [
+      'orderly_backlog_messages',
+      'orderly_resident_payload_bytes',
+      'orderly_subscription_state',
+      'orderly_payload_memory_limit_bytes',
+    ])
       expect([name, kinds.get(name)]).toEqual([name, 'gauge']);
     expect(text).toContain('orderly_published_total{topic="events"} 3');
     expect(text).toContain('orderly_delivered_total{subscription="reader"} 2');
     expect(text).toContain('orderly_acked_total{subscription="reader"} 2');
     expect(text).toContain('orderly_backlog_messages{subscription="reader"} 1');
     expect(text).toMatch(/^orderly_unexpected_errors_total \d+$/m);
+    expect(text).toMatch(/^orderly_payload_memory_limit_bytes [1-9]\d*$/m);
+    expect(text).toContain('orderly_subscription_state{subscription="reader",state="ACTIVE"} 1');
+    expect(text).toContain('orderly_subscription_state{subscription="reader",state="NOT_FOUND"} 0');
   } finally {
     await metrics.close();
     await exports.stop();
