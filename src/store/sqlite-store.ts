@@ -244,8 +244,8 @@ export class SqliteStore implements Store {
       return;
     }
     if (appId !== APPLICATION_ID) throw new StoreCorruptError(this.location, new Error('not an Orderly store (foreign SQLite file)'));
-    // Every table but the messages here (they are small); the whole file, messages included, is checked on
-    // the writer thread before its first write (StoreWriter), so a large store opens in well under a second.
+    // Every table but the messages here (they are small); the whole file, messages included, is checked on a
+    // thread of its own while the store runs (StoreWriter), so a large store opens in well under a second.
     const small = this.db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'messages'").pluck().all() as string[];
     for (const table of small) {
       const result = this.db.pragma(`quick_check(${quoteIdent(table)})`, { simple: true });

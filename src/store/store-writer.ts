@@ -48,22 +48,49 @@ export type ThreadRequest = { id: number } & (
 export type ThreadReply = { id: number; error?: string; result?: unknown };
 
 /**
- * Starts the thread's module: compiled JavaScript when Orderly runs from dist/; when it runs from source
+ * Starts a thread's module: compiled JavaScript when Orderly runs from dist/; when it runs from source
  * (vitest, tsx) the module is TypeScript, and the worker loads tsx's loader itself first (on Node 20 a
  * worker's `--import` flag does not apply to its own entry module).
  */
-function startWorker(): Worker {
-  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./writer-thread.js', import.meta.url));
+function startWorker(module: 'writer-thread' | 'store-check', workerData?: unknown): Worker {
+  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL(`./${module}.js`, import.meta.url), { workerData });
   // tsx's ESM API (its `import` export: the `require` one cannot register ESM hooks), found from its package.json.
   const manifest = createRequire(import.meta.url).resolve('tsx/package.json');
   const api = (JSON.parse(readFileSync(manifest, 'utf8')) as { exports: Record<string, { import: { default: string } }> }).exports[
     './esm/api'
   ]!.import.default;
   const loader = pathToFileURL(join(dirname(manifest), api)).href;
-  const thread = new URL('./writer-thread.ts', import.meta.url).href;
+  const thread = new URL(`./${module}.ts`, import.meta.url).href;
   return new Worker(`import(${JSON.stringify(loader)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(thread)}); });`, {
     eval: true,
+    workerData,
   });
+}
+
+/** A handle on a running whole-file check: `result` rejects with what it found; `stop` ends it early. */
+export interface FileCheck {
+  result: Promise<void>;
+  stop(): void;
+}
+
+/** Runs the whole-file integrity check (store-check.ts) on a thread of its own. */
+export function checkStoreFile(file: string): FileCheck {
+  const worker = startWorker('store-check', { file });
+  // A check still running must not keep a process that is done from exiting.
+  worker.unref();
+  let stopped = false;
+  const result = new Promise<void>((resolve, reject) => {
+    worker.once('message', (found: string) => (found === 'ok' ? resolve() : reject(new Error(`integrity check failed: ${found}`))));
+    worker.once('error', (e) => reject(new Error(`integrity check failed: ${e.message}`)));
+    worker.once('exit', () => (stopped ? resolve() : reject(new Error('integrity check failed: its thread exited without a result'))));
+  });
+  return {
+    result,
+    stop: () => {
+      stopped = true;
+      worker.terminate().catch(() => undefined);
+    },
+  };
 }
 
 interface Waiter {
@@ -79,7 +106,7 @@ class WriterThread {
   private failure?: Error;
 
   constructor() {
-    this.worker = startWorker();
+    this.worker = startWorker('writer-thread');
     this.worker.on('message', ({ id, error, result }: ThreadReply) => {
       const waiter = this.waiting.get(id);
       this.waiting.delete(id);
@@ -172,18 +199,38 @@ export class StoreWriter {
   private scheduled = false;
   /** The thread's connection; if it could not open, every write fails with the reason. */
   private readonly opened: Promise<void>;
+  /** The whole-file check, while it runs. */
+  private readonly check: FileCheck;
+  /** Why this store takes no more writes: its connection could not open, or the check found damage. */
+  private failure?: Error;
   private last: Promise<void>;
 
   /**
-   * The thread opens its connection and checks the whole file (quick_check) before it writes anything: a
-   * damaged store is never written to. If the check fails (or the connection cannot open), `onFailure` is
-   * told and every write fails with that error.
+   * The thread opens its connection; meanwhile the whole file is checked (quick_check) on a thread of its
+   * own, and writes do not wait for it: its time grows with the file. If the connection cannot open or the
+   * check finds damage, `onFailure` is told once and every write from then on fails with that error. What
+   * committed before went where SQLite put it (the pages it changed, which it reads and checks as it
+   * writes); the damage found is left as it was.
    */
-  constructor(file: string, synchronous: 'FULL' | 'NORMAL', onFailure: (error: Error) => void) {
+  constructor(file: string, synchronous: 'FULL' | 'NORMAL', onFailure: (error: Error) => void, check = checkStoreFile) {
     this.thread = thread ??= new WriterThread();
+    const fail = (e: Error) => {
+      if (this.failure) return;
+      this.failure = e;
+      onFailure(e);
+    };
     this.opened = this.thread.request({ op: 'open', store: this.store, file, synchronous });
-    this.opened.catch(onFailure);
+    this.opened.catch(fail);
+    this.check = check(file);
+    this.check.result.catch(fail);
     this.last = this.opened.catch(() => undefined);
+  }
+
+  /** Rejects once the store takes no more writes. */
+  private usable(): Promise<void> {
+    return this.opened.then(() => {
+      if (this.failure) throw this.failure;
+    });
   }
 
   submit(write: StoreWrite): Promise<void> {
@@ -213,7 +260,7 @@ export class StoreWriter {
       setImmediate(() => this.send());
     }
     const { rows, payloads } = pack(batch.map((b) => b.write));
-    const committed = this.opened.then(() => this.thread.request({ op: 'write', store: this.store, rows, payloads }, [payloads]));
+    const committed = this.usable().then(() => this.thread.request({ op: 'write', store: this.store, rows, payloads }, [payloads]));
     committed.then(
       () => batch.forEach((b) => b.waiter.resolve()),
       (e: Error) => batch.forEach((b) => b.waiter.reject(e)),
@@ -229,7 +276,7 @@ export class StoreWriter {
 
   /** Deletes what the plan says, on the thread, in chunks; see SqliteStore.compact. */
   async compact(plan: CompactionPlan): Promise<{ deletedMessages: number }> {
-    await this.opened;
+    await this.usable();
     const deletedMessages = await this.thread.request<number>({
       op: 'compact',
       store: this.store,
@@ -245,6 +292,7 @@ export class StoreWriter {
   }
 
   async close(): Promise<void> {
+    this.check.stop();
     await this.drain();
     await this.thread.request({ op: 'close', store: this.store }).catch(() => undefined);
   }

@@ -27,13 +27,8 @@ const CHECKPOINT_EVERY_MS = 200;
 const stores = new Map<number, OpenStore>();
 
 function open({ store, file, synchronous }: { store: number; file: string; synchronous: string }): void {
+  // The whole file is checked meanwhile on a thread of its own (store-check.ts).
   const db = new Database(file);
-  // The whole file, before the first write (the main thread checked only the small tables, to open fast).
-  const check = db.pragma('quick_check(1)', { simple: true });
-  if (check !== 'ok') {
-    db.close();
-    throw new Error(`integrity check failed: ${String(check)}`);
-  }
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${synchronous}`);
   db.pragma('busy_timeout = 10000');

@@ -167,7 +167,7 @@ describe('a bad store file is an error naming the file, never a reset', () => {
     await expect(async () => PubSubCore.open({ store: SqliteStore.open(dir.path) })).rejects.toThrow(/orderly\.sqlite cannot be read/);
   });
 
-  it('a damaged page of messages: found by the check on the writer thread before anything is written, the file left as it is', async () => {
+  it('a damaged page of messages: found by the whole-file check after opening, every later write refused, the file left as it is', async () => {
     const file = join(dir.path, 'orderly.sqlite');
     const bytes = await damagedStore((bytes, pageSize) => {
       const db = new Database(file, { readonly: true });
@@ -178,7 +178,7 @@ describe('a bad store file is an error naming the file, never a reset', () => {
       db.close();
       bytes.fill(0xff, (page - 1) * pageSize + 200, (page - 1) * pageSize + 2200);
     });
-    // Opening checks the small tables at once and the whole file on the writer thread, before its first write.
+    // Opening checks the small tables at once and the whole file on a thread of its own (store-check.ts).
     let reportFatal!: (e: Error) => void;
     const fatal = new Promise<Error>((resolve) => (reportFatal = resolve));
     const damaged = await PubSubCore.open({ store: SqliteStore.open(dir.path), projectId: 'p', onStoreFatal: reportFatal }); // opens fast
