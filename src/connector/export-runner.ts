@@ -84,9 +84,10 @@ const DEFAULT_STALL_MS = 30_000;
  * Acks handed to the source per turn of the event loop. A write result can settle thousands of messages
  * (a committed file or batch), and acking them in the turn that applies it held the loop for most of that
  * turn: at a 300k-message text export drain, applying a result of 4,000+ messages took a median 8.7-9.9 ms
- * (p90 17-19) with every ack at once, 4.2-4.7 ms (p90 7-8) in slices of 1,000.
+ * (p90 17-19) with every ack at once, 4.2-4.7 ms (p90 7-8) in slices of 1,000. 500 keeps it near SLICE_MS
+ * (loop-slice.ts), like the other busy parts' slices.
  */
-const ACK_SLICE = 1_000;
+const ACK_SLICE = 500;
 
 /** The runner's default budget of unsettled deliveries (ConnectorContext.budget). */
 export const DEFAULT_BUDGET = { messages: 20_000, bytes: 64 * 1024 * 1024 };

@@ -1,4 +1,5 @@
 import type { BacklogRow, BacklogSource, Store } from '../store/store.js';
+import { SLICE_MS } from './loop-slice.js';
 
 /** What the reader needs of the subscription it fills. */
 export interface BacklogSink {
@@ -122,7 +123,7 @@ export class BacklogReader {
    * Reads from the store until the window is full, the backlog is exhausted, or `maxMs` passed (rows
    * skipped as acked cost time too, so a long read yields to the event loop). True if there is more to read.
    */
-  fill(maxMs = 4): boolean {
+  fill(maxMs = SLICE_MS): boolean {
     const until = performance.now() + maxMs;
     while (this.behind) {
       const room = this.sink.room();

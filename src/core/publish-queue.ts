@@ -1,3 +1,5 @@
+import { SLICE_MS } from './loop-slice.js';
+
 /**
  * Runs the synchronous part of publishes (validation, sequence allocation, handing the batch to the store's
  * writer) on macrotasks, in call order, about `sliceMs` at a time. A caller that issues several
@@ -9,7 +11,7 @@ export class PublishQueue {
   private head = 0;
   private scheduled = false;
 
-  constructor(private readonly sliceMs = 5) {}
+  constructor(private readonly sliceMs = SLICE_MS) {}
 
   /** Queues `work`; it runs after every publish queued before it, and its result is the returned promise's. */
   run<T>(work: () => Promise<T>): Promise<T> {

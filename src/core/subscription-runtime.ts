@@ -18,10 +18,10 @@ const NO_DATA = Buffer.alloc(0);
  * Messages handed out per dispatch turn, to every consumer together; the rest of what is ready goes out
  * in the next turn. An export runner with room for its whole budget took 20,000 in one turn (82–118 ms of
  * leases and messages, and the garbage collection after), and a callback subscriber runs its handlers and
- * sends their acks in the turn that delivers to it (1,000 at once: 45–50 ms on the 2-core machine). 250
- * keeps a turn near 5 ms, like the other slices of a loop turn (LoopSlicer), which add up within it.
+ * sends their acks in the turn that delivers to it (1,000 at once: 45–50 ms on the 2-core machine). 125
+ * keeps a turn's dispatch near SLICE_MS (loop-slice.ts), like the other busy parts' slices.
  */
-const DISPATCH_SLICE = 250;
+const DISPATCH_SLICE = 125;
 
 export interface RuntimeHooks {
   clock: Clock;
