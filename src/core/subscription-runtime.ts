@@ -19,7 +19,8 @@ const NO_DATA = Buffer.alloc(0);
  * in the next turn. An export runner with room for its whole budget took 20,000 in one turn (82–118 ms of
  * leases and messages, and the garbage collection after), and a callback subscriber runs its handlers and
  * sends their acks in the turn that delivers to it (1,000 at once: 45–50 ms on the 2-core machine). 125
- * keeps a turn's dispatch near SLICE_MS (loop-slice.ts), like the other busy parts' slices.
+ * keeps a turn's dispatch near SLICE_MS (loop-slice.ts), like the other busy parts' slices. It is checked
+ * between keys: one key's messages go out together, up to the consumer's room and maxPerKey.
  */
 const DISPATCH_SLICE = 125;
 

@@ -6,6 +6,7 @@ import { durableRename, syncFile, writeFileAtomic } from './durable-file.js';
 import { quoteIdent } from '../duckdb/sql.js';
 import { StoreWriter } from './store-writer.js';
 import {
+  StoreCheckError,
   StoreCorruptError,
   StoreIdentityError,
   type BacklogRow,
@@ -133,7 +134,11 @@ export class SqliteStore implements Store {
       // This connection reads: backlog windows in seq order (each page once), and point lookups. better-sqlite3's
       // default page cache (16,000 KiB) filled up within a drain and stayed resident for no gain.
       this.db.pragma(`cache_size = -${READER_CACHE_KIB}`);
-      this.writer = new StoreWriter(file, synchronous, (e) => this.fail(new StoreCorruptError(this.location, e)));
+      this.writer = new StoreWriter(file, synchronous, (e, kind) =>
+        this.fail(
+          kind === 'unchecked' ? new StoreCheckError(this.location, e) : new StoreCorruptError(this.location, e, kind === 'damaged'),
+        ),
+      );
     } catch (e) {
       this.db.close();
       throw e;
@@ -235,6 +240,11 @@ export class SqliteStore implements Store {
     for (const listener of this.fatalListeners) listener(error);
   }
 
+  /** The rare writes on this connection (topics, subscriptions, seeks, snapshots…) stop with the writer's. */
+  private writable(): void {
+    if (this.fatal) throw this.fatal;
+  }
+
   private checkIdentity(): void {
     const appId = this.db.pragma('application_id', { simple: true }) as number;
     const tables = this.db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table'").pluck().get() as number;
@@ -322,6 +332,7 @@ export class SqliteStore implements Store {
   }
 
   async createTopic(name: string, labels: Record<string, string>, settings: unknown): Promise<TopicRecord> {
+    this.writable();
     const info = this.db
       .prepare('INSERT INTO topics(name, labels, settings) VALUES (?, ?, ?)')
       .run(name, JSON.stringify(labels), JSON.stringify(settings));
@@ -329,12 +340,14 @@ export class SqliteStore implements Store {
   }
 
   async updateTopic(topic: TopicRecord): Promise<void> {
+    this.writable();
     this.db
       .prepare('UPDATE topics SET labels = ?, settings = ? WHERE uid = ?')
       .run(JSON.stringify(topic.labels), JSON.stringify(topic.settings), topic.uid);
   }
 
   async deleteTopic(uid: number): Promise<void> {
+    this.writable();
     this.db.prepare('DELETE FROM topics WHERE uid = ?').run(uid);
   }
 
@@ -344,12 +357,14 @@ export class SqliteStore implements Store {
   }
 
   async putSchema(schema: SchemaRow): Promise<void> {
+    this.writable();
     this.db
       .prepare('INSERT INTO schemas(name, record) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET record = excluded.record')
       .run(schema.name, JSON.stringify(schema.record));
   }
 
   async deleteSchema(name: string): Promise<void> {
+    this.writable();
     this.db.prepare('DELETE FROM schemas WHERE name = ?').run(name);
   }
 
@@ -362,6 +377,7 @@ export class SqliteStore implements Store {
   }
 
   async putIamPolicy(resource: string, policy: unknown): Promise<void> {
+    this.writable();
     if (policy === undefined) this.db.prepare('DELETE FROM iam_policies WHERE resource = ?').run(resource);
     else {
       this.db
@@ -394,6 +410,7 @@ export class SqliteStore implements Store {
   }
 
   async createSubscription(sub: SubscriptionRecord): Promise<void> {
+    this.writable();
     this.db
       .prepare(
         'INSERT INTO subscriptions(name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq, detached) VALUES (?, ?, ?, ?, ?, ?, ?)',
@@ -410,10 +427,12 @@ export class SqliteStore implements Store {
   }
 
   async updateSubscriptionSpec(name: string, spec: unknown): Promise<void> {
+    this.writable();
     this.db.prepare('UPDATE subscriptions SET spec = ? WHERE name = ?').run(JSON.stringify(spec), name);
   }
 
   async deleteSubscription(name: string): Promise<void> {
+    this.writable();
     await this.writer.drain(); // its queued acks must not land after the delete
     this.db.transaction(() => {
       this.db.prepare('DELETE FROM subscriptions WHERE name = ?').run(name);
@@ -423,6 +442,7 @@ export class SqliteStore implements Store {
   }
 
   async detachSubscription(name: string, lowSeq: number): Promise<void> {
+    this.writable();
     await this.writer.drain(); // its queued acks must not land after the backlog is dropped
     this.db.transaction(() => {
       this.db.prepare('UPDATE subscriptions SET detached = 1, low_seq = max(low_seq, ?) WHERE name = ?').run(lowSeq, name);
@@ -444,6 +464,7 @@ export class SqliteStore implements Store {
    * lowSeq is just below it), and copies the subscription's acks above lowSeq.
    */
   async createSnapshot(request: SnapshotRequest): Promise<SnapshotRecord> {
+    this.writable();
     await this.writer.drain();
     return this.db.transaction(() => {
       const sub = this.db.prepare('SELECT low_seq FROM subscriptions WHERE name = ?').pluck().get(request.subscription) as
@@ -482,12 +503,14 @@ export class SqliteStore implements Store {
   }
 
   async updateSnapshot(snapshot: SnapshotRecord): Promise<void> {
+    this.writable();
     this.db
       .prepare('UPDATE snapshots SET labels = ?, expire_time = ? WHERE uid = ?')
       .run(JSON.stringify(snapshot.labels), snapshot.expireTime, snapshot.uid);
   }
 
   async deleteSnapshot(uid: number): Promise<void> {
+    this.writable();
     this.db.transaction(() => {
       this.db.prepare('DELETE FROM snapshots WHERE uid = ?').run(uid);
       this.db.prepare('DELETE FROM snapshot_acks WHERE snapshot = ?').run(uid);
@@ -495,6 +518,7 @@ export class SqliteStore implements Store {
   }
 
   async seekToSnapshot(sub: SubscriptionRecord, snapshotUid: number): Promise<number | undefined> {
+    this.writable();
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
     await this.writer.drain();
     return this.db.transaction(() => {
@@ -608,6 +632,7 @@ export class SqliteStore implements Store {
   }
 
   async seek(sub: SubscriptionRecord, time: number, retainedSince: number): Promise<number> {
+    this.writable();
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
     await this.writer.drain();
     return this.db.transaction(() => {

@@ -167,7 +167,8 @@ export interface Store {
   flush(): Promise<void>;
   /**
    * Called once if the store turns out to be unusable after it opened (damage found by the integrity check
-   * that runs in the background, so that opening stays fast at any size); every write fails from then on.
+   * that runs in the background, so that opening stays fast at any size, or that check could not run);
+   * every write fails from then on.
    */
   onFatal(listener: (error: Error) => void): void;
 
@@ -218,15 +219,42 @@ export interface CompactionPlan {
 }
 
 export class StoreCorruptError extends Error {
+  /**
+   * `foundRunning`: found by the whole-file check that runs beside the writes after opening, so what was
+   * written since the start went into the file (the damage itself was left as it was).
+   */
+  constructor(
+    readonly file: string,
+    cause: unknown,
+    foundRunning = false,
+  ) {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    super(
+      foundRunning
+        ? `the Orderly store at ${file} is damaged (${reason}), found by the check that runs after start; it takes no more ` +
+            'writes. What was published and acked since the start is in it. Restore it from a backup together with what its ' +
+            "sinks hold (docs/connectors.md, 'The store is never reset'), or point Orderly at another data directory."
+        : `the Orderly store at ${file} cannot be read (${reason}). ` +
+            'It was not modified. Restore it from a backup, or point Orderly at another data directory.',
+    );
+    this.name = 'StoreCorruptError';
+  }
+}
+
+/**
+ * The whole-file check of a store could not run (its thread failed to start or stopped without a
+ * result). Nothing was found damaged; the store takes no more writes, as it cannot be vouched for.
+ */
+export class StoreCheckError extends Error {
   constructor(
     readonly file: string,
     cause: unknown,
   ) {
     super(
-      `the Orderly store at ${file} cannot be read (${cause instanceof Error ? cause.message : String(cause)}). ` +
-        'It was not modified. Restore it from a backup, or point Orderly at another data directory.',
+      `the Orderly store at ${file} could not be checked (${cause instanceof Error ? cause.message : String(cause)}); it takes ` +
+        'no more writes until Orderly starts again. Nothing was found damaged: this is no reason to restore it from a backup.',
     );
-    this.name = 'StoreCorruptError';
+    this.name = 'StoreCheckError';
   }
 }
 

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { StoreWriter, type FileCheck } from '../../src/store/store-writer.js';
+import { checkStoreFile, DamageFound, StoreWriter, type FileCheck, type WriterFailure } from '../../src/store/store-writer.js';
 import type { StoredMessage } from '../../src/store/store.js';
 import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 
@@ -26,54 +26,82 @@ function heldCheck(): FileCheck & { report: (found?: Error) => void; stopped: bo
   return check;
 }
 
+/** A store file with the schema, and a writer on it whose check the test holds. */
+async function writerWithHeldCheck() {
+  await SqliteStore.open(dir.path).close();
+  const file = join(dir.path, 'orderly.sqlite');
+  const check = heldCheck();
+  const failures: [string, WriterFailure][] = [];
+  const writer = new StoreWriter(
+    file,
+    'FULL',
+    (e, kind) => failures.push([e.message, kind]),
+    () => check,
+  );
+  const committed = () => {
+    const db = new Database(file, { readonly: true });
+    try {
+      return db.prepare('SELECT count(*) FROM messages').pluck().get();
+    } finally {
+      db.close();
+    }
+  };
+  return { file, check, failures, writer, committed };
+}
+
 describe("the store's whole-file check runs beside its writes", () => {
   it('writes commit while the check runs; once it finds damage, the store is told once and every later write fails', async () => {
-    await SqliteStore.open(dir.path).close(); // the schema
-    const file = join(dir.path, 'orderly.sqlite');
-    const check = heldCheck();
-    const failures: Error[] = [];
-    const writer = new StoreWriter(
-      file,
-      'FULL',
-      (e) => failures.push(e),
-      () => check,
-    );
-    const committed = () => {
-      const db = new Database(file, { readonly: true });
-      try {
-        return db.prepare('SELECT count(*) FROM messages').pluck().get();
-      } finally {
-        db.close();
-      }
-    };
-
-    // Before this change the first write waited for the check, which takes ~0.7 s per million messages.
+    const { check, failures, writer, committed } = await writerWithHeldCheck();
+    // Before, the first write waited for the check, which takes ~0.7 s per million messages.
     await writer.submit({ kind: 'append', messages: [message(1), message(2)] });
     expect(committed()).toBe(2);
 
-    check.report(new Error('integrity check failed: *** in database main *** Page 7: btreeInitPage() returns error code 11'));
+    check.report(new DamageFound('integrity check failed: *** in database main *** Page 7: btreeInitPage() returns error code 11'));
     await expect(writer.submit({ kind: 'append', messages: [message(3)] })).rejects.toThrow(/Page 7/);
     await expect(writer.submit({ kind: 'ack', subscription: 's', seqs: [1] })).rejects.toThrow(/Page 7/);
     expect(committed()).toBe(2);
-    expect(failures.map((e) => e.message)).toEqual([expect.stringMatching(/integrity check failed/)]);
+    expect(failures).toEqual([[expect.stringMatching(/integrity check failed/), 'damaged']]);
     await writer.close();
     expect(check.stopped).toBe(true);
   });
 
-  it('closing the store ends a check still running, and that is no failure', async () => {
-    await SqliteStore.open(dir.path).close();
-    const file = join(dir.path, 'orderly.sqlite');
-    const check = heldCheck();
-    const failures: Error[] = [];
-    const writer = new StoreWriter(
-      file,
-      'FULL',
-      (e) => failures.push(e),
-      () => check,
-    );
+  it('a check that could not run stops the writes too, told apart from damage', async () => {
+    const { check, failures, writer } = await writerWithHeldCheck();
+    check.report(new Error('its thread exited (code 1) without a result'));
+    await expect(writer.submit({ kind: 'append', messages: [message(1)] })).rejects.toThrow(/without a result/);
+    expect(failures).toEqual([['its thread exited (code 1) without a result', 'unchecked']]);
+    await writer.close();
+  });
+
+  it('compaction waits for the check (its vacuum moves pages); closing the store ends a check still running', async () => {
+    const { check, failures, writer } = await writerWithHeldCheck();
     await writer.submit({ kind: 'append', messages: [message(1)] });
+    let compacted = false;
+    const compaction = writer
+      .compact({
+        watermarks: new Map(),
+        deleteUpTo: new Map(),
+        deletePublishedBefore: new Map(),
+        keepFromSeq: new Map(),
+        keepPublishedSince: new Map(),
+      })
+      .then(() => (compacted = true));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(compacted).toBe(false);
+    check.report();
+    await compaction;
     await writer.close();
     expect(check.stopped).toBe(true);
     expect(failures).toEqual([]);
+  });
+
+  it('the real check: finds nothing in a sound store; once stopped, it reports nothing', async () => {
+    await SqliteStore.open(dir.path).close();
+    const file = join(dir.path, 'orderly.sqlite');
+    await expect(checkStoreFile(file).result).resolves.toBeUndefined();
+    const stopped = checkStoreFile(join(dir.path, 'no-such-file.sqlite'));
+    stopped.stop();
+    await expect(stopped.result).resolves.toBeUndefined();
+    await expect(checkStoreFile(join(dir.path, 'no-such-file.sqlite')).result).rejects.toThrow(/its thread failed/);
   });
 });

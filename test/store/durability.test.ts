@@ -182,8 +182,10 @@ describe('a bad store file is an error naming the file, never a reset', () => {
     let reportFatal!: (e: Error) => void;
     const fatal = new Promise<Error>((resolve) => (reportFatal = resolve));
     const damaged = await PubSubCore.open({ store: SqliteStore.open(dir.path), projectId: 'p', onStoreFatal: reportFatal }); // opens fast
-    expect((await fatal).message).toMatch(/orderly\.sqlite cannot be read \(integrity check failed/);
+    expect((await fatal).message).toMatch(/orderly\.sqlite is damaged \(integrity check failed/);
     await expect(damaged.publish('orders', [{ data: 'more' }])).rejects.toThrow(/integrity check failed/);
+    // The rare writes on the store's own connection stop too.
+    await expect(damaged.createTopic('other')).rejects.toThrow(/integrity check failed/);
     await damaged.close();
     expect(readFileSync(file).equals(bytes)).toBe(true);
   });
