@@ -134,11 +134,13 @@ export class SqliteStore implements Store {
       // This connection reads: backlog windows in seq order (each page once), and point lookups. better-sqlite3's
       // default page cache (16,000 KiB) filled up within a drain and stayed resident for no gain.
       this.db.pragma(`cache_size = -${READER_CACHE_KIB}`);
-      this.writer = new StoreWriter(file, synchronous, (e, kind) =>
-        this.fail(
-          kind === 'unchecked' ? new StoreCheckError(this.location, e) : new StoreCorruptError(this.location, e, kind === 'damaged'),
-        ),
-      );
+      // Later writes fail with the error that names the file, as reported.
+      this.writer = new StoreWriter(file, synchronous, (e, kind) => {
+        const error =
+          kind === 'unchecked' ? new StoreCheckError(this.location, e) : new StoreCorruptError(this.location, e, kind === 'damaged');
+        this.fail(error);
+        return error;
+      });
     } catch (e) {
       this.db.close();
       throw e;
@@ -434,6 +436,7 @@ export class SqliteStore implements Store {
   async deleteSubscription(name: string): Promise<void> {
     this.writable();
     await this.writer.drain(); // its queued acks must not land after the delete
+    this.writable(); // the check may have found damage meanwhile
     this.db.transaction(() => {
       this.db.prepare('DELETE FROM subscriptions WHERE name = ?').run(name);
       this.db.prepare('DELETE FROM acks WHERE sub = ?').run(name);
@@ -444,6 +447,7 @@ export class SqliteStore implements Store {
   async detachSubscription(name: string, lowSeq: number): Promise<void> {
     this.writable();
     await this.writer.drain(); // its queued acks must not land after the backlog is dropped
+    this.writable(); // the check may have found damage meanwhile
     this.db.transaction(() => {
       this.db.prepare('UPDATE subscriptions SET detached = 1, low_seq = max(low_seq, ?) WHERE name = ?').run(lowSeq, name);
       this.db.prepare('DELETE FROM acks WHERE sub = ?').run(name);
@@ -466,6 +470,7 @@ export class SqliteStore implements Store {
   async createSnapshot(request: SnapshotRequest): Promise<SnapshotRecord> {
     this.writable();
     await this.writer.drain();
+    this.writable(); // the check may have found damage meanwhile
     return this.db.transaction(() => {
       const sub = this.db.prepare('SELECT low_seq FROM subscriptions WHERE name = ?').pluck().get(request.subscription) as
         number | undefined;
@@ -521,6 +526,7 @@ export class SqliteStore implements Store {
     this.writable();
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
     await this.writer.drain();
+    this.writable(); // the check may have found damage meanwhile
     return this.db.transaction(() => {
       const low = this.db.prepare('SELECT low_seq FROM snapshots WHERE uid = ?').pluck().get(snapshotUid) as number | undefined;
       if (low === undefined) return undefined;
@@ -635,6 +641,7 @@ export class SqliteStore implements Store {
     this.writable();
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
     await this.writer.drain();
+    this.writable(); // the check may have found damage meanwhile
     return this.db.transaction(() => {
       const topic = sub.topicUid;
       const since = Math.min(retainedSince, Number.MAX_SAFE_INTEGER);

@@ -8,10 +8,20 @@
 import Database from 'better-sqlite3';
 import { parentPort, workerData } from 'node:worker_threads';
 
+/** SQLite's own word that the file is damaged or unreadable, as opposed to the check not getting to run. */
+const DAMAGE = /^SQLITE_(CORRUPT|NOTADB|IOERR)/;
+
 const { file } = workerData as { file: string };
-const db = new Database(file, { readonly: true, fileMustExist: true });
+let found: string;
 try {
-  parentPort!.postMessage(String(db.pragma('quick_check(1)', { simple: true })));
-} finally {
-  db.close();
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    found = String(db.pragma('quick_check(1)', { simple: true }));
+  } finally {
+    db.close();
+  }
+} catch (e) {
+  if (!(e instanceof Database.SqliteError && DAMAGE.test(e.code))) throw e;
+  found = `${e.code}: ${e.message}`;
 }
+parentPort!.postMessage(found);

@@ -107,6 +107,15 @@ export function checkStoreFile(file: string): FileCheck {
 /** Why a store takes no more writes: its connection could not open, the check found damage, or could not run. */
 export type WriterFailure = 'unopenable' | 'damaged' | 'unchecked';
 
+/** A check that could not even start is one that could not run (not damage, and not a failed open). */
+function startCheck(check: (file: string) => FileCheck, file: string): FileCheck {
+  try {
+    return check(file);
+  } catch (e) {
+    return { result: Promise.reject(e instanceof Error ? e : new Error(String(e))), stop: () => undefined };
+  }
+}
+
 interface Waiter {
   resolve: (result?: unknown) => void;
   reject: (e: Error) => void;
@@ -223,22 +232,21 @@ export class StoreWriter {
    * The thread opens its connection; meanwhile the whole file is checked (quick_check) on a thread of its
    * own, and writes do not wait for it: its time grows with the file. If the connection cannot open, or the
    * check finds damage or cannot run, `onFailure` is told once (with which) and every write from then on
-   * fails with that error. What committed before is in the file; compaction waits for the check.
+   * fails with the error it returns. What committed before is in the file; compaction waits for the check
+   * (so a compaction under way when the process stops waits for it too).
    */
   constructor(
     file: string,
     synchronous: 'FULL' | 'NORMAL',
-    onFailure: (error: Error, kind: WriterFailure) => void,
+    onFailure: (error: Error, kind: WriterFailure) => Error,
     check = checkStoreFile,
   ) {
     this.thread = thread ??= new WriterThread();
     const fail = (e: Error, kind: WriterFailure) => {
       if (this.failure) return;
-      this.failure = e;
-      onFailure(e, kind);
+      this.failure = onFailure(e, kind);
     };
-    // Started before the thread opens a connection: if the check cannot start, nothing is left open.
-    this.check = check(file);
+    this.check = startCheck(check, file);
     this.check.result.catch((e: Error) => fail(e, e instanceof DamageFound ? 'damaged' : 'unchecked'));
     this.opened = this.thread.request({ op: 'open', store: this.store, file, synchronous });
     this.opened.catch((e: Error) => fail(e, 'unopenable'));
@@ -298,7 +306,8 @@ export class StoreWriter {
    * passed: the incremental vacuum after it moves pages about the file.
    */
   async compact(plan: CompactionPlan): Promise<{ deletedMessages: number }> {
-    await this.check.result;
+    // A check that failed has made the store unusable: `usable` throws what onFailure made of it.
+    await this.check.result.catch(() => undefined);
     await this.usable();
     const deletedMessages = await this.thread.request<number>({
       op: 'compact',

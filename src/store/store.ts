@@ -252,7 +252,8 @@ export class StoreCheckError extends Error {
   ) {
     super(
       `the Orderly store at ${file} could not be checked (${cause instanceof Error ? cause.message : String(cause)}); it takes ` +
-        'no more writes until Orderly starts again. Nothing was found damaged: this is no reason to restore it from a backup.',
+        'no more writes until Orderly starts again. Nothing was found damaged: find out why the check could not run before ' +
+        'restoring anything from a backup.',
     );
     this.name = 'StoreCheckError';
   }

@@ -35,7 +35,10 @@ async function writerWithHeldCheck() {
   const writer = new StoreWriter(
     file,
     'FULL',
-    (e, kind) => failures.push([e.message, kind]),
+    (e, kind) => {
+      failures.push([e.message, kind]);
+      return new Error(`reported: ${e.message}`);
+    },
     () => check,
   );
   const committed = () => {
@@ -57,7 +60,7 @@ describe("the store's whole-file check runs beside its writes", () => {
     expect(committed()).toBe(2);
 
     check.report(new DamageFound('integrity check failed: *** in database main *** Page 7: btreeInitPage() returns error code 11'));
-    await expect(writer.submit({ kind: 'append', messages: [message(3)] })).rejects.toThrow(/Page 7/);
+    await expect(writer.submit({ kind: 'append', messages: [message(3)] })).rejects.toThrow(/^reported: .*Page 7/);
     await expect(writer.submit({ kind: 'ack', subscription: 's', seqs: [1] })).rejects.toThrow(/Page 7/);
     expect(committed()).toBe(2);
     expect(failures).toEqual([[expect.stringMatching(/integrity check failed/), 'damaged']]);
@@ -73,7 +76,7 @@ describe("the store's whole-file check runs beside its writes", () => {
     await writer.close();
   });
 
-  it('compaction waits for the check (its vacuum moves pages); closing the store ends a check still running', async () => {
+  it('compaction waits for the check (its vacuum moves pages)', async () => {
     const { check, failures, writer } = await writerWithHeldCheck();
     await writer.submit({ kind: 'append', messages: [message(1)] });
     let compacted = false;
@@ -93,6 +96,33 @@ describe("the store's whole-file check runs beside its writes", () => {
     await writer.close();
     expect(check.stopped).toBe(true);
     expect(failures).toEqual([]);
+  });
+
+  it('closing the store ends a check still running, and that is no failure', async () => {
+    const { check, failures, writer } = await writerWithHeldCheck();
+    await writer.submit({ kind: 'append', messages: [message(1)] });
+    await writer.close();
+    expect(check.stopped).toBe(true);
+    expect(failures).toEqual([]);
+  });
+
+  it('a check that cannot even start is one that could not run', async () => {
+    await SqliteStore.open(dir.path).close();
+    const failures: [string, WriterFailure][] = [];
+    const writer = new StoreWriter(
+      join(dir.path, 'orderly.sqlite'),
+      'FULL',
+      (e, kind) => {
+        failures.push([e.message, kind]);
+        return e;
+      },
+      () => {
+        throw new Error('no threads left');
+      },
+    );
+    await expect(writer.submit({ kind: 'append', messages: [message(1)] })).rejects.toThrow('no threads left');
+    expect(failures).toEqual([['no threads left', 'unchecked']]);
+    await writer.close();
   });
 
   it('the real check: finds nothing in a sound store; once stopped, it reports nothing', async () => {
