@@ -196,9 +196,14 @@ export class BacklogReader {
     this.sink.admit(row);
   }
 
-  /** Messages not in memory: unread ones and overflowing keys' (for the backlog metric). */
+  /**
+   * Messages not in memory: unread ones and overflowing keys' (for the backlog metric). While the backlog
+   * of a start is still being counted, the seqs not counted yet are in it as they are: an upper bound for a
+   * moment (they may be acked, or another topic's), so that a backlog still in the store never reads 0. A
+   * process that waited for an empty backlog stopped early on that, its first counted range all acked.
+   */
   get waiting(): number {
-    let n = this.unread;
+    let n = this.unread + (this.behind ? Math.max(0, this.restartSeq - Math.max(this.countedUpTo, this.cursor)) : 0);
     for (const o of this.overflow.values()) n += o.waiting;
     return n;
   }
