@@ -163,7 +163,10 @@ export async function main(argv: string[]): Promise<number> {
         );
       } else {
         const { statusOf } = await import('../job/metrics.js');
-        status = await withJob(job, async (runtime) => statusOf(runtime.core));
+        status = await withJob(job, async (runtime) => {
+          await runtime.core.backlogCounted();
+          return statusOf(runtime.core);
+        });
       }
       out(status, o.json, () => {
         const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;

@@ -196,6 +196,11 @@ export class BacklogReader {
     this.sink.admit(row);
   }
 
+  /** The backlog of the start (or seek) is counted: `waiting` is exact from now on. */
+  get countDone(): boolean {
+    return this.countedUpTo >= this.restartSeq;
+  }
+
   /**
    * Messages not in memory: unread ones and overflowing keys' (for the backlog metric). While the backlog
    * of a start is still being counted, the seqs not counted yet are in it as they are: an upper bound for a

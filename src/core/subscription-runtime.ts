@@ -529,6 +529,11 @@ export class SubscriptionRuntime implements BacklogSink {
     return low;
   }
 
+  /** See BacklogReader.countDone. */
+  get backlogCounted(): boolean {
+    return this.reader.countDone;
+  }
+
   metrics(topN = 10): SubscriptionMetrics {
     let backlogMessages = 0;
     let backlogBytes = 0;
