@@ -247,6 +247,13 @@ export class SqliteStore implements Store {
     if (this.fatal) throw this.fatal;
   }
 
+  /** Before a write on this connection that the writer's queued writes must not land after. */
+  private async writesLanded(): Promise<void> {
+    this.writable();
+    await this.writer.drain();
+    this.writable(); // the check may have found damage meanwhile
+  }
+
   private checkIdentity(): void {
     const appId = this.db.pragma('application_id', { simple: true }) as number;
     const tables = this.db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table'").pluck().get() as number;
@@ -434,9 +441,7 @@ export class SqliteStore implements Store {
   }
 
   async deleteSubscription(name: string): Promise<void> {
-    this.writable();
-    await this.writer.drain(); // its queued acks must not land after the delete
-    this.writable(); // the check may have found damage meanwhile
+    await this.writesLanded(); // its queued acks must not land after the delete
     this.db.transaction(() => {
       this.db.prepare('DELETE FROM subscriptions WHERE name = ?').run(name);
       this.db.prepare('DELETE FROM acks WHERE sub = ?').run(name);
@@ -445,9 +450,7 @@ export class SqliteStore implements Store {
   }
 
   async detachSubscription(name: string, lowSeq: number): Promise<void> {
-    this.writable();
-    await this.writer.drain(); // its queued acks must not land after the backlog is dropped
-    this.writable(); // the check may have found damage meanwhile
+    await this.writesLanded(); // its queued acks must not land after the backlog is dropped
     this.db.transaction(() => {
       this.db.prepare('UPDATE subscriptions SET detached = 1, low_seq = max(low_seq, ?) WHERE name = ?').run(lowSeq, name);
       this.db.prepare('DELETE FROM acks WHERE sub = ?').run(name);
@@ -468,9 +471,7 @@ export class SqliteStore implements Store {
    * lowSeq is just below it), and copies the subscription's acks above lowSeq.
    */
   async createSnapshot(request: SnapshotRequest): Promise<SnapshotRecord> {
-    this.writable();
-    await this.writer.drain();
-    this.writable(); // the check may have found damage meanwhile
+    await this.writesLanded();
     return this.db.transaction(() => {
       const sub = this.db.prepare('SELECT low_seq FROM subscriptions WHERE name = ?').pluck().get(request.subscription) as
         number | undefined;
@@ -523,10 +524,8 @@ export class SqliteStore implements Store {
   }
 
   async seekToSnapshot(sub: SubscriptionRecord, snapshotUid: number): Promise<number | undefined> {
-    this.writable();
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
-    await this.writer.drain();
-    this.writable(); // the check may have found damage meanwhile
+    await this.writesLanded();
     return this.db.transaction(() => {
       const low = this.db.prepare('SELECT low_seq FROM snapshots WHERE uid = ?').pluck().get(snapshotUid) as number | undefined;
       if (low === undefined) return undefined;
@@ -638,10 +637,8 @@ export class SqliteStore implements Store {
   }
 
   async seek(sub: SubscriptionRecord, time: number, retainedSince: number): Promise<number> {
-    this.writable();
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
-    await this.writer.drain();
-    this.writable(); // the check may have found damage meanwhile
+    await this.writesLanded();
     return this.db.transaction(() => {
       const topic = sub.topicUid;
       const since = Math.min(retainedSince, Number.MAX_SAFE_INTEGER);
