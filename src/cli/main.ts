@@ -164,7 +164,7 @@ export async function main(argv: string[]): Promise<number> {
       } else {
         const { statusOf } = await import('../job/metrics.js');
         status = await withJob(job, async (runtime) => {
-          await runtime.core.backlogCounted();
+          runtime.core.countBacklogs();
           return statusOf(runtime.core);
         });
       }

@@ -196,9 +196,9 @@ export class BacklogReader {
     this.sink.admit(row);
   }
 
-  /** The backlog of the start (or seek) is counted: `waiting` is exact from now on. */
-  get countDone(): boolean {
-    return this.countedUpTo >= this.restartSeq;
+  /** Counts the rest of the start's (or seek's) backlog now, so `waiting` is exact (~0.1 s per million messages). */
+  countRest(): void {
+    while (this.countSome());
   }
 
   /**

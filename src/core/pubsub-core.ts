@@ -698,14 +698,12 @@ export class PubSubCore {
   }
 
   /**
-   * Resolves once every subscription's backlog of this start is counted (in the background, a range a
-   * turn; until then `backlogMessages` is an upper bound), or after `maxMs`: for a one-shot report such as
-   * offline status. ~0.1 s for a million messages.
+   * Counts what is left of every subscription's backlog of this start at once (it is counted in the
+   * background, a range a turn, and until then `backlogMessages` is an upper bound): for a one-shot report
+   * such as offline status, which may block for it (~0.1 s per million messages).
    */
-  async backlogCounted(maxMs = 10_000): Promise<void> {
-    const until = Date.now() + maxMs;
-    while (Date.now() < until && [...this.subs.values()].some((s) => !s.backlogCounted))
-      await new Promise((resolve) => setImmediate(resolve));
+  countBacklogs(): void {
+    for (const s of this.subs.values()) s.countBacklog();
   }
 
   /** Payload bytes held in memory by every subscription together, and the limit (CoreOptions.memory). */

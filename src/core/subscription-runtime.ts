@@ -529,9 +529,9 @@ export class SubscriptionRuntime implements BacklogSink {
     return low;
   }
 
-  /** See BacklogReader.countDone. */
-  get backlogCounted(): boolean {
-    return this.reader.countDone;
+  /** See BacklogReader.countRest. */
+  countBacklog(): void {
+    this.reader.countRest();
   }
 
   metrics(topN = 10): SubscriptionMetrics {
