@@ -39,14 +39,17 @@ const PAYLOAD_HASH_HEADER = 'x-amz-content-sha256';
 /** The header an upload's own SHA-256 travels in (base64), when the caller computed it (`bodySha256`). */
 const SHA256_CHECKSUM_HEADER = 'x-amz-checksum-sha256';
 
+/** Requests whose ChecksumSHA256 is their body's own hash (a CompleteMultipartUpload's is the object's). */
+const BODY_HASHED = ['PutObjectCommand', 'UploadPartCommand'];
+
 /**
  * The payload hash an upload is signed with, so that SigV4's signer does not hash the body itself,
  * synchronously on the exporter's thread over every file (with the SDK's CRC32, which a checksum already
  * given also spares: ~5% of a text export's main thread, and a block of several ms per file on the loop):
- * - a PutObject that carries its body's SHA-256 (ChecksumSHA256, from `bodySha256`) is signed with that
- *   hash (PutObject only: there the checksum is the body's; a CompleteMultipartUpload's would be the
- *   object's);
- * - over HTTPS, an upload that carries another checksum (the SDK's CRC32, as a multipart part does, which S3 and
+ * - a PutObject or UploadPart that carries its body's SHA-256 (ChecksumSHA256, from `bodySha256`) is
+ *   signed with that hash (those only: there the checksum is the body's; a CompleteMultipartUpload's is
+ *   the object's);
+ * - over HTTPS, an upload that carries another checksum (the SDK's CRC32, which S3 and
  *   MinIO check against the bytes they received, refusing a mismatch) is signed with UNSIGNED-PAYLOAD: TLS
  *   protects the body in transit, and the checksum (signed, as a header) catches corruption end to end, as
  *   with the SDK's own streaming uploads. Over plain HTTP the signer's SHA-256 stays: a CRC32 is easily
@@ -57,7 +60,7 @@ function signWithKnownPayloadHash(client: S3Client, https: boolean): void {
     const { headers } = args.request as { headers?: Record<string, string> };
     if (headers && !(PAYLOAD_HASH_HEADER in headers)) {
       const sha256 = headers[SHA256_CHECKSUM_HEADER];
-      if (sha256 !== undefined && context.commandName === 'PutObjectCommand')
+      if (sha256 !== undefined && BODY_HASHED.includes(context.commandName ?? ''))
         headers[PAYLOAD_HASH_HEADER] = Buffer.from(sha256, 'base64').toString('hex');
       else if (https && Object.keys(headers).some((h) => h.startsWith('x-amz-checksum-')))
         headers[PAYLOAD_HASH_HEADER] = 'UNSIGNED-PAYLOAD';

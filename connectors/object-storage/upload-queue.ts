@@ -1,15 +1,12 @@
-import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
-import { createReadStream } from 'node:fs';
-import { open, stat } from 'node:fs/promises';
+import type { S3Client } from '@aws-sdk/client-s3';
+import { stat } from 'node:fs/promises';
 import { SinkStateError, emptyResult, type WriteResult } from '../../src/connector/connector.js';
 import type { ManifestObject } from './manifest.js';
 import { BucketFailure, type ManifestLog } from './manifest-log.js';
 import type { RollingFile } from './rolling-file.js';
-import { bodySha256, classifyS3Error, type S3Failure } from './s3-client.js';
+import { BodyBuffers, uploadFile } from './file-upload.js';
+import { classifyS3Error, type S3Failure } from './s3-client.js';
 
-/** Multipart above this size, in parts of this size: memory stays bounded whatever the file size. */
-const PART_SIZE = 8 * 1024 * 1024;
 /** Files uploading at once: one upload's round trips overlap the other's transfer. */
 const PARALLEL_UPLOADS = 2;
 
@@ -52,8 +49,8 @@ export class UploadQueue {
   private finished = emptyResult();
   /** Files being uploaded now (the first ones of `sealed`, not necessarily in order). */
   private readonly inFlight = new Set<RollingFile>();
-  /** Buffers the lanes read files into for a PutObject, reused from one file to the next (see putWhole). */
-  private readonly bodies: Buffer[] = [];
+  /** Buffers the lanes read files into, reused from one upload to the next. */
+  private readonly bodies = new BodyBuffers();
   /** Called when an upload ends or the loop stops (see waitBelow). */
   private waiters: (() => void)[] = [];
 
@@ -172,22 +169,6 @@ export class UploadQueue {
     }
   }
 
-  /**
-   * One PutObject from a reused buffer (see readWhole); the SDK is done with the body once `send` settles. It
-   * carries the body's SHA-256, hashed off the event loop, which then also signs it (see s3-client.ts).
-   */
-  private async putWhole(file: RollingFile, size: number): Promise<void> {
-    const { s3, bucket } = this.options;
-    const body = await readWhole(file.localPath, size, this.bodies.pop());
-    try {
-      const Body = body.subarray(0, size);
-      const ChecksumSHA256 = await bodySha256(Body);
-      await s3.send(new PutObjectCommand({ Bucket: bucket, Key: file.object, Body, ContentLength: size, ChecksumSHA256 }));
-    } finally {
-      this.bodies.push(body);
-    }
-  }
-
   private async upload(file: RollingFile): Promise<void> {
     const { s3, bucket, format, manifest, worker, counters } = this.options;
     // Sealed files close in the background; a close that failed is the lane's fault (the connector's next call throws it).
@@ -197,16 +178,7 @@ export class UploadQueue {
     let failure: S3Failure | undefined;
     try {
       await manifest.markPending(entry);
-      if (size <= PART_SIZE) await this.putWhole(file, size);
-      else {
-        const upload = new Upload({
-          client: s3,
-          params: { Bucket: bucket, Key: file.object, Body: createReadStream(file.localPath), ContentLength: size },
-          partSize: PART_SIZE,
-          queueSize: 2,
-        });
-        await upload.done();
-      }
+      await uploadFile(s3, { bucket, key: file.object, path: file.localPath, size }, this.bodies);
       const committed = { ...entry, committedAt: new Date().toISOString() };
       await manifest.commit(committed);
       this.options.committed(committed);
@@ -228,31 +200,6 @@ export class UploadQueue {
     else this.finished.written.push(...file.deliveries.map((em) => em.id));
   }
 }
-
-/**
- * Reads the file into a buffer of the queue's (allocated once per lane, grown as needed up to PART_SIZE)
- * and sends it in one PutObject. The multipart Upload buffered a small file in fresh chunks and copied
- * them into one more buffer, all held across the request and so promoted: every file uploaded stayed in
- * memory as garbage until V8's next full collection, and the copy blocked the loop (~100 ms for 5 MiB).
- */
-async function readWhole(path: string, size: number, reuse: Buffer | undefined): Promise<Buffer> {
-  const body =
-    reuse && reuse.length >= size ? reuse : Buffer.allocUnsafeSlow(Math.ceil(size / BODY_GRANULE) * BODY_GRANULE || BODY_GRANULE);
-  const handle = await open(path, 'r');
-  try {
-    for (let offset = 0; offset < size;) {
-      const { bytesRead } = await handle.read(body, offset, size - offset, offset);
-      if (!bytesRead) throw new Error(`${path} ended at ${offset} of its ${size} bytes`);
-      offset += bytesRead;
-    }
-  } finally {
-    await handle.close();
-  }
-  return body;
-}
-
-/** A reused upload buffer grows in steps of this size. */
-const BODY_GRANULE = 1024 * 1024;
 
 export function stateError(f: S3Failure): SinkStateError {
   return new SinkStateError(f.state ?? 'RESOURCE_ERROR', f.message);

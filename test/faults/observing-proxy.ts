@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 export interface SeenRequest {
   method: string;
   url: string;
+  headers: IncomingMessage['headers'];
   /** The upstream's status, once it answered; undefined while in flight or when the upstream was unreachable. */
   status?: number;
 }
@@ -22,7 +23,7 @@ export async function startObservingProxy(
   const seen: SeenRequest[] = [];
   let held: (() => void)[] | undefined = [];
   const server = createServer((req, res) => {
-    const entry: SeenRequest = { method: req.method!, url: req.url! };
+    const entry: SeenRequest = { method: req.method!, url: req.url!, headers: req.headers };
     seen.push(entry);
     if (held && holdBack(entry)) held.push(() => pass(req, res, entry));
     else pass(req, res, entry);
