@@ -162,9 +162,9 @@ export async function main(argv: string[]): Promise<number> {
           `the job running on ${job.dataDir} (pid ${running.pid}) serves no status: give its job file a metrics section (e.g. metrics: { port: 0 }) and restart it, or stop it first`,
         );
       } else {
-        const { statusOf } = await import('../job/metrics.js');
+        const { HOT_KEYS, statusOf } = await import('../job/metrics.js');
         status = await withJob(job, async (runtime) => {
-          runtime.core.countBacklogs();
+          runtime.core.countBacklogs(HOT_KEYS);
           return statusOf(runtime.core);
         });
       }

@@ -60,6 +60,8 @@ export class BacklogReader {
   private readonly resumed = new Set<string>();
   /** Rows up to here were published before this start (or seek); only they can be acked before being read. */
   private restartSeq: number;
+  /** The unread rows' hottest keys as `countRest` found them, valid while the cursor stays where it was then. */
+  private unreadKeys?: { cursor: number; keys: { orderingKey: string; backlog: number }[] };
 
   constructor(
     private readonly store: Store,
@@ -82,6 +84,7 @@ export class BacklogReader {
     this.behind = true;
     this.overflow.clear();
     this.resumed.clear();
+    this.unreadKeys = undefined;
     this.unread = 0;
     this.countedUpTo = lowSeq;
     this.countSome();
@@ -196,9 +199,15 @@ export class BacklogReader {
     this.sink.admit(row);
   }
 
-  /** Counts the rest of the start's (or seek's) backlog now, so `waiting` is exact (~0.1 s per million messages). */
-  countRest(): void {
+  /**
+   * Counts the rest of the start's (or seek's) backlog now, so `waiting` is exact (~0.1 s per million
+   * messages), and with `hotKeys` its hottest keys that are not read yet (~0.3 s per million): a core that
+   * reads nothing (offline status) knows no key otherwise, a running one only the keys in its window.
+   */
+  countRest(hotKeys = 0): void {
     while (this.countSome());
+    if (hotKeys > 0 && this.behind)
+      this.unreadKeys = { cursor: this.cursor, keys: this.store.unackedByKey(this.source, this.cursor, this.restartSeq, hotKeys) };
   }
 
   /**
@@ -213,9 +222,11 @@ export class BacklogReader {
     return n;
   }
 
-  /** Per overflowing key, how many of its messages wait in the store (hot-key metric). */
+  /** Per key, how many of its messages wait in the store: overflowing keys, and the hottest unread ones once counted (hot-key metric). */
   *waitingPerKey(): IterableIterator<[string, number]> {
     for (const [key, o] of this.overflow) yield [key, o.waiting];
+    // Unread rows are after the cursor, overflowing ones before it: no message counts twice.
+    if (this.behind && this.unreadKeys?.cursor === this.cursor) for (const k of this.unreadKeys.keys) yield [k.orderingKey, k.backlog];
   }
 
   /** The lowest seq still in the store that this subscription has not taken into memory, if any. */

@@ -530,8 +530,8 @@ export class SubscriptionRuntime implements BacklogSink {
   }
 
   /** See BacklogReader.countRest. */
-  countBacklog(): void {
-    this.reader.countRest();
+  countBacklog(hotKeys = 0): void {
+    this.reader.countRest(hotKeys);
   }
 
   metrics(topN = 10): SubscriptionMetrics {

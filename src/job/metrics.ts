@@ -44,11 +44,14 @@ export function remoteStatusOf(exports: ExportManager): RemoteStatus[] {
   return [...exports.remoteExports()].map(([name, runner]) => remoteRow(name, runner));
 }
 
+/** Ordering keys with the largest backlogs in a status row. */
+export const HOT_KEYS = 5;
+
 /** Per subscription (every project), read once: the /status row and the delivery counters. */
 function snapshot(core: PubSubCore, exports?: ExportManager) {
   const now = core.clock.now();
   return core.allSubscriptions().map((s) => {
-    const m = core.metrics(s.name, 5);
+    const m = core.metrics(s.name, HOT_KEYS);
     const runner = exports?.runner(s.name);
     const status = {
       subscription: s.name,

@@ -176,6 +176,14 @@ export class SqliteStore implements Store {
           'SELECT count(*) FROM messages m WHERE m.topic_uid = @topic AND m.seq > @after AND m.seq <= @upTo AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)',
         )
         .pluck(),
+      unackedByKey: db
+        .prepare(
+          `SELECT m.ordering_key, count(*) AS n FROM messages m
+            WHERE m.topic_uid = @topic AND m.seq > @after AND m.seq <= @upTo AND m.ordering_key <> ''
+              AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)
+            GROUP BY m.ordering_key ORDER BY n DESC, m.ordering_key LIMIT @limit`,
+        )
+        .raw(),
       firstPublishTimeAfter: db.prepare('SELECT publish_time FROM messages WHERE topic_uid = ? AND seq > ? ORDER BY seq LIMIT 1').pluck(),
       // One statement for a publish's new keys: a query per key cost 10-40 ms per 1000 keys on the event
       // loop (the longest step of a backlog's first publishes), this one 3-6 ms.
@@ -626,6 +634,14 @@ export class SqliteStore implements Store {
       backlog[i] = { message, dataBytes, acked: acked === 1, failures: failures ?? 0 };
     }
     return backlog;
+  }
+
+  unackedByKey(source: BacklogSource, afterSeq: number, upToSeq: number, limit: number): { orderingKey: string; backlog: number }[] {
+    const rows = this.stmt.unackedByKey.all({ sub: source.name, topic: source.topicUid, after: afterSeq, upTo: upToSeq, limit }) as [
+      string,
+      number,
+    ][];
+    return rows.map(([orderingKey, backlog]) => ({ orderingKey, backlog }));
   }
 
   countUnacked(source: BacklogSource, afterSeq: number, upToSeq: number): number {

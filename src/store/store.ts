@@ -187,6 +187,12 @@ export interface Store {
   scanKey(source: BacklogSource, orderingKey: string, fromKeySeq: number, maxSeq: number, limit: number, dataBytes: number): BacklogRow[];
   /** How many messages of the source's topic with afterSeq < seq <= upToSeq the subscription has not acked. */
   countUnacked(source: BacklogSource, afterSeq: number, upToSeq: number): number;
+  /**
+   * The ordering keys with the most unacked messages with afterSeq < seq <= upToSeq, most first (then by
+   * key), at most `limit`; messages without a key are not counted. Reads the whole range: for a one-off
+   * report (offline status), not for the running core.
+   */
+  unackedByKey(source: BacklogSource, afterSeq: number, upToSeq: number, limit: number): { orderingKey: string; backlog: number }[];
   /** Publish time of the topic's first message after `afterSeq`, if any. */
   firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined;
   /**

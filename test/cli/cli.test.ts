@@ -101,6 +101,13 @@ describe('orderly CLI', () => {
     // Nothing runs yet: status reads the store, and says that its states are only as stored.
     const offline = await orderly('status', job);
     expect(offline.stdout).toContain(`no job is running on ${join(dir.path, 'data')}: states are as last stored, and no export runs`);
+    type Hot = { backlog: number; hotKeys: { orderingKey: string; backlog: number }[] };
+    const [stored] = JSON.parse((await orderly('status', job, '--json')).stdout) as Hot[];
+    // Counted in the store, though nothing is in memory: u0-u5 have 43 messages each, u6 42 (ties by key).
+    expect(stored).toMatchObject({
+      backlog: 300,
+      hotKeys: ['u0', 'u1', 'u2', 'u3', 'u4'].map((orderingKey) => ({ orderingKey, backlog: 43 })),
+    });
 
     const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'ignore', 'pipe'] });
     try {

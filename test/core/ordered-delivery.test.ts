@@ -363,6 +363,45 @@ describe('filters, seek, retention, flow control', () => {
     expect(core.metrics('counted').backlogMessages).toBe(38_000);
   });
 
+  it('a report that counts the backlog (offline status) names its hottest keys from the store, acked ones left out', async () => {
+    await core.createSubscription('hot', { topic: 'orders', enableMessageOrdering: true });
+    // Key k<n> gets n + 1 messages of each round (k0: 1 ... k5: 6), and some messages have no key.
+    const rounds = 300;
+    for (let r = 0; r < rounds; r++)
+      await core.publish('orders', [
+        ...Array.from({ length: 6 }, (_, n) => Array.from({ length: n + 1 }, () => ({ data: `${r}`, orderingKey: `k${n}` }))).flat(),
+        { data: 'no key' },
+      ]);
+    // The first 250 messages of k5 acked: it has 1,550 left, k4 1,500 (a tie with nothing else), k3 1,200.
+    let acked = 0;
+    while (acked < 250) {
+      const got = (await pullAll('hot')).filter((m) => m.message.orderingKey === 'k5').slice(0, 250 - acked);
+      await core.acknowledge(
+        'hot',
+        got.map((m) => m.ackId),
+      );
+      acked += got.length;
+    }
+    await core.close();
+    ({ core } = await openCore(dir.path, clock));
+    // Nothing is read into memory without a consumer: the running core knows no key yet.
+    expect(core.metrics('hot', 3).topKeys).toEqual([]);
+    core.countBacklogs(3);
+    expect(core.metrics('hot', 3).topKeys).toEqual([
+      { orderingKey: 'k5', backlog: 1550 },
+      { orderingKey: 'k4', backlog: 1500 },
+      { orderingKey: 'k3', backlog: 1200 },
+    ]);
+    expect(core.metrics('hot').backlogMessages).toBe(rounds * 22 - 250);
+    // Once a consumer reads the backlog, the figures are the window's again: the store's no longer add to them.
+    const got = await pullAll('hot');
+    expect(got.length).toBeGreaterThan(0);
+    const left: Record<string, number> = { k0: 300, k1: 600, k2: 900, k3: 1200, k4: 1500, k5: 1550 };
+    const keys = core.metrics('hot', 6).topKeys;
+    expect(keys.length).toBeGreaterThan(0);
+    for (const k of keys) expect(k.backlog).toBeLessThanOrEqual(left[k.orderingKey]!);
+  });
+
   it('only messages published after creation are delivered', async () => {
     await publishKeyed([['k', 'before']]);
     await core.createSubscription('late', { topic: 'orders', enableMessageOrdering: true });
