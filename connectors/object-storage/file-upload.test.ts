@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startObservingProxy, type SeenRequest } from '../../test/faults/observing-proxy.js';
 import { tempDir } from '../../test/helpers/core.js';
 import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
-import { BodyBuffers, PART_SIZE, uploadFile } from './file-upload.js';
+import { BodyBuffers, LocalFileError, PART_SIZE, uploadFile } from './file-upload.js';
 import { createS3Client, s3Connection } from './s3-client.js';
 
 let s3: TestS3;
@@ -73,7 +73,7 @@ it('a file up to a part goes up whole, in one PutObject signed with its SHA-256'
   }
 });
 
-it('a multipart upload that fails (the file ends early) is aborted and leaves no object', async () => {
+it('a multipart upload that fails (the local file ends early) is aborted and leaves no object', async () => {
   const bucket = await s3.bucket();
   const dir = tempDir('orderly-upload-');
   try {
@@ -82,7 +82,11 @@ it('a multipart upload that fails (the file ends early) is aborted and leaves no
     await observed(async (client, seen) => {
       // Its size as sealed was three parts; the file on disk holds less than two.
       const upload = uploadFile(client, { bucket, key: 'torn.bin', path, size: 3 * PART_SIZE }, new BodyBuffers());
-      await expect(upload).rejects.toThrow(`${path} ended at ${PART_SIZE + 100} of its ${2 * PART_SIZE} bytes`);
+      // Not the bucket's fault (which would block the sink): the upload queue fails this object alone.
+      await expect(upload).rejects.toThrow(
+        new LocalFileError(`${path} ends at ${PART_SIZE + 100} bytes, short of the ${3 * PART_SIZE} it was sealed with`),
+      );
+      await expect(upload).rejects.toBeInstanceOf(LocalFileError);
       // AbortMultipartUpload, once (MinIO and S3 answer 204; s3rver, which has no such call, 405).
       expect(seen.filter((r) => r.method === 'DELETE' && r.url.includes('uploadId='))).toHaveLength(1);
       expect(seen.some((r) => r.method === 'POST' && r.url.includes('uploadId='))).toBe(false);

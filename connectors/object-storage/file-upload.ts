@@ -12,10 +12,19 @@ import { bodySha256 } from './s3-client.js';
 
 /** Multipart above this size, in parts of this size: memory stays bounded whatever the file size. */
 export const PART_SIZE = 8 * 1024 * 1024;
-/** Parts of one file uploading at once: one part's round trip overlaps the other's transfer. */
-const PARTS_IN_FLIGHT = 2;
 /** A reused buffer grows in steps of this size. */
 const BODY_GRANULE = 1024 * 1024;
+
+/**
+ * The local file could not be read as sealed (gone, shorter, an I/O error): not the bucket's fault, and
+ * not one that retrying the same file mends. Its deliveries come again and go into a new file.
+ */
+export class LocalFileError extends Error {
+  constructor(message: string, options?: { cause: unknown }) {
+    super(message, options);
+    this.name = 'LocalFileError';
+  }
+}
 
 /** Where a file goes: the bucket, the object key, and the local file with its size. */
 export interface FileObject {
@@ -27,7 +36,7 @@ export interface FileObject {
 
 /**
  * Buffers that uploads read files into, reused from one file (or part) to the next: at most one per body
- * uploading at once (two files, two parts each: 32 MiB at most). A fresh buffer per file or part, held
+ * uploading at once (the upload queue's two files: 16 MiB at most). A fresh buffer per file or part, held
  * across its request, was promoted by V8 and stayed in memory as garbage until the next full collection.
  */
 export class BodyBuffers {
@@ -59,7 +68,9 @@ export class BodyBuffers {
  * parts do not linger in the bucket; an object exists only once completed.
  */
 export async function uploadFile(s3: S3Client, object: FileObject, buffers: BodyBuffers): Promise<void> {
-  const handle = await open(object.path, 'r');
+  const handle = await open(object.path, 'r').catch((e: unknown) => {
+    throw new LocalFileError(`${object.path} cannot be opened: ${(e as Error).message}`, { cause: e });
+  });
   try {
     if (object.size <= PART_SIZE) await putWhole(s3, object, handle, buffers);
     else await putInParts(s3, object, handle, buffers);
@@ -69,50 +80,35 @@ export async function uploadFile(s3: S3Client, object: FileObject, buffers: Body
 }
 
 async function putWhole(s3: S3Client, object: FileObject, handle: FileHandle, buffers: BodyBuffers): Promise<void> {
-  const { bucket, key, path, size } = object;
+  const { bucket, key, size } = object;
   await buffers.with(size, async (buffer) => {
-    const Body = await readRange(handle, path, buffer, 0, size);
+    const Body = await readRange(handle, object, buffer, 0, size);
     const ChecksumSHA256 = await bodySha256(Body);
     await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body, ContentLength: size, ChecksumSHA256 }));
   });
 }
 
 async function putInParts(s3: S3Client, object: FileObject, handle: FileHandle, buffers: BodyBuffers): Promise<void> {
-  const { bucket, key, path, size } = object;
+  const { bucket, key, size } = object;
   const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ChecksumAlgorithm: 'SHA256' }));
   if (!UploadId) throw new Error(`CreateMultipartUpload for ${key} returned no upload id`);
-  const count = Math.ceil(size / PART_SIZE);
-  const parts: CompletedPart[] = new Array<CompletedPart>(count);
-  let next = 0;
-  let failed = false;
-  const lane = async () => {
-    while (next < count && !failed) {
-      const index = next++;
-      const offset = index * PART_SIZE;
+  try {
+    const Parts: CompletedPart[] = [];
+    // One part at a time: two at once were no faster to s3rver (the upload queue runs two files at once),
+    // and held twice the buffers.
+    for (let offset = 0; offset < size; offset += PART_SIZE) {
       const length = Math.min(PART_SIZE, size - offset);
+      const PartNumber = Parts.length + 1;
       await buffers.with(length, async (buffer) => {
-        const Body = await readRange(handle, path, buffer, offset, length);
+        const Body = await readRange(handle, object, buffer, offset, length);
         const ChecksumSHA256 = await bodySha256(Body);
-        const PartNumber = index + 1;
         const { ETag } = await s3.send(
           new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber, Body, ContentLength: length, ChecksumSHA256 }),
         );
-        parts[index] = { PartNumber, ETag, ChecksumSHA256 };
+        Parts.push({ PartNumber, ETag, ChecksumSHA256 });
       });
     }
-  };
-  try {
-    // Every lane's failure is awaited before the abort, so no part is still being sent when it runs.
-    const lanes = Array.from({ length: Math.min(PARTS_IN_FLIGHT, count) }, () =>
-      lane().catch((e: unknown) => {
-        failed = true;
-        throw e;
-      }),
-    );
-    const outcomes = await Promise.allSettled(lanes);
-    const rejected = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
-    if (rejected) throw rejected.reason;
-    await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts: parts } }));
+    await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts } }));
   } catch (e) {
     // Best effort: during an outage the abort fails too, and the bucket's lifecycle rule for incomplete
     // uploads (or a later abort) clears the parts; the object itself was never created.
@@ -121,11 +117,16 @@ async function putInParts(s3: S3Client, object: FileObject, handle: FileHandle, 
   }
 }
 
-/** Reads `length` bytes at `offset` of the file into the start of `buffer`; a file shorter than that is an error. */
-async function readRange(handle: FileHandle, path: string, buffer: Buffer, offset: number, length: number): Promise<Buffer> {
+/** Reads `length` bytes at `offset` of the file into the start of `buffer`; a file shorter than sealed is a LocalFileError. */
+async function readRange(handle: FileHandle, file: FileObject, buffer: Buffer, offset: number, length: number): Promise<Buffer> {
   for (let done = 0; done < length;) {
-    const { bytesRead } = await handle.read(buffer, done, length - done, offset + done);
-    if (!bytesRead) throw new Error(`${path} ended at ${offset + done} of its ${offset + length} bytes`);
+    let bytesRead: number;
+    try {
+      ({ bytesRead } = await handle.read(buffer, done, length - done, offset + done));
+    } catch (e) {
+      throw new LocalFileError(`${file.path} cannot be read: ${(e as Error).message}`, { cause: e });
+    }
+    if (!bytesRead) throw new LocalFileError(`${file.path} ends at ${offset + done} bytes, short of the ${file.size} it was sealed with`);
     done += bytesRead;
   }
   return buffer.subarray(0, length);

@@ -4,7 +4,7 @@ import { SinkStateError, emptyResult, type WriteResult } from '../../src/connect
 import type { ManifestObject } from './manifest.js';
 import { BucketFailure, type ManifestLog } from './manifest-log.js';
 import type { RollingFile } from './rolling-file.js';
-import { BodyBuffers, uploadFile } from './file-upload.js';
+import { BodyBuffers, LocalFileError, uploadFile } from './file-upload.js';
 import { classifyS3Error, type S3Failure } from './s3-client.js';
 
 /** Files uploading at once: one upload's round trips overlap the other's transfer. */
@@ -185,7 +185,8 @@ export class UploadQueue {
       counters.objectsWritten++;
       counters.bytesUploaded += size;
     } catch (e) {
-      failure = e instanceof BucketFailure ? e.failure : classifyS3Error(e, bucket);
+      // A local file that cannot be read fails this object alone: its deliveries come again, into a new file.
+      failure = e instanceof BucketFailure ? e.failure : e instanceof LocalFileError ? { message: e.message } : classifyS3Error(e, bucket);
       counters.uploadRetries++;
       if (failure.state) {
         this.blocked = failure;

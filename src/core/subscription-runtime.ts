@@ -529,9 +529,12 @@ export class SubscriptionRuntime implements BacklogSink {
     return low;
   }
 
-  /** See BacklogReader.countRest. */
+  /**
+   * See BacklogReader.countRest. Hot keys only where the running core has them (ordered subscriptions) and
+   * the store's count is what will be delivered (no filter: the store cannot tell which messages match).
+   */
   countBacklog(hotKeys = 0): void {
-    this.reader.countRest(hotKeys);
+    this.reader.countRest(this.spec.enableMessageOrdering && !this.spec.filter ? hotKeys : 0);
   }
 
   metrics(topN = 10): SubscriptionMetrics {

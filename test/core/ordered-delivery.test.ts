@@ -365,6 +365,10 @@ describe('filters, seek, retention, flow control', () => {
 
   it('a report that counts the backlog (offline status) names its hottest keys from the store, acked ones left out', async () => {
     await core.createSubscription('hot', { topic: 'orders', enableMessageOrdering: true });
+    // Where the store's count is not what the running core would show: no keys without ordering, and a
+    // filter the store cannot apply.
+    await core.createSubscription('unordered', { topic: 'orders' });
+    await core.createSubscription('filtered', { topic: 'orders', enableMessageOrdering: true, filter: 'attributes.x = "1"' });
     // Key k<n> gets n + 1 messages of each round (k0: 1 ... k5: 6), and some messages have no key.
     const rounds = 300;
     for (let r = 0; r < rounds; r++)
@@ -387,6 +391,8 @@ describe('filters, seek, retention, flow control', () => {
     // Nothing is read into memory without a consumer: the running core knows no key yet.
     expect(core.metrics('hot', 3).topKeys).toEqual([]);
     core.countBacklogs(3);
+    expect(core.metrics('unordered', 3).topKeys).toEqual([]);
+    expect(core.metrics('filtered', 3).topKeys).toEqual([]);
     expect(core.metrics('hot', 3).topKeys).toEqual([
       { orderingKey: 'k5', backlog: 1550 },
       { orderingKey: 'k4', backlog: 1500 },
