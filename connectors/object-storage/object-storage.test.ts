@@ -386,6 +386,43 @@ describe('export to S3 (real HTTP server)', () => {
     expect(counts.sort()).toEqual([1000, 1000, 500].sort());
   });
 
+  // The runner's budget is 64 MiB: the open files roll at 16 MiB, and may be over by the record that crossed it.
+  it.each([
+    ['text', { textConfig: {} }, 10 * 1024, 4000],
+    // 100 KB messages as one 64 MiB Parquet file were more than DuckDB's default memory limit could write:
+    // the export stayed RESOURCE_ERROR for good.
+    ['Parquet', { parquetConfig: { writeMetadata: true } }, 100 * 1024, 700],
+  ] as const)(
+    "%s: a backlog that arrives as one batch rolls at a quarter of the runner's budget, not in one file",
+    async (_, format, record, count) => {
+      const bucket = await s3.bucket();
+      await env.core.createSubscription('to-s3', { topic: 'events', enableMessageOrdering: true });
+      // Waiting before the export starts: its first batch is as much as the runner's budget takes.
+      for (let from = 0; from < count; from += 50)
+        await env.core.publish(
+          'events',
+          Array.from({ length: 50 }, (_, i) => ({ data: `${from + i}-${'.'.repeat(record)}`, orderingKey: `k${i % 8}` })),
+        );
+      await env.core.updateSubscription('to-s3', { cloudStorageConfig: { bucket, filenameDatetimeFormat: Z_FORMAT, ...format } });
+      await env.exports.sync();
+      await finish(count);
+      expect(env.core.getSubscription('to-s3').state).toBe('ACTIVE');
+      const kind =
+        'textConfig' in format ? ({ kind: 'text' } as const) : ({ kind: 'parquet', writeMetadata: true, compression: 'SNAPPY' } as const);
+      const records: string[] = [];
+      for (const name of await s3.list(bucket)) {
+        const body = await s3.get(bucket, name);
+        const inFile = await readRecords(body, kind);
+        // Each file's payloads add up to at most a quarter of the budget and the record that crossed it.
+        expect(inFile.reduce((n, r) => n + r.data.length, 0)).toBeLessThanOrEqual(16 * 1024 * 1024 + record + 16);
+        records.push(...inFile.map((r) => r.data.toString().split('-')[0]!));
+      }
+      expect(records.length).toBe(count);
+      expect(new Set(records).size).toBe(count);
+    },
+    120_000,
+  );
+
   it('rolls on maxBytes (multipart upload for a large file)', async () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { maxBytes: 10 * 1024 * 1024 });

@@ -196,6 +196,7 @@ export class ObjectStorageWriter implements Connector {
     const refused = emptyResult();
     const failedKeys = new FailedKeys(this.context.spec.enableMessageOrdering);
     const written = await this.filter.written(batch);
+    const { budget } = this.context;
     const slicer = new LoopSlicer();
     for (const em of batch) {
       if (slicer.due) await slicer.yield();
@@ -239,10 +240,11 @@ export class ObjectStorageWriter implements Connector {
       this.openMessages++;
       this.openBytes += file.bytes - bytes;
       if (file.full(this.config)) this.seal(s);
-    }
-    const { budget } = this.context;
-    if (this.openMessages >= budget.messages * ROLL_AT_BUDGET_SHARE || this.openBytes >= budget.bytes * ROLL_AT_BUDGET_SHARE) {
-      for (let s = 0; s < this.shards.length; s++) this.seal(s);
+      // Checked message by message: a batch can be the runner's whole budget (a drained backlog of 100 KB
+      // messages came as one 64 MiB batch into one Parquet file, more than DuckDB's memory limit could write).
+      if (this.openMessages >= budget.messages * ROLL_AT_BUDGET_SHARE || this.openBytes >= budget.bytes * ROLL_AT_BUDGET_SHARE) {
+        for (let open = 0; open < this.shards.length; open++) this.seal(open);
+      }
     }
     // Uploads run in the background; an unreachable sink only delays them (flush reports it as a state).
     uploads.kick();
