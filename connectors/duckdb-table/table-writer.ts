@@ -14,6 +14,7 @@ import { LoopSlicer } from '../../src/connector/loop-slicer.js';
 import { RedeliveryFilter } from '../../src/connector/redelivery-filter.js';
 import { connectToDuckDb, discardDuckDb, duckDbLockHolder, openDuckDb } from '../../src/duckdb/database.js';
 import { quoteIdent } from '../../src/duckdb/sql.js';
+import { oneAtATime } from '../../src/duckdb/one-at-a-time.js';
 import { appendCell } from './append-cell.js';
 import { CdcApplier, type Change } from './cdc-apply.js';
 import type { DuckDbTableConfig } from './config.js';
@@ -25,20 +26,6 @@ import { RowMapper, SchemaMismatch, type Cell, type Column, type Row } from './r
 import { DuckDbWrittenIds } from './written-ids.js';
 
 export { DuckDbFileError } from './database-file.js';
-
-/** Per DuckDB instance, the last writer's setup of the bookkeeping tables (see oneAtATime). */
-const setups = new WeakMap<DuckDBInstance, Promise<unknown>>();
-
-/**
- * Runs `setup` after every earlier one on the same instance: writers of several subscriptions opening at
- * once on a new database file each ran CREATE TABLE IF NOT EXISTS on the same tables, and all but the first
- * failed with DuckDB's "Catalog write-write conflict" (the subscription in RESOURCE_ERROR until a retry).
- */
-function oneAtATime(instance: DuckDBInstance, setup: () => Promise<void>): Promise<void> {
-  const run = (setups.get(instance) ?? Promise.resolve()).then(setup, setup);
-  setups.set(instance, run);
-  return run;
-}
 
 interface Pending {
   em: ExportMessage;

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import type { PubsubMessage } from '../../src/core/message.js';
 import { duckDbSettings } from '../../src/duckdb/database.js';
+import { oneAtATime } from '../../src/duckdb/one-at-a-time.js';
 import { quoteString } from '../../src/duckdb/sql.js';
 
 export type ParquetCompression = 'UNCOMPRESSED' | 'GZIP' | 'SNAPPY';
@@ -22,7 +23,6 @@ let tables = 0;
  * 4.8k msgs/s against 7.5-7.9k.
  */
 const SERIAL_COPY_BYTES = 8 * 1024 * 1024;
-let largeCopies: Promise<void> = Promise.resolve();
 
 function scratchDb(): Promise<DuckDBInstance> {
   // DuckDB creates the directory only if it ever spills.
@@ -79,17 +79,11 @@ export class ParquetFile {
   async close(): Promise<void> {
     try {
       this.appender.closeSync();
-      const write = () =>
-        this.connection.run(`COPY ${this.table} TO ${quoteString(this.path)} (FORMAT parquet, COMPRESSION ${this.compression})`);
+      const write = async () => {
+        await this.connection.run(`COPY ${this.table} TO ${quoteString(this.path)} (FORMAT parquet, COMPRESSION ${this.compression})`);
+      };
       if (this.bytes < SERIAL_COPY_BYTES) await write();
-      else {
-        const copy = largeCopies.then(write);
-        largeCopies = copy.then(
-          () => undefined,
-          () => undefined,
-        );
-        await copy;
-      }
+      else await oneAtATime(await scratchDb(), write);
     } finally {
       await this.connection.run(`DROP TABLE IF EXISTS ${this.table}`);
       this.connection.closeSync();
