@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startObservingProxy, type SeenRequest } from '../../test/faults/observing-proxy.js';
+import { startObservingProxy, type Interception, type SeenRequest } from '../../test/faults/observing-proxy.js';
 import { tempDir } from '../../test/helpers/core.js';
 import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
 import { BodyBuffers, LocalFileError, PART_SIZE, uploadFile } from './file-upload.js';
@@ -24,10 +24,14 @@ interface Upload {
 }
 
 /** A fresh bucket, a local file of `bytes` random bytes, and a client that reaches S3 through a recording proxy. */
-async function withFile(bytes: number, run: (u: Upload) => Promise<void>): Promise<void> {
+async function withFile(
+  bytes: number,
+  run: (u: Upload) => Promise<void>,
+  intercept?: (r: SeenRequest) => Interception | undefined,
+): Promise<void> {
   const bucket = await s3.bucket();
   const dir = tempDir('orderly-upload-');
-  const proxy = await startObservingProxy(s3.settings.endpoint);
+  const proxy = await startObservingProxy(s3.settings.endpoint, undefined, intercept);
   const client = createS3Client(s3Connection({ ...s3.settings, endpoint: proxy.url }));
   try {
     const content = randomBytes(bytes);
@@ -81,3 +85,40 @@ it('a multipart upload that fails (the local file ends early) is aborted and lea
     expect(seen.some((r) => r.method === 'POST' && r.url.includes('uploadId='))).toBe(false);
     expect(await s3.list(bucket)).toEqual([]);
   }));
+
+/** A CompleteMultipartUpload request: POST to the object with its upload id. */
+const isComplete = (r: SeenRequest) => r.method === 'POST' && r.url.includes('uploadId=');
+
+/**
+ * The first CompleteMultipartUpload completes the object but its answer is lost; the SDK retries it, and
+ * the bucket answers the retry NoSuchUpload, as S3 and MinIO do once an upload is completed (s3rver
+ * answers 500, so the proxy answers for it).
+ */
+function loseFirstCompleteAnswer(): (r: SeenRequest) => Interception | undefined {
+  const completed = new Set<string>();
+  return (r) => {
+    if (!isComplete(r)) return undefined;
+    const uploadId = new URL(r.url, 'http://s3').searchParams.get('uploadId')!;
+    if (completed.size === 0) {
+      completed.add(uploadId);
+      return 'lose';
+    }
+    if (!completed.has(uploadId)) return undefined;
+    const body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.</Message><UploadId>${uploadId}</UploadId></Error>`;
+    return { status: 404, body };
+  };
+}
+
+it('a multipart upload whose completion answer was lost, and whose retried completion is answered NoSuchUpload, is uploaded again to the same key: the object is the file, and no error', () =>
+  withFile(
+    PART_SIZE + 4321,
+    async ({ bucket, path, content, client, seen }) => {
+      // Failing here failed the object: its messages went into a new file while this one stayed in the bucket.
+      await uploadFile(client, { bucket, key: 'retried.bin', path, size: content.length }, new BodyBuffers());
+      expect(seen.filter((r) => r.method === 'POST' && r.url.includes('uploads'))).toHaveLength(2);
+      expect(seen.filter(isComplete).map((r) => r.status)).toEqual([200, 404, 200]);
+      expect(await s3.list(bucket)).toEqual(['retried.bin']);
+      expect((await s3.get(bucket, 'retried.bin')).equals(content)).toBe(true);
+    },
+    loseFirstCompleteAnswer(),
+  ));

@@ -88,7 +88,27 @@ async function putWhole(s3: S3Client, object: FileObject, handle: FileHandle, bu
   });
 }
 
+/**
+ * Multipart uploads of one file, in all, while the bucket answers NoSuchUpload. S3 and MinIO answer it to
+ * a CompleteMultipartUpload the SDK retried after the first one's answer was lost, though that one
+ * completed the object; and to any step of an upload a lifecycle rule or another client aborted. Either
+ * way, a new upload of the same file to the same key is right: it writes the same bytes again. Failing
+ * the object instead put its messages into a new file and left the completed one in the bucket, a
+ * duplicate outside the manifest.
+ */
+const MULTIPART_ATTEMPTS = 3;
+
 async function putInParts(s3: S3Client, object: FileObject, handle: FileHandle, buffers: BodyBuffers): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await putInPartsOnce(s3, object, handle, buffers);
+    } catch (e) {
+      if ((e as { name?: string }).name !== 'NoSuchUpload' || attempt === MULTIPART_ATTEMPTS) throw e;
+    }
+  }
+}
+
+async function putInPartsOnce(s3: S3Client, object: FileObject, handle: FileHandle, buffers: BodyBuffers): Promise<void> {
   const { bucket, key, size } = object;
   const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ChecksumAlgorithm: 'SHA256' }));
   if (!UploadId) throw new Error(`CreateMultipartUpload for ${key} returned no upload id`);

@@ -10,14 +10,23 @@ export interface SeenRequest {
 }
 
 /**
+ * What becomes of a request on its way back: `lose` passes it to the target and resets the client's
+ * connection instead of answering (the target did the work, the answer never arrived); an answer of the
+ * proxy's own is sent instead of reaching the target.
+ */
+export type Interception = 'lose' | { status: number; body: string };
+
+/**
  * A transparent HTTP proxy on 127.0.0.1 in front of `target` that records every request (S3 requests are
  * signed with the Host header, which it passes on unchanged). While the target is down, a request's
  * connection is reset, as a load balancer in front of a dead S3 does. Requests `holdBack` picks wait in
- * the proxy until `release()` (so a test can stop the target before that step of an upload).
+ * the proxy until `release()` (so a test can stop the target before that step of an upload); those
+ * `intercept` picks are lost or answered as it says.
  */
 export async function startObservingProxy(
   target: string,
   holdBack: (r: SeenRequest) => boolean = () => false,
+  intercept: (r: SeenRequest) => Interception | undefined = () => undefined,
 ): Promise<{ url: string; seen: SeenRequest[]; release(): void; close(): Promise<void> }> {
   const upstream = new URL(target);
   const seen: SeenRequest[] = [];
@@ -29,10 +38,24 @@ export async function startObservingProxy(
     else pass(req, res, entry);
   });
   const pass = (req: IncomingMessage, res: ServerResponse, entry: SeenRequest) => {
+    const interception = intercept(entry);
+    if (interception !== undefined && interception !== 'lose') {
+      req.resume();
+      req.on('end', () => {
+        entry.status = interception.status;
+        res.writeHead(interception.status, { 'content-type': 'application/xml' }).end(interception.body);
+      });
+      return;
+    }
     const forward = request(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent: false },
       (answer) => {
         entry.status = answer.statusCode;
+        if (interception === 'lose') {
+          answer.resume();
+          answer.on('end', () => req.socket.destroy());
+          return;
+        }
         res.writeHead(answer.statusCode!, answer.headers);
         answer.pipe(res);
       },
