@@ -94,18 +94,22 @@ const isComplete = (r: SeenRequest) => r.method === 'POST' && r.url.includes('up
  * the bucket answers the retry NoSuchUpload, as S3 and MinIO do once an upload is completed (s3rver
  * answers 500, so the proxy answers for it).
  */
+const noSuchUpload = (uploadId: string): Interception => ({
+  status: 404,
+  body: `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.</Message><UploadId>${uploadId}</UploadId></Error>`,
+});
+const uploadIdOf = (r: SeenRequest) => new URL(r.url, 'http://s3').searchParams.get('uploadId')!;
+
 function loseFirstCompleteAnswer(): (r: SeenRequest) => Interception | undefined {
   const completed = new Set<string>();
   return (r) => {
     if (!isComplete(r)) return undefined;
-    const uploadId = new URL(r.url, 'http://s3').searchParams.get('uploadId')!;
+    const uploadId = uploadIdOf(r);
     if (completed.size === 0) {
       completed.add(uploadId);
       return 'lose';
     }
-    if (!completed.has(uploadId)) return undefined;
-    const body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.</Message><UploadId>${uploadId}</UploadId></Error>`;
-    return { status: 404, body };
+    return completed.has(uploadId) ? noSuchUpload(uploadId) : undefined;
   };
 }
 
@@ -121,4 +125,17 @@ it('a multipart upload whose completion answer was lost, and whose retried compl
       expect((await s3.get(bucket, 'retried.bin')).equals(content)).toBe(true);
     },
     loseFirstCompleteAnswer(),
+  ));
+
+it('a multipart upload the bucket keeps answering NoSuchUpload is tried three times in all, then fails, leaving no object', () =>
+  withFile(
+    PART_SIZE + 10,
+    async ({ bucket, path, content, client, seen }) => {
+      const upload = uploadFile(client, { bucket, key: 'gone.bin', path, size: content.length }, new BodyBuffers());
+      await expect(upload).rejects.toMatchObject({ name: 'NoSuchUpload' });
+      expect(seen.filter((r) => r.method === 'POST' && r.url.includes('uploads'))).toHaveLength(3);
+      expect(seen.filter(isComplete).map((r) => r.status)).toEqual([404, 404, 404]);
+      expect(await s3.list(bucket)).toEqual([]);
+    },
+    (r) => (isComplete(r) ? noSuchUpload(uploadIdOf(r)) : undefined),
   ));

@@ -65,7 +65,8 @@ export class BodyBuffers {
  * carries that hash, which also signs it (s3-client.ts): the event loop never copies, hashes or checksums a
  * body. (The SDK's own multipart `Upload` did all three on the loop: blocks of up to 50 ms, a p99 loop
  * delay of ~20 ms for as long as a 64 MiB file uploaded.) A multipart upload that fails is aborted, so its
- * parts do not linger in the bucket; an object exists only once completed.
+ * parts do not linger in the bucket; an object exists only once completed. One the bucket no longer knows
+ * (NoSuchUpload) starts again (putInParts).
  */
 export async function uploadFile(s3: S3Client, object: FileObject, buffers: BodyBuffers): Promise<void> {
   const handle = await open(object.path, 'r').catch((e: unknown) => {
@@ -88,16 +89,16 @@ async function putWhole(s3: S3Client, object: FileObject, handle: FileHandle, bu
   });
 }
 
-/**
- * Multipart uploads of one file, in all, while the bucket answers NoSuchUpload. S3 and MinIO answer it to
- * a CompleteMultipartUpload the SDK retried after the first one's answer was lost, though that one
- * completed the object; and to any step of an upload a lifecycle rule or another client aborted. Either
- * way, a new upload of the same file to the same key is right: it writes the same bytes again. Failing
- * the object instead put its messages into a new file and left the completed one in the bucket, a
- * duplicate outside the manifest.
- */
+/** Multipart uploads of one file, in all, while the bucket answers NoSuchUpload (putInParts). */
 const MULTIPART_ATTEMPTS = 3;
 
+/**
+ * A multipart upload the bucket answers NoSuchUpload is made again, whole, to the same key. S3 and MinIO
+ * answer so a CompleteMultipartUpload the SDK retried after the first one's answer was lost, though that
+ * one completed the object; and any step of an upload a lifecycle rule or another client aborted. Either
+ * way the new upload writes the same bytes again. Failing the object instead put its messages into a new
+ * file and left the completed one in the bucket, a duplicate outside the manifest.
+ */
 async function putInParts(s3: S3Client, object: FileObject, handle: FileHandle, buffers: BodyBuffers): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {

@@ -5,7 +5,10 @@ export interface SeenRequest {
   method: string;
   url: string;
   headers: IncomingMessage['headers'];
-  /** The upstream's status, once it answered; undefined while in flight or when the upstream was unreachable. */
+  /**
+   * The status of the answer: the upstream's (also when `intercept` lost it on the way back) or the proxy's
+   * own; undefined while in flight or when the upstream was unreachable.
+   */
   status?: number;
 }
 
@@ -53,7 +56,7 @@ export async function startObservingProxy(
         entry.status = answer.statusCode;
         if (interception === 'lose') {
           answer.resume();
-          answer.on('end', () => req.socket.destroy());
+          answer.on('end', () => req.socket.resetAndDestroy());
           return;
         }
         res.writeHead(answer.statusCode!, answer.headers);
