@@ -118,7 +118,9 @@ it('a multipart upload whose completion answer was lost, and whose retried compl
     PART_SIZE + 4321,
     async ({ bucket, path, content, client, seen }) => {
       // Failing here failed the object: its messages went into a new file while this one stayed in the bucket.
-      await uploadFile(client, { bucket, key: 'retried.bin', path, size: content.length }, new BodyBuffers());
+      let restarts = 0;
+      await uploadFile(client, { bucket, key: 'retried.bin', path, size: content.length }, new BodyBuffers(), () => restarts++);
+      expect(restarts).toBe(1);
       expect(seen.filter((r) => r.method === 'POST' && r.url.includes('uploads'))).toHaveLength(2);
       expect(seen.filter(isComplete).map((r) => r.status)).toEqual([200, 404, 200]);
       expect(await s3.list(bucket)).toEqual(['retried.bin']);
@@ -131,8 +133,10 @@ it('a multipart upload the bucket keeps answering NoSuchUpload is tried three ti
   withFile(
     PART_SIZE + 10,
     async ({ bucket, path, content, client, seen }) => {
-      const upload = uploadFile(client, { bucket, key: 'gone.bin', path, size: content.length }, new BodyBuffers());
+      let restarts = 0;
+      const upload = uploadFile(client, { bucket, key: 'gone.bin', path, size: content.length }, new BodyBuffers(), () => restarts++);
       await expect(upload).rejects.toMatchObject({ name: 'NoSuchUpload' });
+      expect(restarts).toBe(2);
       expect(seen.filter((r) => r.method === 'POST' && r.url.includes('uploads'))).toHaveLength(3);
       expect(seen.filter(isComplete).map((r) => r.status)).toEqual([404, 404, 404]);
       expect(await s3.list(bucket)).toEqual([]);

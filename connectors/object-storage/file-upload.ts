@@ -66,15 +66,20 @@ export class BodyBuffers {
  * body. (The SDK's own multipart `Upload` did all three on the loop: blocks of up to 50 ms, a p99 loop
  * delay of ~20 ms for as long as a 64 MiB file uploaded.) A multipart upload that fails is aborted, so its
  * parts do not linger in the bucket; an object exists only once completed. One the bucket no longer knows
- * (NoSuchUpload) starts again (putInParts).
+ * (NoSuchUpload) starts again (putInParts), and `restarted` is told.
  */
-export async function uploadFile(s3: S3Client, object: FileObject, buffers: BodyBuffers): Promise<void> {
+export async function uploadFile(
+  s3: S3Client,
+  object: FileObject,
+  buffers: BodyBuffers,
+  restarted: () => void = () => undefined,
+): Promise<void> {
   const handle = await open(object.path, 'r').catch((e: unknown) => {
     throw new LocalFileError(`${object.path} cannot be opened: ${(e as Error).message}`, { cause: e });
   });
   try {
     if (object.size <= PART_SIZE) await putWhole(s3, object, handle, buffers);
-    else await putInParts(s3, object, handle, buffers);
+    else await putInParts(s3, object, handle, buffers, restarted);
   } finally {
     await handle.close();
   }
@@ -99,12 +104,19 @@ const MULTIPART_ATTEMPTS = 3;
  * way the new upload writes the same bytes again. Failing the object instead put its messages into a new
  * file and left the completed one in the bucket, a duplicate outside the manifest.
  */
-async function putInParts(s3: S3Client, object: FileObject, handle: FileHandle, buffers: BodyBuffers): Promise<void> {
+async function putInParts(
+  s3: S3Client,
+  object: FileObject,
+  handle: FileHandle,
+  buffers: BodyBuffers,
+  restarted: () => void,
+): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await putInPartsOnce(s3, object, handle, buffers);
     } catch (e) {
       if ((e as { name?: string }).name !== 'NoSuchUpload' || attempt === MULTIPART_ATTEMPTS) throw e;
+      restarted();
     }
   }
 }

@@ -178,7 +178,7 @@ export class UploadQueue {
     let failure: S3Failure | undefined;
     try {
       await manifest.markPending(entry);
-      await uploadFile(s3, { bucket, key: file.object, path: file.localPath, size }, this.bodies);
+      await uploadFile(s3, { bucket, key: file.object, path: file.localPath, size }, this.bodies, () => counters.uploadRetries++);
       const committed = { ...entry, committedAt: new Date().toISOString() };
       await manifest.commit(committed);
       this.options.committed(committed);
