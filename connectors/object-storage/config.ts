@@ -84,9 +84,12 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
       `must be an integer between 1000 (1 KB) and ${10 * 1024 ** 3} (10 GiB), got ${JSON.stringify(c.maxBytes)}`,
     );
   }
-  const maxMessages = integer(c.maxMessages ?? Number.MAX_SAFE_INTEGER);
+  const maxMessages = int64(c.maxMessages ?? Number.MAX_SAFE_INTEGER);
   if (!Number.isInteger(maxMessages) || maxMessages < 1000) {
-    throw new InvalidArgumentError(`${F}.maxMessages`, `must be an integer of at least 1000, got ${JSON.stringify(c.maxMessages)}`);
+    throw new InvalidArgumentError(
+      `${F}.maxMessages`,
+      `must be an integer between 1000 and 2^63 - 1 (past 2^53 - 1 as a string of digits: a number that large is not exact), got ${JSON.stringify(c.maxMessages)}`,
+    );
   }
   if (c.serviceAccountEmail !== undefined && typeof c.serviceAccountEmail !== 'string')
     throw new InvalidArgumentError(`${F}.serviceAccountEmail`, 'must be a string');
@@ -131,6 +134,18 @@ function checkNameLength(prefix: string, suffix: string, datetimeFormat: string)
 function integer(value: unknown): number {
   if (typeof value === 'number') return value;
   return typeof value === 'string' && /^-?\d+$/.test(value) ? Number(value) : NaN;
+}
+
+const INT64_MAX = 2n ** 63n - 1n;
+
+/**
+ * An int64 setting (the API's maxMessages): a number only while exact (a YAML 9223372036854775807 is
+ * already another number), else decimal digits within int64, as the API keeps them; NaN otherwise. Past
+ * 2^53 the limit is never reached, so the Number it becomes serves the writer as well.
+ */
+function int64(value: unknown): number {
+  if (typeof value === 'number') return Number.isSafeInteger(value) ? value : NaN;
+  return typeof value === 'string' && /^-?\d+$/.test(value) && BigInt(value) <= INT64_MAX ? Number(value) : NaN;
 }
 
 /**

@@ -150,7 +150,16 @@ describe('object names (filenameDatetimeFormat)', () => {
     [{ maxDuration: '30s' }, 'cloudStorageConfig.maxDuration: must be between 60s and 600s, got 30s'],
     [{ maxDuration: '11m' }, 'got 660s'],
     [{ maxBytes: 999 }, 'cloudStorageConfig.maxBytes: must be an integer between 1000'],
-    [{ maxMessages: 999 }, 'cloudStorageConfig.maxMessages: must be an integer of at least 1000, got 999'],
+    [
+      { maxMessages: 999 },
+      'cloudStorageConfig.maxMessages: must be an integer between 1000 and 2^63 - 1 (past 2^53 - 1 as a string of digits: a number that large is not exact), got 999',
+    ],
+    // A job file's 9223372036854775807 reaches here as 2^63 (YAML reads a number); as digits it is exact.
+    [
+      { maxMessages: 2 ** 63 },
+      'cloudStorageConfig.maxMessages: must be an integer between 1000 and 2^63 - 1 (past 2^53 - 1 as a string of digits: a number that large is not exact), got 9223372036854776000',
+    ],
+    [{ maxMessages: '9223372036854775808' }, 'got "9223372036854775808"'],
     [{ textConfig: {}, avroConfig: {} }, 'only one of textConfig, avroConfig, parquetConfig'],
     [{ parquetConfig: { compression: 'LZ4' } }, 'must be UNCOMPRESSED, GZIP or SNAPPY'],
     [{ colour: 1 }, 'cloudStorageConfig.colour: unknown field'],
@@ -163,7 +172,10 @@ describe('object names (filenameDatetimeFormat)', () => {
     [{ avroConfig: 'x' }, 'cloudStorageConfig.avroConfig: must be an object, got "x"'],
     [{ avroConfig: { writeMetadata: 1 } }, 'cloudStorageConfig.avroConfig.writeMetadata: must be true or false, got 1'],
     [{ maxBytes: [5000] }, 'cloudStorageConfig.maxBytes: must be an integer between 1000'],
-    [{ maxMessages: '0x3e8' }, 'cloudStorageConfig.maxMessages: must be an integer of at least 1000, got "0x3e8"'],
+    [
+      { maxMessages: '0x3e8' },
+      'cloudStorageConfig.maxMessages: must be an integer between 1000 and 2^63 - 1 (past 2^53 - 1 as a string of digits: a number that large is not exact), got "0x3e8"',
+    ],
     [{ shards: true }, 'cloudStorageConfig.shards: must be an integer between 1 and 64, got true'],
     // Object names hold at most 1024 bytes: 25 of the default datetime, a separator and 29 of the unique id.
     [{ filenamePrefix: `${'p'.repeat(970)}/` }, 'cloudStorageConfig.filenamePrefix: makes object names of 1026 bytes'],

@@ -154,9 +154,18 @@ function cloudStorageFromProto(c: ProtoCloudStorageConfig): Record<string, unkno
     config.avroConfig = setFields({ writeMetadata: c.avroConfig.writeMetadata, useTopicSchema: c.avroConfig.useTopicSchema });
   else if (c.textConfig || config.parquetConfig === undefined) config.textConfig = {};
   if (c.maxDuration) config.maxDuration = formatDuration(seconds(c.maxDuration, 'cloudStorageConfig.maxDuration')!);
-  if (Number(c.maxBytes)) config.maxBytes = Number(c.maxBytes);
-  if (Number(c.maxMessages)) config.maxMessages = Number(c.maxMessages);
+  if (Number(c.maxBytes)) config.maxBytes = int64(c.maxBytes);
+  if (Number(c.maxMessages)) config.maxMessages = int64(c.maxMessages);
   return config;
+}
+
+/**
+ * An int64 field as the stored config keeps it: a number, or past 2^53 its decimal digits, which a Number
+ * would change (maxMessages 2^63-1 read back as -9223372036854775616). The connector reads either.
+ */
+function int64(value: string): number | string {
+  const n = Number(value);
+  return Number.isSafeInteger(n) ? n : value;
 }
 
 /** The fields that are set (not undefined, null, false, 0 or ""), so a stored section holds what was given. */
@@ -210,8 +219,9 @@ interface StoredCloudStorageConfig {
   parquetConfig?: unknown;
   /** Seconds, or a duration string ("600s"). */
   maxDuration?: number | string;
-  maxBytes?: number;
-  maxMessages?: number;
+  /** A number, or a decimal string past 2^53 (int64). */
+  maxBytes?: number | string;
+  maxMessages?: number | string;
   serviceAccountEmail?: string;
   shards?: unknown;
 }

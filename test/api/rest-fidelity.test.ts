@@ -250,6 +250,22 @@ describe('REST answers from the same mapping as gRPC', () => {
     expect(mixed.json.error.message).toBe('messages: all messages of one publish request must share an ordering key');
   });
 
+  it('an int64 comes back exactly as given, past 2^53 too (cloudStorageConfig.maxMessages), over REST as over gRPC', async () => {
+    await rest('PUT', `${P}/topics/int64`, {});
+    for (const maxMessages of ['9223372036854775807', '9007199254740993', '1000']) {
+      const id = `int64-${maxMessages}`;
+      const created = await rest('PUT', `${P}/subscriptions/${id}`, {
+        topic: 'int64',
+        cloudStorageConfig: { bucket: 'int64-bucket', maxMessages },
+      });
+      expect(created.json.error).toBeUndefined();
+      expect(created.json.cloudStorageConfig.maxMessages).toBe(maxMessages);
+      expect((await rest('GET', `${P}/subscriptions/${id}`)).json.cloudStorageConfig.maxMessages).toBe(maxMessages);
+      const viaGrpc = await api.sub('getSubscription', { subscription: `projects/rest-fidelity/subscriptions/${id}` });
+      expect(viaGrpc.cloudStorageConfig.maxMessages).toBe(maxMessages);
+    }
+  });
+
   it('an attribute named __proto__ (or any other key) arrives and comes back as published, over REST as over gRPC', async () => {
     await rest('PUT', `${P}/topics/odd-keys`, {});
     await rest('PUT', `${P}/subscriptions/odd-keys-sub`, { topic: 'odd-keys' });
