@@ -1,4 +1,5 @@
 import { InvalidArgumentError, UnknownFieldError } from '../../src/core/errors.js';
+import { checkServiceAccountEmail } from '../../src/core/service-account.js';
 
 /** Pub/Sub's `bigqueryConfig`, as Orderly maps it onto DuckDB. */
 export interface DuckDbTableConfig {
@@ -50,8 +51,9 @@ export function parseDuckDbTableConfig(raw: unknown): DuckDbTableConfig {
   if (c.dropUnknownFields && !c.useTableSchema && !c.useTopicSchema) {
     throw new InvalidArgumentError(`${FIELD}.dropUnknownFields`, 'only applies with useTableSchema or useTopicSchema');
   }
-  if (c.serviceAccountEmail !== undefined && typeof c.serviceAccountEmail !== 'string')
-    throw new InvalidArgumentError(`${FIELD}.serviceAccountEmail`, 'must be a string');
+  // Unset (or empty, as proto3 sends it unset): Pub/Sub's own service agent.
+  if (c.serviceAccountEmail !== undefined && c.serviceAccountEmail !== '')
+    checkServiceAccountEmail(`${FIELD}.serviceAccountEmail`, c.serviceAccountEmail);
   return {
     table: c.table,
     schema: dataset,

@@ -72,6 +72,15 @@ describe('bigqueryConfig.writeMetadata', () => {
     expect(backlog('to-table')).toBe(0);
   });
 
+  it('a service account that cannot be one is refused; an empty one is unset (Pub/Sub own agent)', () => {
+    expect(() => parseDuckDbTableConfig({ table: 'p.d.t', serviceAccountEmail: 'nope' })).toThrow(
+      'bigqueryConfig.serviceAccountEmail: must be a service account email, got "nope"',
+    );
+    expect(() => parseDuckDbTableConfig({ table: 'p.d.t', serviceAccountEmail: 7 })).toThrow('must be a service account email, got 7');
+    expect(() => parseDuckDbTableConfig({ table: 'p.d.t', serviceAccountEmail: '' })).not.toThrow();
+    expect(() => parseDuckDbTableConfig({ table: 'p.d.t', serviceAccountEmail: 'bq@p.iam.gserviceaccount.com' })).not.toThrow();
+  });
+
   it('a table name BigQuery refuses is refused at creation; one it allows, however odd, is quoted, never executed', async () => {
     const evil = 'x"; DROP TABLE victims; --';
     expect(() => parseDuckDbTableConfig({ table: 'p.we.ird.t' })).toThrow('must be "project.dataset.table"');

@@ -1,5 +1,6 @@
 import { checkRange, parseDuration } from '../../src/core/duration.js';
 import { InvalidArgumentError, UnknownFieldError } from '../../src/core/errors.js';
+import { checkServiceAccountEmail } from '../../src/core/service-account.js';
 import { checkPrefix, DEFAULT_DATETIME_FORMAT, newWriterTag, objectNamer, parseDatetimeFormat, uniqueId } from './object-naming.js';
 
 export type OutputFormat =
@@ -91,8 +92,9 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
       `must be an integer between 1000 and 2^63 - 1 (past 2^53 - 1 as a string of digits: a number that large is not exact), got ${JSON.stringify(c.maxMessages)}`,
     );
   }
-  if (c.serviceAccountEmail !== undefined && typeof c.serviceAccountEmail !== 'string')
-    throw new InvalidArgumentError(`${F}.serviceAccountEmail`, 'must be a string');
+  // Unset (or empty, as proto3 sends it unset): Pub/Sub's own service agent.
+  if (c.serviceAccountEmail !== undefined && c.serviceAccountEmail !== '')
+    checkServiceAccountEmail(`${F}.serviceAccountEmail`, c.serviceAccountEmail);
   const shards = integer(c.shards ?? 1);
   if (!Number.isInteger(shards) || shards < 1 || shards > 64)
     throw new InvalidArgumentError(`${F}.shards`, `must be an integer between 1 and 64, got ${JSON.stringify(c.shards)}`);

@@ -177,6 +177,10 @@ describe('object names (filenameDatetimeFormat)', () => {
       'cloudStorageConfig.maxMessages: must be an integer between 1000 and 2^63 - 1 (past 2^53 - 1 as a string of digits: a number that large is not exact), got "0x3e8"',
     ],
     [{ shards: true }, 'cloudStorageConfig.shards: must be an integer between 1 and 64, got true'],
+    [
+      { serviceAccountEmail: 'not an email' },
+      'cloudStorageConfig.serviceAccountEmail: must be a service account email, got "not an email"',
+    ],
     // Object names hold at most 1024 bytes: 25 of the default datetime, a separator and 29 of the unique id.
     [{ filenamePrefix: `${'p'.repeat(970)}/` }, 'cloudStorageConfig.filenamePrefix: makes object names of 1026 bytes'],
     [{ filenameSuffix: `.${'é'.repeat(485)}` }, 'cloudStorageConfig.filenameSuffix: makes object names of 1026 bytes'],

@@ -2,6 +2,7 @@ import { checkRange, parseDuration, type DurationInput } from './duration.js';
 import { FailedPreconditionError, InvalidArgumentError } from './errors.js';
 import { parseFilter } from './filter.js';
 import { checkPushAttributes } from './push-egress.js';
+import { checkServiceAccountEmail } from './service-account.js';
 
 /** A subscription as a caller describes it: Pub/Sub's field names; durations as seconds or `"600s"`. */
 export interface SubscriptionInput {
@@ -172,13 +173,7 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
     spec.pushConfig = { pushEndpoint: endpoint, attributes: { ...attributes } };
     const { oidcToken, noWrapper } = input.pushConfig!;
     if (oidcToken) {
-      const email = oidcToken.serviceAccountEmail ?? '';
-      if (typeof email !== 'string' || !/^[^@\s]+@[^@\s]+$/.test(email)) {
-        throw new InvalidArgumentError(
-          'pushConfig.oidcToken.serviceAccountEmail',
-          `must be a service account email, got ${JSON.stringify(email)}`,
-        );
-      }
+      const email = checkServiceAccountEmail('pushConfig.oidcToken.serviceAccountEmail', oidcToken.serviceAccountEmail ?? '');
       if (typeof (oidcToken.audience ?? '') !== 'string')
         throw new InvalidArgumentError('pushConfig.oidcToken.audience', 'must be a string');
       spec.pushConfig.oidcToken = { serviceAccountEmail: email, audience: oidcToken.audience ?? '' };

@@ -250,6 +250,25 @@ describe('REST answers from the same mapping as gRPC', () => {
     expect(mixed.json.error.message).toBe('messages: all messages of one publish request must share an ordering key');
   });
 
+  it('an export service account that cannot be one is refused, naming it, as the push one is', async () => {
+    await rest('PUT', `${P}/topics/accounts`, {});
+    const gcs = await rest('PUT', `${P}/subscriptions/accounts-gcs`, {
+      topic: 'accounts',
+      cloudStorageConfig: { bucket: 'accounts-bucket', serviceAccountEmail: 'not an email' },
+    });
+    expect(gcs.status).toBe(400);
+    expect(gcs.json.error.message).toMatch(
+      /^cloudStorageConfig\.serviceAccountEmail: .*must be a service account email, got "not an email"/,
+    );
+    const bq = await rest('PUT', `${P}/subscriptions/accounts-bq`, {
+      topic: 'accounts',
+      bigqueryConfig: { table: 'p.d.t', serviceAccountEmail: 'nope' },
+    });
+    expect(bq.status).toBe(400);
+    expect(bq.json.error.message).toMatch(/^bigqueryConfig\.serviceAccountEmail: .*must be a service account email, got "nope"/);
+    expect((await rest('GET', `${P}/subscriptions/accounts-gcs`)).status).toBe(404);
+  });
+
   it('an int64 comes back exactly as given, past 2^53 too (cloudStorageConfig.maxMessages), over REST as over gRPC', async () => {
     await rest('PUT', `${P}/topics/int64`, {});
     for (const maxMessages of ['9223372036854775807', '9007199254740993', '1000']) {
