@@ -17,7 +17,11 @@ export interface StreamingPullRequest {
   streamAckDeadlineSeconds: number;
   maxOutstandingMessages: string;
   maxOutstandingBytes: string;
+  protocolVersion: string;
 }
+
+/** Fields only the first request of a stream may set (Pub/Sub aborts a stream whose later request sets one). */
+const FIRST_REQUEST_ONLY = ['maxOutstandingMessages', 'maxOutstandingBytes', 'protocolVersion'] as const;
 
 const METHOD = 'StreamingPull';
 const DEFAULT_MAX_OUTSTANDING_MESSAGES = 1000;
@@ -91,8 +95,16 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
   };
 
   /** Checks the whole request before acting on any of it, so a refused request changes nothing. */
-  const settle = async (req: StreamingPullRequest, stream: SubscriptionHandle) => {
+  const settle = async (req: StreamingPullRequest, stream: SubscriptionHandle, first: boolean) => {
     const name = stream.subscription;
+    // Flow control is the stream's for its life: a later value was ignored, silently.
+    const late = first ? undefined : FIRST_REQUEST_ONLY.find((field) => Number(req[field]) !== 0);
+    if (late) throw new InvalidArgumentError(late, `can only be set in the first request of a stream, got ${req[late]} in a later one`);
+    // Malformed ids abort the stream, as in Pub/Sub, but for exactly-once, whose confirmations list them as invalid.
+    if (!stream.spec.enableExactlyOnceDelivery) {
+      core.checkAckIds(req.ackIds, 'ackIds');
+      core.checkAckIds(req.modifyDeadlineAckIds, 'modifyDeadlineAckIds');
+    }
     if (req.subscription && core.subscriptionName(req.subscription) !== name) {
       throw new InvalidArgumentError(
         'subscription',
@@ -126,8 +138,9 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
     if (ended) return;
     try {
       if (req instanceof UndecodableRequest) throw req.error(METHOD);
+      const first = !handle;
       handle ??= open(req);
-      settle(req, handle).catch(fail);
+      settle(req, handle, first).catch(fail);
     } catch (e) {
       fail(e);
     }

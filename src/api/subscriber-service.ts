@@ -27,10 +27,10 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
     DeleteSubscription: async (r) => core.deleteSubscription(r.subscription),
     // On an exactly-once subscription invalid ack ids fail the call, with ErrorInfo details naming them.
     ModifyAckDeadline: async (r) => {
-      await core.modifyAckDeadline(r.subscription, ackIdsOf(r), r.ackDeadlineSeconds);
+      await core.modifyAckDeadline(r.subscription, ackIdsOf(core, r), r.ackDeadlineSeconds);
     },
     Acknowledge: async (r) => {
-      await core.acknowledge(r.subscription, ackIdsOf(r));
+      await core.acknowledge(r.subscription, ackIdsOf(core, r));
     },
     Pull: async (r) => {
       // Required, and positive, as in Pub/Sub: 0 is what a request that leaves it out carries.
@@ -54,9 +54,14 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
   return { ...handlers, ...snapshotHandlers(core).subscriber };
 }
 
-/** A unary ack or modack names at least one delivery, as Pub/Sub requires. */
-function ackIdsOf(r: { ackIds: string[] }): string[] {
+/**
+ * A unary ack or modack names at least one delivery, as Pub/Sub requires. A malformed id fails the call
+ * (Pub/Sub: "an invalid ack ID"), except on an exactly-once subscription: there every invalid id, malformed
+ * or stale, is named in the error's details while the valid ones are settled, as its clients expect.
+ */
+function ackIdsOf(core: PubSubCore, r: { subscription: string; ackIds: string[] }): string[] {
   if (!r.ackIds.length) throw new InvalidArgumentError('ackIds', 'is required: at least one ack id');
+  if (!core.getSubscription(r.subscription).enableExactlyOnceDelivery) core.checkAckIds(r.ackIds, 'ackIds');
   return r.ackIds;
 }
 

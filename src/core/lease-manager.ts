@@ -1,5 +1,13 @@
 import type { Entry, Lease } from './delivery.js';
 
+/** The form of every ack id a LeaseManager issues: its prefix (base 36), the message's seq, a counter. */
+const ACK_ID_FORM = /^[0-9a-z]+-\d+-\d+$/;
+
+/** False for an id no LeaseManager could have issued (malformed), whether or not its lease is still out. */
+export function isAckIdForm(ackId: string): boolean {
+  return ACK_ID_FORM.test(ackId);
+}
+
 /** What a lease is held in: the key's queue, which counts its deliveries out. */
 interface LeaseQueue {
   outstanding: number;

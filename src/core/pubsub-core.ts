@@ -8,7 +8,7 @@ import { systemClock, type Clock } from './clock.js';
 import { compactionPlan } from './compaction-plan.js';
 import type { ConsumerSpec, SubscriptionHandle, SubscriptionState } from './consumer.js';
 import { deadLetterAttributes } from './dead-letter.js';
-import { AlreadyExistsError, FailedPreconditionError, NotFoundError } from './errors.js';
+import { AlreadyExistsError, FailedPreconditionError, InvalidArgumentError, NotFoundError } from './errors.js';
 import { checkLabels } from './labels.js';
 import type { Entry } from './key-queue.js';
 import { validateBatch, type ValidMessage } from './limits.js';
@@ -28,6 +28,7 @@ import type { SubscriptionMetrics } from './subscription-metrics.js';
 import { SubscriptionRuntime } from './subscription-runtime.js';
 import { PublishQueue } from './publish-queue.js';
 import { applyTopicInput, checkTopicSchemaUse, topicSettings, type TopicInput, type TopicSettings } from './topic-config.js';
+import { isAckIdForm } from './lease-manager.js';
 
 export interface Topic extends TopicSettings {
   name: string;
@@ -532,6 +533,15 @@ export class PubSubCore {
   /** Pull: up to maxMessages ready messages; a key's messages come in order and only one batch per key is out. */
   async pull(subRef: string, options: PullOptions = {}): Promise<ReceivedMessage[]> {
     return pullOnce(this.pullable(subRef), options.maxMessages ?? 100, options.waitMs ?? 0);
+  }
+
+  /**
+   * Refuses ids that no subscription could have issued (malformed), naming the first as `field[i]`, as
+   * Pub/Sub refuses them ("an invalid ack ID"); ids that are well formed but stale pass.
+   */
+  checkAckIds(ackIds: readonly string[], field: string): void {
+    const bad = ackIds.findIndex((id) => !isAckIdForm(id));
+    if (bad >= 0) throw new InvalidArgumentError(`${field}[${bad}]`, `is not an ack id this server issued: ${JSON.stringify(ackIds[bad])}`);
   }
 
   /**

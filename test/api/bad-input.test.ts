@@ -142,7 +142,7 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expectInvalid(await rest('POST', `${s}:acknowledge`, { ackIds: [1] }), 'ackIds[0]', /must be a string/);
     expectInvalid(await rest('POST', `${s}:modifyAckDeadline`, { ackIds: [], ackDeadlineSeconds: 1.5 }), 'ackDeadlineSeconds', /integer/);
     expectInvalid(
-      await rest('POST', `${s}:modifyAckDeadline`, { ackIds: ['x'], ackDeadlineSeconds: 601 }),
+      await rest('POST', `${s}:modifyAckDeadline`, { ackIds: ['a1-1-1'], ackDeadlineSeconds: 601 }),
       'ackDeadlineSeconds',
       /between 0 and 600/,
     );

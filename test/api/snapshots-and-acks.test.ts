@@ -236,9 +236,17 @@ describe('exactly-once delivery', () => {
         },
       ],
     });
-    // an ordinary subscription ignores stale ids, as before
-    expect(await rest('POST', 'subscriptions/plain-raw-sub:acknowledge', { ackIds: ['x'] })).toEqual({ status: 200, json: {} });
-    expect(await api.sub('acknowledge', { subscription: sub('plain-raw-sub'), ackIds: ['x'] })).toEqual({});
+    // an ordinary subscription ignores stale ids, as before (one of this stream's, and one never issued but of the form)
+    const stale = ackId.replace(/-\d+$/, '-999999');
+    expect(await rest('POST', 'subscriptions/plain-raw-sub:acknowledge', { ackIds: [ackId, stale] })).toEqual({ status: 200, json: {} });
+    expect(await api.sub('acknowledge', { subscription: sub('plain-raw-sub'), ackIds: [stale] })).toEqual({});
+    // and refuses a malformed one, naming it, as Pub/Sub does ("an invalid ack ID")
+    const malformed = await rest('POST', 'subscriptions/plain-raw-sub:acknowledge', { ackIds: [stale, 'x'] });
+    expect(malformed.status).toBe(400);
+    expect(malformed.json.error.message).toBe('ackIds[1]: is not an ack id this server issued: "x"');
+    expect(
+      (await failure(api.sub('modifyAckDeadline', { subscription: sub('plain-raw-sub'), ackIds: [''], ackDeadlineSeconds: 0 }))).code,
+    ).toBe(grpc.status.INVALID_ARGUMENT);
   });
 });
 
@@ -266,6 +274,37 @@ describe('DetachSubscription and StreamingPull errors', () => {
       grpc.status.INVALID_ARGUMENT,
       'streamAckDeadlineSeconds: must be an integer between 10 and 600, got 5',
     ]);
+  });
+
+  it.each<[string, Record<string, unknown>, string]>([
+    [
+      'maxOutstandingMessages',
+      { maxOutstandingMessages: 5 },
+      'maxOutstandingMessages: can only be set in the first request of a stream, got 5 in a later one',
+    ],
+    [
+      'maxOutstandingBytes',
+      { maxOutstandingBytes: 1000 },
+      'maxOutstandingBytes: can only be set in the first request of a stream, got 1000 in a later one',
+    ],
+    ['protocolVersion', { protocolVersion: 1 }, 'protocolVersion: can only be set in the first request of a stream, got 1 in a later one'],
+    ['a malformed ack id', { ackIds: ['garbage'] }, 'ackIds[0]: is not an ack id this server issued: "garbage"'],
+    [
+      'a malformed modack id',
+      { modifyDeadlineAckIds: ['a1-1-1', ''], modifyDeadlineSeconds: [30, 30] },
+      'modifyDeadlineAckIds[1]: is not an ack id this server issued: ""',
+    ],
+  ])('a later request with %s ends the stream with INVALID_ARGUMENT, as in Pub/Sub (it was ignored)', async (field, later, details) => {
+    const name = `late-${field.replace(/\W/g, '-')}`;
+    await api.pub('createTopic', { name: topicName(name) });
+    await api.sub('createSubscription', { name: sub(name), topic: topicName(name) });
+    const stream = openStream({ subscription: sub(name), maxOutstandingMessages: 2 });
+    // What Google's client sends later (keepalives, a new deadline, a stale id of the right form) is fine.
+    stream.call.write({});
+    stream.call.write({ streamAckDeadlineSeconds: 30, ackIds: ['a1-1-1'] });
+    stream.call.write(later);
+    const status = await stream.ended;
+    expect([status.code, status.details]).toEqual([grpc.status.INVALID_ARGUMENT, details]);
   });
 
   it('detachSubscription keeps a detached subscription; its streams end and pull fails with FAILED_PRECONDITION; REST :detach too', async () => {
