@@ -298,6 +298,11 @@ export class ObjectStorageWriter implements Connector {
       .finally(() => (this.recovering = undefined));
   }
 
+  /** Uploads run in the background: one that hangs (an endpoint that stopped answering) shows as stalled. */
+  busy(): { name: string; since: number } | undefined {
+    return this.uploads?.oldestUpload();
+  }
+
   async close(): Promise<void> {
     const unsent = (await this.uploads?.stop()) ?? [];
     await this.recovering;

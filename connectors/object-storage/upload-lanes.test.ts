@@ -39,3 +39,37 @@ it('a file sealed while the other lane uploads starts uploading at once, not aft
     dir.remove();
   }
 });
+
+it('an upload that hangs (the endpoint stops answering, idle timeout far off) shows as stalled in status, and clears once it ends', async () => {
+  const puts = (r: { method: string; url: string }) => r.method === 'PUT' && !r.url.includes('uploadId=');
+  const proxy = await startObservingProxy(s3.settings.endpoint, puts);
+  const dir = tempDir('orderly-lanes-');
+  // The write calls all return (uploads run in the background): only the upload itself can tell.
+  const env = await openExport(
+    dir.path,
+    { objectStorage: { ...s3.settings, endpoint: proxy.url, idleTimeoutSeconds: 3600 } },
+    { runner: { stallMs: 300 } },
+  );
+  try {
+    const bucket = await s3.bucket();
+    await env.core.createTopic('events');
+    await env.core.createSubscription('to-s3', { topic: 'events', cloudStorageConfig: { bucket, maxMessages: 1000, textConfig: {} } });
+    await env.exports.sync();
+    await env.core.publish(
+      'events',
+      Array.from({ length: 1000 }, (_, i) => ({ data: `m${i}` })),
+    );
+    const runner = env.exports.runner('to-s3')!;
+    await waitFor('the stall in status', () => runner.stats.stalled !== undefined);
+    expect(runner.stats.stalled).toMatch(/^the export connector's upload of \S+ has not returned for \d+ s$/);
+    expect(runner.stats.written).toBe(0);
+    proxy.release();
+    await waitFor('the file committed', () => runner.stats.written === 1000);
+    await waitFor('the stall cleared', () => runner.stats.stalled === undefined);
+  } finally {
+    proxy.release();
+    await env.close();
+    await proxy.close();
+    dir.remove();
+  }
+});

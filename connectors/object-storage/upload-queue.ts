@@ -47,14 +47,21 @@ export class UploadQueue {
   private fault?: Error;
   /** What finished in the background since the last take. */
   private finished = emptyResult();
-  /** Files being uploaded now (the first ones of `sealed`, not necessarily in order). */
-  private readonly inFlight = new Set<RollingFile>();
+  /** Files being uploaded now (the first ones of `sealed`, not necessarily in order), with when each began. */
+  private readonly inFlight = new Map<RollingFile, number>();
   /** Buffers the lanes read files into, reused from one upload to the next. */
   private readonly bodies = new BodyBuffers();
   /** Called when an upload ends or the loop stops (see waitBelow). */
   private waiters: (() => void)[] = [];
 
   constructor(private readonly options: UploadQueueOptions) {}
+
+  /** The upload running longest, if any: a hung one must show (ConnectorBusy). */
+  oldestUpload(): { name: string; since: number } | undefined {
+    let oldest: { name: string; since: number } | undefined;
+    for (const [file, since] of this.inFlight) if (!oldest || since < oldest.since) oldest = { name: `upload of ${file.object}`, since };
+    return oldest;
+  }
 
   add(file: RollingFile): void {
     this.sealed.push(file);
@@ -157,7 +164,7 @@ export class UploadQueue {
     while (!this.blocked && !this.fault) {
       const file = this.sealed.find((f) => !this.inFlight.has(f));
       if (!file) return;
-      this.inFlight.add(file);
+      this.inFlight.set(file, Date.now());
       try {
         await this.upload(file);
       } catch (e) {

@@ -346,18 +346,26 @@ export class ExportRunner {
       return await run();
     } finally {
       this.inCall = undefined;
-      this.stats.stalled = undefined;
+      // The call's own stall ends here; the connector's background work may still be stalled.
+      this.noteStall();
     }
   }
 
-  /** At each flush interval: a call that has not returned for `stallMs` shows in status, and in the log. */
+  /**
+   * At each flush interval and as each call returns: a call that has not returned for `stallMs`, or the
+   * connector's background work (Connector.busy) running that long, shows in status, and in the log.
+   */
   private noteStall(): void {
-    if (!this.inCall) return;
-    const ms = Date.now() - this.inCall.since;
-    if (ms < (this.options.stallMs ?? DEFAULT_STALL_MS)) return;
+    const background = this.connector?.busy?.();
+    const work = this.inCall && (!background || this.inCall.since <= background.since) ? this.inCall : background;
+    const ms = work ? Date.now() - work.since : 0;
+    if (!work || ms < (this.options.stallMs ?? DEFAULT_STALL_MS)) {
+      this.stats.stalled = undefined;
+      return;
+    }
     const seconds = Math.floor(ms / 1000);
-    this.stats.stalled = `the export connector's ${this.inCall.name} has not returned for ${seconds} s`;
-    this.logThrottled('warn', { call: this.inCall.name, seconds }, 'the export connector has not returned; its messages wait');
+    this.stats.stalled = `the export connector's ${work.name} has not returned for ${seconds} s`;
+    this.logThrottled('warn', { call: work.name, seconds }, 'the export connector has not returned; its messages wait');
   }
 
   /** A connector finished buffered work in the background: collect it soon. */

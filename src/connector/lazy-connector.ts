@@ -40,6 +40,10 @@ class LazyConnector implements Connector {
     await this.inner?.close();
   }
 
+  busy(): { name: string; since: number } | undefined {
+    return this.inner?.busy?.();
+  }
+
   private loaded(): Connector {
     if (!this.inner) throw new Error('the connector was used before open() succeeded');
     return this.inner;

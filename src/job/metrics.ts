@@ -170,8 +170,10 @@ export async function serveMetrics(
     'Unexpected failures of the export sink (each one reopened it after a backoff)',
     (s) => s.status.exportErrors,
   );
-  gauge('orderly_export_stalled', 'Whether a call of the export connector (write, flush, open) has not returned for 30 s or more', (s) =>
-    s.status.exportStalled ? 1 : 0,
+  gauge(
+    'orderly_export_stalled',
+    'Whether a call of the export connector (write, flush, open), or its background work (an upload), has not returned for 30 s or more',
+    (s) => (s.status.exportStalled ? 1 : 0),
   );
   counter(
     'orderly_export_refused_total',

@@ -13,7 +13,11 @@ registerBuiltInConnectors();
  * A core on real time (export runners use timers) with an export manager over `dir`, started unless
  * `start` is false (a setup that only publishes a backlog for a later run to export).
  */
-export async function openExport(dir: string, settings: Record<string, unknown> = {}, { start = true } = {}) {
+export async function openExport(
+  dir: string,
+  settings: Record<string, unknown> = {},
+  { start = true, runner = {} }: { start?: boolean; runner?: { stallMs?: number } } = {},
+) {
   const core = await PubSubCore.open({
     store: SqliteStore.open(join(dir, 'store'), { durability: 'process' }),
     projectId: 'p',
@@ -24,7 +28,7 @@ export async function openExport(dir: string, settings: Record<string, unknown> 
     core,
     settings: { dataDir: dir, duckdbPath, ...settings },
     logger: createLogger(),
-    runner: { flushIntervalMs: 100, backoff: () => new Backoff(20, 200) },
+    runner: { flushIntervalMs: 100, backoff: () => new Backoff(20, 200), ...runner },
   });
   if (start) await exports.start();
   return {
