@@ -219,6 +219,8 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly query job.yaml "SELECT status, count(*) FROM analytics.orders GROUP BY ALL"')
     .action(async (file: string, sql: string, o: { json?: boolean; write?: boolean }) => {
+      // DuckDB's own answer to no statement at all is "Error in native callback".
+      if (!sql.trim()) throw new OrderlyError('INVALID_ARGUMENT', '<sql>: is empty: give the query to run');
       const job = await loadJobFile(file);
       const { queryJob } = await import('../job/query.js');
       // Read-only, the job's sections open nothing for writing (so no init statement writes to the database),
@@ -299,8 +301,9 @@ export async function main(argv: string[]): Promise<number> {
   } catch (e) {
     if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
     console.error(`orderly: ${e instanceof Error ? e.message : String(e)}`);
-    // Invalid job files (JobConfigError) and arguments are usage errors.
-    return e instanceof OrderlyError && e.code === 'INVALID_ARGUMENT' ? 2 : 1;
+    // Invalid job files (JobConfigError) and arguments, and names the job does not have, are usage errors:
+    // exit 1 stays what a command found (an audit's missing records, refused lines).
+    return e instanceof OrderlyError && (e.code === 'INVALID_ARGUMENT' || e.code === 'NOT_FOUND') ? 2 : 1;
   }
 }
 

@@ -312,6 +312,14 @@ describe('orderly CLI', () => {
     });
     const status = JSON.parse((await orderly('status', job, '--json')).stdout);
     expect(status.map((s: { backlog: number }) => s.backlog)).toEqual([0, 0]);
+    // Usage errors exit 2; exit 1 is what an audit found (missing, duplicate, out-of-order records).
+    const unknown = await orderly('audit', job, 'no-such-sub');
+    expect([unknown.code, unknown.stderr.trim()]).toEqual([
+      2,
+      'orderly: Subscription not found: projects/cli-test/subscriptions/no-such-sub',
+    ]);
+    const empty = await orderly('query', job, '  ');
+    expect([empty.code, empty.stderr.trim()]).toEqual([2, 'orderly: <sql>: is empty: give the query to run']);
     dir.remove();
   }, 120_000);
 });
