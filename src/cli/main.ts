@@ -315,7 +315,8 @@ async function publishOverRest(
   messages: MessageInput[],
   authToken?: string,
 ): Promise<string[]> {
-  const res = await fetch(`http://${endpoint}/v1/projects/${encodeURIComponent(projectId)}/topics/${encodeURIComponent(topic)}:publish`, {
+  const url = `http://${endpoint}/v1/projects/${encodeURIComponent(projectId)}/topics/${encodeURIComponent(topic)}:publish`;
+  const res = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(authToken ? { authorization: `Bearer ${authToken}` } : {}) },
     body: JSON.stringify({
@@ -325,10 +326,16 @@ async function publishOverRest(
         orderingKey: m.orderingKey,
       })),
     }),
+  }).catch((e: unknown) => {
+    const cause = (e as { cause?: Error }).cause;
+    throw new Error(`the running job's endpoint ${endpoint} cannot be reached: ${cause?.message ?? (e as Error).message}`, { cause: e });
   });
-  const body = (await res.json()) as { messageIds?: string[]; error?: { message: string } };
-  if (!res.ok) throw new Error(body.error?.message ?? `HTTP ${res.status}`);
-  return body.messageIds!;
+  const body = (await res.json()) as { messageIds?: string[]; error?: { message: string; status?: string } };
+  if (res.ok) return body.messageIds!;
+  const message = body.error?.message ?? `HTTP ${res.status}`;
+  // As the core's own errors: a message refused (400) fails its line, a missing topic the whole file.
+  if (body.error?.status === 'INVALID_ARGUMENT' || body.error?.status === 'NOT_FOUND') throw new OrderlyError(body.error.status, message);
+  throw new Error(`${url}: ${message}`);
 }
 
 /** Opens the job's data directory without starting exports, runs `fn`, and always closes it again. */

@@ -1,6 +1,7 @@
 import { Presets, SingleBar } from 'cli-progress';
 import { createReadStream, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
+import { OrderlyError } from '../core/errors.js';
 import type { MessageInput } from '../core/message.js';
 
 /** Publishes one request's messages (to a core in this process, or a running job's endpoint). */
@@ -26,8 +27,17 @@ const MAX_BUFFERED = 10 * BATCH;
 const PARALLEL_REQUESTS = 16;
 
 /**
+ * A refusal of the message itself (INVALID_ARGUMENT): that line is refused and the rest go on. Anything
+ * else (a missing topic, an endpoint that is gone) would refuse every line alike: publishing stops.
+ */
+function refusesTheLine(e: unknown): boolean {
+  return e instanceof OrderlyError && e.code === 'INVALID_ARGUMENT';
+}
+
+/**
  * Publishes a JSONL file, one message per line (the line is the data). The ordering key and attributes
- * can come from fields of each line. Bad lines are refused with their line number; the rest go on.
+ * can come from fields of each line. Bad lines are refused with their line number; the rest go on. Any
+ * other failure stops the publishing, saying how many lines went out before it.
  */
 export async function publishFile(publish: PublishBatch, o: PublishFileOptions): Promise<PublishFileReport> {
   const report: PublishFileReport = { published: 0, refused: [] };
@@ -55,14 +65,16 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
       // Awaited first: `published += await ...` would read the total before the wait, and requests run at once.
       const ids = await publish(pending.map((p) => p.message));
       report.published += ids.length;
-    } catch {
+    } catch (e) {
+      if (!refusesTheLine(e)) throw stopped(e, report);
       // One bad message fails its whole request: publish that batch line by line to find it.
       for (const p of pending) {
         try {
           await publish([p.message]);
           report.published++;
-        } catch (e) {
-          report.refused.push({ line: p.line, reason: (e as Error).message });
+        } catch (lineError) {
+          if (!refusesTheLine(lineError)) throw stopped(lineError, report);
+          report.refused.push({ line: p.line, reason: (lineError as Error).message });
         }
       }
     }
@@ -101,6 +113,11 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
   bar?.stop();
   report.refused.sort((a, b) => a.line - b.line);
   return report;
+}
+
+function stopped(e: unknown, report: PublishFileReport): Error {
+  const message = `${(e as Error).message} (publishing stopped: ${report.published} lines published, ${report.refused.length} refused)`;
+  return e instanceof OrderlyError ? new OrderlyError(e.code, message) : new Error(message, { cause: e });
 }
 
 function toMessage(text: string, o: PublishFileOptions): MessageInput {

@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { OrderlyError } from '../../src/core/errors.js';
 import type { MessageInput } from '../../src/core/message.js';
 import { publishFile } from '../../src/cli/publish-file.js';
 import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
@@ -104,5 +105,27 @@ describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
       ],
     });
     expect(requests.flat().map((m) => m.orderingKey)).toEqual(['42']);
+  });
+
+  it('a message refused (INVALID_ARGUMENT) fails its line; any other failure (the endpoint gone) stops the publishing at once', async () => {
+    const file = join(dir.path, 'stops.jsonl');
+    writeFileSync(file, Array.from({ length: 5000 }, (_, i) => line(i, `u${i % 10}`)).join('\n') + '\n');
+    // Key u0's first 500 lines go first, in one request; line n=10 is refused, so they go again line by line,
+    // and the endpoint is gone after three lines got through.
+    let requests = 0;
+    let accepted = 0;
+    const publish = async (messages: MessageInput[]) => {
+      requests++;
+      if (accepted >= 3) throw new Error("the running job's endpoint 127.0.0.1:9 cannot be reached: connect ECONNREFUSED");
+      if (messages.some((m) => (JSON.parse(m.data as string) as { n: number }).n === 10))
+        throw new OrderlyError('INVALID_ARGUMENT', 'messages[0]: refused');
+      accepted += messages.length;
+      return messages.map(() => 'id');
+    };
+    // Each of 5,000 lines had been refused alike, one request each (197,214 lines of "fetch failed" in a user's run).
+    await expect(publishFile(publish, { file, orderingKeyField: 'user' })).rejects.toThrow(
+      /^the running job's endpoint 127\.0\.0\.1:9 cannot be reached: connect ECONNREFUSED \(publishing stopped: 3 lines published, 1 refused\)$/,
+    );
+    expect(requests).toBe(6);
   });
 });
