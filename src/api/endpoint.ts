@@ -100,7 +100,15 @@ export async function startPubsubEndpoint(core: PubSubCore, options: EndpointOpt
   });
   listener.maxConnections = options.maxConnections ?? MAX_CONNECTIONS;
   await new Promise<void>((resolve, reject) => {
-    listener.once('error', reject);
+    // Which setting: `run` binds the metrics port too.
+    listener.once('error', (e: Error) =>
+      reject(
+        new Error(
+          `the Pub/Sub endpoint cannot listen on ${host}:${port} (endpoint.host and endpoint.port, or serve's --host and --port): ${e.message}`,
+          { cause: e },
+        ),
+      ),
+    );
     listener.listen(port, host, resolve);
   });
   const bound = (listener.address() as AddressInfo).port;

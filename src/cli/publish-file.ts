@@ -1,5 +1,5 @@
 import { Presets, SingleBar } from 'cli-progress';
-import { createReadStream, readFileSync } from 'node:fs';
+import { createReadStream, readFileSync, statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { OrderlyError } from '../core/errors.js';
 import type { MessageInput } from '../core/message.js';
@@ -41,6 +41,9 @@ function refusesTheLine(e: unknown): boolean {
  */
 export async function publishFile(publish: PublishBatch, o: PublishFileOptions): Promise<PublishFileReport> {
   const report: PublishFileReport = { published: 0, refused: [] };
+  // Node's own EISDIR does not say which path.
+  if (o.file !== '-' && statSync(o.file, { throwIfNoEntry: false })?.isDirectory())
+    throw new OrderlyError('INVALID_ARGUMENT', `--file: ${o.file} is a directory, not a JSONL file`);
   const total =
     o.file === '-'
       ? 0

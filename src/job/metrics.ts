@@ -266,7 +266,9 @@ export async function serveMetrics(
   });
   await new Promise<void>((resolve, reject) => {
     // A port in use fails the job's start (as the endpoint's does), instead of an uncaught error later.
-    server.once('error', reject);
+    server.once('error', (e: Error) =>
+      reject(new Error(`the metrics server cannot listen on ${host}:${port} (metrics.host, metrics.port): ${e.message}`, { cause: e })),
+    );
     server.listen(port, host, resolve);
   });
   const url = `http://${host}:${(server.address() as AddressInfo).port}`;

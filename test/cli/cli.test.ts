@@ -179,7 +179,10 @@ describe('orderly CLI', () => {
       );
       const run = await orderly('run', job);
       expect(run.code).toBe(1);
-      expect(run.stderr).toContain(`EADDRINUSE: address already in use 127.0.0.1:${port}`);
+      // Naming the setting: run binds the endpoint's port too.
+      expect(run.stderr).toContain(
+        `the metrics server cannot listen on 127.0.0.1:${port} (metrics.host, metrics.port): listen EADDRINUSE: address already in use 127.0.0.1:${port}`,
+      );
       expect(run.stderr).not.toMatch(/uncaught|defect/i);
       expect(existsSync(join(dir.path, 'data', 'orderly.lock'))).toBe(false);
     } finally {

@@ -128,4 +128,10 @@ describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
     );
     expect(requests).toBe(6);
   });
+
+  it('a directory as the file is refused, naming it', async () => {
+    await expect(publishFile(() => Promise.resolve([]), { file: dir.path })).rejects.toThrow(
+      new OrderlyError('INVALID_ARGUMENT', `--file: ${dir.path} is a directory, not a JSONL file`),
+    );
+  });
 });
