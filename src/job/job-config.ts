@@ -381,16 +381,21 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
     const dlt = s.deadLetterPolicy?.deadLetterTopic;
     if (dlt && !topicNames.has(dlt)) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
     if (s.labels) check(problems, at, () => checkLabels(s.labels));
+    // Every problem of the subscription's own settings, then of its export section: one does not hide the other.
+    const checked = checkEach(problems, at, '', s as unknown as Record<string, unknown>, (settings) =>
+      normalizeSubscription(settings as unknown as typeof s, (t, field) => resourceName('topics', t, projectId, field)),
+    );
     check(problems, at, () => {
-      const spec = normalizeSubscription(s, (t, field) => resourceName('topics', t, projectId, field));
       // An export section left empty (`bigqueryConfig: {}`, `bucket: null`) is what turns an API subscription
       // back to pull; in a job file it is a mistake, checked by its connector (which names what is missing).
-      const section = exportSection(spec) ?? exportSection({ bigqueryConfig: s.bigqueryConfig, cloudStorageConfig: s.cloudStorageConfig });
+      const section =
+        (checked && exportSection(checked)) ??
+        exportSection({ bigqueryConfig: s.bigqueryConfig, cloudStorageConfig: s.cloudStorageConfig });
       if (!section) return;
       const factory = getConnector(section.connector);
       if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key))
         problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
-      checkSection(problems, at, (config) => factory.parseConfig(config), section.config);
+      checkSection(problems, at, section.field, (config) => factory.parseConfig(config), section.config);
     });
   });
   const remoteSection = part(jobSchema.shape.remote, doc.remote);
@@ -423,21 +428,59 @@ function uniqueNames(projectId: string): (kind: 'topics' | 'subscriptions', name
 }
 
 /** A connector's section: every unknown field is reported and set aside, and the rest is checked too. */
-function checkSection(problems: string[], at: string, parse: (config: unknown) => unknown, config: unknown): void {
-  let rest = config;
-  for (let round = 0; round < MAX_SECTION_ROUNDS; round++) {
-    try {
-      parse(rest);
-      return;
-    } catch (e) {
-      if (!(e instanceof UnknownFieldError) || !rest || typeof rest !== 'object') throw e;
-      problems.push(`${at}.${e.message}`);
-      rest = withoutPaths(rest as Record<string, unknown>, [e.key]);
-    }
+function checkSection(problems: string[], at: string, field: string, parse: (config: unknown) => unknown, config: unknown): void {
+  if (!config || typeof config !== 'object') {
+    parse(config);
+    return;
   }
+  checkEach(problems, at, `${field}.`, config as Record<string, unknown>, parse);
 }
 
-/** More unknown fields than this in one section: the rest of the section is not checked. */
+/**
+ * Runs `parse` over `doc` until it passes, listing each problem it throws: after each, the field it names
+ * (`prefix` + its path in `doc`) is set aside and the rest checked again, so a typo does not hide a range
+ * error. A problem naming no field of `doc` (one that is missing) ends the checking. The result, if it passed.
+ */
+function checkEach<T>(
+  problems: string[],
+  at: string,
+  prefix: string,
+  doc: Record<string, unknown>,
+  parse: (doc: Record<string, unknown>) => T,
+): T | undefined {
+  let rest = doc;
+  const reported = new Set<string>();
+  for (let round = 0; round < MAX_SECTION_ROUNDS; round++) {
+    try {
+      return parse(rest);
+    } catch (e) {
+      if (!(e instanceof InvalidArgumentError)) {
+        problems.push(`${at}: ${(e as Error).message}`);
+        return undefined;
+      }
+      // Set aside, a field given as null is missing: that problem is said once.
+      if (reported.has(e.field)) return undefined;
+      reported.add(e.field);
+      problems.push(`${at}.${e.message}`);
+      const path = e instanceof UnknownFieldError ? e.key : e.field.startsWith(prefix) ? e.field.slice(prefix.length).split('.') : [];
+      if (!path.length || !hasPath(rest, path)) return undefined;
+      rest = withoutPaths(rest, [path]);
+    }
+  }
+  return undefined;
+}
+
+/** Whether `doc` has a value at `path`. */
+function hasPath(doc: Record<string, unknown>, path: string[]): boolean {
+  let o: unknown = doc;
+  for (const p of path) {
+    if (!o || typeof o !== 'object' || !Object.hasOwn(o, p)) return false;
+    o = (o as Record<string, unknown>)[p];
+  }
+  return true;
+}
+
+/** More problems than this in one section: the rest of the section is not checked. */
 const MAX_SECTION_ROUNDS = 50;
 
 /** A copy of `doc` without the values at `paths`. */
@@ -515,7 +558,7 @@ function checkRemote(
       const factory = getConnector(section.connector);
       if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key))
         problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
-      checkSection(problems, at, (config) => factory.parseConfig(config), section.config);
+      checkSection(problems, at, section.field, (config) => factory.parseConfig(config), section.config);
     });
   });
   const names = remote.exports.map((e) =>

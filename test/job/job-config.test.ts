@@ -393,6 +393,35 @@ describe('applying a changed job file to an existing data directory', () => {
 });
 
 describe('export sections', () => {
+  it('lists every problem of a subscription and of its export section at once, not one a run', () => {
+    const job = {
+      ...base(),
+      subscriptions: [
+        {
+          name: 'exp-sub',
+          topic: 'events',
+          retryPolicy: { minimumBackoff: '700s' },
+          ackDeadlineSeconds: 5,
+          cloudStorageConfig: {
+            bucket: 'bucket-one',
+            maxDuration: '30s',
+            maxMessages: 10,
+            shards: 100,
+            parquetConfig: { compression: 'LZ4' },
+          },
+        },
+      ],
+    };
+    expect(problems(job)).toEqual([
+      expect.stringMatching(/^subscriptions\[0\]\.ackDeadlineSeconds: /),
+      expect.stringMatching(/^subscriptions\[0\]\.retryPolicy\.minimumBackoff: /),
+      expect.stringMatching(/^subscriptions\[0\]\.cloudStorageConfig\.parquetConfig\.compression: /),
+      expect.stringMatching(/^subscriptions\[0\]\.cloudStorageConfig\.maxDuration: /),
+      expect.stringMatching(/^subscriptions\[0\]\.cloudStorageConfig\.maxMessages: /),
+      expect.stringMatching(/^subscriptions\[0\]\.cloudStorageConfig\.shards: /),
+    ]);
+  });
+
   it('an empty one is refused by its connector, naming what it needs, instead of making a pull subscription', () => {
     const sub = (extra: Record<string, unknown>) => ({ ...base(), subscriptions: [{ name: 'exp-sub', topic: 'events', ...extra }] });
     expect(problems(sub({ bigqueryConfig: {} }))).toEqual([expect.stringMatching(/^subscriptions\[0\]\.bigqueryConfig\.table: /)]);
