@@ -55,13 +55,25 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
       ? new SingleBar({ format: 'publish [{bar}] {value}/{total} lines', hideCursor: true, stream: process.stderr }, Presets.shades_classic)
       : undefined;
   bar?.start(total, 0);
+  try {
+    await publishLines(publish, o, report, bar);
+  } finally {
+    bar?.stop();
+  }
+  report.refused.sort((a, b) => a.line - b.line);
+  return report;
+}
+
+async function publishLines(publish: PublishBatch, o: PublishFileOptions, report: PublishFileReport, bar?: SingleBar): Promise<void> {
   // A publish request holds one ordering key's messages, as Pub/Sub requires (a request of mixed keys is
   // refused), so lines are batched per key; each key's batches go out in line order.
   const batches = new Map<string, { line: number; message: MessageInput }[]>();
   let buffered = 0;
+  /** What stopped the publishing: no request starts after it, and it is thrown once those running ended (so the counts are final). */
+  let failure: unknown;
   const flush = async (key: string) => {
     const pending = batches.get(key);
-    if (!pending?.length) return;
+    if (!pending?.length || failure) return;
     batches.delete(key);
     buffered -= pending.length;
     try {
@@ -69,15 +81,19 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
       const ids = await publish(pending.map((p) => p.message));
       report.published += ids.length;
     } catch (e) {
-      if (!refusesTheLine(e)) throw stopped(e, report);
+      if (!refusesTheLine(e)) {
+        failure ??= e;
+        return;
+      }
       // One bad message fails its whole request: publish that batch line by line to find it.
       for (const p of pending) {
+        if (failure) return;
         try {
           await publish([p.message]);
           report.published++;
         } catch (lineError) {
-          if (!refusesTheLine(lineError)) throw stopped(lineError, report);
-          report.refused.push({ line: p.line, reason: (lineError as Error).message });
+          if (!refusesTheLine(lineError)) failure ??= lineError;
+          else report.refused.push({ line: p.line, reason: (lineError as Error).message });
         }
       }
     }
@@ -88,7 +104,7 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
     // Different keys have no order between them: several requests at once (one per key per line is CDC's
     // usual shape, and one request at a time made it ~250 msgs/s).
     const lane = async () => {
-      for (let key = keys.shift(); key !== undefined; key = keys.shift()) await flush(key);
+      for (let key = keys.shift(); key !== undefined && !failure; key = keys.shift()) await flush(key);
     };
     await Promise.all(Array.from({ length: Math.min(PARALLEL_REQUESTS, keys.length) }, lane));
   };
@@ -111,11 +127,10 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
     buffered++;
     if (batch.length >= BATCH) await flush(key);
     else if (buffered >= MAX_BUFFERED) await flushAll();
+    if (failure) break;
   }
   await flushAll();
-  bar?.stop();
-  report.refused.sort((a, b) => a.line - b.line);
-  return report;
+  if (failure) throw stopped(failure, report);
 }
 
 function stopped(e: unknown, report: PublishFileReport): Error {

@@ -29,6 +29,8 @@ export class InvalidArgumentError extends OrderlyError {
   constructor(
     readonly field: string,
     detail: string,
+    /** Other fields the value was checked against (a maximum below its minimum): a validator listing every problem needs them as given. */
+    readonly comparedWith: readonly string[] = [],
   ) {
     super('INVALID_ARGUMENT', `${field}: ${detail}`);
   }

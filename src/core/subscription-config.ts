@@ -125,7 +125,10 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
       0,
       600,
     );
-    if (max < min) throw new InvalidArgumentError('retryPolicy.maximumBackoff', `must not be below minimumBackoff (${min}s), got ${max}s`);
+    if (max < min)
+      throw new InvalidArgumentError('retryPolicy.maximumBackoff', `must not be below minimumBackoff (${min}s), got ${max}s`, [
+        'retryPolicy.minimumBackoff',
+      ]);
     spec.retryPolicy = { minimumBackoff: min, maximumBackoff: max };
   }
   if (input.expirationPolicy) {
@@ -138,6 +141,7 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
         throw new InvalidArgumentError(
           'expirationPolicy.ttl',
           `must be at least 1 day and at least messageRetentionDuration (${retention}s), got ${ttl}s`,
+          ttl < 86400 ? [] : ['messageRetentionDuration'],
         );
       }
       spec.expirationPolicy = { ttl };

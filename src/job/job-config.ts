@@ -461,7 +461,8 @@ function checkEach<T>(
       // Set aside, a field given as null is missing: that problem is said once.
       if (reported.has(e.field)) return undefined;
       reported.add(e.field);
-      problems.push(`${at}.${e.message}`);
+      // Checked against a field set aside, the value met that field's default, not what the file says.
+      if (!e.comparedWith.some((f) => reported.has(f))) problems.push(`${at}.${e.message}`);
       const path = e instanceof UnknownFieldError ? e.key : e.field.startsWith(prefix) ? e.field.slice(prefix.length).split('.') : [];
       if (!path.length || !hasPath(rest, path)) return undefined;
       rest = withoutPaths(rest, [path]);

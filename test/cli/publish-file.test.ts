@@ -134,4 +134,30 @@ describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
       new OrderlyError('INVALID_ARGUMENT', `--file: ${dir.path} is a directory, not a JSONL file`),
     );
   });
+
+  it('a stop with requests of several keys in flight starts no request after it, and counts every line that went out', async () => {
+    const file = join(dir.path, 'stops-in-flight.jsonl');
+    writeFileSync(file, Array.from({ length: 3000 }, (_, i) => line(i, `u${i % 40}`)).join('\n') + '\n');
+    // Key u0's request fails first; the 15 others in flight with it succeed a little later.
+    let failed = false;
+    let startedAfter = 0;
+    const publish = async (messages: MessageInput[]) => {
+      if (failed) startedAfter++;
+      if (messages[0]!.orderingKey === 'u0') {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        failed = true;
+        throw new Error('the endpoint is gone');
+      }
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      return messages.map(() => 'id');
+    };
+    const error = await publishFile(publish, { file, orderingKeyField: 'user' }).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Each key's 75 lines went in one request: 15 of them were in flight, and went out.
+    expect(error?.message).toBe('the endpoint is gone (publishing stopped: 1125 lines published, 0 refused)');
+    expect(startedAfter).toBe(0);
+  });
 });

@@ -393,6 +393,17 @@ describe('applying a changed job file to an existing data directory', () => {
 });
 
 describe('export sections', () => {
+  it("a value checked against a field set aside for its own problem is not reported against that field's default", () => {
+    const sub = (extra: Record<string, unknown>) => ({ ...base(), subscriptions: [{ name: 'exp-sub', topic: 'events', ...extra }] });
+    // maximumBackoff 5s is below the given 700s, whose problem is its own; against the default 10s it said "below".
+    expect(problems(sub({ retryPolicy: { minimumBackoff: '700s', maximumBackoff: '5s' } }))).toEqual([
+      expect.stringMatching(/^subscriptions\[0\]\.retryPolicy\.minimumBackoff: /),
+    ]);
+    expect(problems(sub({ messageRetentionDuration: '1s', expirationPolicy: { ttl: '2d' } }))).toEqual([
+      expect.stringMatching(/^subscriptions\[0\]\.messageRetentionDuration: /),
+    ]);
+  });
+
   it('lists every problem of a subscription and of its export section at once, not one a run', () => {
     const job = {
       ...base(),
