@@ -119,7 +119,12 @@ it('a multipart upload whose completion answer was lost, and whose retried compl
     async ({ bucket, path, content, client, seen }) => {
       // Failing here failed the object: its messages went into a new file while this one stayed in the bucket.
       let restarts = 0;
-      await uploadFile(client, { bucket, key: 'retried.bin', path, size: content.length }, new BodyBuffers(), () => restarts++);
+      let parts = 0;
+      await uploadFile(client, { bucket, key: 'retried.bin', path, size: content.length }, new BodyBuffers(), {
+        restarted: () => restarts++,
+        partStored: () => parts++,
+      });
+      expect(parts).toBe(4); // two parts, twice
       expect(restarts).toBe(1);
       expect(seen.filter((r) => r.method === 'POST' && r.url.includes('uploads'))).toHaveLength(2);
       expect(seen.filter(isComplete).map((r) => r.status)).toEqual([200, 404, 200]);
@@ -134,7 +139,9 @@ it('a multipart upload the bucket keeps answering NoSuchUpload is tried three ti
     PART_SIZE + 10,
     async ({ bucket, path, content, client, seen }) => {
       let restarts = 0;
-      const upload = uploadFile(client, { bucket, key: 'gone.bin', path, size: content.length }, new BodyBuffers(), () => restarts++);
+      const upload = uploadFile(client, { bucket, key: 'gone.bin', path, size: content.length }, new BodyBuffers(), {
+        restarted: () => restarts++,
+      });
       await expect(upload).rejects.toMatchObject({ name: 'NoSuchUpload' });
       expect(restarts).toBe(2);
       expect(seen.filter((r) => r.method === 'POST' && r.url.includes('uploads'))).toHaveLength(3);

@@ -26,6 +26,12 @@ export class LocalFileError extends Error {
   }
 }
 
+/** What an upload tells as it goes: a part stored (it is moving), a multipart upload started again. */
+export interface UploadEvents {
+  partStored?(): void;
+  restarted?(): void;
+}
+
 /** Where a file goes: the bucket, the object key, and the local file with its size. */
 export interface FileObject {
   bucket: string;
@@ -66,20 +72,15 @@ export class BodyBuffers {
  * body. (The SDK's own multipart `Upload` did all three on the loop: blocks of up to 50 ms, a p99 loop
  * delay of ~20 ms for as long as a 64 MiB file uploaded.) A multipart upload that fails is aborted, so its
  * parts do not linger in the bucket; an object exists only once completed. One the bucket no longer knows
- * (NoSuchUpload) starts again (putInParts), and `restarted` is told.
+ * (NoSuchUpload) starts again (putInParts). `events` hears of each part stored and each restart.
  */
-export async function uploadFile(
-  s3: S3Client,
-  object: FileObject,
-  buffers: BodyBuffers,
-  restarted: () => void = () => undefined,
-): Promise<void> {
+export async function uploadFile(s3: S3Client, object: FileObject, buffers: BodyBuffers, events: UploadEvents = {}): Promise<void> {
   const handle = await open(object.path, 'r').catch((e: unknown) => {
     throw new LocalFileError(`${object.path} cannot be opened: ${(e as Error).message}`, { cause: e });
   });
   try {
     if (object.size <= PART_SIZE) await putWhole(s3, object, handle, buffers);
-    else await putInParts(s3, object, handle, buffers, restarted);
+    else await putInParts(s3, object, handle, buffers, events);
   } finally {
     await handle.close();
   }
@@ -104,24 +105,24 @@ const MULTIPART_ATTEMPTS = 3;
  * way the new upload writes the same bytes again. Failing the object instead put its messages into a new
  * file and left the completed one in the bucket, a duplicate outside the manifest.
  */
-async function putInParts(
-  s3: S3Client,
-  object: FileObject,
-  handle: FileHandle,
-  buffers: BodyBuffers,
-  restarted: () => void,
-): Promise<void> {
+async function putInParts(s3: S3Client, object: FileObject, handle: FileHandle, buffers: BodyBuffers, events: UploadEvents): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await putInPartsOnce(s3, object, handle, buffers);
+      return await putInPartsOnce(s3, object, handle, buffers, events);
     } catch (e) {
       if ((e as { name?: string }).name !== 'NoSuchUpload' || attempt === MULTIPART_ATTEMPTS) throw e;
-      restarted();
+      events.restarted?.();
     }
   }
 }
 
-async function putInPartsOnce(s3: S3Client, object: FileObject, handle: FileHandle, buffers: BodyBuffers): Promise<void> {
+async function putInPartsOnce(
+  s3: S3Client,
+  object: FileObject,
+  handle: FileHandle,
+  buffers: BodyBuffers,
+  events: UploadEvents,
+): Promise<void> {
   const { bucket, key, size } = object;
   const { UploadId } = await s3.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ChecksumAlgorithm: 'SHA256' }));
   if (!UploadId) throw new Error(`CreateMultipartUpload for ${key} returned no upload id`);
@@ -139,6 +140,7 @@ async function putInPartsOnce(s3: S3Client, object: FileObject, handle: FileHand
           new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber, Body, ContentLength: length, ChecksumSHA256 }),
         );
         Parts.push({ PartNumber, ETag, ChecksumSHA256 });
+        events.partStored?.();
       });
     }
     await s3.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId, MultipartUpload: { Parts } }));

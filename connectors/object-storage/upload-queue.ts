@@ -47,7 +47,7 @@ export class UploadQueue {
   private fault?: Error;
   /** What finished in the background since the last take. */
   private finished = emptyResult();
-  /** Files being uploaded now (the first ones of `sealed`, not necessarily in order), with when each began. */
+  /** Files being uploaded now (the first ones of `sealed`, not necessarily in order), with when each last moved (began, or stored a part). */
   private readonly inFlight = new Map<RollingFile, number>();
   /** Buffers the lanes read files into, reused from one upload to the next. */
   private readonly bodies = new BodyBuffers();
@@ -56,7 +56,7 @@ export class UploadQueue {
 
   constructor(private readonly options: UploadQueueOptions) {}
 
-  /** The upload running longest, if any: a hung one must show (ConnectorBusy). */
+  /** The upload longest without progress, if any: a hung one must show (Connector.busy). */
   oldestUpload(): { name: string; since: number } | undefined {
     let oldest: { name: string; since: number } | undefined;
     for (const [file, since] of this.inFlight) if (!oldest || since < oldest.since) oldest = { name: `upload of ${file.object}`, since };
@@ -185,7 +185,14 @@ export class UploadQueue {
     let failure: S3Failure | undefined;
     try {
       await manifest.markPending(entry);
-      await uploadFile(s3, { bucket, key: file.object, path: file.localPath, size }, this.bodies, () => counters.uploadRetries++);
+      await uploadFile(s3, { bucket, key: file.object, path: file.localPath, size }, this.bodies, {
+        // A multi-GB file uploads for minutes: it is stalled only when no part has been stored for that long.
+        partStored: () => this.inFlight.set(file, Date.now()),
+        restarted: () => {
+          counters.uploadRetries++;
+          this.inFlight.set(file, Date.now());
+        },
+      });
       const committed = { ...entry, committedAt: new Date().toISOString() };
       await manifest.commit(committed);
       this.options.committed(committed);

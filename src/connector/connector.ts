@@ -120,9 +120,10 @@ export interface Connector {
   /** Release resources (after the final flush, a failed open, or an unexpected error). */
   close(): Promise<void>;
   /**
-   * For connectors that work in the background between calls (an upload): the piece of that work running
-   * longest, if any. Never blocks. The runner shows it in status as stalled once it runs past the stall
-   * limit, as it shows a call that has not returned: a hung background write is not silent.
+   * For connectors that work in the background between calls (an upload): the piece of that work longest
+   * without progress, and since when. Never blocks or throws (the runner asks at each flush interval and
+   * after each call). The runner shows it in status as stalled once that passes the stall limit, as it
+   * shows a call that has not returned: a hung background write is not silent.
    */
   busy?(): { name: string; since: number } | undefined;
 }

@@ -356,7 +356,13 @@ export class ExportRunner {
    * connector's background work (Connector.busy) running that long, shows in status, and in the log.
    */
   private noteStall(): void {
-    const background = this.connector?.busy?.();
+    let background: { name: string; since: number } | undefined;
+    try {
+      background = this.connector?.busy?.();
+    } catch (e) {
+      // On a timer and in a call's `finally`: a connector that breaks its contract must not crash the job.
+      this.logThrottled('warn', { error: errorText(e) }, "the export connector's busy() threw; its background work is not watched");
+    }
     const work = this.inCall && (!background || this.inCall.since <= background.since) ? this.inCall : background;
     const ms = work ? Date.now() - work.since : 0;
     if (!work || ms < (this.options.stallMs ?? DEFAULT_STALL_MS)) {

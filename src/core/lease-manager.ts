@@ -1,6 +1,6 @@
 import type { Entry, Lease } from './delivery.js';
 
-/** The form of every ack id a LeaseManager issues: its prefix (base 36), the message's seq, a counter. */
+/** The form of every ack id a LeaseManager issues: its prefix (base 36, see the constructor), the message's seq, a counter. */
 const ACK_ID_FORM = /^[0-9a-z]+-\d+-\d+$/;
 
 /** False for an id no LeaseManager could have issued (malformed), whether or not its lease is still out. */
@@ -25,7 +25,12 @@ export class LeaseManager<Q extends LeaseQueue> {
   private counter = 0;
   private earliest = Infinity;
 
-  constructor(private readonly prefix: string) {}
+  /** Ack ids begin with this: the subscription's name hashed, and when its runtime was made (ids stay unique across restarts). */
+  private readonly prefix: string;
+
+  constructor(subscription: string, now: number) {
+    this.prefix = `${shortHash(subscription)}${now.toString(36)}`;
+  }
 
   get size(): number {
     return this.leases.size;
@@ -96,4 +101,11 @@ export class LeaseManager<Q extends LeaseQueue> {
   endAll(): void {
     for (const lease of [...this.leases.values()]) this.end(lease);
   }
+}
+
+/** FNV-1a of `s`, in base 36. */
+function shortHash(s: string): string {
+  let h = 2166136261;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619);
+  return (h >>> 0).toString(36);
 }

@@ -97,7 +97,7 @@ export class SubscriptionRuntime implements BacklogSink {
     lastSeq: number,
   ) {
     this.filter = parseFilter(spec.filter, { stored: true });
-    this.leases = new LeaseManager(`${shortHash(name)}${hooks.clock.now().toString(36)}`);
+    this.leases = new LeaseManager(name, hooks.clock.now());
     this.reader = new BacklogReader(hooks.store, { name, topicUid }, this, hooks.window.perKey, lowSeq, lastSeq);
     this.scheduleFill();
   }
@@ -621,10 +621,4 @@ export function toPubsubMessage(m: StoredMessage): PubsubMessage {
     orderingKey: m.orderingKey,
     sequence: m.keySeq,
   };
-}
-
-function shortHash(s: string): string {
-  let h = 2166136261;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619);
-  return (h >>> 0).toString(36);
 }

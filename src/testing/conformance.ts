@@ -213,6 +213,7 @@ function faultyConnector(name: string): string {
         write: async (batch) => faulty(await connector.write(batch)),
         flush: async (mode) => faulty(await connector.flush(mode)),
         close: () => connector.close(),
+        busy: () => connector.busy?.(),
       };
       return wrapper;
     },

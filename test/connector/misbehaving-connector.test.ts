@@ -15,7 +15,16 @@ import { waitFor } from '../helpers/export.js';
  * Connectors that break the contract the way real ones do (docs/connectors.md): the runner keeps the
  * export moving, in order, and shows what is wrong, rather than freezing, stalling silently or stopping.
  */
-type Mode = 'reject-undefined-once' | 'flush-on-a-timer' | 'defer-once' | 'hang' | 'unknown-state' | 'refuse-in-create' | 'plain';
+type Mode =
+  | 'reject-undefined-once'
+  | 'flush-on-a-timer'
+  | 'defer-once'
+  | 'hang'
+  | 'unknown-state'
+  | 'refuse-in-create'
+  | 'plain'
+  | 'busy-a-minute'
+  | 'busy-throws';
 
 /** What each subscription's connector wrote, in order: message data. */
 const sink = new Map<string, string[]>();
@@ -75,6 +84,11 @@ registerConnector<{ mode: Mode }>({
       },
       flush: async () => ({ ...emptyResult(), written: written(done.splice(0)) }),
       close: async () => {},
+      // Background work (an upload) without progress for a minute; or a busy() that breaks the contract.
+      busy: () => {
+        if (mode === 'busy-throws') throw new Error('busy broke');
+        return mode === 'busy-a-minute' ? { name: 'upload of x', since: Date.now() - 60_000 } : undefined;
+      },
     };
   },
 });
@@ -160,6 +174,20 @@ describe('a misbehaving connector', () => {
     await exportWith('after', 'plain', 10);
     await drained('after');
     expect(written('after')).toHaveLength(10);
+  });
+
+  it('whose background work has made no progress past the limit shows as stalled, though every call returns', async () => {
+    await exportWith('background', 'busy-a-minute', 10);
+    await drained('background');
+    await waitFor('the stall in status', () => row('background').exportStalled !== undefined);
+    expect(row('background').exportStalled).toMatch(/^the export connector's upload of x has not returned for 6\d s$/);
+  });
+
+  it('whose busy() throws still exports, on the timer as after each call (the job does not crash)', async () => {
+    await exportWith('busy-throws', 'busy-throws', 10);
+    await drained('busy-throws');
+    expect(written('busy-throws')).toHaveLength(10);
+    expect(row('busy-throws').exportStalled).toBeUndefined();
   });
 
   it('that refuses its settings in create with an Error of its own refuses the subscription with INVALID_ARGUMENT (it had been INTERNAL, a 500)', async () => {
