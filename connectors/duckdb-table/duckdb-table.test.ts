@@ -257,6 +257,35 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it('a JSON number with more digits than a double holds goes into DECIMAL, VARCHAR and JSON columns as written, a DOUBLE as its double', async () => {
+    await sql(`CREATE TABLE digits(id VARCHAR, a DECIMAL(38,2), b DECIMAL(38,18), d DOUBLE, s VARCHAR, doc JSON, big BIGINT)`);
+    await exportTo(
+      'p.main.digits',
+      { useTableSchema: true },
+      { deadLetterPolicy: { deadLetterTopic: 'dead' }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } },
+    );
+    // A double holds 12345678901234568 and 1.2345678901234568: these were written so, and acked.
+    const good =
+      '{"id":"n","a":12345678901234567.89,"b":1.23456789012345678,"d":1.23456789012345678,"s":12345678901234567.89,' +
+      '"doc":{"x":12345678901234567.89,"y":1.50}}';
+    await env.core.publish('events', [{ data: good }, { data: '{"id":"i","big":12345678901234567.5}' }]);
+    await waitFor('the row and one dead letter', async () => backlog('to-table') === 0 && backlog('dead-sub') === 1);
+    expect(await sql('SELECT id, a::VARCHAR a, b::VARCHAR b, d, s, doc::VARCHAR doc FROM digits')).toEqual([
+      {
+        id: 'n',
+        a: '12345678901234567.89',
+        b: '1.234567890123456780',
+        d: Number('1.23456789012345678'),
+        s: '12345678901234567.89',
+        doc: '{"x":12345678901234567.89,"y":1.5}',
+      },
+    ]);
+    const [dead] = await env.core.pull('dead-sub', { maxMessages: 1 });
+    expect(dead!.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage).toBe(
+      'big: expected an integer for a BIGINT column, got 12345678901234567.5',
+    );
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportTo(
       'p.main.orders',

@@ -10,7 +10,7 @@ import {
   type DuckDBType,
   type DuckDBValue,
 } from '@duckdb/node-api';
-import { DECIMAL_TEXT } from '../../src/schema/json-text.js';
+import { DECIMAL_TEXT, NumberText } from '../../src/schema/json-text.js';
 import { timestampInRange } from '../../src/schema/type-mapping.js';
 
 /** A value that does not fit its column; fails that message only. */
@@ -92,16 +92,26 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
       const n =
         typeof value === 'number' || typeof value === 'bigint'
           ? Number(value)
-          : typeof value === 'string' && DECIMAL_TEXT.test(value.trim())
-            ? Number(value.trim())
-            : NaN;
+          : value instanceof NumberText
+            ? Number(value.text)
+            : typeof value === 'string' && DECIMAL_TEXT.test(value.trim())
+              ? Number(value.trim())
+              : NaN;
       if (Number.isNaN(n)) throw fail('a number');
       if (!Number.isFinite(type.typeId === DuckDBTypeId.FLOAT ? Math.fround(n) : n))
         throw new ConversionError(path, `${describe(value)} is out of range for a ${type.toString()} column`);
       return n;
     }
     case DuckDBTypeId.DECIMAL: {
-      const text = typeof value === 'number' || typeof value === 'bigint' ? String(value) : typeof value === 'string' ? value.trim() : '';
+      // A number literal a double would change comes as its text (NumberText): written exactly.
+      const text =
+        typeof value === 'number' || typeof value === 'bigint'
+          ? String(value)
+          : value instanceof NumberText
+            ? value.text
+            : typeof value === 'string'
+              ? value.trim()
+              : '';
       if (!DECIMAL_TEXT.test(text)) throw fail('a number');
       const { width, scale } = type;
       const unscaled = scaledDecimal(text, scale);
@@ -112,6 +122,7 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
     case DuckDBTypeId.VARCHAR:
       if (typeof value === 'string') return value;
       if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
+      if (value instanceof NumberText) return value.text;
       throw fail('a string');
     case DuckDBTypeId.TIMESTAMP:
     case DuckDBTypeId.TIMESTAMP_TZ: {
@@ -199,20 +210,20 @@ function scaledDecimal(text: string, scale: number): bigint {
   return sign ? -unscaled : unscaled;
 }
 
-/** JSON text of a value, integers past 2^53 (bigints) written with every digit. */
+/** JSON text of a value, numbers a double would change (bigints, NumberText) written as given, every digit. */
 function jsonText(value: unknown): string {
   const marks: string[] = [];
   // A random tag: no string in the value can pass for a placeholder.
-  const tag = `bigint-${Math.random().toString(36).slice(2)}-`;
+  const tag = `number-${Math.random().toString(36).slice(2)}-`;
   const text = JSON.stringify(value, (_k, v: unknown) => {
-    if (typeof v !== 'bigint') return v;
-    marks.push(v.toString());
+    if (typeof v !== 'bigint' && !(v instanceof NumberText)) return v;
+    marks.push(typeof v === 'bigint' ? v.toString() : v.text);
     return `${tag}${marks.length - 1}`;
   });
   return marks.length ? text.replace(new RegExp(`"${tag}(\\d+)"`, 'g'), (_m, i: string) => marks[Number(i)]!) : text;
 }
 
 function describe(value: unknown): string {
-  const text = typeof value === 'bigint' ? value.toString() : (JSON.stringify(value) ?? String(value));
+  const text = typeof value === 'bigint' || value instanceof NumberText ? jsonText(value) : (JSON.stringify(value) ?? String(value));
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }

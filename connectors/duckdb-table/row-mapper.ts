@@ -309,7 +309,8 @@ function parseJsonObject(data: Buffer): Record<string, unknown> {
   if (!isUtf8(data)) throw new ConversionError('data', 'message data is not valid UTF-8, so not JSON');
   let parsed: JsonValue;
   try {
-    parsed = parseJsonText(data.toString('utf8'));
+    // Digits a double would round stay as written, for DECIMAL columns (and JSON ones) to take exactly.
+    parsed = parseJsonText(data.toString('utf8'), { exactNumbers: true });
   } catch (e) {
     throw new ConversionError('data', `message data is not valid JSON: ${(e as Error).message}`);
   }

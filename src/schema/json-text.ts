@@ -5,7 +5,16 @@
  * carry no position. Here an integer literal outside the safe range becomes a `bigint`, a duplicate key
  * is an error, and every error names its line and column.
  */
-export type JsonValue = null | boolean | number | bigint | string | JsonValue[] | JsonObject;
+export type JsonValue = null | boolean | number | bigint | NumberText | string | JsonValue[] | JsonObject;
+
+/**
+ * A number literal with a fraction or an exponent that a double would change (`12345678901234567.89`
+ * reads as 12345678901234568): its text, as written. Only `parseJsonText(text, { exactNumbers: true })`
+ * gives these, for readers that write decimals exactly (a DECIMAL column).
+ */
+export class NumberText {
+  constructor(readonly text: string) {}
+}
 export interface JsonObject {
   [key: string]: JsonValue;
 }
@@ -24,8 +33,8 @@ export class JsonTextError extends Error {
 /** Nesting beyond this is refused rather than risking a stack overflow on hostile input. */
 const MAX_DEPTH = 512;
 
-export function parseJsonText(text: string): JsonValue {
-  const reader = new Reader(text);
+export function parseJsonText(text: string, options: { exactNumbers?: boolean } = {}): JsonValue {
+  const reader = new Reader(text, options.exactNumbers ?? false);
   reader.skipSpace();
   const value = reader.value(0);
   reader.skipSpace();
@@ -52,7 +61,10 @@ const ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b
 class Reader {
   pos = 0;
 
-  constructor(private readonly text: string) {}
+  constructor(
+    private readonly text: string,
+    private readonly exactNumbers: boolean,
+  ) {}
 
   value(depth: number): JsonValue {
     if (depth > MAX_DEPTH) this.fail(`nesting deeper than ${MAX_DEPTH} levels`);
@@ -174,7 +186,7 @@ class Reader {
     return parseInt(hex, 16);
   }
 
-  private number(): number | bigint {
+  private number(): number | bigint | NumberText {
     NUMBER.lastIndex = this.pos;
     const m = NUMBER.exec(this.text);
     if (!m) return this.fail(`invalid number ${this.describe()}`);
@@ -182,6 +194,7 @@ class Reader {
     const n = Number(m[0]);
     if (!m[1] && !m[2] && !Number.isSafeInteger(n)) return BigInt(m[0]);
     if (!Number.isFinite(n)) this.fail(`number ${m[0]} is out of range`);
+    if (this.exactNumbers && canonicalDecimal(m[0]) !== canonicalDecimal(String(n))) return new NumberText(m[0]);
     return n;
   }
 
@@ -210,4 +223,17 @@ class Reader {
     }
     throw new JsonTextError(line, this.pos - lineStart + 1, reason);
   }
+}
+
+/** A decimal literal's value as digits and exponent, without the zeros that do not change it: `1.50` and `15e-1` read alike. */
+function canonicalDecimal(literal: string): string {
+  const m = /^(-?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/.exec(literal)!;
+  const fraction = m[3] ?? '';
+  let digits = (m[2]! + fraction).replace(/^0+/, '');
+  let exponent = Number(m[4] ?? 0) - fraction.length;
+  if (!digits) return '0';
+  const kept = digits.replace(/0+$/, '');
+  exponent += digits.length - kept.length;
+  digits = kept;
+  return `${m[1]}${digits}e${exponent}`;
 }

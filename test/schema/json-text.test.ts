@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { JsonTextError, parseJsonText } from '../../src/schema/json-text.js';
+import { JsonTextError, NumberText, parseJsonText } from '../../src/schema/json-text.js';
 
 describe('json-text: strict JSON with exact 64-bit integers', () => {
   it('reads what JSON.parse reads, except that integers beyond 2^53 come back as exact bigints', () => {
@@ -20,6 +20,25 @@ describe('json-text: strict JSON with exact 64-bit integers', () => {
     expect(parseJsonText('9007199254740991')).toBe(9007199254740991);
     expect(parseJsonText('1.5e3')).toBe(1500);
     expect(parseJsonText('[1, 2.5, -0]')).toEqual([1, 2.5, -0]);
+  });
+
+  it('with exactNumbers, keeps the text of a number literal a double would change, and only of those', () => {
+    const exact = (text: string) => parseJsonText(text, { exactNumbers: true });
+    expect(exact('12345678901234567.89')).toEqual(new NumberText('12345678901234567.89'));
+    expect(exact('1.23456789012345678')).toEqual(new NumberText('1.23456789012345678'));
+    expect(exact('-1.00000000000000000001e5')).toEqual(new NumberText('-1.00000000000000000001e5'));
+    // The same value, however written: a double holds it.
+    for (const [text, value] of [
+      ['1.50', 1.5],
+      ['0.1', 0.1],
+      ['15e-1', 1.5],
+      ['1e300', 1e300],
+      ['-0.0', -0],
+      ['2.5E+3', 2500],
+    ] as const)
+      expect(exact(text)).toBe(value);
+    // Without the option, as JSON.parse reads it.
+    expect(parseJsonText('12345678901234567.89')).toBe(JSON.parse('12345678901234567.89'));
   });
 
   it('reads an escaped surrogate pair as its character, and refuses half of one alone (it would be stored as U+FFFD)', () => {
