@@ -223,7 +223,8 @@ function jsonText(value: unknown): string {
   return marks.length ? text.replace(new RegExp(`"${tag}(\\d+)"`, 'g'), (_m, i: string) => marks[Number(i)]!) : text;
 }
 
+/** jsonText, cut short: JSON.stringify threw on a bigint inside an object or array, failing the sink instead of the message. */
 function describe(value: unknown): string {
-  const text = typeof value === 'bigint' || value instanceof NumberText ? jsonText(value) : (JSON.stringify(value) ?? String(value));
+  const text = jsonText(value);
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
