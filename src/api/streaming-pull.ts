@@ -100,11 +100,9 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
     // Flow control is the stream's for its life: a later value was ignored, silently.
     const late = first ? undefined : FIRST_REQUEST_ONLY.find((field) => Number(req[field]) !== 0);
     if (late) throw new InvalidArgumentError(late, `can only be set in the first request of a stream, got ${req[late]} in a later one`);
-    // Malformed ids abort the stream, as in Pub/Sub, but for exactly-once, whose confirmations list them as invalid.
-    if (!stream.spec.enableExactlyOnceDelivery) {
-      core.checkAckIds(req.ackIds, 'ackIds');
-      core.checkAckIds(req.modifyDeadlineAckIds, 'modifyDeadlineAckIds');
-    }
+    // Malformed ids abort the stream, as in Pub/Sub.
+    core.checkAckIds(name, req.ackIds, 'ackIds');
+    core.checkAckIds(name, req.modifyDeadlineAckIds, 'modifyDeadlineAckIds');
     if (req.subscription && core.subscriptionName(req.subscription) !== name) {
       throw new InvalidArgumentError(
         'subscription',

@@ -54,14 +54,10 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
   return { ...handlers, ...snapshotHandlers(core).subscriber };
 }
 
-/**
- * A unary ack or modack names at least one delivery, as Pub/Sub requires. A malformed id fails the call
- * (Pub/Sub: "an invalid ack ID"), except on an exactly-once subscription: there every invalid id, malformed
- * or stale, is named in the error's details while the valid ones are settled, as its clients expect.
- */
+/** A unary ack or modack names at least one delivery, as Pub/Sub requires, and no malformed one (PubSubCore.checkAckIds). */
 function ackIdsOf(core: PubSubCore, r: { subscription: string; ackIds: string[] }): string[] {
   if (!r.ackIds.length) throw new InvalidArgumentError('ackIds', 'is required: at least one ack id');
-  if (!core.getSubscription(r.subscription).enableExactlyOnceDelivery) core.checkAckIds(r.ackIds, 'ackIds');
+  core.checkAckIds(r.subscription, r.ackIds, 'ackIds');
   return r.ackIds;
 }
 

@@ -537,9 +537,12 @@ export class PubSubCore {
 
   /**
    * Refuses ids that no subscription could have issued (malformed), naming the first as `field[i]`, as
-   * Pub/Sub refuses them ("an invalid ack ID"); ids that are well formed but stale pass.
+   * Pub/Sub refuses them ("an invalid ack ID"); ids that are well formed but stale pass. Not on an
+   * exactly-once subscription: there every invalid id, malformed or stale, is named in the answer
+   * (InvalidAckIdsError, a stream's confirmations) while the valid ones are settled, as its clients expect.
    */
-  checkAckIds(ackIds: readonly string[], field: string): void {
+  checkAckIds(subRef: string, ackIds: readonly string[], field: string): void {
+    if (this.runtime(subRef).exactlyOnce) return;
     const bad = ackIds.findIndex((id) => !isAckIdForm(id));
     if (bad >= 0) throw new InvalidArgumentError(`${field}[${bad}]`, `is not an ack id this server issued: ${JSON.stringify(ackIds[bad])}`);
   }
