@@ -30,6 +30,21 @@ afterEach(async () => {
   dir.remove();
 });
 
+/** Why each of up to `max` dead-lettered messages was refused, sorted. */
+async function deadLetterReasons(max: number): Promise<(string | undefined)[]> {
+  return (await env.core.pull('dead-sub', { maxMessages: max }))
+    .map((m) => m.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage)
+    .sort();
+}
+
+/** An export whose refused messages go to the dead-letter topic at once (no retry backoff), to be read back. */
+function exportWithDeadLetters(table: string, bigqueryConfig: Record<string, unknown>) {
+  return exportTo(table, bigqueryConfig, {
+    deadLetterPolicy: { deadLetterTopic: 'dead' },
+    retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 },
+  });
+}
+
 async function exportTo(table: string, bigqueryConfig: Record<string, unknown>, extra: Record<string, unknown> = {}) {
   await env.core.createSubscription('to-table', {
     topic: 'events',
@@ -177,11 +192,7 @@ describe('bigqueryConfig.useTableSchema', () => {
 
   it('data that is not UTF-8 fails its message for a VARCHAR data column, and is kept as sent in a BLOB one', async () => {
     await sql('CREATE TABLE texts(data VARCHAR); CREATE TABLE bytes(data BLOB)');
-    await exportTo(
-      'p.main.texts',
-      {},
-      { deadLetterPolicy: { deadLetterTopic: 'dead' }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } },
-    );
+    await exportWithDeadLetters('p.main.texts', {});
     await env.core.createSubscription('to-bytes', { topic: 'events', bigqueryConfig: { table: 'p.main.bytes' } });
     await env.exports.sync();
     await env.core.publish('events', [{ data: Buffer.from([0xff, 0xfe, 0xfd]) }, { data: 'fine' }]);
@@ -201,11 +212,7 @@ describe('bigqueryConfig.useTableSchema', () => {
   it('stores values exactly as sent (64-bit integers, decimals, early dates, any name case), or fails the message naming why', async () => {
     await sql(`CREATE TABLE exact(id VARCHAR, big BIGINT, ubig UBIGINT, amount DECIMAL(20,4), f REAL, d DOUBLE, ts TIMESTAMP,
       day DATE, b BLOB, doc JSON, "Name" VARCHAR)`);
-    await exportTo(
-      'p.main.exact',
-      { useTableSchema: true },
-      { deadLetterPolicy: { deadLetterTopic: 'dead' }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } },
-    );
+    await exportWithDeadLetters('p.main.exact', { useTableSchema: true });
     const good =
       '{"id":"g","big":9007199254740993,"ubig":18446744073709551615,"amount":"12345678901234.5678","f":1.5,"d":"2.5e3",' +
       '"ts":"2024-02-29T10:00:00Z","day":"0050-06-01","b":"AAECAw==","doc":{"x":12345678901234567890},"name":"any case"}';
@@ -242,9 +249,7 @@ describe('bigqueryConfig.useTableSchema', () => {
         name: 'any case',
       },
     ]);
-    const errors = (await env.core.pull('dead-sub', { maxMessages: 10 }))
-      .map((m) => m.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage)
-      .sort();
+    const errors = await deadLetterReasons(10);
     expect(errors).toEqual([
       'NAME: fields "name" and "NAME" both name the column "Name"',
       'amount: 123456789012345678.5 does not fit a DECIMAL(20,4) column (20 digits, 4 after the point)',
@@ -261,11 +266,7 @@ describe('bigqueryConfig.useTableSchema', () => {
     await sql(
       `CREATE TABLE digits(id VARCHAR, a DECIMAL(38,2), b DECIMAL(38,18), d DOUBLE, s VARCHAR, doc JSON, big BIGINT, tags VARCHAR[])`,
     );
-    await exportTo(
-      'p.main.digits',
-      { useTableSchema: true },
-      { deadLetterPolicy: { deadLetterTopic: 'dead' }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } },
-    );
+    await exportWithDeadLetters('p.main.digits', { useTableSchema: true });
     // A double holds 12345678901234568 and 1.2345678901234568: these were written so, and acked.
     const good =
       '{"id":"n","a":12345678901234567.89,"b":1.23456789012345678,"d":1.23456789012345678,"s":12345678901234567.89,' +
@@ -287,9 +288,7 @@ describe('bigqueryConfig.useTableSchema', () => {
         doc: '{"x":12345678901234567.89,"y":1.5}',
       },
     ]);
-    const errors = (await env.core.pull('dead-sub', { maxMessages: 2 }))
-      .map((m) => m.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage)
-      .sort();
+    const errors = await deadLetterReasons(2);
     expect(errors).toEqual([
       'big: expected an integer for a BIGINT column, got 12345678901234567.5',
       'tags: expected an array for a VARCHAR[] column, got {"a":9007199254740993}',
@@ -297,11 +296,7 @@ describe('bigqueryConfig.useTableSchema', () => {
   });
 
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
-    await exportTo(
-      'p.main.orders',
-      { useTableSchema: true },
-      { deadLetterPolicy: { deadLetterTopic: 'dead' }, retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 } },
-    );
+    await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [
       { data: '{not json', orderingKey: 'x' },
       { data: JSON.stringify({ order_id: 'y', qty: 3.5 }), orderingKey: 'y' },
@@ -312,9 +307,7 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
     await waitFor('five dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 5);
     expect(await sql('SELECT order_id FROM orders')).toEqual([{ order_id: 'ok' }]);
-    const errors = (await env.core.pull('dead-sub', { maxMessages: 10 }))
-      .map((m) => m.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage)
-      .sort();
+    const errors = await deadLetterReasons(10);
     expect(errors).toEqual([
       expect.stringMatching(/^data: message data is not valid JSON/),
       'data: message data is not valid UTF-8, so not JSON',
