@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import { orderlyBin as bin, repoRoot as repo } from './paths.js';
+import { orderlyBin as bin, orderlyNode, repoRoot as repo } from './paths.js';
 import { fmt, type BenchOutput, type Check } from './report.js';
 
 const RUNS = Math.max(1, Number(process.env.BENCH_CLI_RUNS ?? 10));
@@ -19,8 +19,8 @@ const COMMANDS: { args: string[]; targetSeconds: number }[] = [
 /** One whole process, in seconds; a failing command is an error, not a figure. */
 async function runOnce(args: string[]): Promise<number> {
   const start = performance.now();
-  // No loader flags of the benchmark's own process: the CLI starts as `npx orderly` would start it.
-  const child = spawn(process.execPath, [bin, ...args], { cwd: repo, stdio: ['ignore', 'ignore', 'pipe'] });
+  // No loader flags of the benchmark's own process: the CLI starts as `npx orderly` would start it (its `#!` line's).
+  const child = spawn(process.execPath, [...orderlyNode.flags, bin, ...args], { cwd: repo, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const [code] = (await once(child, 'exit')) as [number | null];

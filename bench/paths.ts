@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, extname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -21,6 +21,18 @@ export const repoRoot = findRepo(dirname(here));
 
 /** The `orderly` command a user runs. */
 export const orderlyBin = join(repoRoot, 'bin', 'orderly.js');
+
+const shebang = readFileSync(orderlyBin, 'utf8').split('\n', 1)[0]!.split(' ');
+
+/**
+ * How `orderly` starts node (bin/orderly.js): the V8 flags of its `#!` line and the environment it sets
+ * (bin/process-env.json). The measured processes start the same way, so each figure is what a user's
+ * `orderly` would show.
+ */
+export const orderlyNode = {
+  flags: shebang.slice(shebang.indexOf('node') + 1),
+  env: JSON.parse(readFileSync(join(repoRoot, 'bin', 'process-env.json'), 'utf8')) as Record<string, string>,
+};
 
 /** A bench module to run in a child process, in the same form (.ts or .js) as this one. */
 export function benchModule(name: string): URL {

@@ -1,6 +1,7 @@
 /**
  * `npm run bench`: every benchmark, each against its own same-run baseline or target. Each benchmark runs in
- * a fresh process (baseline and measurement together), so one's heap and native caches do not slow the
+ * a fresh process started as `orderly` starts node (its V8 flags and environment: orderlyNode in paths.ts),
+ * baseline and measurement together, so one's heap and native caches do not slow the
  * next. `npm run bench -- <name>` runs one (the names below). A target that is missed prints FAIL but is
  * not an error: the exit code is non-zero only when a benchmark could not run.
  */
@@ -15,6 +16,7 @@ import { benchEndpoint } from './endpoint.js';
 import { benchLatency } from './latency.js';
 import { benchMemory } from './memory.js';
 import { benchObjectExport } from './object-export.js';
+import { orderlyNode } from './paths.js';
 import { report, type BenchOutput } from './report.js';
 import { benchScaling } from './scaling.js';
 
@@ -39,23 +41,29 @@ const benchmarks: Record<string, [string, () => Promise<BenchOutput>]> = {
   ],
 };
 
-// The AWS SDK warns on Node 20 at client creation; the benchmarks' output is a report, not a log.
-process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-const only = process.argv[2];
-if (only) {
+/** The argument a benchmark's own process gets after its name (each runs in a process started as `orderly` starts one). */
+const MEASURE = '--measure';
+const [only, role] = process.argv.slice(2);
+if (only && !(only in benchmarks))
+  throw new Error(`unknown benchmark ${JSON.stringify(only)} (known: ${Object.keys(benchmarks).join(', ')})`);
+if (role === MEASURE) {
   // Each benchmark's process, baseline included, collects its heap as `orderly run` does by default.
   limitHeapGrowth(DEFAULT_HEAP_GROWTH_PERCENT);
-  const entry = benchmarks[only];
-  if (!entry) throw new Error(`unknown benchmark ${JSON.stringify(only)} (known: ${Object.keys(benchmarks).join(', ')})`);
-  report(entry[0], await entry[1]());
+  const [title, run] = benchmarks[only!]!;
+  report(title, await run());
 } else {
-  console.log(`# Orderly benchmarks — node ${process.version}, ${new Date().toISOString()}`);
-  console.log(
-    `BENCH_MESSAGES=${process.env.BENCH_MESSAGES ?? 50_000} (core, duckdb, objects, client), BENCH_BACKLOG=${process.env.BENCH_BACKLOG ?? 1_000_000} (memory)`,
-  );
+  if (!only) {
+    console.log(`# Orderly benchmarks — node ${process.version}, ${new Date().toISOString()}`);
+    console.log(
+      `BENCH_MESSAGES=${process.env.BENCH_MESSAGES ?? 50_000} (core, duckdb, objects, client), BENCH_BACKLOG=${process.env.BENCH_BACKLOG ?? 1_000_000} (memory)`,
+    );
+  }
   const failed: string[] = [];
-  for (const name of Object.keys(benchmarks)) {
-    const run = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), name], { stdio: 'inherit' });
+  for (const name of only ? [only] : Object.keys(benchmarks)) {
+    const run = spawnSync(process.execPath, [...process.execArgv, ...orderlyNode.flags, fileURLToPath(import.meta.url), name, MEASURE], {
+      stdio: 'inherit',
+      env: { ...orderlyNode.env, ...process.env },
+    });
     if (run.status !== 0) failed.push(name);
   }
   if (failed.length) {

@@ -26,7 +26,7 @@ import { PubSubCore } from '../src/core/pubsub-core.js';
 import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/core.js';
-import { orderlyBin } from './paths.js';
+import { orderlyBin, orderlyNode } from './paths.js';
 import { ratioTable, time, type BenchOutput, type BenchResult } from './report.js';
 import { startBenchS3, type BenchS3 } from './s3-endpoint.js';
 import { drainExport, payload } from './workload.js';
@@ -51,7 +51,9 @@ interface Remote {
 async function startRemote(dir: string): Promise<Remote> {
   const config = join(dir, 'serve.yaml');
   writeFileSync(config, stringify({ projectId: PROJECT, dataDir: join(dir, 'serve'), durability: 'process', metrics: { port: 0 } }));
-  const child = spawn(process.execPath, [orderlyBin, 'serve', '--port', '0', '--config', config], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...orderlyNode.flags, orderlyBin, 'serve', '--port', '0', '--config', config], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const host = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (c) => {
@@ -80,7 +82,7 @@ async function startRemote(dir: string): Promise<Remote> {
 
 /** An `orderly run` worker: resolves its metrics URL once it runs. */
 function startWorker(job: string): { child: ChildProcess; metrics: Promise<string>; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [orderlyBin, 'run', job], {
+  const child = spawn(process.execPath, [...orderlyNode.flags, orderlyBin, 'run', job], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' },
   });

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { DeliveryCounters } from '../src/core/subscription-metrics.js';
 import { readLock } from '../src/job/job-lock.js';
 import { tempDir } from '../test/helpers/core.js';
-import { orderlyBin } from './paths.js';
+import { orderlyBin, orderlyNode } from './paths.js';
 
 export interface ServeProcess {
   /** host:port, as PUBSUB_EMULATOR_HOST takes it. */
@@ -33,7 +33,9 @@ export async function startOrderlyServe(): Promise<ServeProcess> {
   const projectId = 'orderly-bench';
   const job = join(dir.path, 'job.json');
   writeFileSync(job, JSON.stringify({ projectId, dataDir: join(dir.path, 'data'), metrics: { port: 0 } }));
-  const child = spawn(process.execPath, [orderlyBin, 'serve', '--config', job, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...orderlyNode.flags, orderlyBin, 'serve', '--config', job, '--port', '0'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const exited = once(child, 'exit');
   // Should the benchmark die without stopping it, the server must not outlive it.
   const reap = () => child.kill('SIGKILL');
