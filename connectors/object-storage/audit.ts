@@ -15,7 +15,10 @@ export interface AuditReport {
   objects: number;
   records: number;
   keys: number;
-  /** Per key, sequence numbers between the first and last seen that no object holds. */
+  /**
+   * Per key, sequence numbers between the first and last seen that no object holds; messages without an
+   * ordering key that the manifest lists and no object holds.
+   */
   missing: AuditFinding;
   /** (key, sequence) pairs held more than once, and repeated unkeyed message ids. */
   duplicates: AuditFinding;
@@ -27,7 +30,10 @@ export interface AuditReport {
    * before counters existed are not ordered by their names.
    */
   skewedKeys: AuditFinding;
-  /** Manifest objects missing from the bucket, or holding a different record count. */
+  /**
+   * Manifest objects missing from the bucket, not readable in their format, or holding other records than
+   * their entry lists (a different count; where records carry metadata, other keys, sequences or ids).
+   */
   objectErrors: AuditFinding;
   /** Whether records carry ordering_key/sequence (avro/parquet with writeMetadata); else the manifest ranges are used. */
   recordLevel: boolean;
@@ -57,24 +63,71 @@ export function emptyReport(recordLevel: boolean): AuditReport {
 }
 
 /**
+ * An object the manifest lists, read back from the bucket; undefined when the bucket does not have it (a
+ * finding of the audit). Any other failure — the bucket unreachable, access denied — leaves the audit
+ * unable to tell, so it throws rather than count the object as lost.
+ */
+export async function fetchForAudit(s3: S3Client, entry: ManifestObject): Promise<Buffer | undefined> {
+  try {
+    const res = await s3.send(new GetObjectCommand({ Bucket: entry.bucket, Key: entry.object }));
+    return Buffer.from(await res.Body!.transformToByteArray());
+  } catch (e) {
+    if ((e as Error).name === 'NoSuchKey') return undefined;
+    throw new Error(`cannot read ${entry.object} from bucket ${entry.bucket}: ${(e as Error).message}`, { cause: e });
+  }
+}
+
+/**
  * An object read back for an audit, against its manifest entry. Records are decoded where they can be
  * told apart; text lines cannot (a payload may hold a newline), and an object of a format the subscription
  * had before would need settings no longer known. Those are checked by their size, and the manifest's
- * count stands for theirs.
+ * count stands for theirs. An object that does not decode (torn, overwritten) holds no record the audit
+ * can count: `count` 0, `unreadable`.
  */
 export async function readObjectForAudit(
   body: Buffer,
   entry: ManifestObject,
   format: OutputFormat,
-): Promise<{ records?: ExportedRecord[]; count: number; problem?: string }> {
+): Promise<{ records?: ExportedRecord[]; count: number; problem?: string; unreadable?: boolean }> {
   if (entry.format !== format.kind || format.kind === 'text') {
     const problem = body.length === entry.bytes ? undefined : `${entry.object}: ${body.length} bytes, manifest says ${entry.bytes}`;
     return { count: entry.records, problem };
   }
-  const records = await readRecords(body, format);
+  let records: ExportedRecord[];
+  try {
+    records = await readRecords(body, format);
+  } catch (e) {
+    return { count: 0, problem: `${entry.object}: not a readable ${format.kind} file (${(e as Error).message})`, unreadable: true };
+  }
   const problem =
     records.length === entry.records ? undefined : `${entry.object}: ${records.length} records, manifest says ${entry.records}`;
   return { records, count: records.length, problem };
+}
+
+/**
+ * Where an object's records (per key, its sequences in file order; its unkeyed message ids) differ from
+ * what its manifest entry lists: records forged or replaced, or objects swapped, even with equal counts.
+ */
+function entryMismatch(entry: ManifestObject, inFile: Map<string, number[]>, unkeyedIds: string[]): string | undefined {
+  for (const [key, seqs] of inFile) {
+    const listed = entry.keys[key];
+    const held = `${seqs[0]}..${seqs[seqs.length - 1]} (${seqs.length} records)`;
+    if (!listed) return `${entry.object}: holds key ${key} sequences ${held}, which its manifest entry does not list`;
+    if (listed.first !== seqs[0] || listed.last !== seqs[seqs.length - 1] || listed.count !== seqs.length)
+      return `${entry.object}: holds key ${key} sequences ${held}, its manifest entry lists ${listed.first}..${listed.last} (${listed.count} records)`;
+  }
+  for (const key in entry.keys)
+    if (!inFile.has(key)) return `${entry.object}: holds no record of key ${key}, which its manifest entry lists`;
+  const held = [...unkeyedIds].sort();
+  const listed = [...entry.unkeyed].sort();
+  const differs = held.findIndex((id, i) => id !== listed[i]);
+  if (differs >= 0 || held.length !== listed.length) {
+    const extra = held.find((id) => !listed.includes(id));
+    return extra !== undefined
+      ? `${entry.object}: holds message ${extra} (no ordering key), which its manifest entry does not list`
+      : `${entry.object}: holds ${held.length} messages without an ordering key, its manifest entry lists ${listed.length}`;
+  }
+  return undefined;
 }
 
 /** One line of `orderly audit`; `failing` false for what is information (cross-file skew). */
@@ -94,19 +147,20 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
   const entries = manifest
     .committed()
     .sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt) || (a.counter ?? 0) - (b.counter ?? 0));
+  /** Unkeyed messages the manifest lists, and the object listing each: one no object holds is missing. */
+  const listedUnkeyed = new Map<string, string>();
   for (const entry of entries) {
     report.objects++;
-    let body: Buffer;
-    try {
-      const res = await s3.send(new GetObjectCommand({ Bucket: entry.bucket, Key: entry.object }));
-      body = Buffer.from(await res.Body!.transformToByteArray());
-    } catch (e) {
-      note(report.objectErrors, `${entry.object}: cannot be read (${(e as Error).name})`);
+    for (const id of entry.unkeyed) listedUnkeyed.set(id, entry.object);
+    const body = await fetchForAudit(s3, entry);
+    if (!body) {
+      note(report.objectErrors, `${entry.object}: missing from the bucket`);
       continue;
     }
-    const { records, count, problem } = await readObjectForAudit(body, entry, format);
+    const { records, count, problem, unreadable } = await readObjectForAudit(body, entry, format);
     report.records += count;
     if (problem) note(report.objectErrors, problem);
+    if (unreadable) continue;
     const named = Math.floor(Date.parse(entry.createdAt) / 1000);
     const add = (key: string, seqs: number[]) => {
       const list = perKey.get(key) ?? [];
@@ -115,8 +169,10 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
     };
     if (recordLevel && records) {
       const inFile = new Map<string, number[]>();
+      const unkeyedIds: string[] = [];
       for (const r of records) {
         if (!r.orderingKey) {
+          unkeyedIds.push(r.messageId!);
           unkeyed.set(r.messageId!, (unkeyed.get(r.messageId!) ?? 0) + 1);
           continue;
         }
@@ -125,11 +181,15 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
         inFile.set(r.orderingKey, seqs);
       }
       for (const [key, seqs] of inFile) add(key, seqs);
+      const mismatch = entryMismatch(entry, inFile, unkeyedIds);
+      if (mismatch) note(report.objectErrors, mismatch);
     } else {
       for (const [key, range] of Object.entries(entry.keys)) add(key, rangeSeqs(range));
       for (const id of entry.unkeyed) unkeyed.set(id, (unkeyed.get(id) ?? 0) + 1);
     }
   }
+  for (const [id, object] of listedUnkeyed)
+    if (!unkeyed.has(id)) note(report.missing, `message ${id} (no ordering key), listed in ${object}`);
   report.keys = perKey.size;
   for (const [key, files] of perKey) checkKey(report, key, files);
   for (const [id, n] of unkeyed) if (n > 1) note(report.duplicates, `message ${id} (no ordering key) held ${n} times`);

@@ -47,7 +47,9 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
   if (typeof c.bucket !== 'string' || !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(c.bucket)) {
     throw new InvalidArgumentError(
       `${F}.bucket`,
-      `must be a bucket name (3-63 lowercase letters, digits, "." and "-"), got ${JSON.stringify(c.bucket)}`,
+      c.bucket === undefined
+        ? 'is required: the bucket to write to'
+        : `must be a bucket name (3-63 lowercase letters, digits, "." and "-"), got ${JSON.stringify(c.bucket)}`,
     );
   }
   const text = (k: string) => {

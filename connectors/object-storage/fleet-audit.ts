@@ -1,6 +1,6 @@
-import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import type { AuditResult, ExportTarget } from '../../src/connector/capabilities.js';
-import { auditCheck, emptyReport, note, readObjectForAudit, type AuditReport } from './audit.js';
+import { auditCheck, emptyReport, fetchForAudit, note, readObjectForAudit, type AuditReport } from './audit.js';
 import { fleetManifestPrefix, listKeys, readFleetManifest } from './bucket-manifest.js';
 import type { ObjectStorageConfig } from './config.js';
 import { manifestView } from './manifest-view.js';
@@ -61,12 +61,9 @@ export async function auditFleetObjects(
   for (const { entry, counts } of view.objects) {
     report.objects++;
     const listed = entry.messages ?? [];
-    let body: Buffer;
-    try {
-      const res = await s3.send(new GetObjectCommand({ Bucket: entry.bucket, Key: entry.object }));
-      body = Buffer.from(await res.Body!.transformToByteArray());
-    } catch (e) {
-      note(report.objectErrors, `${entry.object}: cannot be read (${(e as Error).name})`);
+    const body = await fetchForAudit(s3, entry);
+    if (!body) {
+      note(report.objectErrors, `${entry.object}: missing from the bucket`);
       listed.forEach(([id], i) => counts[i] && note(report.missing, `message ${id} (in ${entry.object})`));
       continue;
     }

@@ -177,6 +177,7 @@ describe('object names (filenameDatetimeFormat)', () => {
       'cloudStorageConfig.maxMessages: must be an integer between 1000 and 2^63 - 1 (past 2^53 - 1 as a string of digits: a number that large is not exact), got "0x3e8"',
     ],
     [{ shards: true }, 'cloudStorageConfig.shards: must be an integer between 1 and 64, got true'],
+    [{ bucket: undefined }, 'cloudStorageConfig.bucket: is required: the bucket to write to'],
     [
       { serviceAccountEmail: 'not an email' },
       'cloudStorageConfig.serviceAccountEmail: must be a service account email, got "not an email"',
@@ -383,6 +384,22 @@ describe('export to S3 (real HTTP server)', () => {
     for (const sequences of seen.values()) expect(sequences).toEqual(Array.from({ length: sequences.length }, (_, i) => i + 1));
   });
 
+  it('a seek while the open file holds the messages it brings again writes each once, in order (the copies find the file committed)', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { textConfig: {} });
+    await env.core.createSnapshot('before', { subscription: 'to-s3' });
+    await env.core.publish('events', keyed(6, 2));
+    const runner = env.exports.runner('to-s3')!;
+    await waitFor('the open file to hold all six', () => runner.outstanding === 6);
+    await env.core.seekToSnapshot('to-s3', 'before');
+    await waitFor('the copies acked', () => env.core.metrics('to-s3').backlogMessages === 0);
+    await env.exports.stop();
+    const lines: string[] = [];
+    for (const name of await s3.list(bucket)) lines.push(...(await s3.get(bucket, name)).toString().trim().split('\n'));
+    expect(lines.filter((l) => l.startsWith('k0-'))).toEqual(['k0-0', 'k0-1', 'k0-2']);
+    expect(lines.filter((l) => l.startsWith('k1-'))).toEqual(['k1-0', 'k1-1', 'k1-2']);
+  });
+
   it('rolls on maxMessages, and one large message may exceed maxBytes', async () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { maxMessages: 1000 });
@@ -443,6 +460,16 @@ describe('export to S3 (real HTTP server)', () => {
     120_000,
   );
 
+  it('a file stays within maxBytes: the message that would take it past the limit starts the next file', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { maxBytes: 1000, textConfig: {} });
+    await env.core.publish('events', keyed(12, 1, 297));
+    await finish(12);
+    const bodies = await Promise.all((await s3.list(bucket)).map((n) => s3.get(bucket, n)));
+    // Lines of ~303 bytes: three to a file; a fourth would make 1,212.
+    expect(bodies.map((b) => [b.length <= 1000, b.toString().trim().split('\n').length])).toEqual(Array(4).fill([true, 3]));
+  });
+
   it('rolls on maxBytes (multipart upload for a large file)', async () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { maxBytes: 10 * 1024 * 1024 });
@@ -451,8 +478,8 @@ describe('export to S3 (real HTTP server)', () => {
     await finish(5);
     const names = await s3.list(bucket);
     const sizes = await Promise.all(names.map(async (n) => (await s3.get(bucket, n)).length));
-    // 4 messages reach 10 MiB (12 MiB file, uploaded in parts), the 5th goes to the next file
-    expect(sizes.sort((a, b) => b - a)).toEqual([4 * (big.length + 2), big.length + 2]);
+    // 3 messages fit in 10 MiB (a 9 MiB file, uploaded in parts); the 4th would pass it, so starts the next file
+    expect(sizes.sort((a, b) => b - a)).toEqual([3 * (big.length + 2), 2 * (big.length + 2)]);
   });
 
   it('a missing bucket is NOT_FOUND, the backlog stays, and export resumes when the bucket exists', async () => {
@@ -521,6 +548,52 @@ describe('export to S3 (real HTTP server)', () => {
       count: 1,
       examples: [`${name}: ${body.length - 5} bytes, manifest says ${body.length}`],
     });
+  });
+
+  it('the audit with metadata checks each object against its manifest entry, reports one that does not decode and goes on, and stops when the bucket cannot be read', async () => {
+    const bucket = await s3.bucket();
+    const format = { kind: 'avro', writeMetadata: true } as const;
+    await exportTo(bucket, { maxMessages: 1000, avroConfig: { writeMetadata: true } });
+    const messages = keyed(2000, 2);
+    await env.core.publish('events', messages.slice(0, 1000));
+    await env.core.publish('events', messages.slice(1000));
+    await env.core.publish(
+      'events',
+      Array.from({ length: 1000 }, (_, i) => ({ data: `u${i}` })),
+    );
+    await finish(3000);
+    const subscription = { name: 'projects/p/subscriptions/to-s3', uid: env.core.identity('to-s3').uid };
+    const config = parseObjectStorageConfig({ bucket, avroConfig: { writeMetadata: true } });
+    const settings = { dataDir: dir.path, objectStorage: s3.settings };
+    const audit = () => auditSubscription(subscription, config, settings);
+    expect(await audit()).toMatchObject({ objects: 3, records: 3000, missing: { count: 0 }, objectErrors: { count: 0 } });
+
+    // Two objects of 1000 records each, swapped: every count still matches, the contents do not.
+    const names = (await s3.list(bucket)).sort();
+    const bodies = await Promise.all(names.map((n) => s3.get(bucket, n)));
+    await s3.minio.putObject(bucket, names[0]!, bodies[1]!);
+    await s3.minio.putObject(bucket, names[1]!, bodies[0]!);
+    const swapped = await audit();
+    expect(swapped.objectErrors.count).toBe(2);
+    expect(swapped.objectErrors.examples.join('\n')).toContain(`${names[0]}: holds`);
+    expect(swapped.objectErrors.examples.join('\n')).toContain(`${names[1]}: holds`);
+    await s3.minio.putObject(bucket, names[0]!, bodies[0]!);
+    await s3.minio.putObject(bucket, names[1]!, bodies[1]!);
+
+    // The last object overwritten with bytes that are not Avro: reported, its unkeyed messages missing, the rest checked.
+    const unkeyedInLast = (await readRecords(bodies[2]!, format)).filter((r) => !r.orderingKey).length;
+    expect(unkeyedInLast).toBeGreaterThan(0);
+    await s3.minio.putObject(bucket, names[2]!, Buffer.from('not an avro file'));
+    const torn = await audit();
+    expect(torn).toMatchObject({ objects: 3, records: 2000, missing: { count: unkeyedInLast } });
+    expect(torn.objectErrors.examples).toEqual([expect.stringMatching(new RegExp(`^${names[2]}: not a readable avro file \\(`))]);
+    expect(torn.missing.examples[0]).toMatch(new RegExp(`^message \\d+ \\(no ordering key\\), listed in ${names[2]}$`));
+
+    // A bucket that cannot be reached says nothing about the records: the audit fails rather than report them lost.
+    const unreachable = { ...s3.settings, endpoint: `http://127.0.0.1:${await closedPort()}` };
+    await expect(auditSubscription(subscription, config, { dataDir: dir.path, objectStorage: unreachable })).rejects.toThrow(
+      `cannot read ${names[0]} from bucket ${bucket}`,
+    );
   });
 
   it('a subscription whose format changed keeps a clean audit, and its query view reads only its Parquet objects', async () => {
@@ -593,7 +666,8 @@ describe('order across files', () => {
         sequence,
       },
     });
-    // K:1-2 fill a file named 10:05 (maxBytes); then the clock steps back and K:3-4 go to a file named 10:00.
+    // K:1 and K:2 fill a file each, named 10:05 (two would pass maxBytes); then the clock steps back and
+    // K:3 and K:4 go to files named 10:00.
     const written = (await writer.write([msg('K', 1), msg('K', 2)])).written;
     now = new Date(Date.UTC(2026, 0, 1, 10, 0, 0));
     written.push(...(await writer.write([msg('K', 3), msg('K', 4), msg('J', 1, 10)])).written);
@@ -601,15 +675,20 @@ describe('order across files', () => {
     expect(written.sort()).toEqual(['J-1', 'K-1', 'K-2', 'K-3', 'K-4']);
     await writer.close();
     const names = await s3.list(bucket);
-    // K:3-4 filled a file, J:1 opened another: both named 10:00, before K:1-2's file named 10:05.
-    expect(names.map((n) => n.slice(0, 19))).toEqual(['2026-01-01T10:00:00', '2026-01-01T10:00:00', '2026-01-01T10:05:00']);
+    // K:3's file and K:4's (J:1 fits beside it) are named 10:00, before K:1's and K:2's, named 10:05.
+    expect(names.map((n) => n.slice(0, 19))).toEqual([
+      '2026-01-01T10:00:00',
+      '2026-01-01T10:00:00',
+      '2026-01-01T10:05:00',
+      '2026-01-01T10:05:00',
+    ]);
     const report = await auditObjects(
       new S3Client({ ...s3.settings, credentials: s3.settings }),
       Manifest.readOnly(writer.manifestPath),
       config.format,
     );
     expect(report).toMatchObject({
-      objects: 3,
+      objects: 4,
       records: 5,
       keys: 2,
       missing: { count: 0 },
@@ -617,7 +696,7 @@ describe('order across files', () => {
       outOfOrderInFile: { count: 0 },
     });
     expect(report.skewedKeys.count).toBe(1);
-    expect(report.skewedKeys.examples[0]).toMatch(/^K: .*10:05:00.* holds sequence 1, but the earlier-named .*10:00:00.* holds 4$/);
+    expect(report.skewedKeys.examples[0]).toMatch(/^K: .*10:05:00.* holds sequence 1, but the earlier-named .*10:00:00.* holds 3$/);
     dir.remove();
   });
 });

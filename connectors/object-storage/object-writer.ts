@@ -209,7 +209,7 @@ export class ObjectStorageWriter implements Connector {
         continue;
       }
       const s = this.shardOf(em);
-      if (this.shards[s] && !this.shards[s].fits(em)) this.seal(s);
+      if (this.shards[s] && !this.shards[s].fits(this.context.subscription, em, this.config)) this.seal(s);
       let file = this.shards[s];
       if (!file) {
         const openedAt = this.now();

@@ -39,6 +39,8 @@ export interface RecordFileWriter {
    * schema does not cover, committed after the file opened): the writer rolls the file first.
    */
   fits(m: PubsubMessage): boolean;
+  /** What appending the message adds to `bytes`. */
+  size(subscription: string, m: PubsubMessage): number;
   close(): Promise<void>;
   /** Payload and metadata bytes appended so far (the roll-on-maxBytes measure). */
   readonly bytes: number;
@@ -75,9 +77,10 @@ function metadataRecord(subscription: string, m: PubsubMessage) {
   };
 }
 
+/** A record's payload and metadata, in bytes (UTF-8: a key or attribute of other scripts counts all its bytes). */
 function metadataBytes(subscription: string, m: PubsubMessage): number {
-  let n = m.data.byteLength + subscription.length + m.messageId.length + m.orderingKey.length + 16;
-  for (const [k, v] of Object.entries(m.attributes)) n += k.length + v.length;
+  let n = m.data.byteLength + Buffer.byteLength(subscription) + m.messageId.length + Buffer.byteLength(m.orderingKey) + 16;
+  for (const k in m.attributes) n += Buffer.byteLength(k) + Buffer.byteLength(m.attributes[k]!);
   return n;
 }
 
@@ -136,14 +139,16 @@ function countingWriter(
   close: () => Promise<void>,
 ): RecordFileWriter {
   let bytes = 0;
+  const size = (subscription: string, m: PubsubMessage) => (withMetadata ? metadataBytes(subscription, m) : m.data.byteLength);
   return {
     get bytes() {
       return bytes;
     },
     fits: fitsAny,
+    size,
     append(subscription, m) {
       const written = write(subscription, m);
-      bytes += withMetadata ? metadataBytes(subscription, m) : m.data.byteLength;
+      bytes += size(subscription, m);
       return written;
     },
     close,
@@ -206,6 +211,7 @@ async function textWriter(path: string): Promise<RecordFileWriter> {
       return bytes;
     },
     fits: fitsAny,
+    size: (_subscription, m) => m.data.byteLength + 1,
     append(_subscription, m) {
       raise();
       const record = m.data.byteLength + 1;
@@ -273,10 +279,12 @@ function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchem
   let chosen: { key: string; layout: AvroFileLayout; covers: Set<string>; encoder: avro.streams.BlockEncoder } | undefined;
   const resolvers = new Map<string, avro.Resolver>();
   let bytes = 0;
+  const size = (subscription: string, m: PubsubMessage) => (writeMetadata ? metadataBytes(subscription, m) : m.data.byteLength);
   return {
     get bytes() {
       return bytes;
     },
+    size,
     fits(m) {
       if (!chosen) return true;
       try {
@@ -319,7 +327,7 @@ function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchem
         throw new RecordConversionError(`the message cannot be written with the topic schema: ${(e as Error).message}`);
       }
       const ok = chosen.encoder.write(record);
-      bytes += writeMetadata ? metadataBytes(subscription, m) : m.data.byteLength;
+      bytes += size(subscription, m);
       if (!ok) await once(chosen.encoder, 'drain');
     },
     async close() {

@@ -53,9 +53,14 @@ export class RollingFile {
     );
   }
 
-  /** False when the message needs a new file (another topic schema layout); see RecordFileWriter.fits. */
-  fits(em: ExportMessage): boolean {
-    return this.writer.fits(em.message);
+  /**
+   * False when the message needs a new file: another topic schema layout (RecordFileWriter.fits), or it
+   * would take a file that holds records past maxBytes. As in Pub/Sub, only a message larger than
+   * maxBytes makes a file larger than that, alone in it.
+   */
+  fits(subscription: string, em: ExportMessage, config: ObjectStorageConfig): boolean {
+    if (!this.writer.fits(em.message)) return false;
+    return !this.records || this.bytes + this.writer.size(subscription, em.message) <= config.maxBytes;
   }
 
   /**
@@ -96,7 +101,7 @@ export class RollingFile {
     return this.writer.bytes;
   }
 
-  /** A file rolls when any limit is reached; one large message may take it past maxBytes. */
+  /** A file rolls when any limit is reached; a message larger than maxBytes takes it past that. */
   full(config: ObjectStorageConfig): boolean {
     return this.records >= config.maxMessages || this.bytes >= config.maxBytes;
   }

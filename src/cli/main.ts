@@ -23,7 +23,10 @@ const json = new Option('--json', 'print the result as JSON');
 const out = (value: unknown, asJson: boolean | undefined, text: () => void) =>
   asJson ? console.log(JSON.stringify(value, null, 2)) : text();
 
-/** The `orderly` command line. Returns the exit code: 0 ok, 1 failure, 2 invalid job file or usage. */
+/**
+ * The `orderly` command line. Returns the exit code: 0 ok, 1 failure, 2 invalid job file or usage, 3 an
+ * audit that could not be completed.
+ */
 export async function main(argv: string[]): Promise<number> {
   quietWhenOutputCloses();
   const program = new Command()
@@ -201,11 +204,20 @@ export async function main(argv: string[]): Promise<number> {
     .action(async (file: string, name: string, o: { json?: boolean }) => {
       const { auditExport } = await import('../job/export-audit.js');
       const { auditFailed, printAudit } = await import('./print-audit.js');
-      await withJob(await loadJobFile(file), async (runtime) => {
-        const audit = await auditExport(runtime, name);
-        out(audit.report, o.json, () => printAudit(audit));
-        if (auditFailed(audit)) process.exitCode = 1;
-      });
+      const job = await loadJobFile(file);
+      try {
+        await withJob(job, async (runtime) => {
+          const audit = await auditExport(runtime, name);
+          out(audit.report, o.json, () => printAudit(audit));
+          if (auditFailed(audit)) process.exitCode = 1;
+        });
+      } catch (e) {
+        if (isUsageError(e)) throw e;
+        // Exit 1 says the records are wrong; an audit that could not look (the bucket unreachable, the
+        // data directory in use) says nothing about them.
+        console.error(`orderly: the audit could not be completed: ${e instanceof Error ? e.message : String(e)}`);
+        process.exitCode = 3;
+      }
     });
 
   program
@@ -301,10 +313,14 @@ export async function main(argv: string[]): Promise<number> {
   } catch (e) {
     if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
     console.error(`orderly: ${e instanceof Error ? e.message : String(e)}`);
-    // Invalid job files (JobConfigError) and arguments, and names the job does not have, are usage errors:
     // exit 1 stays what a command found (an audit's missing records, refused lines).
-    return e instanceof OrderlyError && (e.code === 'INVALID_ARGUMENT' || e.code === 'NOT_FOUND') ? 2 : 1;
+    return isUsageError(e) ? 2 : 1;
   }
+}
+
+/** Invalid job files (JobConfigError) and arguments, and names the job does not have: exit 2. */
+function isUsageError(e: unknown): boolean {
+  return e instanceof OrderlyError && (e.code === 'INVALID_ARGUMENT' || e.code === 'NOT_FOUND');
 }
 
 /** `:publish` on a running job's REST endpoint; Google's JSON errors become exceptions. */

@@ -107,6 +107,14 @@ export class ExportRunner {
   /** Delivered and not yet settled: pending, being written, or buffered by the connector. */
   private readonly held = new Map<string, ReceivedMessage>();
   private heldBytes = 0;
+  /** Per message id, how many of its deliveries are held. */
+  private readonly heldIds = new Map<string, number>();
+  /**
+   * A message came again while an earlier delivery of it is held (a seek; a lease that ran out): what the
+   * connector holds is finalized before anything more is written, so the copy finds the first one written
+   * and is acked as a duplicate, rather than going into the same open file a second time, out of order.
+   */
+  private settleBeforeWrite = false;
   private readonly consumer: SourceConsumer;
   /** The port to the subscription, once attached; inert once the subscription is deleted. */
   private handle?: DeliveryHandle;
@@ -171,6 +179,9 @@ export class ExportRunner {
         for (const m of batch) {
           this.held.set(m.ackId, m);
           this.heldBytes += messageSize(m.message);
+          const copies = this.heldIds.get(m.message.messageId) ?? 0;
+          if (copies) this.settleBeforeWrite = true;
+          this.heldIds.set(m.message.messageId, copies + 1);
           this.pending.push(m);
         }
         this.wake?.();
@@ -387,10 +398,17 @@ export class ExportRunner {
     if (!m) return false;
     this.held.delete(id);
     this.heldBytes -= messageSize(m.message);
+    const copies = this.heldIds.get(m.message.messageId)!;
+    if (copies > 1) this.heldIds.set(m.message.messageId, copies - 1);
+    else this.heldIds.delete(m.message.messageId);
     return true;
   }
 
   private nextOp(): Op | undefined {
+    if (this.settleBeforeWrite) {
+      this.settleBeforeWrite = false;
+      return { kind: 'flush', mode: 'all' };
+    }
     if (this.pending.length) return { kind: 'write' };
     // Full of buffered messages: the connector must finalize what it holds, or nothing moves again.
     const full = this.held.size >= this.maxOutstanding || this.heldBytes >= this.maxOutstandingBytes;

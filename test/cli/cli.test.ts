@@ -4,9 +4,9 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { stringify } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { tempDir } from '../helpers/core.js';
+import { closedPort, tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
 
 const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));
@@ -323,6 +323,14 @@ describe('orderly CLI', () => {
     ]);
     const empty = await orderly('query', job, '  ');
     expect([empty.code, empty.stderr.trim()]).toEqual([2, 'orderly: <sql>: is empty: give the query to run']);
+    // An audit that cannot read the bucket found nothing wrong with the records: exit 3, not 1.
+    const parsed = parse(readFileSync(job, 'utf8')) as Record<string, unknown>;
+    const unreachable = join(dir.path, 'unreachable.yaml');
+    const endpoint = `http://127.0.0.1:${await closedPort()}`;
+    writeFileSync(unreachable, stringify({ ...parsed, objectStorage: { endpoint, accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } }));
+    const blind = await orderly('audit', unreachable, 'to-files');
+    expect(blind.code).toBe(3);
+    expect(blind.stderr).toMatch(/^orderly: the audit could not be completed: cannot read \S+ from bucket cli-exports: /);
     dir.remove();
   }, 120_000);
 });
