@@ -5,6 +5,8 @@ import { checkPushAttributes, messageHeaderProblem, post, PushEgressRefused, typ
 import type { PushConfigSpec } from './subscription-config.js';
 
 const MAX_CONCURRENT_REQUESTS = 100;
+/** Pub/Sub's success codes for push (it names 102 too, an interim answer that never ends a request here). */
+const PUSH_SUCCESS = new Set([200, 201, 202, 204]);
 
 /** The JSON body Pub/Sub POSTs to a push endpoint (wrapped form). */
 export function pushEnvelope(subscription: string, m: ReceivedMessage): unknown {
@@ -53,7 +55,8 @@ export function pushRequest(
 }
 
 /**
- * Push delivery: each message is its own HTTP POST to `pushConfig.pushEndpoint`; a 2xx answer acks it,
+ * Push delivery: each message is its own HTTP POST to `pushConfig.pushEndpoint`; a 200, 201, 202 or 204
+ * answer acks it (Pub/Sub's success codes),
  * anything else (a redirect included: they are not followed) or no answer within the ack deadline nacks
  * it. At most one message per ordering key is out at a time, as Pub/Sub does for ordered push. Where
  * requests may go is `PushEgress` (no link-local or metadata addresses unless allowed).
@@ -62,6 +65,11 @@ export class PushDelivery {
   private inflight = 0;
   private stopped = false;
   private readonly handle: SubscriptionHandle;
+  /**
+   * Per ordering key, its request still out. A seek forgets leases while their requests run, and delivers
+   * the key again at once: its next request waits for the one out, so an endpoint never has two of a key.
+   */
+  private readonly keyRequests = new Map<string, Promise<void>>();
 
   constructor(
     attach: (consumer: ConsumerSpec) => SubscriptionHandle,
@@ -74,8 +82,22 @@ export class PushDelivery {
       maxPerKey: 1,
       room: () => ({ messages: this.stopped ? 0 : MAX_CONCURRENT_REQUESTS - this.inflight, bytes: Number.MAX_SAFE_INTEGER }),
       deliver: (batch) => {
-        for (const m of batch) this.send(m).catch(this.onError);
+        for (const m of batch) this.sendInKeyOrder(m);
       },
+    });
+  }
+
+  private sendInKeyOrder(m: ReceivedMessage): void {
+    const key = m.message.orderingKey;
+    if (!key) {
+      this.send(m).catch(this.onError);
+      return;
+    }
+    const before = this.keyRequests.get(key);
+    const request = (before ? before.then(() => this.send(m)) : this.send(m)).catch(this.onError);
+    this.keyRequests.set(key, request);
+    void request.then(() => {
+      if (this.keyRequests.get(key) === request) this.keyRequests.delete(key);
     });
   }
 
@@ -92,7 +114,9 @@ export class PushDelivery {
         timeoutMs: spec.ackDeadlineSeconds * 1000,
         egress: this.egress,
       });
-      if (status >= 200 && status < 300) failure = undefined;
+      if (PUSH_SUCCESS.has(status)) failure = undefined;
+      else if (status >= 200 && status < 300)
+        failure = `push endpoint answered HTTP ${status}, not a success for push (200, 201, 202, 204)`;
       else if (status >= 300 && status < 400) failure = `push endpoint answered HTTP ${status}; redirects are not followed`;
       else failure = `push endpoint answered HTTP ${status}`;
     } catch (e) {

@@ -4,15 +4,17 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { OrderingKeyPausedError } from '../../src/core/errors.js';
 import { Publisher } from '../../src/core/publisher.js';
 import { pushRequest } from '../../src/core/push-delivery.js';
+import type { ManualClock } from '../../src/core/clock.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
 import { openCore, settle, tempDir } from '../helpers/core.js';
 
 let dir: ReturnType<typeof tempDir>;
 let core: PubSubCore;
+let clock: ManualClock;
 
 beforeEach(async () => {
   dir = tempDir();
-  ({ core } = await openCore(dir.path));
+  ({ core, clock } = await openCore(dir.path));
   await core.createTopic('events');
 });
 afterEach(async () => {
@@ -137,6 +139,52 @@ describe('push delivery', () => {
     };
     expect(() => pushRequest('s', message, { pushEndpoint: endpoint, attributes: {}, noWrapper: { writeMetadata: true } })).toThrow(
       'message attribute "bad key" cannot be sent as an HTTP header (payload unwrapping writes attributes as headers): it is not a valid HTTP header name',
+    );
+  });
+
+  it("a seek while a key's request is out sends the key again only once that request ends; a 206 is not a success", async () => {
+    const received: string[] = [];
+    let out = 0;
+    let mostOut = 0;
+    server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        const data = Buffer.from(JSON.parse(body).message.data, 'base64').toString();
+        received.push(data);
+        mostOut = Math.max(mostOut, ++out);
+        setTimeout(() => {
+          out--;
+          res.writeHead(data === 'partial' && received.filter((d) => d === 'partial').length === 1 ? 206 : 200).end();
+        }, 150);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    await core.createSubscription('pushed', {
+      topic: 'events',
+      enableMessageOrdering: true,
+      retainAckedMessages: true,
+      pushConfig: { pushEndpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/push` },
+      retryPolicy: { minimumBackoff: 0, maximumBackoff: 0 },
+    });
+    const before = clock.now();
+    clock.advance(1000);
+    await core.publish(
+      'events',
+      ['s1', 's2', 's3'].map((data) => ({ data, orderingKey: 'k' })),
+    );
+    for (let i = 0; i < 200 && received.length < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    await core.seek('pushed', before);
+    for (let i = 0; i < 400 && (core.metrics('pushed').backlogMessages > 0 || out > 0); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(core.metrics('pushed').backlogMessages).toBe(0);
+    expect(received).toEqual(['s1', 's2', 's1', 's2', 's3']);
+    expect(mostOut).toBe(1);
+
+    await core.publish('events', [{ data: 'partial', orderingKey: 'p' }]);
+    for (let i = 0; i < 200 && core.metrics('pushed').backlogMessages > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(received.filter((d) => d === 'partial')).toHaveLength(2);
+    expect(core.metrics('pushed').lastNackReason?.message).toBe(
+      'push endpoint answered HTTP 206, not a success for push (200, 201, 202, 204)',
     );
   });
 });
