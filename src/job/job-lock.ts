@@ -16,9 +16,12 @@ export interface LockInfo {
 
 const procfs = existsSync('/proc/self/stat');
 
+/** The lock's file name inside the data directory. */
+export const LOCK_FILE = 'orderly.lock';
+
 /** One process runs a data directory: `orderly run` holds `<dataDir>/orderly.lock` while it runs. */
 export function readLock(dataDir: string): LockInfo | undefined {
-  const file = join(dataDir, 'orderly.lock');
+  const file = join(dataDir, LOCK_FILE);
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -49,7 +52,7 @@ export function acquireLock(dataDir: string, info: Omit<LockInfo, 'pid' | 'start
     );
   }
   mkdirSync(dataDir, { recursive: true });
-  const file = join(dataDir, 'orderly.lock');
+  const file = join(dataDir, LOCK_FILE);
   const lock: LockInfo = { pid: process.pid, startTime: processIdentity(process.pid)?.startTime, ...info };
   // Written aside and renamed: a crash never leaves a half-written lock behind.
   writeFileSync(`${file}.${process.pid}`, JSON.stringify(lock));

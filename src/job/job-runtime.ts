@@ -1,4 +1,3 @@
-import { rmSync } from 'node:fs';
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
 import type { ConnectorSettings } from '../connector/connector.js';
@@ -14,7 +13,7 @@ import { acquireLock } from './job-lock.js';
 import { serveMetrics } from './metrics.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
 import { remoteExportsOf } from './remote-job.js';
-import { resolveWorkerId, sweepGoneWorkers, workerDir } from './worker.js';
+import { leaveWorkerDir, resolveWorkerId, sweepGoneWorkers, workerDir } from './worker.js';
 import { limitHeapGrowth } from './heap-growth.js';
 
 type Cleanup = () => Promise<void> | void;
@@ -80,11 +79,11 @@ export class JobRuntime {
       if (workerId) {
         sweepGoneWorkers(job.dataDir);
         dataDir = workerDir(job.dataDir, workerId);
-        // Its folder holds nothing once it stopped (spill files are uploaded or come again): removed last.
-        const dir = dataDir;
-        cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
       }
-      cleanups.push(acquireLock(dataDir));
+      // Only once the lock is this process's: a start refused because the worker runs already must not
+      // remove that worker's folder on its way out.
+      const releaseLock = acquireLock(dataDir);
+      cleanups.push(workerId ? leaveWorkerDir(dataDir, releaseLock) : releaseLock);
       limitHeapGrowth(job.memory.heapGrowthPercent);
       // Before any section opens a DuckDB database (the duckdb section runs its init statements).
       setDuckDbLimits({ memoryLimit: `${Math.max(1, Math.floor(job.memory.duckdb / 1024 / 1024))}MiB`, threads: job.memory.duckdbThreads });

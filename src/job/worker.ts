@@ -1,9 +1,9 @@
-import { readdirSync, rmSync, statSync } from 'node:fs';
+import { readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { pathSegment } from '../connector/sink-paths.js';
 import { OrderlyError } from '../core/errors.js';
-import { readLock, type LockInfo } from './job-lock.js';
+import { LOCK_FILE, readLock, type LockInfo } from './job-lock.js';
 
 const WORKER_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -31,6 +31,23 @@ export function resolveWorkerId(flag: string | undefined, fromJob: string | unde
  */
 export function workerDir(dataDir: string, workerId: string): string {
   return join(dataDir, 'workers', pathSegment(workerId));
+}
+
+/**
+ * What a worker does last, once it holds its folder's lock: it empties the folder while still holding the
+ * lock (its spill files are uploaded or come again), then releases the lock and removes the folder, unless
+ * another process of the same worker id has started in it meanwhile.
+ */
+export function leaveWorkerDir(dir: string, releaseLock: () => void): () => void {
+  return () => {
+    for (const name of readdirSync(dir)) if (name !== LOCK_FILE) rmSync(join(dir, name), { recursive: true, force: true });
+    releaseLock();
+    try {
+      rmdirSync(dir);
+    } catch {
+      // not empty: a process of the same worker id started meanwhile, and the folder is its own now
+    }
+  };
 }
 
 /** The workers of a job running on this machine now, with what their locks say (pid, metrics URL). */

@@ -1,9 +1,15 @@
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { ReceivedMessage } from '../../src/core/message.js';
 import { RemoteSource } from '../../src/connector/sources/remote-source.js';
+import { loadJob } from '../../src/job/job-config.js';
+import { JobRuntime } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';
+import { orderly } from '../helpers/cli.js';
+import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
-import { PROJECT, publishKeyed, startRemote } from '../helpers/fleet.js';
+import { PROJECT, publishKeyed, startRemote, writeRemoteJob } from '../helpers/fleet.js';
 
 let remote: Awaited<ReturnType<typeof startRemote>>;
 
@@ -44,4 +50,32 @@ it('a stopping worker acks everything it acked just before the stop, beyond one 
   await handle.acknowledge(received.map((r) => r.ackId));
   await handle.detach();
   expect(await remote.backlog('stop-acks')).toBe(0);
+}, 60_000);
+
+// A second start of a running worker's id is refused; its way out used to remove the running worker's
+// folder (lock, store, spill files), after which a third start ran beside it as the same worker.
+it("a start refused because the worker id is running leaves that worker's folder alone", async () => {
+  const dir = tempDir('orderly-worker-twice-');
+  try {
+    const [topic] = await remote.client().createTopic('twice');
+    await topic.createSubscription('twice', { enableMessageOrdering: true });
+    const file = writeRemoteJob(
+      dir.path,
+      remote.host,
+      { duckdb: { path: join(dir.path, 'export.duckdb'), init: ['CREATE TABLE IF NOT EXISTS events(data VARCHAR)'] } },
+      { exports: [{ subscription: 'twice', enableMessageOrdering: true, bigqueryConfig: { table: 'p.main.events' } }] },
+    );
+    const worker = await JobRuntime.start(loadJob(file), createLogger({ level: 'silent' }), { workerId: 'w1' });
+    const folder = join(dir.path, 'data', 'workers', 'w1');
+    const before = readdirSync(folder).sort();
+    expect(before).toContain('orderly.lock');
+    const second = await orderly('run', file, '--worker-id', 'w1');
+    expect(second.code).not.toBe(0);
+    expect(second.stderr).toContain(`the data directory ${folder} is in use by a running job (pid ${process.pid})`);
+    expect(readdirSync(folder).sort()).toEqual(before);
+    await worker.stop();
+    expect(existsSync(folder)).toBe(false);
+  } finally {
+    dir.remove();
+  }
 }, 60_000);
