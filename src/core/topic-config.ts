@@ -58,6 +58,17 @@ export function topicSettings(stored: unknown): TopicSettings {
   return stored && typeof stored === 'object' ? stored : {};
 }
 
+/** The export field that asks for the topic's schema (`useTopicSchema`), if one does. */
+export function topicSchemaField(spec: {
+  bigqueryConfig?: Record<string, unknown>;
+  cloudStorageConfig?: Record<string, unknown>;
+}): string | undefined {
+  const avroConfig = spec.cloudStorageConfig?.avroConfig as Record<string, unknown> | undefined;
+  if (spec.bigqueryConfig?.useTopicSchema === true) return 'bigqueryConfig.useTopicSchema';
+  if (avroConfig?.useTopicSchema === true) return 'cloudStorageConfig.avroConfig.useTopicSchema';
+  return undefined;
+}
+
 /**
  * An export that writes with the topic's schema (`bigqueryConfig.useTopicSchema`,
  * `cloudStorageConfig.avroConfig.useTopicSchema`) needs a topic that has one: refused otherwise, as
@@ -69,13 +80,7 @@ export function checkTopicSchemaUse(
   settings: TopicSettings,
   deletedSchema: string,
 ): void {
-  const avroConfig = spec.cloudStorageConfig?.avroConfig as Record<string, unknown> | undefined;
-  const field =
-    spec.bigqueryConfig?.useTopicSchema === true
-      ? 'bigqueryConfig.useTopicSchema'
-      : avroConfig?.useTopicSchema === true
-        ? 'cloudStorageConfig.avroConfig.useTopicSchema'
-        : undefined;
+  const field = topicSchemaField(spec);
   if (!field) return;
   if (!settings.schemaSettings)
     throw new InvalidArgumentError(

@@ -10,7 +10,7 @@ import type { SettingsSection, StandardIssue } from '../connector/settings-secti
 import { InvalidArgumentError, OrderlyError, UnknownFieldError } from '../core/errors.js';
 import { checkLabels } from '../core/labels.js';
 import { resourceName } from '../core/names.js';
-import { applyTopicInput, type TopicInput } from '../core/topic-config.js';
+import { applyTopicInput, topicSchemaField, type TopicInput } from '../core/topic-config.js';
 import { normalizeSubscription } from '../core/subscription-config.js';
 import { importPlugins, unloadedPlugins } from './plugins.js';
 import { DEFAULT_HEAP_GROWTH_PERCENT } from './heap-growth.js';
@@ -554,6 +554,10 @@ function checkRemote(
       );
       return;
     }
+    // Orderly does not read a remote topic's schema, so an export asking for it could write nothing.
+    const schemaField = topicSchemaField(e);
+    if (schemaField)
+      problems.push(`${at}.${schemaField}: a remote topic's schema is not read; leave useTopicSchema unset for a remote export`);
     check(problems, at, () => {
       const section = exportSection(e)!;
       const factory = getConnector(section.connector);

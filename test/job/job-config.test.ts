@@ -444,6 +444,24 @@ describe('export sections', () => {
       expect.stringMatching(/^subscriptions\[0\]\.cloudStorageConfig\.bucket: /),
     ]);
   });
+
+  it("refuses useTopicSchema on a remote export: a remote topic's schema is not read, so every message would be refused", () => {
+    const remoteJob = (exported: Record<string, unknown>) => ({
+      projectId: 'test-project',
+      dataDir: './data',
+      duckdb: { path: './data/x.duckdb' },
+      objectStorage: { endpoint: 'http://127.0.0.1:9000', accessKeyId: 'k', secretAccessKey: 's' },
+      remote: { endpoint: '127.0.0.1:8085', exports: [{ subscription: 'events', ...exported }] },
+    });
+    const why = "a remote topic's schema is not read; leave useTopicSchema unset for a remote export";
+    expect(problems(remoteJob({ cloudStorageConfig: { bucket: 'exports', avroConfig: { useTopicSchema: true } } }))).toEqual([
+      `remote.exports[0].cloudStorageConfig.avroConfig.useTopicSchema: ${why}`,
+    ]);
+    expect(problems(remoteJob({ bigqueryConfig: { table: 'p.main.events', useTopicSchema: true } }))).toEqual([
+      `remote.exports[0].bigqueryConfig.useTopicSchema: ${why}`,
+    ]);
+    expect(problems(remoteJob({ cloudStorageConfig: { bucket: 'exports', avroConfig: { writeMetadata: true } } }))).toEqual([]);
+  });
 });
 
 describe('memory settings', () => {
