@@ -89,6 +89,10 @@ export async function main(argv: string[]): Promise<number> {
       await runtime.stop();
       clearTimeout(timer);
       logger.info('stopped');
+      // The job is done and its lock released. What may still be pending is the remote client's retries
+      // of acks to an endpoint that is gone (google-gax backs off for minutes): those messages come again
+      // and are found written, so the process ends now rather than when the retries give up.
+      setTimeout(() => process.exit(), 1000).unref();
     });
 
   program
