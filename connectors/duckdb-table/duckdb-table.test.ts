@@ -1,4 +1,5 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
@@ -6,9 +7,11 @@ import { runInNewContext } from 'node:vm';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
 import { statusOf } from '../../src/job/metrics.js';
+import { createLogger } from '../../src/log.js';
 import { tempDir } from '../../test/helpers/core.js';
 import { openExport, waitFor } from '../../test/helpers/export.js';
 import { parseDuckDbTableConfig } from './config.js';
+import { duckdbTableConnector } from './index.js';
 import { DuckDbTableWriter } from './table-writer.js';
 import { keyedExportMessage, writerContext } from '../../test/helpers/writer-context.js';
 import { SinkStateError, type WriteResult } from '../../src/connector/connector.js';
@@ -602,6 +605,43 @@ describe('analytics while exporting', () => {
 });
 
 describe('one writing process per database file', () => {
+  it('a standby that takes the file over runs the init statements, which could not run while another process held it', async () => {
+    const path = join(dir.path, 'held.duckdb');
+    const holder = spawn(
+      process.execPath,
+      [
+        '-e',
+        `import('@duckdb/node-api').then(async ({ DuckDBInstance }) => {
+          await DuckDBInstance.create(${JSON.stringify(path)});
+          console.log('held');
+          setInterval(() => {}, 1000);
+        })`,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    await once(holder.stdout!, 'data');
+    const section = duckdbTableConnector.settings!;
+    const opened = await section.open!(
+      { path, init: ['CREATE TABLE IF NOT EXISTS late(data VARCHAR)'] },
+      { dataDir: dir.path, readOnly: false, logger: createLogger({ level: 'silent' }) },
+    );
+    const writer = new DuckDbTableWriter(
+      parseDuckDbTableConfig({ table: 'p.main.late' }),
+      writerContext('late', { dataDir: dir.path, ...opened.settings }),
+      path,
+    );
+    await expect(writer.open()).rejects.toThrow(/^standby: DuckDB database .* is open in another process/);
+    holder.kill('SIGKILL');
+    await once(holder, 'exit');
+    await writer.open();
+    const result = await writer.write([keyedExportMessage('k', 1)]);
+    result.written.push(...(await writer.flush('all')).written);
+    expect(result.written).toEqual(['k-1']);
+    await writer.close();
+    expect(await queryDuckDb(path, 'SELECT count(*) AS n FROM late')).toEqual([{ n: 1n }]);
+    await closeDuckDb(path);
+  });
+
   it('while the writer exports (checking the file after every write), another process cannot open the file', async () => {
     // Regression: the header check opened and closed the file, which drops DuckDB's POSIX lock on it.
     await sql('CREATE TABLE events(data VARCHAR)');

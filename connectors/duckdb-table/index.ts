@@ -13,13 +13,26 @@ const duckdbSection: SettingsSection<{ path: string; init: string[] }> = {
   async open({ path, init }, { readOnly, logger }) {
     // Read-only commands leave the file alone: no setup statements, and the query opens it itself.
     const { closeDuckDb, duckDbLockHolder, queryDuckDb } = await import('../../src/duckdb/database.js');
+    let ran: Promise<void> | undefined;
+    const runInit = () =>
+      (ran ??= (async () => {
+        for (const sql of init) await queryDuckDb(path, sql);
+      })().catch((e: unknown) => {
+        ran = undefined;
+        throw e;
+      }));
     try {
-      if (!readOnly) for (const sql of init) await queryDuckDb(path, sql);
+      if (!readOnly) await runInit();
     } catch (e) {
-      // Another process (a worker of the same fleet) holds the file and ran these: its exports wait as standbys.
+      // Another process (a worker of the same fleet) holds the file: its exports wait as standbys, and the
+      // one that takes the file over runs the statements then (the holder may have run older ones).
       const holder = duckDbLockHolder(e);
       if (holder === undefined) throw e;
-      logger.info({ duckdb: path, holder }, 'the DuckDB file is open in another process; its init statements are left to it');
+      logger.info(
+        { duckdb: path, holder },
+        'the DuckDB file is open in another process; its init statements run once this process takes it over',
+      );
+      return { settings: { duckdbPath: path, duckdbInit: runInit }, queryDatabase: path, close: () => closeDuckDb(path) };
     }
     return { settings: { duckdbPath: path }, queryDatabase: path, close: () => closeDuckDb(path) };
   },

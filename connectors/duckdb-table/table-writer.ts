@@ -98,6 +98,9 @@ export class DuckDbTableWriter implements Connector {
       const connection = await connectToDuckDb(this.instance);
       try {
         await this.checkFile();
+        // A standby taking the file over: the job's init statements, deferred while another process held it.
+        const init = this.context.settings.duckdbInit;
+        if (typeof init === 'function') await (init as () => Promise<void>)();
         await oneAtATime(this.instance, async () => {
           await ProgressLog.create(connection);
           await DuckDbWrittenIds.create(connection);

@@ -287,6 +287,8 @@ export class ExportRunner {
           if (!(await this.pause(this.options.standbyRetryMs ?? 1000))) return undefined;
           continue;
         }
+        // Took the sink over, or never waited for it: what stops it now is this error, not another holder.
+        this.stats.standby = undefined;
         this.unusable(e);
         if (!(e instanceof SinkStateError))
           this.logThrottled('error', { error: errorText(e) }, 'export sink cannot be opened; retrying with backoff');
