@@ -1,8 +1,10 @@
 import { Command, CommanderError, Option } from 'commander';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { isLoopback } from '../api/exposure.js';
 import { OrderlyError } from '../core/errors.js';
+import { packageFile } from '../package-file.js';
 import type { MessageInput } from '../core/message.js';
 import type { JobConfig } from '../job/job-config.js';
 import type { JobRuntime } from '../job/job-runtime.js';
@@ -32,6 +34,7 @@ export async function main(argv: string[]): Promise<number> {
   const program = new Command()
     .name('orderly')
     .description("Google Cloud Pub/Sub's ordered delivery and export subscriptions on one machine, with real storage")
+    .version((JSON.parse(readFileSync(packageFile('package.json'), 'utf8')) as { version: string }).version)
     .exitOverride()
     .showHelpAfterError();
 

@@ -33,6 +33,9 @@ describe('orderly CLI', () => {
     const { stdout } = await orderly('--help');
     for (const c of ['validate', 'run', 'publish', 'status', 'audit', 'query', 'demo']) expect(stdout).toContain(c);
     expect((await orderly('publish', '--help')).stdout).toContain('Example:');
+    const version = await orderly('--version');
+    const pkg = JSON.parse(readFileSync(fileURLToPath(new URL('../../package.json', import.meta.url)), 'utf8')) as { version: string };
+    expect([version.code, version.stdout.trim()]).toEqual([0, pkg.version]);
   });
 
   it('validate: every problem with its path, exit code 2; --json for a valid file and an invalid one', async () => {
