@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { SchemaRegistry, type SchemaChange, type SchemaRecord, type TopicSchemaSettings } from '../schema/schema-registry.js';
 import { DELETED_SCHEMA } from '../schema/schema-name.js';
 import type { TopicSchema } from '../schema/topic-schema.js';
-import type { SnapshotRecord, Store, StoredMessage, SubscriptionRecord, TopicRecord } from '../store/store.js';
+import type { RetainedAcks, SnapshotRecord, Store, StoredMessage, SubscriptionRecord, TopicRecord } from '../store/store.js';
 import { InvalidAckIdsError, type AckResult } from './ack-results.js';
 import { systemClock, type Clock } from './clock.js';
 import { compactionPlan } from './compaction-plan.js';
@@ -102,6 +102,8 @@ export class PubSubCore {
   private readonly topics = new Map<string, TopicRecord>();
   private readonly subs = new Map<string, SubscriptionRuntime>();
   private readonly identities = new Map<string, SubscriptionIdentity>();
+  /** Per subscription, its record's acksRetainedAfter (where its retention of acked messages began). */
+  private readonly acksRetainedAfter = new Map<string, number>();
   private readonly pushers = new Map<string, PushDelivery>();
   private readonly events: SubscriptionEvents;
   private readonly validators = new Set<SubscriptionValidator>();
@@ -199,6 +201,7 @@ export class PubSubCore {
     );
     this.subs.set(rec.name, runtime);
     this.identities.set(rec.name, { uid: rec.uid, adoptsNameKeyedProgress: rec.adoptsNameKeyedProgress });
+    this.acksRetainedAfter.set(rec.name, rec.acksRetainedAfter);
     if (rec.detached) {
       runtime.detached = true;
       runtime.close(detachedError(rec.name));
@@ -341,6 +344,8 @@ export class PubSubCore {
       spec,
       lowSeq: this.fannedOutSeq,
       detached: false,
+      // Its retention, if any, keeps what it acks from now on: nothing published before it was its own.
+      acksRetainedAfter: this.fannedOutSeq,
     };
     await this.store.createSubscription(rec);
     this.startRuntime(rec);
@@ -410,7 +415,10 @@ export class PubSubCore {
     const topic = this.topics.get(next.topic);
     if (topic?.uid === rt.topicUid) checkTopicSchemaUse(next, topic.name, topicSettings(topic.settings), DELETED_SCHEMA);
     for (const validate of this.validators) validate(rt.name, next);
-    await this.store.updateSubscriptionSpec(rt.name, next);
+    // Retention begun now keeps what is acked from now on: what was acked before is gone for it already.
+    const retainsFrom = next.retainAckedMessages && !rt.spec.retainAckedMessages ? this.fannedOutSeq : undefined;
+    await this.store.updateSubscriptionSpec(rt.name, next, retainsFrom);
+    if (retainsFrom !== undefined) this.acksRetainedAfter.set(rt.name, retainsFrom);
     rt.spec = next;
     const refusal = pullRefusal(rt);
     if (refusal) rt.endPulls(refusal);
@@ -424,6 +432,7 @@ export class PubSubCore {
     rt.close();
     this.subs.delete(rt.name);
     this.identities.delete(rt.name);
+    this.acksRetainedAfter.delete(rt.name);
     this.syncPush(rt);
     await this.store.deleteSubscription(rt.name);
     await this.iam.drop(rt.name);
@@ -576,22 +585,22 @@ export class PubSubCore {
     await this.compacting?.catch(() => undefined);
     // The store waits for queued acks to land first; deliveries still out are forgotten by reset, so an
     // ack arriving during the seek finds its lease gone instead of undoing the replay.
-    const lowSeq = await this.store.seek(this.record(rt), at, this.ackedRetainedSince(rt));
+    const lowSeq = await this.store.seek(this.record(rt), at, this.retainedAcks(rt));
     rt.reset(lowSeq, this.sequences.last);
   }
 
   /**
-   * Publish time from which the subscription's acked messages are still retained, as a seek back can
-   * replay them: within its messageRetentionDuration when it retainAckedMessages, and within its topic's
-   * messageRetentionDuration when the topic has one. Without either, acked messages are gone (Infinity).
+   * Which acked messages a seek back can replay: those within the subscription's messageRetentionDuration
+   * that it acked while it retainAckedMessages, and those within its topic's messageRetentionDuration when
+   * the topic has one (even from before the subscription existed, as Pub/Sub's topic retention allows).
    */
-  private ackedRetainedSince(rt: SubscriptionRuntime): number {
+  private retainedAcks(rt: SubscriptionRuntime): RetainedAcks {
     const now = this.clock.now();
     const topicRetention = this.topicRetention(rt);
-    return Math.min(
-      rt.spec.retainAckedMessages ? now - rt.spec.messageRetentionDuration * 1000 : Infinity,
-      topicRetention !== undefined ? now - topicRetention * 1000 : Infinity,
-    );
+    return {
+      topicSince: topicRetention !== undefined ? now - topicRetention * 1000 : Infinity,
+      subscriptionSince: rt.spec.retainAckedMessages ? now - rt.spec.messageRetentionDuration * 1000 : Infinity,
+    };
   }
 
   /**
@@ -634,7 +643,15 @@ export class PubSubCore {
   }
 
   private record(rt: SubscriptionRuntime): SubscriptionRecord {
-    return { name: rt.name, ...this.identity(rt.name), topicUid: rt.topicUid, spec: rt.spec, lowSeq: 0, detached: rt.detached };
+    return {
+      name: rt.name,
+      ...this.identity(rt.name),
+      topicUid: rt.topicUid,
+      spec: rt.spec,
+      lowSeq: 0,
+      detached: rt.detached,
+      acksRetainedAfter: this.acksRetainedAfter.get(rt.name) ?? 0,
+    };
   }
 
   // ---- snapshots ----

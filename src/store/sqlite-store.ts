@@ -13,6 +13,7 @@ import {
   type BacklogSource,
   type CompactionPlan,
   type IamPolicyRow,
+  type RetainedAcks,
   type SchemaRow,
   type SnapshotRecord,
   type SnapshotRequest,
@@ -24,8 +25,11 @@ import {
 
 /** Marks the file as ours, so pointing Orderly at some other SQLite file fails loudly instead of mixing. */
 const APPLICATION_ID = 0x4f52444c; // "ORDL"
-/** 2: subscriptions have a uid, the store an id. 3: snapshots; subscriptions can be detached. */
-const SCHEMA_VERSION = 3;
+/**
+ * 2: subscriptions have a uid, the store an id. 3: snapshots; subscriptions can be detached. 4: where each
+ * subscription's retention of acked messages began.
+ */
+const SCHEMA_VERSION = 4;
 const PAGE_SIZE = 32 * 1024;
 /** The reading connection's page cache: 128 pages, room for the B-tree interiors and the pages a scan is on. */
 const READER_CACHE_KIB = 4096;
@@ -42,7 +46,8 @@ const SCHEMA = `
   CREATE TABLE IF NOT EXISTS topics(uid INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE NOT NULL, labels TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS subscriptions(
     name TEXT PRIMARY KEY, topic_uid INTEGER NOT NULL, spec TEXT NOT NULL, low_seq INTEGER NOT NULL,
-    uid TEXT NOT NULL, adopts_name_keyed_progress INTEGER NOT NULL DEFAULT 0, detached INTEGER NOT NULL DEFAULT 0);
+    uid TEXT NOT NULL, adopts_name_keyed_progress INTEGER NOT NULL DEFAULT 0, detached INTEGER NOT NULL DEFAULT 0,
+    acks_retained_after INTEGER NOT NULL DEFAULT 0);
   CREATE TABLE IF NOT EXISTS messages(
     seq INTEGER PRIMARY KEY, topic_uid INTEGER NOT NULL, ordering_key TEXT NOT NULL, key_seq INTEGER NOT NULL,
     publish_time INTEGER NOT NULL, data BLOB NOT NULL, attributes TEXT);
@@ -299,10 +304,15 @@ export class SqliteStore implements Store {
         const assign = this.db.prepare('UPDATE subscriptions SET uid = ?, adopts_name_keyed_progress = 1 WHERE name = ?');
         for (const name of names) assign.run(randomUUID(), name);
       }
+      const columns = () => (this.db.prepare('PRAGMA table_info(subscriptions)').all() as { name: string }[]).map((c) => c.name);
       if (version === '1' || version === '2') {
         // 3: the snapshot tables come with SCHEMA above; subscriptions learn to be detached.
-        const columns = (this.db.prepare('PRAGMA table_info(subscriptions)').all() as { name: string }[]).map((c) => c.name);
-        if (!columns.includes('detached')) this.db.exec('ALTER TABLE subscriptions ADD COLUMN detached INTEGER NOT NULL DEFAULT 0');
+        if (!columns().includes('detached')) this.db.exec('ALTER TABLE subscriptions ADD COLUMN detached INTEGER NOT NULL DEFAULT 0');
+      }
+      if (version === '1' || version === '2' || version === '3') {
+        // 4: where each subscription's retention of acked messages began (0: not known, as before).
+        if (!columns().includes('acks_retained_after'))
+          this.db.exec('ALTER TABLE subscriptions ADD COLUMN acks_retained_after INTEGER NOT NULL DEFAULT 0');
       } else if (version !== undefined && Number(version) !== SCHEMA_VERSION) {
         throw new StoreCorruptError(this.location, new Error(`schema version ${version}, this Orderly reads ${SCHEMA_VERSION}`));
       }
@@ -405,7 +415,9 @@ export class SqliteStore implements Store {
 
   async listSubscriptions(): Promise<SubscriptionRecord[]> {
     const rows = this.db
-      .prepare('SELECT name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq, detached FROM subscriptions ORDER BY name')
+      .prepare(
+        'SELECT name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq, detached, acks_retained_after FROM subscriptions ORDER BY name',
+      )
       .all() as {
       name: string;
       uid: string;
@@ -414,6 +426,7 @@ export class SqliteStore implements Store {
       spec: string;
       low_seq: number;
       detached: number;
+      acks_retained_after: number;
     }[];
     return rows.map((r) => ({
       name: r.name,
@@ -423,6 +436,7 @@ export class SqliteStore implements Store {
       spec: JSON.parse(r.spec) as unknown,
       lowSeq: r.low_seq,
       detached: r.detached === 1,
+      acksRetainedAfter: r.acks_retained_after,
     }));
   }
 
@@ -430,7 +444,8 @@ export class SqliteStore implements Store {
     this.writable();
     this.db
       .prepare(
-        'INSERT INTO subscriptions(name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq, detached) VALUES (?, ?, ?, ?, ?, ?, ?)',
+        `INSERT INTO subscriptions(name, uid, adopts_name_keyed_progress, topic_uid, spec, low_seq, detached, acks_retained_after)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
       )
       .run(
         sub.name,
@@ -440,12 +455,15 @@ export class SqliteStore implements Store {
         JSON.stringify(sub.spec),
         sub.lowSeq,
         sub.detached ? 1 : 0,
+        sub.acksRetainedAfter,
       );
   }
 
-  async updateSubscriptionSpec(name: string, spec: unknown): Promise<void> {
+  async updateSubscriptionSpec(name: string, spec: unknown, acksRetainedAfter?: number): Promise<void> {
     this.writable();
-    this.db.prepare('UPDATE subscriptions SET spec = ? WHERE name = ?').run(JSON.stringify(spec), name);
+    this.db
+      .prepare('UPDATE subscriptions SET spec = ?, acks_retained_after = coalesce(?, acks_retained_after) WHERE name = ?')
+      .run(JSON.stringify(spec), acksRetainedAfter ?? null, name);
   }
 
   async deleteSubscription(name: string): Promise<void> {
@@ -652,38 +670,47 @@ export class SqliteStore implements Store {
     return (this.stmt.firstPublishTimeAfter.get(topicUid, afterSeq) as number | undefined) ?? undefined;
   }
 
-  async seek(sub: SubscriptionRecord, time: number, retainedSince: number): Promise<number> {
+  async seek(sub: SubscriptionRecord, time: number, retained: RetainedAcks): Promise<number> {
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
     await this.writesLanded();
     return this.db.transaction(() => {
       const topic = sub.topicUid;
-      const since = Math.min(retainedSince, Number.MAX_SAFE_INTEGER);
+      const bound = (t: number) => Math.min(t, Number.MAX_SAFE_INTEGER);
+      const params = {
+        sub: sub.name,
+        topic,
+        topicSince: bound(retained.topicSince),
+        subSince: bound(retained.subscriptionSince),
+        retainedAfter: sub.acksRetainedAfter,
+      };
+      // An acked message neither retention keeps is gone for the subscription, though its row may be kept
+      // for another subscription or a snapshot: it stays acked.
+      const kept = '(publish_time >= @topicSince OR (publish_time >= @subSince AND seq > @retainedAfter))';
       const before = this.db
         .prepare('SELECT coalesce(max(seq), 0) FROM messages WHERE topic_uid = ? AND publish_time < ?')
         .pluck()
         .get(topic, time) as number;
-      // An acked message the subscription's retention does not keep is gone for it, though its row may be
-      // kept for another subscription: it stays acked. Below the watermark every message is acked, so the
-      // watermark goes back no further than the first retained one (publish times rise with seqs)...
+      // Below the watermark every message is acked, so the watermark goes back no further than the first
+      // retained one (publish times rise with seqs)...
       const watermark = this.db.prepare('SELECT low_seq FROM subscriptions WHERE name = ?').pluck().get(sub.name) as number;
       const unretained = this.db
-        .prepare('SELECT coalesce(max(seq), 0) FROM messages WHERE topic_uid = ? AND seq <= ? AND publish_time < ?')
+        .prepare(`SELECT coalesce(max(seq), 0) FROM messages WHERE topic_uid = @topic AND seq <= @watermark AND NOT ${kept}`)
         .pluck()
-        .get(topic, watermark, since) as number;
+        .get({ ...params, watermark }) as number;
       const low = Math.max(before, Math.min(unretained, watermark));
-      // ...and one published out of that order (a clock set back) keeps its ack as a row.
+      // ...and one out of that order (a clock set back, a retention begun later) keeps its ack as a row.
       this.db
         .prepare(
           `INSERT OR IGNORE INTO acks(sub, seq) SELECT @sub, seq FROM messages
-             WHERE topic_uid = @topic AND seq > @low AND seq <= @watermark AND publish_time < @since`,
+             WHERE topic_uid = @topic AND seq > @low AND seq <= @watermark AND NOT ${kept}`,
         )
-        .run({ sub: sub.name, topic, low, watermark, since });
+        .run({ ...params, low, watermark });
       this.db
         .prepare(
           `DELETE FROM acks WHERE sub = @sub AND seq > @low
-             AND seq IN (SELECT seq FROM messages WHERE topic_uid = @topic AND seq > @low AND publish_time >= @since)`,
+             AND seq IN (SELECT seq FROM messages WHERE topic_uid = @topic AND seq > @low AND ${kept})`,
         )
-        .run({ sub: sub.name, low, topic, since });
+        .run({ ...params, low });
       this.db.prepare('DELETE FROM failures WHERE sub = ? AND seq > ?').run(sub.name, low);
       this.db.prepare('UPDATE subscriptions SET low_seq = ? WHERE name = ?').run(low, sub.name);
       return low;

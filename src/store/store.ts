@@ -60,6 +60,20 @@ export interface SubscriptionRecord {
   lowSeq: number;
   /** Detached from its topic (DetachSubscription): it keeps no backlog and receives nothing. */
   detached: boolean;
+  /**
+   * The last seq when the subscription began retaining acked messages (at creation, or when
+   * retainAckedMessages was turned on): one acked at or below it was gone for the subscription already,
+   * so its own retention does not bring it back on a seek. 0 for stores from before this was kept.
+   */
+  acksRetainedAfter: number;
+}
+
+/** Which acked messages a seek may make unacked again: those a retention keeps (publish times, ms). */
+export interface RetainedAcks {
+  /** Published at or after this, within the topic's messageRetentionDuration (Infinity: none). */
+  topicSince: number;
+  /** Published at or after this and after the record's acksRetainedAfter (Infinity: no retainAckedMessages). */
+  subscriptionSince: number;
 }
 
 /**
@@ -140,7 +154,8 @@ export interface Store {
 
   listSubscriptions(): Promise<SubscriptionRecord[]>;
   createSubscription(sub: SubscriptionRecord): Promise<void>;
-  updateSubscriptionSpec(name: string, spec: unknown): Promise<void>;
+  /** `acksRetainedAfter` when the subscription begins retaining acked messages now. */
+  updateSubscriptionSpec(name: string, spec: unknown, acksRetainedAfter?: number): Promise<void>;
   deleteSubscription(name: string): Promise<void>;
   /**
    * Detaches the subscription: marks it detached and drops its backlog (its acks and failure counts go,
@@ -197,10 +212,9 @@ export interface Store {
   firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined;
   /**
    * Marks messages published before `time` acked and the later ones unacked — those later ones that are
-   * acked now only if published at or after `retainedSince` (the acked messages retention keeps; the
-   * others stay acked). Returns the new lowSeq.
+   * acked now only if a retention keeps them (`retained`; the others stay acked). Returns the new lowSeq.
    */
-  seek(sub: SubscriptionRecord, time: number, retainedSince: number): Promise<number>;
+  seek(sub: SubscriptionRecord, time: number, retained: RetainedAcks): Promise<number>;
   /** Raises watermarks and deletes what the plan says no subscription can be given again. */
   compact(plan: CompactionPlan): Promise<{ deletedMessages: number }>;
 

@@ -462,6 +462,36 @@ describe('filters, seek, retention, flow control', () => {
     expect(texts(await pullAll('no-retention')).sort()).toEqual(['a1', 'b1']);
   });
 
+  it('retainAckedMessages keeps what the subscription acks from when it began retaining: a seek back replays nothing from before it existed, nor what it acked before retention was on', async () => {
+    // Another subscription keeps every row in the store: only the seek's rule decides what comes back.
+    await core.createSubscription('keeps-rows', { topic: 'orders', enableMessageOrdering: true });
+    const start = clock.now();
+    clock.advance(1_000);
+    await publishKeyed([['k', 'before-created']]);
+    await core.createSubscription('late', { topic: 'orders', enableMessageOrdering: true, retainAckedMessages: true });
+    await core.createSubscription('turned-on', { topic: 'orders', enableMessageOrdering: true });
+    await publishKeyed([['k', 'acked-before-on']]);
+    await core.acknowledge(
+      'turned-on',
+      (await pullAll('turned-on')).map((m) => m.ackId),
+    );
+    await core.updateSubscription('turned-on', { retainAckedMessages: true });
+    await publishKeyed([['k', 'acked-after-on']]);
+    for (const sub of ['late', 'turned-on'])
+      await core.acknowledge(
+        sub,
+        (await pullAll(sub)).map((m) => m.ackId),
+      );
+    await core.seek('late', start);
+    expect(texts(await pullAll('late'))).toEqual(['acked-before-on', 'acked-after-on']);
+    await core.seek('turned-on', start);
+    expect(texts(await pullAll('turned-on'))).toEqual(['acked-after-on']);
+    // The topic's own retention keeps them all, from before the subscription too (Pub/Sub's topic retention).
+    await core.updateTopic('orders', { messageRetentionDuration: '1h' });
+    await core.seek('late', start);
+    expect(texts(await pullAll('late'))).toEqual(['before-created', 'acked-before-on', 'acked-after-on']);
+  });
+
   it('messages past messageRetentionDuration leave the backlog', async () => {
     await core.createSubscription('short', { topic: 'orders', enableMessageOrdering: true, messageRetentionDuration: '10m' });
     await publishKeyed([['k', 'old']]);

@@ -6,8 +6,8 @@ import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 
 const dir = tempDirPerTest();
 
-describe('schema 2 -> 3', () => {
-  it('a store made before snapshots keeps its subscriptions, backlog and ids, and gains snapshots and detach', async () => {
+describe('schema 2 -> 4', () => {
+  it('a store made before snapshots keeps its subscriptions, backlog and ids, and gains snapshots, detach and where retention began', async () => {
     const opened = await openCore(dir.path);
     let { core } = opened;
     await core.createTopic('orders');
@@ -16,10 +16,12 @@ describe('schema 2 -> 3', () => {
     const uid = core.identity('work').uid;
     await core.close();
 
-    // Make it exactly what schema 2 wrote: no snapshot tables, no detached column.
+    // Make it exactly what schema 2 wrote: no snapshot tables, no detached or acks_retained_after column.
     const file = join(dir.path, 'orderly.sqlite');
     const db = new Database(file);
-    db.exec('DROP TABLE snapshots; DROP TABLE snapshot_acks; ALTER TABLE subscriptions DROP COLUMN detached');
+    db.exec(
+      'DROP TABLE snapshots; DROP TABLE snapshot_acks; ALTER TABLE subscriptions DROP COLUMN detached; ALTER TABLE subscriptions DROP COLUMN acks_retained_after',
+    );
     db.prepare("UPDATE meta SET v = '2' WHERE k = 'schema'").run();
     db.close();
 
@@ -36,8 +38,10 @@ describe('schema 2 -> 3', () => {
     await core.close();
 
     const check = new Database(file, { readonly: true });
-    expect(check.prepare("SELECT v FROM meta WHERE k = 'schema'").pluck().get()).toBe('3');
+    expect(check.prepare("SELECT v FROM meta WHERE k = 'schema'").pluck().get()).toBe('4');
     expect(check.prepare('SELECT detached FROM subscriptions').pluck().all()).toEqual([1]);
+    // Where its retention began is not known for a subscription from before: 0, a seek's rule as it was.
+    expect(check.prepare('SELECT acks_retained_after FROM subscriptions').pluck().all()).toEqual([0]);
     check.close();
   });
 });
