@@ -398,7 +398,8 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
       checkSection(problems, at, section.field, (config) => factory.parseConfig(config), section.config);
     });
   });
-  const remoteSection = part(jobSchema.shape.remote, doc.remote);
+  // Its exports are checked even when another of its fields is invalid (that one the schema reports).
+  const remoteSection = partWithout(jobSchema.shape.remote, doc.remote);
   if (remoteSection) checkRemote(remoteSection, doc, projectId, sections, problems);
   const memory = part(jobSchema.shape.memory, doc.memory);
   // A key's share is part of the window: a larger one would be the window, not what the file says. (Only
@@ -479,6 +480,27 @@ function hasPath(doc: Record<string, unknown>, path: string[]): boolean {
     o = (o as Record<string, unknown>)[p];
   }
   return true;
+}
+
+/**
+ * What a section's schema makes of it with its invalid fields left out (their problems are the schema's
+ * to report), so that what depends on the rest can still be checked; undefined if nothing valid is left.
+ */
+function partWithout<T>(schema: z.ZodType<T>, value: unknown): T | undefined {
+  let rest = value;
+  for (let round = 0; round < MAX_SECTION_ROUNDS; round++) {
+    const parsed = schema.safeParse(rest);
+    if (parsed.success) return parsed.data;
+    if (!rest || typeof rest !== 'object' || Array.isArray(rest)) return undefined;
+    const doc = rest as Record<string, unknown>;
+    const paths = parsed.error.issues
+      .flatMap((issue) => (issue.code === 'unrecognized_keys' ? issue.keys.map((k) => [...issue.path, k]) : [issue.path]))
+      .map((path) => path.map(String))
+      .filter((path) => path.length && hasPath(doc, path));
+    if (!paths.length) return undefined;
+    rest = withoutPaths(doc, paths);
+  }
+  return undefined;
 }
 
 /** More problems than this in one section: the rest of the section is not checked. */

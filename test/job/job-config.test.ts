@@ -461,6 +461,17 @@ describe('export sections', () => {
       `remote.exports[0].bigqueryConfig.useTopicSchema: ${why}`,
     ]);
     expect(problems(remoteJob({ cloudStorageConfig: { bucket: 'exports', avroConfig: { writeMetadata: true } } }))).toEqual([]);
+    // Another invalid field of remote (and an unknown one) hides none of its exports' problems.
+    const job = remoteJob({ bigqueryConfig: { table: 'p.main.events', useTopicSchema: true } });
+    const found = problems({ ...job, remote: { ...job.remote, streams: 0, colour: 'red' } });
+    expect(found).toHaveLength(3);
+    expect(found).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^remote\.streams: /),
+        expect.stringMatching(/^remote\.colour: unknown/),
+        `remote.exports[0].bigqueryConfig.useTopicSchema: ${why}`,
+      ]),
+    );
   });
 });
 
