@@ -27,15 +27,22 @@ export async function parquetView(target: ExportTarget<ObjectStorageConfig>): Pr
   const kept = all.entries.flatMap((entry, i) => (entry.format === 'parquet' ? [i] : []));
   const entries = kept.map((i) => all.entries[i]!);
   const superseded = kept.map((i) => all.superseded[i]!);
+  const others = all.entries.filter((entry) => entry.format !== 'parquet');
+  const leftOut = others.length
+    ? `${others.length} object(s) holding ${others.reduce((n, e) => n + e.records, 0)} records in another format ` +
+      `(${[...new Set(others.map((e) => e.format))].join(', ')}) are not in the view: written before the subscription's format ` +
+      'changed, or by a worker whose job file gives another format'
+    : undefined;
   const files = await cacheObjects(target, entries);
-  if (!files.length) return { files, select: 'SELECT NULL AS data WHERE false' };
+  if (!files.length) return { files, select: 'SELECT NULL AS data WHERE false', leftOut };
   // By name: files written with and without writeMetadata have different columns.
   const read = `SELECT * FROM read_parquet([${files.map(quoteString).join(', ')}], filename = true, file_row_number = true, union_by_name = true)`;
   const left = superseded.flatMap((rows, i) => rows.map((row) => `(${quoteString(files[i]!)}, ${row})`));
-  if (!left.length) return { files, select: read };
+  if (!left.length) return { files, select: read, leftOut };
   return {
     files,
     select: `SELECT * FROM (${read}) AS r WHERE NOT EXISTS (SELECT 1 FROM (VALUES ${left.join(', ')}) AS s(f, n) WHERE s.f = r.filename AND s.n = r.file_row_number)`,
+    leftOut,
   };
 }
 

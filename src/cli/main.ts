@@ -244,7 +244,9 @@ export async function main(argv: string[]): Promise<number> {
       const { queryJob } = await import('../job/query.js');
       // Read-only, the job's sections open nothing for writing (so no init statement writes to the database),
       // and the query opens the file itself, read-only: nothing else in this process holds it.
-      const rows = await withJob(job, (runtime) => queryJob(runtime, sql), { readOnly: !o.write });
+      const rows = await withJob(job, (runtime) => queryJob(runtime, sql, (note) => console.error(`orderly: note: ${note}`)), {
+        readOnly: !o.write,
+      });
       out(rows, o.json, () => console.table(rows));
     });
 

@@ -52,6 +52,8 @@ export interface QueryView {
   files: string[];
   /** The view's SELECT, in DuckDB SQL (quote file names with `quoteString` from `orderly/connector`). */
   select: string;
+  /** What the sink holds that the view does not read, and why: `orderly query` says so beside the answer. */
+  leftOut?: string;
 }
 
 /** How a counter in `Connector.counters` is exported to Prometheus. */

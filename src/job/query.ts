@@ -23,8 +23,14 @@ import { queryViewNames } from './query-view-names.js';
  * - otherwise (`orderly query --write`, the demo): the process's read-write instance, which exports may be
  *   writing through at the same time; the SQL can do anything DuckDB can.
  */
-export async function queryJob(runtime: JobRuntime, sql: string): Promise<Record<string, unknown>[]> {
+export async function queryJob(
+  runtime: JobRuntime,
+  sql: string,
+  /** Told what a view leaves out of its sink (objects of another format), once per such view. */
+  onNote: (note: string) => void = () => undefined,
+): Promise<Record<string, unknown>[]> {
   const prepared = await queryViews(runtime);
+  for (const note of prepared.notes) onNote(note);
   const path = runtime.queryDatabase ?? join(runtime.job.dataDir, 'query.duckdb');
   if (!runtime.readOnly) {
     const connection = await connectDuckDb(path);
@@ -66,6 +72,8 @@ interface PreparedViews {
   views: { subscription: string; sql: string }[];
   files: string[];
   unavailable: string[];
+  /** What views leave out of their sinks (QueryView.leftOut), each with its subscription. */
+  notes: string[];
 }
 
 /** The views of every export subscription (every project) whose connector offers one (see PreparedViews). */
@@ -74,12 +82,14 @@ async function queryViews(runtime: JobRuntime): Promise<PreparedViews> {
   const offered: { subscription: string; select: string }[] = [];
   const files: string[] = [];
   const unavailable: string[] = [];
+  const notes: string[] = [];
   const offer = async (subscription: string, made: () => Promise<QueryView | undefined> | undefined) => {
     try {
       const view = await made();
       if (!view) return;
       files.push(...view.files);
       offered.push({ subscription, select: view.select });
+      if (view.leftOut) notes.push(`${subscription}: ${view.leftOut}`);
     } catch (e) {
       // Its sink cannot be read now (S3 down, an object gone): the other views and the tables still can.
       unavailable.push(`${subscription}: ${(e as Error).message}`);
@@ -103,6 +113,7 @@ async function queryViews(runtime: JobRuntime): Promise<PreparedViews> {
     })),
     files,
     unavailable,
+    notes,
   };
 }
 
