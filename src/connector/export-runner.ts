@@ -110,11 +110,12 @@ export class ExportRunner {
   /** Per message id, how many of its deliveries are held. */
   private readonly heldIds = new Map<string, number>();
   /**
-   * A message came again while an earlier delivery of it is held (a seek; a lease that ran out): what the
-   * connector holds is finalized before anything more is written, so the copy finds the first one written
-   * and is acked as a duplicate, rather than going into the same open file a second time, out of order.
+   * Messages that came again while an earlier delivery of each was held (a seek; a lease that ran out).
+   * If the connector has the earlier one, what it holds is finalized before anything more is written, so
+   * the copy finds the first one written and is acked as a duplicate, rather than going into the same open
+   * file a second time, out of order.
    */
-  private settleBeforeWrite = false;
+  private readonly redelivered: string[] = [];
   private readonly consumer: SourceConsumer;
   /** The port to the subscription, once attached; inert once the subscription is deleted. */
   private handle?: DeliveryHandle;
@@ -180,7 +181,7 @@ export class ExportRunner {
           this.held.set(m.ackId, m);
           this.heldBytes += messageSize(m.message);
           const copies = this.heldIds.get(m.message.messageId) ?? 0;
-          if (copies) this.settleBeforeWrite = true;
+          if (copies) this.redelivered.push(m.message.messageId);
           this.heldIds.set(m.message.messageId, copies + 1);
           this.pending.push(m);
         }
@@ -394,6 +395,23 @@ export class ExportRunner {
     this.wake?.();
   }
 
+  /**
+   * Whether the connector has an earlier delivery of one of these messages. Revoked deliveries still
+   * waiting to be written (a nacked key's later ones) are dropped first, as the next write would: they are
+   * no copy the connector holds, and finalizing for them would only cut files short.
+   */
+  private connectorHasEarlierCopy(messageIds: string[]): boolean {
+    const handle = this.live();
+    const live = this.pending.filter((m) => {
+      if (handle?.isLive(m.ackId)) return true;
+      this.release(m.ackId);
+      return false;
+    });
+    this.pending.length = 0;
+    for (const m of live) this.pending.push(m);
+    return messageIds.some((id) => (this.heldIds.get(id) ?? 0) > 1);
+  }
+
   /** Forgets a settled delivery; false if it was not held (already settled). */
   private release(id: string): boolean {
     const m = this.held.get(id);
@@ -407,10 +425,7 @@ export class ExportRunner {
   }
 
   private nextOp(): Op | undefined {
-    if (this.settleBeforeWrite) {
-      this.settleBeforeWrite = false;
-      return { kind: 'flush', mode: 'all' };
-    }
+    if (this.redelivered.length && this.connectorHasEarlierCopy(this.redelivered.splice(0))) return { kind: 'flush', mode: 'all' };
     if (this.pending.length) return { kind: 'write' };
     // Full of buffered messages: the connector must finalize what it holds, or nothing moves again.
     const full = this.held.size >= this.maxOutstanding || this.heldBytes >= this.maxOutstandingBytes;
