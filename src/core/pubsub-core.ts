@@ -415,10 +415,9 @@ export class PubSubCore {
     const topic = this.topics.get(next.topic);
     if (topic?.uid === rt.topicUid) checkTopicSchemaUse(next, topic.name, topicSettings(topic.settings), DELETED_SCHEMA);
     for (const validate of this.validators) validate(rt.name, next);
-    // Retention begun now keeps what is acked from now on: what was acked before is gone for it already.
-    const retainsFrom = next.retainAckedMessages && !rt.spec.retainAckedMessages ? this.fannedOutSeq : undefined;
-    await this.store.updateSubscriptionSpec(rt.name, next, retainsFrom);
-    if (retainsFrom !== undefined) this.acksRetainedAfter.set(rt.name, retainsFrom);
+    // Retention begun now keeps what is acked from now on; what is acked already is gone for it.
+    const retentionBegins = next.retainAckedMessages && !rt.spec.retainAckedMessages;
+    this.acksRetainedAfter.set(rt.name, await this.store.updateSubscriptionSpec(rt.name, next, retentionBegins));
     rt.spec = next;
     const refusal = pullRefusal(rt);
     if (refusal) rt.endPulls(refusal);

@@ -61,9 +61,10 @@ export interface SubscriptionRecord {
   /** Detached from its topic (DetachSubscription): it keeps no backlog and receives nothing. */
   detached: boolean;
   /**
-   * The last seq when the subscription began retaining acked messages (at creation, or when
-   * retainAckedMessages was turned on): one acked at or below it was gone for the subscription already,
-   * so its own retention does not bring it back on a seek. 0 for stores from before this was kept.
+   * Where the subscription began retaining acked messages: at creation the last seq (nothing before was
+   * its own), and when retainAckedMessages is turned on its lowSeq (all at or below is acked already).
+   * Its own retention brings back on a seek only what is above it; one acked above it before retention
+   * began is brought back too (more than Pub/Sub would, never less). 0 for stores from before this.
    */
   acksRetainedAfter: number;
 }
@@ -154,8 +155,11 @@ export interface Store {
 
   listSubscriptions(): Promise<SubscriptionRecord[]>;
   createSubscription(sub: SubscriptionRecord): Promise<void>;
-  /** `acksRetainedAfter` when the subscription begins retaining acked messages now. */
-  updateSubscriptionSpec(name: string, spec: unknown, acksRetainedAfter?: number): Promise<void>;
+  /**
+   * `retentionBegins`: the subscription begins retaining acked messages now, so its acksRetainedAfter
+   * becomes its lowSeq (everything at or below is acked: gone for it). Returns its acksRetainedAfter.
+   */
+  updateSubscriptionSpec(name: string, spec: unknown, retentionBegins?: boolean): Promise<number>;
   deleteSubscription(name: string): Promise<void>;
   /**
    * Detaches the subscription: marks it detached and drops its backlog (its acks and failure counts go,
