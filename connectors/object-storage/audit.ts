@@ -110,7 +110,7 @@ export async function readObjectForAudit(
  */
 function entryMismatch(entry: ManifestObject, inFile: Map<string, number[]>, unkeyedIds: string[]): string | undefined {
   for (const [key, seqs] of inFile) {
-    const listed = entry.keys[key];
+    const listed = Object.hasOwn(entry.keys, key) ? entry.keys[key] : undefined;
     const held = `${seqs[0]}..${seqs[seqs.length - 1]} (${seqs.length} records)`;
     if (!listed) return `${entry.object}: holds key ${key} sequences ${held}, which its manifest entry does not list`;
     if (listed.first !== seqs[0] || listed.last !== seqs[seqs.length - 1] || listed.count !== seqs.length)
@@ -149,18 +149,34 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
     .sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt) || (a.counter ?? 0) - (b.counter ?? 0));
   /** Unkeyed messages the manifest lists, and the object listing each: one no object holds is missing. */
   const listedUnkeyed = new Map<string, string>();
+  /** Per key, the sequences of objects that are gone or unreadable: missing, each counted once. */
+  const lost = new Map<string, Set<number>>();
+  const lose = (entry: ManifestObject) => {
+    for (const [key, range] of Object.entries(entry.keys)) {
+      const seqs = lost.get(key) ?? new Set<number>();
+      for (const seq of rangeSeqs(range)) {
+        seqs.add(seq);
+        note(report.missing, `${key}: sequence ${seq} (in ${entry.object}, which cannot be read)`);
+      }
+      lost.set(key, seqs);
+    }
+  };
   for (const entry of entries) {
     report.objects++;
     for (const id of entry.unkeyed) listedUnkeyed.set(id, entry.object);
     const body = await fetchForAudit(s3, entry);
     if (!body) {
       note(report.objectErrors, `${entry.object}: missing from the bucket`);
+      lose(entry);
       continue;
     }
     const { records, count, problem, unreadable } = await readObjectForAudit(body, entry, format);
     report.records += count;
     if (problem) note(report.objectErrors, problem);
-    if (unreadable) continue;
+    if (unreadable) {
+      lose(entry);
+      continue;
+    }
     const named = Math.floor(Date.parse(entry.createdAt) / 1000);
     const add = (key: string, seqs: number[]) => {
       const list = perKey.get(key) ?? [];
@@ -191,7 +207,7 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
   for (const [id, object] of listedUnkeyed)
     if (!unkeyed.has(id)) note(report.missing, `message ${id} (no ordering key), listed in ${object}`);
   report.keys = perKey.size;
-  for (const [key, files] of perKey) checkKey(report, key, files);
+  for (const [key, files] of perKey) checkKey(report, key, files, lost.get(key));
   for (const [id, n] of unkeyed) if (n > 1) note(report.duplicates, `message ${id} (no ordering key) held ${n} times`);
   return report;
 }
@@ -258,7 +274,8 @@ function namedBefore(a: KeyFile, b: KeyFile): boolean {
   return a.counter !== undefined && b.counter !== undefined && a.counter < b.counter;
 }
 
-function checkKey(report: AuditReport, key: string, files: KeyFile[]): void {
+/** `lost`: the key's sequences in objects that cannot be read, already counted missing. */
+function checkKey(report: AuditReport, key: string, files: KeyFile[], lost?: ReadonlySet<number>): void {
   const seen = new Map<number, number>();
   for (const { object, seqs } of files) {
     for (let i = 1; i < seqs.length; i++) {
@@ -271,7 +288,7 @@ function checkKey(report: AuditReport, key: string, files: KeyFile[]): void {
   }
   for (const [s, n] of seen) if (n > 1) note(report.duplicates, `${key}: sequence ${s} held ${n} times`);
   const all = [...seen.keys()].sort((a, b) => a - b);
-  for (let s = all[0]!; s <= all[all.length - 1]!; s++) if (!seen.has(s)) note(report.missing, `${key}: sequence ${s}`);
+  for (let s = all[0]!; s <= all[all.length - 1]!; s++) if (!seen.has(s) && !lost?.has(s)) note(report.missing, `${key}: sequence ${s}`);
   // Skew: an object holds a sequence below one held by an object named before it.
   for (const later of files) {
     const low = Math.min(...later.seqs);

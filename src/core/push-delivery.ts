@@ -94,11 +94,22 @@ export class PushDelivery {
       return;
     }
     const before = this.keyRequests.get(key);
-    const request = (before ? before.then(() => this.send(m)) : this.send(m)).catch(this.onError);
+    const request = (before ? before.then(() => this.sendAfterWait(m)) : this.send(m)).catch(this.onError);
     this.keyRequests.set(key, request);
-    void request.then(() => {
+    const forget = () => {
       if (this.keyRequests.get(key) === request) this.keyRequests.delete(key);
-    });
+    };
+    request.then(forget, forget);
+  }
+
+  /**
+   * A delivery that waited for its key's request ahead: not sent if it ended meanwhile (a second seek, the
+   * subscription stopped or deleted); else its lease starts again, as its deadline is the request's timeout.
+   */
+  private async sendAfterWait(m: ReceivedMessage): Promise<void> {
+    if (this.stopped || !this.handle.attached || !this.handle.isLive(m.ackId)) return;
+    this.handle.modifyAckDeadline([m.ackId], this.handle.spec.ackDeadlineSeconds);
+    await this.send(m);
   }
 
   private async send(m: ReceivedMessage): Promise<void> {
