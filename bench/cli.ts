@@ -19,7 +19,7 @@ const COMMANDS: { args: string[]; targetSeconds: number }[] = [
 /** One whole process, in seconds; a failing command is an error, not a figure. */
 async function runOnce(args: string[]): Promise<number> {
   const start = performance.now();
-  // No loader flags of the benchmark's own process: the CLI starts as `npx orderly` would start it (its `#!` line's).
+  // No loader flags of the benchmark's own process: the CLI starts as `npx orderly` would start it (with the flags bin/orderly.js execs node with).
   const child = spawn(process.execPath, [...orderlyNode.flags, bin, ...args], { cwd: repo, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));

@@ -22,15 +22,17 @@ export const repoRoot = findRepo(dirname(here));
 /** The `orderly` command a user runs. */
 export const orderlyBin = join(repoRoot, 'bin', 'orderly.js');
 
-const shebang = readFileSync(orderlyBin, 'utf8').split('\n', 1)[0]!.split(' ');
+/** bin/orderly.js starts as a shell script: `exec node <flags> "$0" "$@"`. */
+const launch = /exec node (.*) "\$0" "\$@"/.exec(readFileSync(orderlyBin, 'utf8'));
+if (!launch) throw new Error(`${orderlyBin}: no line "exec node <flags> $0 $@" to take the V8 flags from`);
 
 /**
- * How `orderly` starts node (bin/orderly.js): the V8 flags of its `#!` line and the environment it sets
+ * How `orderly` starts node (bin/orderly.js): the V8 flags it execs node with and the environment it sets
  * (bin/process-env.json). The measured processes start the same way, so each figure is what a user's
  * `orderly` would show.
  */
 export const orderlyNode = {
-  flags: shebang.slice(shebang.indexOf('node') + 1),
+  flags: launch[1]!.split(' '),
   env: JSON.parse(readFileSync(join(repoRoot, 'bin', 'process-env.json'), 'utf8')) as Record<string, string>,
 };
 

@@ -1,11 +1,14 @@
-#!/usr/bin/env -S node --max-semi-space-size=4
+#!/bin/sh
+":" //; exec node --max-semi-space-size=4 "$0" "$@"
 // The CLI runs the build in dist/ (`npm run build`; `npm ci` and `npm install` run it through `prepare`).
 //
 // How the process is set up (docs/configuration.md#memory; bench/ starts its measured processes the same way):
 // - `--max-semi-space-size=4` (V8's young generation, 16 MiB by default): an export allocates ~100 MB/s
 //   of messages that die soon after, and a young generation that large held ~30 MiB more at every
-//   drain's peak, for 3–10% more speed. V8 reads it only at start, so it is on the `#!` line: `node
-//   bin/orderly.js` without it runs the same, with V8's default.
+//   drain's peak, for 3–10% more speed. V8 reads it only at start, so the file starts as a shell script
+//   that execs node with it (the same process: signals and kill -9 reach node itself); to node the second
+//   line is a string and a comment. `env -S` on the #! line would do the same but BusyBox's env (Alpine)
+//   has no -S. `node bin/orderly.js` runs the same, with V8's default.
 // - process-env.json, unless the environment sets them already:
 //   - DUCKDB_JE_MALLOC_CONF: DuckDB's own allocator (jemalloc, inside its binding) returns freed pages to
 //     the system at once instead of keeping them for a second: 30 MiB less at a Parquet export's peak
