@@ -44,7 +44,7 @@ const benchmarks: Record<string, [string, () => Promise<BenchOutput>]> = {
 /** The argument a benchmark's own process gets after its name (each runs in a process started as `orderly` starts one). */
 const MEASURE = '--measure';
 const [only, role] = process.argv.slice(2);
-if (only && !(only in benchmarks))
+if (only && !Object.hasOwn(benchmarks, only))
   throw new Error(`unknown benchmark ${JSON.stringify(only)} (known: ${Object.keys(benchmarks).join(', ')})`);
 if (role === MEASURE) {
   // Each benchmark's process, baseline included, collects its heap as `orderly run` does by default.

@@ -409,7 +409,14 @@ export class ExportRunner {
     });
     this.pending.length = 0;
     for (const m of live) this.pending.push(m);
-    return messageIds.some((id) => (this.heldIds.get(id) ?? 0) > 1);
+    // Two copies both waiting (Pub/Sub may deliver a message twice, across streams) are no copy the
+    // connector has: both go into one batch, where it recognises the second.
+    const waiting = new Map<string, number>(messageIds.map((id) => [id, 0]));
+    for (const m of this.pending) {
+      const n = waiting.get(m.message.messageId);
+      if (n !== undefined) waiting.set(m.message.messageId, n + 1);
+    }
+    return [...waiting].some(([id, n]) => (this.heldIds.get(id) ?? 0) > n);
   }
 
   /** Forgets a settled delivery; false if it was not held (already settled). */
