@@ -619,7 +619,7 @@ describe('one writing process per database file', () => {
       ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
-    await once(holder.stdout!, 'data');
+    await once(holder.stdout, 'data');
     const section = duckdbTableConnector.settings!;
     const opened = await section.open!(
       { path, init: ['CREATE TABLE IF NOT EXISTS late(data VARCHAR)'] },
