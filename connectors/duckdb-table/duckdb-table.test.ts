@@ -605,8 +605,8 @@ describe('analytics while exporting', () => {
 });
 
 describe('one writing process per database file', () => {
-  it('a standby that takes the file over runs the init statements, which could not run while another process held it', async () => {
-    const path = join(dir.path, 'held.duckdb');
+  /** Another process that opens the DuckDB file at `path` and holds it until killed. */
+  async function holdInAnotherProcess(path: string) {
     const holder = spawn(
       process.execPath,
       [
@@ -620,6 +620,12 @@ describe('one writing process per database file', () => {
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     await once(holder.stdout, 'data');
+    return holder;
+  }
+
+  it('a standby that takes the file over runs the init statements, which could not run while another process held it', async () => {
+    const path = join(dir.path, 'held.duckdb');
+    const holder = await holdInAnotherProcess(path);
     const section = duckdbTableConnector.settings!;
     const opened = await section.open!(
       { path, init: ['CREATE TABLE IF NOT EXISTS late(data VARCHAR)'] },
@@ -640,6 +646,19 @@ describe('one writing process per database file', () => {
     await writer.close();
     expect(await queryDuckDb(path, 'SELECT count(*) AS n FROM late')).toEqual([{ n: 1n }]);
     await closeDuckDb(path);
+  });
+
+  it('status shows a standby while another process holds the file, and then what stops the export once it took the file over', async () => {
+    const holder = await holdInAnotherProcess(env.duckdbPath);
+    await exportTo('p.main.nowhere', {});
+    const runner = env.exports.runner('to-table')!;
+    await waitFor('the standby', () => runner.stats.standby !== undefined);
+    expect(runner.stats.standby).toMatch(/^standby: DuckDB database .* is open in another process/);
+    holder.kill('SIGKILL');
+    await once(holder, 'exit');
+    // Taken over: the table is missing. Status says so, and no longer that another process holds the file.
+    await waitFor('NOT_FOUND', () => runner.stats.state === 'NOT_FOUND');
+    expect(runner.stats.standby).toBeUndefined();
   });
 
   it('while the writer exports (checking the file after every write), another process cannot open the file', async () => {
