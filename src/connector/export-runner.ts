@@ -401,13 +401,7 @@ export class ExportRunner {
    * no copy the connector holds, and finalizing for them would only cut files short.
    */
   private connectorHasEarlierCopy(messageIds: string[]): boolean {
-    const handle = this.live();
-    const live = this.pending.filter((m) => {
-      if (handle?.isLive(m.ackId)) return true;
-      this.release(m.ackId);
-      return false;
-    });
-    this.pending.length = 0;
+    const live = this.liveOnly(this.pending.splice(0));
     for (const m of live) this.pending.push(m);
     // Two copies both waiting (Pub/Sub may deliver a message twice, across streams) are no copy the
     // connector has: both go into one batch, where it recognises the second.
@@ -417,6 +411,19 @@ export class ExportRunner {
       if (n !== undefined) waiting.set(m.message.messageId, n + 1);
     }
     return [...waiting].some(([id, n]) => (this.heldIds.get(id) ?? 0) > n);
+  }
+
+  /**
+   * The deliveries still live, in order. An earlier failure of a key revokes its later deliveries (they
+   * come again, in order): those are released.
+   */
+  private liveOnly(deliveries: ReceivedMessage[]): ReceivedMessage[] {
+    const handle = this.live();
+    return deliveries.filter((m) => {
+      if (handle?.isLive(m.ackId)) return true;
+      this.release(m.ackId);
+      return false;
+    });
   }
 
   /** Forgets a settled delivery; false if it was not held (already settled). */
@@ -456,13 +463,7 @@ export class ExportRunner {
       if (op.mode === 'all' && this.held.size === before) this.budgetFlushIdle = true;
       return;
     }
-    // An earlier failure of a key revokes its later deliveries (they come again, in order): drop those.
-    const handle = this.live();
-    const batch: ReceivedMessage[] = [];
-    for (const m of this.pending.splice(0, this.maxBatch)) {
-      if (handle?.isLive(m.ackId)) batch.push(m);
-      else this.release(m.ackId);
-    }
+    const batch = this.liveOnly(this.pending.splice(0, this.maxBatch));
     if (!batch.length) return;
     this.stats.batches++;
     const result = await this.untilUsable(() =>
