@@ -102,8 +102,6 @@ export class PubSubCore {
   private readonly topics = new Map<string, TopicRecord>();
   private readonly subs = new Map<string, SubscriptionRuntime>();
   private readonly identities = new Map<string, SubscriptionIdentity>();
-  /** Per subscription, its record's acksRetainedAfter (where its retention of acked messages began). */
-  private readonly acksRetainedAfter = new Map<string, number>();
   private readonly pushers = new Map<string, PushDelivery>();
   private readonly events: SubscriptionEvents;
   private readonly validators = new Set<SubscriptionValidator>();
@@ -201,7 +199,7 @@ export class PubSubCore {
     );
     this.subs.set(rec.name, runtime);
     this.identities.set(rec.name, { uid: rec.uid, adoptsNameKeyedProgress: rec.adoptsNameKeyedProgress });
-    this.acksRetainedAfter.set(rec.name, rec.acksRetainedAfter);
+    runtime.acksRetainedAfter = rec.acksRetainedAfter;
     if (rec.detached) {
       runtime.detached = true;
       runtime.close(detachedError(rec.name));
@@ -417,7 +415,7 @@ export class PubSubCore {
     for (const validate of this.validators) validate(rt.name, next);
     // Retention begun now keeps what is acked from now on; what is acked already is gone for it.
     const retentionBegins = next.retainAckedMessages && !rt.spec.retainAckedMessages;
-    this.acksRetainedAfter.set(rt.name, await this.store.updateSubscriptionSpec(rt.name, next, retentionBegins));
+    rt.acksRetainedAfter = await this.store.updateSubscriptionSpec(rt.name, next, retentionBegins);
     rt.spec = next;
     const refusal = pullRefusal(rt);
     if (refusal) rt.endPulls(refusal);
@@ -431,7 +429,6 @@ export class PubSubCore {
     rt.close();
     this.subs.delete(rt.name);
     this.identities.delete(rt.name);
-    this.acksRetainedAfter.delete(rt.name);
     this.syncPush(rt);
     await this.store.deleteSubscription(rt.name);
     await this.iam.drop(rt.name);
@@ -649,7 +646,7 @@ export class PubSubCore {
       spec: rt.spec,
       lowSeq: 0,
       detached: rt.detached,
-      acksRetainedAfter: this.acksRetainedAfter.get(rt.name) ?? 0,
+      acksRetainedAfter: rt.acksRetainedAfter,
     };
   }
 

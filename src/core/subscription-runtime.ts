@@ -57,6 +57,8 @@ export class SubscriptionRuntime implements BacklogSink {
   state: SubscriptionState = 'ACTIVE';
   /** Detached from its topic (DetachSubscription): closed for good, its backlog dropped; it stays listed. */
   detached = false;
+  /** Its record's acksRetainedAfter: where its retention of acked messages began (SubscriptionRecord). */
+  acksRetainedAfter = 0;
   readonly leases: LeaseManager<KeyQueue>;
   readonly counters: DeliveryCounters = emptyCounters();
   private lastNackReason?: { message: string; at: string };
