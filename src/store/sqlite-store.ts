@@ -461,10 +461,12 @@ export class SqliteStore implements Store {
 
   async updateSubscriptionSpec(name: string, spec: unknown, retentionBegins = false): Promise<number> {
     this.writable();
-    this.db
-      .prepare('UPDATE subscriptions SET spec = ?, acks_retained_after = iif(?, low_seq, acks_retained_after) WHERE name = ?')
-      .run(JSON.stringify(spec), retentionBegins ? 1 : 0, name);
-    return this.db.prepare('SELECT acks_retained_after FROM subscriptions WHERE name = ?').pluck().get(name) as number;
+    return this.db
+      .prepare(
+        'UPDATE subscriptions SET spec = ?, acks_retained_after = iif(?, low_seq, acks_retained_after) WHERE name = ? RETURNING acks_retained_after',
+      )
+      .pluck()
+      .get(JSON.stringify(spec), retentionBegins ? 1 : 0, name) as number;
   }
 
   async deleteSubscription(name: string): Promise<void> {
