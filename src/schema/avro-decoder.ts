@@ -11,9 +11,10 @@ import { at, SchemaViolationError } from './schema-violation.js';
  * - JSON: Avro's JSON encoding, read as Java's `JsonDecoder` (Avro 1.11, which Pub/Sub runs) reads it:
  *   a union value other than null is wrapped in an object naming its branch (`{"string": "x"}`), `bytes`
  *   and `fixed` are strings of code points U+0000..U+00FF, and every record field must be present, also
- *   one with a default. Unlike Java's decoder, an unknown field is always refused (Java refuses it only
- *   when it comes before an expected field) and a fractional number for an `int` is refused (Java
- *   truncates it), so nothing is silently changed.
+ *   one with a default, and a `float` is rounded to 32 bits. Unlike Java's decoder, an unknown field is
+ *   always refused (Java refuses it only when it comes before an expected field), a fractional number
+ *   for an `int` is refused (Java truncates it) and so is a float beyond float range (Java makes it
+ *   Infinity), so nothing is silently changed.
  *
  * Values: null, boolean, int/float/double as number, long as bigint, bytes/fixed as Buffer, string, enum
  * symbol, array, map and record as objects without prototype, a union as null or `{branchName: value}`,
@@ -250,9 +251,12 @@ function fromJson(type: AvroType, json: JsonValue, path: string, depth: number):
             : typeof json === 'bigint'
               ? Number(json)
               : fail('a number');
-      if (kind(t) === 'float' && Number.isFinite(n) && !Number.isFinite(Math.fround(n)))
-        throw new SchemaViolationError(path, `${n} is out of range for a float`);
-      return n;
+      if (kind(t) === 'double') return n;
+      // Java's decoder reads a float into 32 bits, so 0.1 arrives as 0.10000000149011612 (what the binary
+      // encoding carries) and 1e-50 as 0. Beyond float range Java gives Infinity; refused here instead.
+      const f = Math.fround(n);
+      if (Number.isFinite(n) && !Number.isFinite(f)) throw new SchemaViolationError(path, `${n} is out of range for a float`);
+      return f;
     }
     case 'string':
       return typeof json === 'string' ? json : fail('a string');

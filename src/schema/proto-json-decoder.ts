@@ -22,8 +22,9 @@ import {
  * oneof are refused; `null` leaves a field unset; 64-bit integers as numbers or decimal strings, other
  * integers also as strings ("1", "1.0", "1e2" when integral); floats as numbers, numeric strings,
  * "NaN", "Infinity", "-Infinity"; enums by name or number; bytes as (URL-safe) base64; map keys as
- * strings of their key type. Where Java would silently change a value, this refuses it instead: a
- * number or boolean for a string field, a float beyond float range.
+ * strings of their key type. A float is rounded to 32 bits, as Java stores it. Where Java would
+ * silently change a value, this refuses it instead: a number or boolean for a string field, a float
+ * beyond float range.
  */
 export function decodeProtoJson(type: protobuf.Type, json: JsonValue): ProtoMessage {
   return completeMessage(type, message(type, json, '', 0), '');
@@ -143,9 +144,17 @@ function single(field: protobuf.Field, json: JsonValue, path: string, depth: num
               : typeof json === 'string' && DECIMAL_TEXT.test(json)
                 ? Number(json)
                 : fail('a number, a numeric string, "NaN", "Infinity" or "-Infinity"');
-      if (type === 'float' && Number.isFinite(n) && !Number.isFinite(Math.fround(n)))
-        throw new SchemaViolationError(path, `${describeJson(json)} is out of range for a float`);
-      if (type === 'double' && typeof json === 'string' && !(json in SPECIAL_FLOATS) && !Number.isFinite(n)) {
+      if (type === 'float') {
+        // Java reads a float as a double and casts it, so 0.1 arrives as the 32-bit 0.10000000149011612
+        // (what the wire format carries) and 1e-50 as 0. Java refuses a value beyond float range but lets
+        // one within 1e-6 of it round to Infinity; that one is refused here too, so no finite value
+        // silently becomes Infinity.
+        const f = Math.fround(n);
+        if (Number.isFinite(n) && !Number.isFinite(f))
+          throw new SchemaViolationError(path, `${describeJson(json)} is out of range for a float`);
+        return f;
+      }
+      if (typeof json === 'string' && !(json in SPECIAL_FLOATS) && !Number.isFinite(n)) {
         throw new SchemaViolationError(path, `${json} is out of range for a double`);
       }
       return n;

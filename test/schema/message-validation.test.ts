@@ -229,8 +229,17 @@ describe('Avro JSON (Avro JSON encoding, as Pub/Sub reads it)', () => {
     expect(decode(avroOrder, 'JSON', avroJsonText.replace('"ratio": 0.5', '"ratio": "NaN"'))).toMatchObject({ ratio: NaN });
     // A float's largest value as Java prints it (3.4028235e38) is a bit above it as a double, and rounds to it.
     expect(decode(avroOrder, 'JSON', avroJsonText.replace('"ratio": 0.5', '"ratio": 3.4028235e38'))).toMatchObject({
-      ratio: 3.4028235e38,
+      ratio: Math.fround(3.4028235e38),
     });
+  });
+
+  it('rounds a float to 32 bits, as the binary encoding carries it', () => {
+    const schema = compileSchema('AVRO', '{"type": "record", "name": "M", "fields": [{"name": "f", "type": "float"}]}') as AvroSchema;
+    const binary = decode(schema, 'BINARY', schema.avro.toBuffer({ f: 0.1 }));
+    expect(binary).toEqual({ f: 0.10000000149011612 });
+    expect(decode(schema, 'JSON', '{"f": 0.1}')).toEqual(binary);
+    expect(decode(schema, 'JSON', '{"f": 1e-50}')).toEqual({ f: 0 });
+    expect(decode(schema, 'JSON', '{"f": 16777217}')).toEqual({ f: 16777216 });
   });
 
   it('refuses data that is not UTF-8 or not JSON', () => {
@@ -430,6 +439,19 @@ describe('Protocol Buffers JSON (proto3 JSON mapping)', () => {
       payload: Buffer.from([0xfb, 0xff]),
     });
     expect(decode(protoOrder, 'JSON', json({ note: null }))).not.toHaveProperty('note');
+  });
+
+  it('rounds a float to 32 bits, as the wire format carries it, and refuses one beyond float range', () => {
+    const schema = compileSchema('PROTOCOL_BUFFER', 'syntax = "proto3"; message M { float f = 1; repeated float r = 2; }') as ProtoSchema;
+    const binary = decode(schema, 'BINARY', Buffer.from(schema.message.encode({ f: 0.1, r: [0.1] }).finish()));
+    expect(binary).toEqual({ f: 0.10000000149011612, r: [0.10000000149011612] });
+    expect(decode(schema, 'JSON', '{"f": 0.1, "r": [0.1]}')).toEqual(binary);
+    expect(decode(schema, 'JSON', '{"f": "0.1", "r": ["1e-50"]}')).toEqual({ f: 0.10000000149011612, r: [0] });
+    // Java prints the largest float as 3.4028235e38, a little above it as a double; it reads back as that float.
+    expect(decode(schema, 'JSON', '{"f": 3.4028235e38}')).toEqual({ f: Math.fround(3.4028235e38), r: [] });
+    expect(violation(() => decode(schema, 'JSON', '{"f": 1e39}')).message).toBe(
+      'data: does not match the schema at .f: 1e+39 is out of range for a float',
+    );
   });
 
   it('refuses unknown fields, a field given twice, two members of a oneof, and wrongly typed values', () => {
