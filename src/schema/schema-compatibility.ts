@@ -1,4 +1,6 @@
+import type avro from 'avsc';
 import protobuf from 'protobufjs';
+import { underlying, type AvroType } from './avro-types.js';
 import type { CompiledSchema } from './schema-definition.js';
 import { hasPresence, mapKeyType, messageTypeOf, realOneof } from './proto-value.js';
 
@@ -20,6 +22,8 @@ export function incompatibility(next: CompiledSchema, previous: CompiledSchema):
       [next.avro, previous.avro, 'read data written with the earlier revision'],
       [previous.avro, next.avro, 'be read by the earlier revision'],
     ] as const) {
+      const why = recordReadFromNonRecord(reader, writer, '', new Set());
+      if (why) return `the new revision cannot ${role}: ${why}`;
       try {
         reader.createResolver(writer);
       } catch (e) {
@@ -31,6 +35,55 @@ export function incompatibility(next: CompiledSchema, previous: CompiledSchema):
   if (next.type === 'PROTOCOL_BUFFER' && previous.type === 'PROTOCOL_BUFFER')
     return protoIncompatibility(next.message, previous.message, new Set());
   return `a schema cannot change from ${previous.type} to ${next.type}`;
+}
+
+/**
+ * The one resolution avsc cannot explain: a record read from a writer that is not a record throws a
+ * TypeError ("Cannot read properties of undefined") instead of an error naming the types. Found along
+ * the path avsc's resolution takes (record fields by name or alias, array items, map values, each
+ * branch of a writer union); every other mismatch is left to avsc, whose messages name the types.
+ * `path` names where, from the outer record (`Event.lines[].item`).
+ */
+function recordReadFromNonRecord(reader: AvroType, writer: AvroType, path: string, visited: Set<string>): string | undefined {
+  const r = underlying(reader);
+  const w = underlying(writer);
+  if (w.typeName.startsWith('union')) {
+    for (const branch of (w as avro.types.WrappedUnionType).types) {
+      const why = recordReadFromNonRecord(r, branch, path, visited);
+      if (why) return why;
+    }
+    return undefined;
+  }
+  if (r.typeName === 'array' && w.typeName === 'array')
+    return recordReadFromNonRecord((r as avro.types.ArrayType).itemsType, (w as avro.types.ArrayType).itemsType, `${path}[]`, visited);
+  if (r.typeName === 'map' && w.typeName === 'map')
+    return recordReadFromNonRecord(
+      (r as avro.types.MapType).valuesType as AvroType,
+      (w as avro.types.MapType).valuesType as AvroType,
+      `${path}{}`,
+      visited,
+    );
+  if (!isRecord(r)) return undefined;
+  if (!isRecord(w)) return `cannot read ${avroLabel(w)} as record ${r.name}${path ? ` (at ${path})` : ''}`;
+  const pair = `${r.name}|${w.name}`;
+  if (visited.has(pair)) return undefined;
+  visited.add(pair);
+  for (const field of (r as avro.types.RecordType).fields) {
+    const names = [field.name, ...field.aliases];
+    const source = (w as avro.types.RecordType).fields.find((f) => names.includes(f.name));
+    const why = source && recordReadFromNonRecord(field.type, source.type, `${path || r.name!}.${field.name}`, visited);
+    if (why) return why;
+  }
+  return undefined;
+}
+
+function isRecord(type: AvroType): boolean {
+  return type.typeName === 'record' || type.typeName === 'error';
+}
+
+function avroLabel(type: AvroType): string {
+  const kind = type.typeName === 'abstract:long' ? 'long' : type.typeName;
+  return type.name ? `${kind} ${type.name}` : kind;
 }
 
 function protoIncompatibility(next: protobuf.Type, previous: protobuf.Type, visited: Set<string>): string | undefined {

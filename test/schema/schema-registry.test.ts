@@ -217,6 +217,27 @@ describe('SchemaRegistry: revisions', () => {
     expect(registry.listRevisions({ name: 'projects/p/schemas/evt' }).schemas).toHaveLength(1);
   });
 
+  it('names the types when a record would read data that is not a record', async () => {
+    const { registry, create } = setup();
+    const commit = (id: string, definition: unknown) =>
+      registry.commit({ name: `projects/p/schemas/${id}`, schema: { type: 'AVRO', definition: JSON.stringify(definition) } });
+    await create('plain', '"int"');
+    const record = { type: 'record', name: 'R', fields: [{ name: 'a', type: 'int' }] };
+    expect((await rejection(commit('plain', record), 'INVALID_ARGUMENT')).message).toBe(
+      'schema.definition: the new revision is incompatible with revision 00000001: the new revision cannot read data written with the earlier revision: cannot read int as record R',
+    );
+    // Deeper, inside an array of a record field, and from a branch of a writer union.
+    const nested = (item: unknown) => ({
+      type: 'record',
+      name: 'Event',
+      fields: [{ name: 'lines', type: { type: 'array', items: item } }],
+    });
+    await create('deep', JSON.stringify(nested([{ type: 'enum', name: 'Kind', symbols: ['A'] }, 'null'])));
+    expect((await rejection(commit('deep', nested(record)), 'INVALID_ARGUMENT')).message).toMatch(
+      /cannot read enum Kind as record R \(at Event\.lines\[\]\)$/,
+    );
+  });
+
   it('lets a proto revision add or remove optional fields only, checked against every earlier revision', async () => {
     const { registry, create } = setup();
     const name = 'projects/p/schemas/evt';
