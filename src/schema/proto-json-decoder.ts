@@ -1,14 +1,15 @@
 import protobuf from 'protobufjs';
 import { DECIMAL_TEXT, describeJson, isJsonObject, type JsonValue } from './json-text.js';
-import { protoFeature } from './schema-definition.js';
 import { at, SchemaViolationError } from './schema-violation.js';
 import {
   completeMessage,
   emptyMessage,
   enumTypeOf,
+  jsonName,
   mapKeyType,
   MAX_PROTO_DEPTH,
   messageTypeOf,
+  protoFeature,
   realOneof,
   type ProtoMapKey,
   type ProtoMessage,
@@ -28,13 +29,6 @@ import {
  */
 export function decodeProtoJson(type: protobuf.Type, json: JsonValue): ProtoMessage {
   return completeMessage(type, message(type, json, '', 0), '');
-}
-
-/** A field's proto3 JSON name (protoc's rule: drop each `_`, upper-case the letter after it). */
-function jsonName(field: protobuf.Field): string {
-  const custom: unknown = field.options?.json_name;
-  if (typeof custom === 'string') return custom;
-  return field.name.replace(/_+(.?)/g, (_m, c: string) => c.toUpperCase());
 }
 
 const lookups = new WeakMap<protobuf.Type, Map<string, protobuf.Field>>();

@@ -67,6 +67,22 @@ export function hasPresence(field: protobuf.Field): boolean {
   return !field.repeated && !field.map && (Boolean(field.hasPresence) || messageTypeOf(field) !== undefined);
 }
 
+/** A field's proto3 JSON name (protoc's rule: drop each `_`, upper-case the letter after it). */
+export function jsonName(field: protobuf.Field): string {
+  const custom: unknown = field.options?.json_name;
+  if (typeof custom === 'string') return custom;
+  return field.name.replace(/_+(.?)/g, (_m, c: string) => c.toUpperCase());
+}
+
+/**
+ * An edition feature as protobufjs resolved it for a field or enum (proto2 and proto3 are editions with
+ * fixed features: proto3 strings verify UTF-8, proto3 enums are open). protobufjs computes these but
+ * exposes only some of them as getters (`hasPresence`, `packed`, `delimited`).
+ */
+export function protoFeature(obj: protobuf.ReflectionObject, name: 'enum_type' | 'utf8_validation'): string | undefined {
+  return (obj as unknown as { _features?: Record<string, string | undefined> })._features?.[name];
+}
+
 /** A real oneof (not the synthetic one protobufjs makes for a proto3 `optional` field). */
 export function realOneof(field: protobuf.Field): protobuf.OneOf | undefined {
   const oneof = field.partOf;

@@ -1,5 +1,4 @@
 import protobuf from 'protobufjs';
-import { protoFeature } from './schema-definition.js';
 import { at, SchemaViolationError } from './schema-violation.js';
 import {
   completeMessage,
@@ -9,6 +8,7 @@ import {
   mapKeyType,
   MAX_PROTO_DEPTH,
   messageTypeOf,
+  protoFeature,
   realOneof,
   scalarDefault,
   WIRE,

@@ -2,6 +2,7 @@ import protobuf from 'protobufjs';
 import { InvalidArgumentError } from '../core/errors.js';
 import { avroType, type AvroType } from './avro-types.js';
 import { JsonTextError, parseJsonText, type JsonValue } from './json-text.js';
+import { protoFeature } from './proto-value.js';
 
 /**
  * A Pub/Sub schema definition (`Schema.type` + `Schema.definition`), parsed and checked the way Pub/Sub
@@ -131,13 +132,4 @@ function checkOpenEnums(ns: protobuf.Namespace, where: string): void {
     }
     if (nested instanceof protobuf.Namespace) checkOpenEnums(nested, where);
   }
-}
-
-/**
- * An edition feature as protobufjs resolved it for a field or enum (proto2 and proto3 are editions with
- * fixed features: proto3 strings verify UTF-8, proto3 enums are open). protobufjs computes these but
- * exposes only some of them as getters (`hasPresence`, `packed`, `delimited`).
- */
-export function protoFeature(obj: protobuf.ReflectionObject, name: 'enum_type' | 'utf8_validation'): string | undefined {
-  return (obj as unknown as { _features?: Record<string, string | undefined> })._features?.[name];
 }
