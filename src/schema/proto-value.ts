@@ -67,10 +67,14 @@ export function hasPresence(field: protobuf.Field): boolean {
   return !field.repeated && !field.map && (Boolean(field.hasPresence) || messageTypeOf(field) !== undefined);
 }
 
-/** A field's proto3 JSON name (protoc's rule: drop each `_`, upper-case the letter after it). */
+/** A field's proto3 JSON name: its `json_name`, else its default JSON name. */
 export function jsonName(field: protobuf.Field): string {
   const custom: unknown = field.options?.json_name;
-  if (typeof custom === 'string') return custom;
+  return typeof custom === 'string' ? custom : defaultJsonName(field);
+}
+
+/** protoc's JSON name for a field without `json_name`: drop each `_`, upper-case the letter after it. */
+export function defaultJsonName(field: protobuf.Field): string {
   return field.name.replace(/_+(.?)/g, (_m, c: string) => c.toUpperCase());
 }
 
@@ -79,7 +83,10 @@ export function jsonName(field: protobuf.Field): string {
  * fixed features: proto3 strings verify UTF-8, proto3 enums are open). protobufjs computes these but
  * exposes only some of them as getters (`hasPresence`, `packed`, `delimited`).
  */
-export function protoFeature(obj: protobuf.ReflectionObject, name: 'enum_type' | 'utf8_validation'): string | undefined {
+export function protoFeature(
+  obj: protobuf.ReflectionObject,
+  name: 'enum_type' | 'utf8_validation' | 'json_format' | 'field_presence',
+): string | undefined {
   return (obj as unknown as { _features?: Record<string, string | undefined> })._features?.[name];
 }
 

@@ -2,7 +2,7 @@ import protobuf from 'protobufjs';
 import { InvalidArgumentError } from '../core/errors.js';
 import { avroType, type AvroType } from './avro-types.js';
 import { JsonTextError, parseJsonText, type JsonValue } from './json-text.js';
-import { protoFeature } from './proto-value.js';
+import { checkProtoRules } from './proto-definition-rules.js';
 
 /**
  * A Pub/Sub schema definition (`Schema.type` + `Schema.definition`), parsed and checked the way Pub/Sub
@@ -11,7 +11,7 @@ import { protoFeature } from './proto-value.js';
  * - AVRO: an Avro 1.11 schema in JSON (named types named, defaults valid for their type).
  * - PROTOCOL_BUFFER: a proto2, proto3 or editions `.proto` text with exactly one top-level type, which
  *   must be a message (nested messages and enums are fine) and no `import` (Pub/Sub stores one file and
- *   parses it on its own, so nothing could be imported).
+ *   parses it on its own, so nothing could be imported), following protoc's rules (proto-definition-rules).
  * - At most 300 KB (Pub/Sub's limit for `definition`).
  *
  * Errors are INVALID_ARGUMENT naming `schema.definition` (or `schema.type`) with what is wrong and, where
@@ -118,18 +118,6 @@ function compileProto(definition: string, where: string): ProtoSchema {
       `a Pub/Sub schema must define exactly one top-level type, a message; found ${top.length} (${names})`,
     );
   }
-  checkOpenEnums(messages[0]!, where);
+  checkProtoRules(messages[0]!, where);
   return { type: 'PROTOCOL_BUFFER', definition, message: messages[0]! };
-}
-
-/** protoc's rule that protobufjs does not enforce: an open (proto3-style) enum's first value must be zero. */
-function checkOpenEnums(ns: protobuf.Namespace, where: string): void {
-  for (const nested of ns.nestedArray) {
-    if (nested instanceof protobuf.Enum && protoFeature(nested, 'enum_type') === 'OPEN') {
-      const first = Object.values(nested.values)[0];
-      if (first !== 0)
-        throw new InvalidArgumentError(where, `the first value of enum ${nested.fullName.slice(1)} must be zero (it is ${String(first)})`);
-    }
-    if (nested instanceof protobuf.Namespace) checkOpenEnums(nested, where);
-  }
 }

@@ -141,6 +141,114 @@ describe('schema definitions: Protocol Buffers', () => {
   });
 });
 
+describe("schema definitions: protoc's rules that a lenient parser lets through", () => {
+  const refused = (body: string, syntax = 'proto3') => refusal(() => proto(`syntax = "${syntax}"; message M { ${body} }`)).message;
+
+  it('refuses field numbers protobuf does not allow: 0, 19000 to 19999, beyond 536870911', () => {
+    expect(refused('int32 a = 0;')).toBe('schema.definition: field M.a has number 0; field numbers start at 1');
+    for (const n of [19000, 19999])
+      expect(refused(`int32 a = ${n};`)).toBe(
+        `schema.definition: field M.a has number ${n}; numbers 19000 to 19999 are reserved for protobuf itself`,
+      );
+    expect(refused('message N { int32 b = 536870912; } N n = 1;')).toBe(
+      'schema.definition: field M.N.b has number 536870912; field numbers go up to 536870911',
+    );
+    expect(proto('syntax = "proto3"; message M { int32 a = 18999; int32 b = 20000; int32 c = 536870911; }').type).toBe('PROTOCOL_BUFFER');
+  });
+
+  it('refuses a field using a reserved number or name, declared before or after it', () => {
+    expect(refused('int32 a = 5; reserved 5;')).toBe('schema.definition: field M.a uses number 5, which message M reserves');
+    expect(refused('reserved 5; int32 a = 5;')).toBe('schema.definition: field M.a uses number 5, which message M reserves');
+    // protobufjs itself catches this order for a range.
+    expect(refused('reserved 2 to 9; int32 a = 5;')).toContain('id 5 is reserved in Type M');
+    expect(refused('int32 a = 5; reserved "a";')).toBe('schema.definition: field M.a uses the name a, which message M reserves');
+    expect(proto('syntax = "proto3"; message M { reserved 1, 3 to 4; reserved "b"; int32 a = 2; int32 c = 5; }').type).toBe(
+      'PROTOCOL_BUFFER',
+    );
+  });
+
+  it('refuses defaults and extension ranges in proto3; allows them in proto2 where they make sense', () => {
+    expect(refused('int32 a = 1 [default = 5];')).toBe(
+      'schema.definition: field M.a has a default value; proto3 does not allow default values',
+    );
+    expect(refused('optional int32 a = 1 [default = 5];')).toContain('proto3 does not allow default values');
+    expect(refused('int32 a = 1; extensions 100 to 199;')).toBe(
+      'schema.definition: message M declares extensions 100 to 199; proto3 does not allow extension ranges',
+    );
+    expect(proto('syntax = "proto2"; message M { optional int32 a = 1 [default = 5]; extensions 100 to max; }').type).toBe(
+      'PROTOCOL_BUFFER',
+    );
+    expect(refused('repeated int32 a = 1 [default = 5];', 'proto2')).toBe(
+      'schema.definition: field M.a has a default value; a repeated field cannot have one',
+    );
+    expect(refused('optional int32 a = 1; extensions 100 to 199; extend M { optional int32 e = 200; }', 'proto2')).toBe(
+      'schema.definition: extension M.e has number 200, which message M does not declare as an extension number',
+    );
+    expect(refused('optional int32 a = 150; extensions 100 to 199;', 'proto2')).toBe(
+      'schema.definition: field M.a has number 150, inside an extension range of message M',
+    );
+    expect(proto('syntax = "proto2"; message M { extensions 100 to 199; extend M { optional int32 e = 100; } }').type).toBe(
+      'PROTOCOL_BUFFER',
+    );
+    expect(
+      refusal(() => proto('edition = "2023"; message M { int32 a = 1 [default = 5, features.field_presence = IMPLICIT]; }')).message,
+    ).toBe('schema.definition: field M.a has a default value; a field with implicit presence cannot have one');
+    expect(proto('edition = "2023"; message M { int32 a = 1 [default = 5]; extensions 10 to 20; }').type).toBe('PROTOCOL_BUFFER');
+  });
+
+  it('refuses two fields with the same JSON name (in proto2 only when a json_name is involved)', () => {
+    expect(refused('int32 foo_bar = 1; int32 fooBar = 2;')).toBe(
+      'schema.definition: fields M.foo_bar and M.fooBar of message M have the same JSON name "fooBar"',
+    );
+    expect(refused('int32 a = 1 [json_name = "b"]; int32 b = 2;')).toContain('fields M.a and M.b of message M have the same JSON name "b"');
+    expect(refused('optional int32 a = 1 [json_name = "b"]; optional int32 b = 2;', 'proto2')).toContain('the same JSON name "b"');
+    // protoc only warns about a clash of default JSON names in proto2.
+    expect(proto('syntax = "proto2"; message M { optional int32 foo_bar = 1; optional int32 fooBar = 2; }').type).toBe('PROTOCOL_BUFFER');
+    expect(proto('syntax = "proto3"; message M { int32 foo_bar = 1 [json_name = "x"]; int32 fooBar2 = 2; }').type).toBe('PROTOCOL_BUFFER');
+  });
+
+  it('refuses an enum value name declared twice in one scope (enum values are siblings of their enum)', () => {
+    expect(refused('enum A { X = 0; } enum B { X = 0; }')).toBe(
+      'schema.definition: enum value X of enum M.B clashes with enum value X of enum M.A: an enum value is scoped beside its enum, so M.X is already defined',
+    );
+    expect(refused('int32 X = 1; enum E { X = 0; }')).toContain('enum value X of enum M.E clashes with field M.X');
+    expect(refused('message X {} enum E { X = 0; }')).toContain('enum value X of enum M.E clashes with M.X');
+    // Enums in different messages are in different scopes.
+    expect(proto('syntax = "proto3"; message M { enum A { X = 0; } message N { enum B { X = 0; } } }').type).toBe('PROTOCOL_BUFFER');
+  });
+
+  it('refuses an option descriptor.proto does not define, wherever it is', () => {
+    expect(refused('int32 a = 1 [foo = true];')).toBe('schema.definition: field M.a has an unknown option foo');
+    expect(refused('option bar = 1; int32 a = 1;')).toBe('schema.definition: message M has an unknown option bar');
+    expect(refused('enum E { option baz = true; Z = 0; }')).toBe('schema.definition: enum M.E has an unknown option baz');
+    expect(refused('enum E { Z = 0 [qux = 1]; }')).toBe('schema.definition: enum value M.E.Z has an unknown option qux');
+    expect(refused('oneof o { option q = 1; int32 b = 2; }')).toBe('schema.definition: oneof M.o has an unknown option q');
+    expect(refused('int32 a = 1 [(my.opt) = 1];')).toBe(
+      'schema.definition: field M.a has an unknown option (my.opt) (a custom option needs an import of its definition, which a schema cannot have)',
+    );
+    expect(refusal(() => proto('syntax = "proto3"; package p; option zzz = 1; message M { int32 a = 1; }')).message).toBe(
+      'schema.definition: the file has an unknown option zzz',
+    );
+    expect(
+      proto(`syntax = "proto3";
+        package p;
+        option java_package = "com.p";
+        option go_package = "p/v1";
+        option optimize_for = SPEED;
+        message M {
+          option deprecated = true;
+          repeated int32 a = 1 [packed = false, deprecated = true, json_name = "aa"];
+          int64 b = 2 [jstype = JS_STRING];
+          enum E { option allow_alias = true; Z = 0; Y = 0 [deprecated = true]; }
+        }`).type,
+    ).toBe('PROTOCOL_BUFFER');
+    expect(
+      proto('edition = "2023"; option features.field_presence = IMPLICIT; message M { int32 a = 1 [features.field_presence = EXPLICIT]; }')
+        .type,
+    ).toBe('PROTOCOL_BUFFER');
+  });
+});
+
 describe('schema definitions: type and size', () => {
   it('refuses an unknown or missing type, and an empty definition', () => {
     expect(refusal(() => compileSchema('TYPE_UNSPECIFIED', '{}')).message).toBe(

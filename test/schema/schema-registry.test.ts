@@ -336,6 +336,19 @@ describe('SchemaRegistry: validation and topics', () => {
     expect(registry.list({ parent: 'projects/p' }).schemas).toEqual([]);
   });
 
+  it('ValidateSchema, CreateSchema and CommitSchema refuse a definition protoc refuses, though protobufjs parses it', async () => {
+    const { registry, create } = setup();
+    const bad = 'syntax = "proto3"; message Event { string user = 1; optional string device = 4 [foo = true]; }';
+    const expected = 'schema.definition: field Event.device has an unknown option foo';
+    const validate = () => registry.validateSchema({ parent: 'projects/p', schema: { type: 'PROTOCOL_BUFFER', definition: bad } });
+    expect((await rejection(validate, 'INVALID_ARGUMENT')).message).toBe(expected);
+    expect((await rejection(create('evt', bad, 'PROTOCOL_BUFFER'), 'INVALID_ARGUMENT')).message).toBe(expected);
+    await create('evt', PROTO_V1, 'PROTOCOL_BUFFER');
+    const commit = registry.commit({ name: 'projects/p/schemas/evt', schema: { type: 'PROTOCOL_BUFFER', definition: bad } });
+    expect((await rejection(commit, 'INVALID_ARGUMENT')).message).toBe(expected);
+    expect(registry.listRevisions({ name: 'projects/p/schemas/evt' }).schemas).toHaveLength(1);
+  });
+
   it('ValidateMessage by name (latest or name@revisionId) or with an inline schema, errors on `message`', async () => {
     const { registry, create } = setup();
     await create('evt');
