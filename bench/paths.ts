@@ -22,9 +22,11 @@ export const repoRoot = findRepo(dirname(here));
 /** The `orderly` command a user runs. */
 export const orderlyBin = join(repoRoot, 'bin', 'orderly.js');
 
-/** bin/orderly.js starts as a shell script: `exec node <flags> "$0" "$@"`. */
-const launch = /exec node (.*) "\$0" "\$@"/.exec(readFileSync(orderlyBin, 'utf8'));
+/** bin/orderly.js starts as a shell script: `export NAME="${NAME-value}" ...; exec node <flags> "$0" "$@"`. */
+const launch = /^":" \/\/; (?:export ([^;]*); )?exec node (.*) "\$0" "\$@"$/m.exec(readFileSync(orderlyBin, 'utf8'));
 if (!launch) throw new Error(`${orderlyBin}: no line "exec node <flags> $0 $@" to take the V8 flags from`);
+/** The variables that line exports (those the environment does not set already). */
+const launchEnv = Object.fromEntries([...(launch[1] ?? '').matchAll(/(\w+)="\$\{\1-([^}]*)\}"/g)].map((m) => [m[1]!, m[2]!]));
 
 /**
  * How `orderly` starts node (bin/orderly.js): the V8 flags it execs node with and the environment it sets
@@ -32,8 +34,8 @@ if (!launch) throw new Error(`${orderlyBin}: no line "exec node <flags> $0 $@" t
  * `orderly` would show.
  */
 export const orderlyNode = {
-  flags: launch[1]!.split(' '),
-  env: JSON.parse(readFileSync(join(repoRoot, 'bin', 'process-env.json'), 'utf8')) as Record<string, string>,
+  flags: launch[2]!.split(' '),
+  env: { ...launchEnv, ...(JSON.parse(readFileSync(join(repoRoot, 'bin', 'process-env.json'), 'utf8')) as Record<string, string>) },
 };
 
 /** A bench module to run in a child process, in the same form (.ts or .js) as this one. */

@@ -11,20 +11,28 @@ import { quoteIdent, quoteString } from './sql.js';
 const instances = new Map<string, Promise<DuckDBInstance>>();
 
 /**
- * Memory and threads every DuckDB instance Orderly opens may use (the export databases and the Parquet
- * writer's scratch database). DuckDB's own default is 80% of the machine's memory; Orderly's keeps an
- * exporter's whole process within a few hundred MiB (job file: memory.duckdb).
+ * Memory and threads every DuckDB instance Orderly opens may use. DuckDB's own default is 80% of the
+ * machine's memory; Orderly's keeps an exporter's whole process within ~300 MiB (job file: memory.duckdb,
+ * memory.duckdbTables). A database file a table export writes gets `tableMemoryLimit`: what it holds past
+ * the limit is on disk already, and a table export's drain peaked ~80 MiB higher at 128 MiB than at 32.
+ * The Parquet writer's scratch database and queries get `memoryLimit`: a Parquet file is encoded from
+ * memory (100 KB messages in a 16 MiB file did not fit 32 MiB), and a query's readers take more (DuckDB's
+ * JSON reader alone 32 MiB a thread).
  */
-let limits = { memoryLimit: '128MB', threads: 2 };
+let limits = { memoryLimit: '128MiB', tableMemoryLimit: '32MiB', threads: 2 };
 
 /** Applies to instances opened from now on. */
-export function setDuckDbLimits(next: { memoryLimit?: string; threads?: number }): void {
+export function setDuckDbLimits(next: { memoryLimit?: string; tableMemoryLimit?: string; threads?: number }): void {
   limits = { ...limits, ...next };
 }
 
+/** What an instance is opened for: the tables an export writes (memory.duckdbTables), or anything else. */
+export type DuckDbUse = 'tables' | 'other';
+
 /** DuckDB settings for a new instance, with Orderly's limits. */
-export function duckDbSettings(extra: Record<string, string> = {}): Record<string, string> {
-  return { memory_limit: limits.memoryLimit, threads: String(limits.threads), ...extra };
+export function duckDbSettings(extra: Record<string, string> = {}, use: DuckDbUse = 'other'): Record<string, string> {
+  const memoryLimit = use === 'tables' ? limits.tableMemoryLimit : limits.memoryLimit;
+  return { memory_limit: memoryLimit, threads: String(limits.threads), ...extra };
 }
 /** The file (device, inode) each instance opened: the path may come to name another file later. */
 const openedFiles = new WeakMap<DuckDBInstance, { dev: number; ino: number }>();
@@ -60,14 +68,14 @@ const catalogs = new WeakMap<DuckDBInstance, string>();
  * a file it opens directly (its base name), unless that is the in-memory database's own name: queries
  * naming the catalog keep working. Connect through connectDuckDb / connectToDuckDb, which USE it.
  */
-export function openDuckDb(path: string): Promise<DuckDBInstance> {
+export function openDuckDb(path: string, use: DuckDbUse = 'tables'): Promise<DuckDBInstance> {
   const file = resolve(path);
   // Held here for the life of the process: DuckDB's own instance cache does not keep an instance alive,
   // and a second instance on the same file in one process hangs or corrupts it.
   let instance = instances.get(file);
   if (!instance) {
     mkdirSync(dirname(file), { recursive: true });
-    instance = attachDuckDb(file).then(
+    instance = attachDuckDb(file, use).then(
       (created) => {
         const { dev, ino } = statSync(file);
         openedFiles.set(created, { dev, ino });
@@ -84,13 +92,13 @@ export function openDuckDb(path: string): Promise<DuckDBInstance> {
   return instance;
 }
 
-async function attachDuckDb(file: string): Promise<DuckDBInstance> {
+async function attachDuckDb(file: string, use: DuckDbUse): Promise<DuckDBInstance> {
   const stem = basename(file, extname(file));
   const catalog = ['memory', 'system', 'temp'].includes(stem.toLowerCase()) ? `${stem}_db` : stem;
   // Spills go next to the file, as when DuckDB opens it directly (an in-memory database's default is ./.tmp).
   const instance = await DuckDBInstance.create(
     ':memory:',
-    duckDbSettings({ checkpoint_threshold: CHECKPOINT_THRESHOLD, temp_directory: `${file}.tmp` }),
+    duckDbSettings({ checkpoint_threshold: CHECKPOINT_THRESHOLD, temp_directory: `${file}.tmp` }, use),
   );
   try {
     const connection = await instance.connect();
@@ -150,8 +158,9 @@ export async function discardDuckDb(path: string, instance: DuckDBInstance): Pro
   closeInstance(instance);
 }
 
-export async function connectDuckDb(path: string): Promise<DuckDBConnection> {
-  return connectToDuckDb(await openDuckDb(path));
+/** `use`: what the instance is opened for, if this opens it (an open instance keeps its limits). */
+export async function connectDuckDb(path: string, use: DuckDbUse = 'tables'): Promise<DuckDBConnection> {
+  return connectToDuckDb(await openDuckDb(path, use));
 }
 
 /** A connection to an instance openDuckDb returned, using its database file (a bare connect() would use the in-memory one). */

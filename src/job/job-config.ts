@@ -155,6 +155,7 @@ export const jobSchema = z.strictObject({
       exportBytes: byteSize().default(64 * 1024 * 1024),
       exportMessages: z.number().int().min(100).max(10_000_000).default(20_000),
       duckdb: byteSize(MIN_DUCKDB_MEMORY).default(128 * 1024 * 1024),
+      duckdbTables: byteSize(MIN_DUCKDB_MEMORY).default(32 * 1024 * 1024),
       duckdbThreads: z.number().int().min(1).max(256).default(2),
       heapGrowthPercent: z.number().int().min(10).max(300).default(DEFAULT_HEAP_GROWTH_PERCENT),
     })
@@ -165,6 +166,7 @@ export const jobSchema = z.strictObject({
       exportBytes: 64 * 1024 * 1024,
       exportMessages: 20_000,
       duckdb: 128 * 1024 * 1024,
+      duckdbTables: 32 * 1024 * 1024,
       duckdbThreads: 2,
       heapGrowthPercent: DEFAULT_HEAP_GROWTH_PERCENT,
     }),

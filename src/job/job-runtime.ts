@@ -85,8 +85,15 @@ export class JobRuntime {
       const releaseLock = acquireLock(dataDir);
       cleanups.push(workerId ? leaveWorkerDir(dataDir, releaseLock) : releaseLock);
       limitHeapGrowth(job.memory.heapGrowthPercent);
-      // Before any section opens a DuckDB database (the duckdb section runs its init statements).
-      setDuckDbLimits({ memoryLimit: `${Math.max(1, Math.floor(job.memory.duckdb / 1024 / 1024))}MiB`, threads: job.memory.duckdbThreads });
+      // Before any section opens a DuckDB database (the duckdb section runs its init statements). In a
+      // process that runs no export (orderly query), a database file is opened for queries.
+      const mib = (bytes: number) => `${Math.max(1, Math.floor(bytes / 1024 / 1024))}MiB`;
+      const exporting = options.withExports !== false && !readOnly;
+      setDuckDbLimits({
+        memoryLimit: mib(job.memory.duckdb),
+        tableMemoryLimit: mib(exporting ? job.memory.duckdbTables : job.memory.duckdb),
+        threads: job.memory.duckdbThreads,
+      });
       const opened = await openSections(job, { dataDir, readOnly, logger }, cleanups);
       let reportFailure!: (error: Error) => void;
       const failure = new Promise<Error>((resolve) => (reportFailure = resolve));
@@ -119,7 +126,7 @@ export class JobRuntime {
         remote: workerId ? remoteExportsOf(job, workerId) : undefined,
       });
       cleanups.push(() => exports.stop());
-      if (options.withExports !== false && !readOnly) {
+      if (exporting) {
         await exports.load();
         await exports.start();
       }

@@ -33,7 +33,8 @@ export async function queryJob(
   for (const note of prepared.notes) onNote(note);
   const path = runtime.queryDatabase ?? join(runtime.job.dataDir, 'query.duckdb');
   if (!runtime.readOnly) {
-    const connection = await connectDuckDb(path);
+    // A database of the job's own for queries takes the query limit (memory.duckdb), not a table export's.
+    const connection = await connectDuckDb(path, runtime.queryDatabase ? 'tables' : 'other');
     try {
       return await runWithViews(connection, prepared, sql);
     } finally {
@@ -41,7 +42,7 @@ export async function queryJob(
     }
   }
   // A database not created yet has no tables to read; the views still work on an empty in-memory one.
-  // Within the job's DuckDB memory and threads (memory.duckdb), as its exports' instances are.
+  // Within the job's DuckDB memory and threads (memory.duckdb, memory.duckdbThreads).
   const instance = existsSync(path)
     ? await DuckDBInstance.create(path, duckDbSettings({ access_mode: 'READ_ONLY' }))
     : await DuckDBInstance.create(':memory:', duckDbSettings());

@@ -484,6 +484,7 @@ describe('memory settings', () => {
       exportBytes: 64 * 1024 * 1024,
       exportMessages: 20_000,
       duckdb: 128 * 1024 * 1024,
+      duckdbTables: 32 * 1024 * 1024,
       duckdbThreads: 2,
       heapGrowthPercent: 60,
     });
