@@ -228,14 +228,18 @@ export class ExportManager {
         }
         return { sub, identity, text, start, createConnector };
       });
-    const wanted = new Map(exports.map(({ sub, identity, text }) => [sub.name, `${identity.uid} ${text}`]));
+    const wanted = new Map(exports.map(({ sub, identity, text }) => [sub.name, { uid: identity.uid, section: text }]));
     const replaced: Promise<void>[] = [];
+    /** Per subscription whose section changed (not created again): the runner whose totals its next one carries on. */
+    const previous = new Map<string, ExportRunner>();
     for (const [name, { uid, section, runner }] of this.runners) {
-      if (wanted.get(name) === `${uid} ${section}`) continue;
+      const next = wanted.get(name);
+      if (next?.uid === uid && next.section === section) continue;
       this.runners.delete(name);
       // The same subscription's next runner must not open its sink while this one may still write to it.
-      if (wanted.has(name)) {
+      if (next) {
         replaced.push(runner.stop());
+        if (next.uid === uid) previous.set(name, runner);
         continue;
       }
       const stopped = runner
@@ -249,7 +253,8 @@ export class ExportManager {
     await Promise.all(replaced);
     for (const { sub, identity, text, start, createConnector } of fresh) {
       const source = new EmbeddedSource(core, sub.name, identity.uid, tuning.maxBatchMessages ?? 5000);
-      const runner = new ExportRunner({ source, createConnector, logger, clock: core.clock, ...tuning, backoff });
+      const continues = previous.get(sub.name);
+      const runner = new ExportRunner({ source, createConnector, logger, clock: core.clock, ...tuning, backoff, continues });
       start.runner = runner;
       this.runners.set(sub.name, { uid: identity.uid, section: text, runner });
       runner.start();

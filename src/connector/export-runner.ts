@@ -51,6 +51,12 @@ export interface ExportRunnerOptions {
   standbyRetryMs?: number;
   /** How long a connector call runs before status shows it as stalled, in ms (default 30 s). */
   stallMs?: number;
+  /**
+   * The stopped runner of the same subscription this one replaces (its export section changed): its
+   * running totals go on counting here, as totals count from the process's start. What describes the
+   * sink now (state, standby, stalled, last commit) starts afresh with the new section.
+   */
+  continues?: ExportRunner;
 }
 
 export interface ExportStats {
@@ -163,6 +169,11 @@ export class ExportRunner {
   }
 
   constructor(private readonly options: ExportRunnerOptions) {
+    if (options.continues) {
+      const { written, failed, batches, errors } = options.continues.stats;
+      Object.assign(this.stats, { written, failed, batches, errors });
+      this.retired = options.continues.connectorCounters && { ...options.continues.connectorCounters };
+    }
     this.maxBatch = options.maxBatchMessages ?? 5000;
     this.maxOutstanding = options.maxOutstandingMessages ?? DEFAULT_BUDGET.messages;
     this.maxOutstandingBytes = options.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes;

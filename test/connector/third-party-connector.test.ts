@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import '../../examples/jsonl-file-connector/src/index.js';
 import { registeredConnectors } from '../../src/connector/registry.js';
+import { statusOf } from '../../src/job/metrics.js';
 import { tempDir } from '../helpers/core.js';
 import { openExport, waitFor } from '../helpers/export.js';
 
@@ -72,5 +73,22 @@ describe('a third-party connector', () => {
     expect(readFileSync(second, 'utf8')).toContain('two');
     await env.core.deleteSubscription('follow');
     await waitFor('stopped runner', () => env.exports.runner('follow') === undefined);
+  });
+
+  it("an export section changed at runtime keeps counting its totals on from the first runner's", async () => {
+    await env.core.createSubscription('totals', {
+      topic: 'events',
+      exportConfig: { connector: 'jsonl-file', path: join(dir.path, 'first.jsonl') },
+    });
+    await waitFor('runner', () => env.exports.runner('totals') !== undefined);
+    await env.core.publish('events', [{ data: 'one' }, { data: 'two' }]);
+    await waitFor('first export', () => env.core.metrics('totals').backlogMessages === 0);
+    const before = env.exports.runner('totals');
+    await env.core.updateSubscription('totals', { exportConfig: { connector: 'jsonl-file', path: join(dir.path, 'second.jsonl') } });
+    await waitFor('restarted runner', () => ![before, undefined].includes(env.exports.runner('totals')));
+    await env.core.publish('events', [{ data: 'three' }]);
+    await waitFor('second export', () => env.core.metrics('totals').backlogMessages === 0);
+    const row = statusOf(env.core, env.exports).find((s) => s.subscription === 'projects/p/subscriptions/totals');
+    expect(row).toMatchObject({ exported: 3, exportRefused: 0, exportCounters: { linesWritten: 3 } });
   });
 });
