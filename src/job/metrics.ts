@@ -140,7 +140,7 @@ export async function serveMetrics(
   port: number,
 ): Promise<{ url: string; close(): Promise<void> }> {
   const registry = new Registry();
-  // The default project's subscriptions by id, as before; another project's by full name (ids can repeat).
+  // The default project's subscriptions and topics by id, as before; another project's by full name (ids can repeat).
   const label = (name: string) => (projectOf(name) === core.projectId ? shortId(name) : name);
   // Each scrape reads the live state once (a backlog scan per subscription); every metric uses that.
   let current: Snapshot[] = [];
@@ -223,7 +223,7 @@ export async function serveMetrics(
     registry,
     'counter',
     { name: 'orderly_published_total', help: 'Messages published per topic since start', labelNames: ['topic'] },
-    () => [...core.published].map(([topic, n]) => [{ topic: shortId(topic) }, n]),
+    () => [...core.published].map(([topic, n]) => [{ topic: label(topic) }, n]),
   );
   scraped(
     registry,

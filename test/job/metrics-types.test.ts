@@ -57,3 +57,23 @@ it('serves running totals as Prometheus counters and levels as gauges, with thei
     await core.close();
   }
 });
+
+it("labels another project's topic by its full name, so topics with the same id are not added together", async () => {
+  const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')), projectId: 'p' });
+  const exports = new ExportManager({ core, settings: { dataDir: dir.path }, logger: createLogger({ level: 'silent' }) });
+  const metrics = await serveMetrics(core, exports, '127.0.0.1', 0);
+  try {
+    await core.createTopic('events');
+    await core.createTopic('projects/other/topics/events');
+    await core.publish('events', [{ data: Buffer.from('a') }]);
+    await core.publish('projects/other/topics/events', [{ data: Buffer.from('b') }, { data: Buffer.from('c') }]);
+
+    const text = await (await fetch(`${metrics.url}/metrics`)).text();
+    expect(text).toContain('orderly_published_total{topic="events"} 1\n');
+    expect(text).toContain('orderly_published_total{topic="projects/other/topics/events"} 2\n');
+  } finally {
+    await metrics.close();
+    await exports.stop();
+    await core.close();
+  }
+});
