@@ -4,6 +4,8 @@ import { InvalidArgumentError } from './errors.js';
  * Pub/Sub subscription filters (attributes only): `attributes:KEY`, `attributes.KEY = "v"`, `!=`,
  * `hasPrefix(attributes.KEY, "p")`, `AND` / `OR` / `NOT` (or `-`), parentheses. Hand-written because no
  * library parses this small language; grammar from https://cloud.google.com/pubsub/docs/subscription-message-filter.
+ * What Pub/Sub refuses is refused here too, so a filter accepted here works there: `AND` and `OR` at the
+ * same level without parentheses, and a bare key with characters other than letters, digits, `-` and `_`.
  */
 export type Filter = (attributes: Record<string, string>) => boolean;
 
@@ -95,11 +97,18 @@ function unescape(src: string, at: number, stored: boolean): { text: string; end
   return { text: String.fromCodePoint(code), end: start + digits };
 }
 
+/** Characters a key may have outside a string literal (`attributes."a.b"` otherwise). */
+const BARE_KEY = /^[A-Za-z0-9_-]+$/;
+
 function fail(src: string, at: number, detail: string): InvalidArgumentError {
   return new InvalidArgumentError('filter', `${detail} at position ${at} in ${JSON.stringify(src)}`);
 }
 
-/** `stored`: the filter of an existing subscription, read when the store opens (see unescape). */
+/**
+ * `stored`: the filter of an existing subscription, read when the store opens. It keeps the reading it
+ * was created with, so that the store still opens and the subscription filters as it did: an unknown
+ * escape as its letter (see unescape), a dotted bare key as one key, `AND` binding tighter than `OR`.
+ */
 export function parseFilter(src: string, { stored = false } = {}): Filter {
   if (Buffer.byteLength(src) > MAX_FILTER_BYTES) {
     throw new InvalidArgumentError('filter', `must be at most ${MAX_FILTER_BYTES} bytes, got ${Buffer.byteLength(src)}`);
@@ -116,12 +125,21 @@ export function parseFilter(src: string, { stored = false } = {}): Filter {
     return t;
   };
   const isWord = (t: Token | undefined, w: string) => t?.kind === 'word' && t.text === w;
+  const bareKey = (key: string, at: number): string => {
+    if (!stored && !BARE_KEY.test(key))
+      throw fail(
+        src,
+        at,
+        `attribute key ${JSON.stringify(key)} has characters other than letters, digits, "-" and "_": write it as a string literal, attributes.${JSON.stringify(key)}`,
+      );
+    return key;
+  };
 
   const attributeName = (): string => {
     const t = tokens[pos];
     if (!t || (t.kind !== 'word' && t.kind !== 'string')) throw fail(src, t?.at ?? src.length, 'expected an attribute name');
     pos++;
-    return t.text;
+    return t.kind === 'word' ? bareKey(t.text, t.at) : t.text;
   };
   /** `attributes.KEY` (one word) or `attributes."KEY"` (a key with other characters, as Google writes it) -> KEY */
   const dottedAttribute = (): string => {
@@ -135,7 +153,7 @@ export function parseFilter(src: string, { stored = false } = {}): Filter {
       throw fail(src, t?.at ?? src.length, 'expected attributes.KEY');
     }
     pos++;
-    return t.text.slice('attributes.'.length);
+    return bareKey(t.text.slice('attributes.'.length), t.at + 'attributes.'.length);
   };
   const str = (): string => {
     const t = tokens[pos];
@@ -185,22 +203,35 @@ export function parseFilter(src: string, { stored = false } = {}): Filter {
     }
     return predicate();
   };
-  const term = (): Filter => {
+  /** Factors joined by AND, and the first AND (a term with one is refused beside an OR). */
+  const term = (): { filter: Filter; and?: Token } => {
     let left = factor();
+    let and: Token | undefined;
     while (isWord(peek(), 'AND')) {
+      and ??= peek();
       pos++;
       const l = left;
       const r = factor();
       left = (a) => l(a) && r(a);
     }
-    return left;
+    return { filter: left, and };
   };
   const expr = (): Filter => {
-    let left = term();
+    const first = term();
+    let left = first.filter;
     while (isWord(peek(), 'OR')) {
+      const or = peek()!;
       pos++;
+      const next = term();
+      const and = first.and ?? next.and;
+      if (and && !stored)
+        throw fail(
+          src,
+          first.and ? or.at : and.at,
+          'AND and OR cannot be combined without parentheses: group them, as in "(attributes:a AND attributes:b) OR attributes:c"',
+        );
       const l = left;
-      const r = term();
+      const r = next.filter;
       left = (a) => l(a) || r(a);
     }
     return left;

@@ -19,7 +19,11 @@ describe('subscription filter', () => {
     ['-attributes:a', { a: '1' }, false],
     ['(attributes.a = "1" OR attributes.a = "2") AND NOT attributes:skip', { a: '2' }, true],
     ['(attributes.a = "1" OR attributes.a = "2") AND NOT attributes:skip', { a: '2', skip: '' }, false],
-    ['attributes.my-key.v2 = "x"', { 'my-key.v2': 'x' }, true],
+    ['attributes.my-key_2 = "x"', { 'my-key_2': 'x' }, true],
+    ['attributes."my-key.v2" = "x"', { 'my-key.v2': 'x' }, true],
+    ['attributes:a AND (attributes:b OR attributes:c)', { a: '', c: '' }, true],
+    ['(attributes:a AND attributes:b) OR attributes:c', { c: '' }, true],
+    ['attributes:a OR attributes:b OR attributes:c', { c: '' }, true],
     ['attributes:"odd key"', { 'odd key': '' }, true],
     // Keys with other characters are string literals, as in Google's `attributes."iana.org/language_tag"`.
     ['attributes."iana.org/language_tag" = "en"', { 'iana.org/language_tag': 'en' }, true],
@@ -53,6 +57,25 @@ describe('subscription filter', () => {
     ['attributes.a = "\\ud800"', 'escape sequence "\\ud800" is not a Unicode character'],
     ['attributes.a = "\\U00110000"', 'is not a Unicode character'],
     ['attributes. "k" = "v"', 'expected attributes.KEY'],
+    // Pub/Sub refuses AND beside OR without parentheses, and bare keys with other characters.
+    [
+      'attributes:a AND attributes:b OR attributes:c',
+      'AND and OR cannot be combined without parentheses: group them, as in "(attributes:a AND attributes:b) OR attributes:c" at position 30',
+    ],
+    [
+      'attributes:a OR attributes:b AND attributes:c',
+      'AND and OR cannot be combined without parentheses: group them, as in "(attributes:a AND attributes:b) OR attributes:c" at position 29',
+    ],
+    ['(attributes:a OR attributes:b AND attributes:c)', 'AND and OR cannot be combined without parentheses'],
+    [
+      'attributes.a.b = "x"',
+      'attribute key "a.b" has characters other than letters, digits, "-" and "_": write it as a string literal, attributes."a.b" at position 11',
+    ],
+    [
+      'attributes:k.x',
+      'attribute key "k.x" has characters other than letters, digits, "-" and "_": write it as a string literal, attributes."k.x" at position 11',
+    ],
+    ['hasPrefix(attributes.a+b, "x")', 'attribute key "a+b" has characters other than letters, digits'],
   ])('rejects %j with a message naming the position', (filter, message) => {
     expect(() => parseFilter(filter)).toThrow(message);
   });
@@ -60,6 +83,12 @@ describe('subscription filter', () => {
   it('a stored filter (an existing subscription, read as the store opens) keeps reading an escape it was created with as its letter', () => {
     expect(parseFilter(String.raw`attributes.a = "\q\u00e"`, { stored: true })({ a: 'qu00e' })).toBe(true);
     expect(parseFilter(String.raw`attributes.a = "\u00e9"`, { stored: true })({ a: 'é' })).toBe(true);
+  });
+
+  it('a stored filter keeps its dotted bare key and AND binding tighter than OR, as it was created with', () => {
+    expect(parseFilter('attributes.a.b = "x"', { stored: true })({ 'a.b': 'x' })).toBe(true);
+    const mixed = parseFilter('attributes:a AND attributes:b OR attributes:c', { stored: true });
+    expect([mixed({ c: '' }), mixed({ a: '' }), mixed({ a: '', b: '' })]).toEqual([true, false, true]);
   });
 
   it('filters are at most 256 bytes', () => {
