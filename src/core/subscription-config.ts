@@ -192,6 +192,16 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
     }
     spec.exportConfig = { ...input.exportConfig! };
   }
+  // Pub/Sub offers exactly-once delivery on pull subscriptions only (StreamingPull included): push and
+  // export subscriptions do not support it. An update is checked as the merged whole, so adding a push or
+  // export section to an exactly-once subscription is refused as turning exactly-once on for one is.
+  if (spec.enableExactlyOnceDelivery && deliveries.length) {
+    throw new InvalidArgumentError(
+      'enableExactlyOnceDelivery',
+      `exactly-once delivery is supported on pull subscriptions only, not with ${deliveries[0]}`,
+      [deliveries[0]!],
+    );
+  }
   return spec;
 }
 

@@ -1,8 +1,10 @@
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { emptyResult, type ExportMessage } from '../../src/connector/connector.js';
+import { emptyResult, type Connector, type ExportMessage } from '../../src/connector/connector.js';
 import { ExportManager } from '../../src/connector/export-manager.js';
+import { ExportRunner } from '../../src/connector/export-runner.js';
 import { registerConnector } from '../../src/connector/registry.js';
+import { EmbeddedSource } from '../../src/connector/sources/embedded-source.js';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { createLogger } from '../../src/log.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
@@ -43,45 +45,41 @@ registerConnector<Record<string, never>>({
 /**
  * Reports a key's later messages written before its first one, then the first one failed (as a file
  * connector whose earlier file's upload fails after a later file committed): the later acks are sliced,
- * and the nack must not overtake them.
+ * and the nack must not overtake them. `notify` asks the runner for a flush (ConnectorContext.notify).
  */
-registerConnector<{ count: number }>({
-  name: 'first-fails-last',
-  parseConfig: (raw) => ({ count: (raw as { count: number }).count }),
-  create: ({ count }, context) => {
-    const buffered: ExportMessage[] = [];
-    let first: ExportMessage | undefined;
-    const settle = async () => {
-      if (first) {
-        const failed = first;
-        first = undefined;
-        failedData = failed.message.data.toString();
-        return { ...emptyResult(), failed: [{ id: failed.id, error: 'the earlier file did not upload', retryable: true }] };
-      }
-      if (buffered.length < count) return emptyResult();
-      const all = buffered.splice(0);
-      // The first message of the key delivered last: the rest of that key is at the end of the acks.
-      const lastKey = all.at(-1)!.message.orderingKey;
-      first = all.find((m) => m.message.orderingKey === lastKey)!;
-      // The failure comes with the next flush, which this asks for at once: its result is applied in the
-      // same turn of the event loop as this one, while most of this one's acks are still queued.
-      context.notify();
-      return { ...emptyResult(), written: all.filter((m) => m !== first).map((m) => m.id) };
-    };
-    return {
-      open: async () => {},
-      write: async (messages) => {
-        given.push(...messages.map((m) => m.message.data.toString()));
-        // Once failed, the first message comes again alone: written.
-        if (given.length > count) return { ...emptyResult(), written: messages.map((m) => m.id) };
-        buffered.push(...messages);
-        return settle();
-      },
-      flush: settle,
-      close: async () => {},
-    };
-  },
-});
+function firstFailsLast(count: number, notify: () => void): Connector {
+  const buffered: ExportMessage[] = [];
+  let first: ExportMessage | undefined;
+  const settle = async () => {
+    if (first) {
+      const failed = first;
+      first = undefined;
+      failedData = failed.message.data.toString();
+      return { ...emptyResult(), failed: [{ id: failed.id, error: 'the earlier file did not upload', retryable: true }] };
+    }
+    if (buffered.length < count) return emptyResult();
+    const all = buffered.splice(0);
+    // The first message of the key delivered last: the rest of that key is at the end of the acks.
+    const lastKey = all.at(-1)!.message.orderingKey;
+    first = all.find((m) => m.message.orderingKey === lastKey)!;
+    // The failure comes with the next flush, which this asks for at once: its result is applied in the
+    // same turn of the event loop as this one, while most of this one's acks are still queued.
+    notify();
+    return { ...emptyResult(), written: all.filter((m) => m !== first).map((m) => m.id) };
+  };
+  return {
+    open: async () => {},
+    write: async (messages) => {
+      given.push(...messages.map((m) => m.message.data.toString()));
+      // Once failed, the first message comes again alone: written.
+      if (given.length > count) return { ...emptyResult(), written: messages.map((m) => m.id) };
+      buffered.push(...messages);
+      return settle();
+    },
+    flush: settle,
+    close: async () => {},
+  };
+}
 
 const dir = tempDir('orderly-ack-slices-');
 afterEach(() => dir.remove());
@@ -119,29 +117,32 @@ it('acks every message of a final flush larger than one ack slice before the exp
 it('sends the acks still queued before a nack: on an exactly-once subscription only the failed message comes again', async () => {
   const count = 8_000;
   const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')) });
-  const exports = new ExportManager({ core, settings: { dataDir: dir.path }, logger: createLogger({ level: 'silent' }) });
+  // Exactly-once is for pull subscriptions (Pub/Sub refuses it on export ones): the runner meets it on a
+  // remote pull subscription. Here it reads an embedded pull subscription through the same source port.
+  let runner: ExportRunner | undefined;
   try {
     await core.createTopic('events');
-    await core.createSubscription('exports', {
-      topic: 'events',
-      enableMessageOrdering: true,
-      enableExactlyOnceDelivery: true,
-      exportConfig: { connector: 'first-fails-last', count },
-    });
+    await core.createSubscription('exports', { topic: 'events', enableMessageOrdering: true, enableExactlyOnceDelivery: true });
     for (let b = 0; b < count; b += 500)
       await core.publish(
         'events',
         Array.from({ length: 500 }, (_, i) => ({ data: Buffer.from(String(b + i)), orderingKey: `k${(b + i) % 8}` })),
       );
-    await exports.sync();
-    const runner = exports.runner('exports')!;
-    await waitFor('every message written', () => runner.stats.written >= count);
+    const source = new EmbeddedSource(core, 'exports', core.identity('exports').uid, 5000);
+    const started = new ExportRunner({
+      source,
+      createConnector: () => firstFailsLast(count, () => started.requestFlush()),
+      logger: createLogger({ level: 'silent' }),
+    });
+    runner = started;
+    runner.start();
+    await waitFor('every message written', () => started.stats.written >= count);
     // The first message once more, and none of its key's later ones: their acks were final before its nack.
     expect(failedData).toBeDefined();
     expect(given.slice(count)).toEqual([failedData]);
     expect(core.metrics('exports').backlogMessages).toBe(0);
   } finally {
-    await exports.stop();
+    await runner?.stop();
     await core.close();
   }
 });

@@ -113,4 +113,22 @@ describe('exactly-once delivery', () => {
     await core.updateSubscription('plain', { enableExactlyOnceDelivery: false });
     await core.acknowledge('plain', ['junk']);
   });
+
+  it('is for pull subscriptions only, as in Pub/Sub: refused beside push or export delivery at create and update', async () => {
+    const push = { pushEndpoint: 'http://127.0.0.1:9/push' };
+    const refusal = 'enableExactlyOnceDelivery: exactly-once delivery is supported on pull subscriptions only, not with';
+    await expect(
+      core.createSubscription('eod-push', { topic: 'orders', enableExactlyOnceDelivery: true, pushConfig: push }),
+    ).rejects.toThrow(`${refusal} pushConfig`);
+    expect(core.hasSubscription('eod-push')).toBe(false);
+    await core.createSubscription('eod-pull', { topic: 'orders', enableExactlyOnceDelivery: true });
+    await expect(core.updateSubscription('eod-pull', { pushConfig: push })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await core.createSubscription('pushes', { topic: 'orders', pushConfig: push });
+    await expect(core.updateSubscription('pushes', { enableExactlyOnceDelivery: true })).rejects.toThrow(`${refusal} pushConfig`);
+    expect(core.getSubscription('eod-pull').pushConfig).toBeUndefined();
+    expect(core.getSubscription('pushes').enableExactlyOnceDelivery).toBe(false);
+    // Both in one update: push on, exactly-once off.
+    await core.updateSubscription('eod-pull', { pushConfig: push, enableExactlyOnceDelivery: false });
+    expect(core.getSubscription('eod-pull').pushConfig?.pushEndpoint).toBe(push.pushEndpoint);
+  });
 });

@@ -47,6 +47,14 @@ describe('subscription fields', () => {
       'bigqueryConfig: at most one of pushConfig, bigqueryConfig, cloudStorageConfig, exportConfig may be set, got pushConfig and bigqueryConfig',
     ],
     [{ enableMessageOrdering: 'yes' as unknown as boolean }, 'enableMessageOrdering: must be true or false, got "yes"'],
+    // Pub/Sub: only pull subscriptions support exactly-once delivery.
+    [
+      { enableExactlyOnceDelivery: true, pushConfig: { pushEndpoint: 'http://127.0.0.1:1/' } },
+      'enableExactlyOnceDelivery: exactly-once delivery is supported on pull subscriptions only, not with pushConfig',
+    ],
+    [{ enableExactlyOnceDelivery: true, bigqueryConfig: { table: 'p.d.t' } }, 'only, not with bigqueryConfig'],
+    [{ enableExactlyOnceDelivery: true, cloudStorageConfig: { bucket: 'b' } }, 'only, not with cloudStorageConfig'],
+    [{ enableExactlyOnceDelivery: true, exportConfig: { connector: 'c' } }, 'only, not with exportConfig'],
   ])('rejects %j', (extra, message) => {
     expect(() => norm(extra)).toThrow(message);
   });
@@ -62,6 +70,7 @@ describe('subscription fields', () => {
     });
     expect(norm({ deadLetterPolicy: { deadLetterTopic: 'd', maxDeliveryAttempts: 100 } }).deadLetterPolicy?.maxDeliveryAttempts).toBe(100);
     expect(norm({ pushConfig: {} }).pushConfig).toBeUndefined();
+    expect(norm({ enableExactlyOnceDelivery: true, pushConfig: {} }).enableExactlyOnceDelivery).toBe(true);
   });
 
   it('enableMessageOrdering and filter are fixed at creation', () => {

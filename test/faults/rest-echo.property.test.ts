@@ -144,7 +144,10 @@ const subscriptionBody = fc
     },
     { requiredKeys: ['topic'] },
   )
-  .map(({ delivery, ...rest }) => ({ ...rest, ...delivery }));
+  // Exactly-once only on pull subscriptions: Pub/Sub refuses it beside push or export delivery.
+  .map(({ delivery = {}, enableExactlyOnceDelivery, ...rest }) =>
+    Object.keys(delivery).length ? { ...rest, ...delivery } : { ...rest, enableExactlyOnceDelivery },
+  );
 
 /** Expects `got` to hold everything `sent` set: proto3 JSON leaves out defaults (false, 0, "", empty maps). */
 function expectEcho(sent: unknown, got: unknown, path: string): void {

@@ -97,6 +97,14 @@ describe('job file validation', () => {
       'subscriptions[0].bigqueryConfig.table: must be "project.dataset.table", got "d.t"',
     ],
     [
+      'exactly-once on an export subscription (Pub/Sub has it on pull subscriptions only)',
+      (j) => ({
+        ...j,
+        subscriptions: [{ name: 'tbl', topic: 'events', enableExactlyOnceDelivery: true, bigqueryConfig: { table: 'p.d.t' } }],
+      }),
+      'subscriptions[0].enableExactlyOnceDelivery: exactly-once delivery is supported on pull subscriptions only, not with bigqueryConfig',
+    ],
+    [
       'an invalid subscription id',
       (j) => ({ ...j, subscriptions: [{ ...j.subscriptions[0], name: '1bad' }] }),
       'subscriptions[0].name: invalid id "1bad"',
