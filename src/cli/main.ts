@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { isLoopback } from '../api/exposure.js';
 import { OrderlyError } from '../core/errors.js';
+import { projectOf, resourceName, shortId } from '../core/names.js';
 import { packageFile } from '../package-file.js';
 import type { MessageInput } from '../core/message.js';
 import type { JobConfig } from '../job/job-config.js';
@@ -114,6 +115,9 @@ export async function main(argv: string[]): Promise<number> {
     .action(
       async (file: string, o: { topic: string; file: string; orderingKeyField?: string; attributesField?: string; json?: boolean }) => {
         const job = await loadJobFile(file);
+        // A bare id is in the job's project; a full name may be any project's. Checked once here: the core
+        // and the endpoint refuse a bad name as INVALID_ARGUMENT, which would refuse each line in turn.
+        const topic = resourceName('topics', o.topic, job.projectId, '--topic');
         const { readLock } = await import('../job/job-lock.js');
         const { publishFile } = await import('./publish-file.js');
         const running = readLock(job.dataDir);
@@ -128,9 +132,8 @@ export async function main(argv: string[]): Promise<number> {
           ? undefined
           : await (await import('../job/job-runtime.js')).JobRuntime.start(job, await createLogger(), { withExports: false });
         const publish: PublishBatch = runtime
-          ? (messages) => runtime.core.publish(o.topic, messages)
-          : (messages) =>
-              publishOverRest(running!.endpoint!, job.projectId, o.topic, messages, job.endpoint?.authToken ?? process.env.ORDERLY_TOKEN);
+          ? (messages) => runtime.core.publish(topic, messages)
+          : (messages) => publishOverRest(running!.endpoint!, topic, messages, job.endpoint?.authToken ?? process.env.ORDERLY_TOKEN);
         try {
           const report = await publishFile(publish, { ...o, progress: !o.json && process.stderr.isTTY });
           out(report, o.json, () => {
@@ -332,15 +335,9 @@ function isUsageError(e: unknown): boolean {
   return e instanceof OrderlyError && (e.code === 'INVALID_ARGUMENT' || e.code === 'NOT_FOUND');
 }
 
-/** `:publish` on a running job's REST endpoint; Google's JSON errors become exceptions. */
-async function publishOverRest(
-  endpoint: string,
-  projectId: string,
-  topic: string,
-  messages: MessageInput[],
-  authToken?: string,
-): Promise<string[]> {
-  const url = `http://${endpoint}/v1/projects/${encodeURIComponent(projectId)}/topics/${encodeURIComponent(topic)}:publish`;
+/** `:publish` to `topic` (a full name) on a running job's REST endpoint; Google's JSON errors become exceptions. */
+async function publishOverRest(endpoint: string, topic: string, messages: MessageInput[], authToken?: string): Promise<string[]> {
+  const url = `http://${endpoint}/v1/projects/${encodeURIComponent(projectOf(topic))}/topics/${encodeURIComponent(shortId(topic))}:publish`;
   const res = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(authToken ? { authorization: `Bearer ${authToken}` } : {}) },

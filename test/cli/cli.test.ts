@@ -164,6 +164,54 @@ describe('orderly CLI', () => {
     }
   }, 120_000);
 
+  it("publish takes --topic as an id or as a full name of any of the job's projects, in process or through a running job; a bad name is one error", async () => {
+    const dir = tempDir();
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(
+      job,
+      stringify({
+        projectId: 'proj-4',
+        dataDir: './data',
+        endpoint: { port: 0 },
+        topics: [{ name: 'orders' }, { name: 'projects/proj-other/topics/orders' }],
+      }),
+    );
+    const file = join(dir.path, 'm.jsonl');
+    writeFileSync(file, '{"n":1}\n{"n":2}\n');
+    const publish = async (topic: string) => {
+      const r = await orderly('publish', job, '--topic', topic, '--file', file, '--json');
+      return { code: r.code, report: r.stdout ? (JSON.parse(r.stdout) as unknown) : undefined, stderr: r.stderr.trim() };
+    };
+    const published = { code: 0, report: { published: 2, refused: [] }, stderr: '' };
+    const badName = {
+      code: 2,
+      report: undefined,
+      stderr: 'orderly: --topic: expected a topic name, got projects/proj-4/subscriptions/orders',
+    };
+    // The job's store opened here.
+    expect(await publish('projects/proj-4/topics/orders')).toEqual(published);
+    expect(await publish('projects/proj-4/subscriptions/orders')).toEqual(badName);
+    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    try {
+      const lock = join(dir.path, 'data', 'orderly.lock');
+      await waitFor(
+        'the endpoint',
+        () => existsSync(lock) && JSON.parse(readFileSync(lock, 'utf8') || '{}').endpoint !== undefined,
+        30_000,
+      );
+      // Through the running job's endpoint.
+      expect(await publish('projects/proj-4/topics/orders')).toEqual(published);
+      expect(await publish('projects/proj-other/topics/orders')).toEqual(published);
+      expect(await publish('orders')).toEqual(published);
+      expect(await publish('projects/proj-4/subscriptions/orders')).toEqual(badName);
+    } finally {
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      dir.remove();
+    }
+  }, 120_000);
+
   it('run: a metrics port in use fails the start with the reason, and leaves the data directory free', async () => {
     const dir = tempDir();
     const taken = createServer();
