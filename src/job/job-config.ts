@@ -361,13 +361,22 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
   };
   const projectId = part(jobSchema.shape.projectId, doc.projectId) ?? 'orderly-local';
   const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
+  /** The topics' full names: a reference by id and one by full name find the same topic. */
   const topicNames = new Set<string>();
+  // A name that does not resolve is kept as written (its own entry reports why), so it still matches itself.
+  const fullTopicName = (name: string) => {
+    try {
+      return resourceName('topics', name, projectId);
+    } catch {
+      return name;
+    }
+  };
   const listedOnce = uniqueNames(projectId);
   list(doc.topics).forEach((raw, i) => {
     const name = (raw as { name?: unknown } | null)?.name;
     // Named even when the rest of the entry has problems: its subscriptions are not reported as dangling.
     if (typeof name === 'string') {
-      topicNames.add(name);
+      topicNames.add(fullTopicName(name));
       check(problems, `topics[${i}]`, () => listedOnce('topics', name, i));
     }
     const t = part(topic, raw);
@@ -379,9 +388,9 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
     if (typeof name === 'string') check(problems, at, () => listedOnce('subscriptions', name, i));
     const s = part(subscription, raw);
     if (!s) return;
-    if (!topicNames.has(s.topic)) problems.push(`${at}.topic: no topic "${s.topic}" in topics`);
+    if (!topicNames.has(fullTopicName(s.topic))) problems.push(`${at}.topic: no topic "${s.topic}" in topics`);
     const dlt = s.deadLetterPolicy?.deadLetterTopic;
-    if (dlt && !topicNames.has(dlt)) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
+    if (dlt && !topicNames.has(fullTopicName(dlt))) problems.push(`${at}.deadLetterPolicy.deadLetterTopic: no topic "${dlt}" in topics`);
     if (s.labels) check(problems, at, () => checkLabels(s.labels));
     // Every problem of the subscription's own settings, then of its export section: one does not hide the other.
     const checked = checkEach(problems, at, '', s as unknown as Record<string, unknown>, (settings) =>

@@ -122,6 +122,24 @@ describe('job file validation', () => {
     ).toBe(true);
   });
 
+  it("finds a topic by its id or its full name in the job's project, whichever the topics list and the reference use", () => {
+    const job = {
+      projectId: 'proj-7',
+      dataDir: './data',
+      topics: ['events', 'dead-topic', 'projects/proj-7/topics/audit', 'projects/other/topics/events'].map((name) => ({ name })),
+      subscriptions: [
+        { name: 'by-full-name', topic: 'projects/proj-7/topics/events' },
+        { name: 'by-id', topic: 'audit', deadLetterPolicy: { deadLetterTopic: 'projects/proj-7/topics/dead-topic' } },
+        { name: 'other-project', topic: 'projects/other/topics/events', deadLetterPolicy: { deadLetterTopic: 'dead-topic' } },
+      ],
+    };
+    expect(problems(job)).toEqual([]);
+    // Another project's topic of the same id is another topic.
+    expect(problems({ ...job, subscriptions: [{ name: 'elsewhere', topic: 'projects/other/topics/audit' }] })).toEqual([
+      'subscriptions[0].topic: no topic "projects/other/topics/audit" in topics',
+    ]);
+  });
+
   it('reports a topic entry with a problem once: its subscriptions still find it by name', () => {
     const j = base();
     expect(problems({ ...j, topics: [{ name: 'events', labels: { team: 1 } }, j.topics[1]] })).toEqual([
