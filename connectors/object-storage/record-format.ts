@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import type { PubsubMessage } from '../../src/core/message.js';
 import {
   avroFileLayout,
@@ -115,21 +116,52 @@ export async function openRecordFile(
   const opened = once(file, 'open');
   await opened;
   if (format.useTopicSchema) return topicSchemaWriter(file, format.writeMetadata, topicSchema);
-  const type = format.writeMetadata ? AVRO_METADATA : AVRO_PLAIN;
-  const encoder = new avro.streams.BlockEncoder(type, { codec: 'null' });
-  encoder.pipe(file);
+  const avroFile = avroFileStream(format.writeMetadata ? AVRO_METADATA : AVRO_PLAIN, file);
   return countingWriter(
     format.writeMetadata,
     // Not async: a record the encoder refuses throws here, before it is counted.
-    (subscription, m) =>
-      encoder.write(format.writeMetadata ? metadataRecord(subscription, m) : { data: m.data })
-        ? undefined
-        : once(encoder, 'drain').then(() => undefined),
-    async () => {
-      encoder.end();
-      await once(file, 'finish');
-    },
+    (subscription, m) => avroFile.write(format.writeMetadata ? metadataRecord(subscription, m) : { data: m.data }),
+    () => avroFile.close(),
   );
+}
+
+interface AvroFileStream {
+  /** Throws RecordConversionError, with the file unchanged, for a record the type does not accept. */
+  write(record: unknown): void | Promise<void>;
+  /** Ends the file; rejects (never hangs) when the stream broke. */
+  close(): Promise<void>;
+}
+
+/**
+ * Records encoded into `file` with avsc's block encoder. The encoder takes an invalid record as a stream
+ * error: it stops, its pipe to the file never finishes, and a close waiting for the file then hung the
+ * connector and the process's shutdown. So each record is checked before it reaches the encoder (it fails
+ * alone), and the file's end is awaited through a pipeline, which fails when either stream does.
+ */
+function avroFileStream(type: avro.Type, file: WriteStream): AvroFileStream {
+  const encoder = new avro.streams.BlockEncoder(type, { codec: 'null', writeHeader: true });
+  let failure: { error: unknown } | undefined;
+  const ended = pipeline(encoder, file).catch((error: unknown) => {
+    failure ??= { error };
+  });
+  const raise = () => {
+    if (failure) throw failure.error;
+  };
+  return {
+    write(record) {
+      raise();
+      const invalid: string[] = [];
+      if (!type.isValid(record, { errorHook: (path) => invalid.push(path.join('.') || '(the record)') })) {
+        throw new RecordConversionError(`the record does not match the file's Avro schema at ${invalid.join(', ')}`);
+      }
+      return encoder.write(record) ? undefined : once(encoder, 'drain').then(() => undefined);
+    },
+    async close() {
+      encoder.end();
+      await ended;
+      raise();
+    },
+  };
 }
 
 /** A writer whose size is counted per record appended: the payload, or the whole record with its metadata. */
@@ -276,7 +308,7 @@ function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchem
     }
     return layout;
   };
-  let chosen: { key: string; layout: AvroFileLayout; covers: Set<string>; encoder: avro.streams.BlockEncoder } | undefined;
+  let chosen: { key: string; layout: AvroFileLayout; covers: Set<string>; avroFile: AvroFileStream } | undefined;
   const resolvers = new Map<string, avro.Resolver>();
   let bytes = 0;
   const size = (subscription: string, m: PubsubMessage) => (writeMetadata ? metadataBytes(subscription, m) : m.data.byteLength);
@@ -307,9 +339,8 @@ function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchem
           const layoutKey = inRange.includes(key) ? inRange[inRange.length - 1]! : key;
           const [name, id] = [layoutKey.slice(0, layoutKey.lastIndexOf('@')), layoutKey.slice(layoutKey.lastIndexOf('@') + 1)];
           const layout = layoutOf(name, id, topic);
-          const encoder = new avro.streams.BlockEncoder(layout.type, { codec: 'null', writeHeader: true });
-          encoder.pipe(file);
-          chosen = { key: layoutKey, layout, covers: new Set(inRange.includes(key) ? inRange : [key]), encoder };
+          const avroFile = avroFileStream(layout.type, file);
+          chosen = { key: layoutKey, layout, covers: new Set(inRange.includes(key) ? inRange : [key]), avroFile };
         }
         const own = layoutOf(schemaName, revisionId, topic);
         const metadata = writeMetadata ? recordMetadata(subscription, m) : undefined;
@@ -326,13 +357,13 @@ function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchem
         if (e instanceof MessageSchemaError) throw new RecordConversionError(e.message);
         throw new RecordConversionError(`the message cannot be written with the topic schema: ${(e as Error).message}`);
       }
-      const ok = chosen.encoder.write(record);
+      const written = chosen.avroFile.write(record);
       bytes += size(subscription, m);
-      if (!ok) await once(chosen.encoder, 'drain');
+      await written;
     },
     async close() {
-      if (chosen) chosen.encoder.end();
-      else file.end();
+      if (chosen) return chosen.avroFile.close();
+      file.end();
       await once(file, 'finish');
     },
   };
