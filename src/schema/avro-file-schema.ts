@@ -1,4 +1,4 @@
-import type avro from 'avsc';
+import avro from 'avsc';
 import protobuf from 'protobufjs';
 import { FailedPreconditionError } from '../core/errors.js';
 import type { AvroRecord, AvroValue } from './avro-decoder.js';
@@ -16,8 +16,9 @@ import type { CompiledSchema } from './schema-definition.js';
  * - With `writeMetadata`, the record gets the metadata fields after its own, as in Pub/Sub's metadata
  *   layout without a topic schema (`subscription_name`, `message_id`, `publish_time` as
  *   timestamp-micros, `attributes` holding the ordering key too) plus Orderly's `ordering_key` and
- *   `sequence`, as in Orderly's other Avro layout (connectors/object-storage/record-format.ts). A topic
- *   field with one of those names, or a topic schema that is not a record, cannot take them: refused
+ *   `sequence`, as in Orderly's other Avro layout (connectors/object-storage/record-format.ts). Only
+ *   the top-level record gets them (a recursive one is renamed, see withMetadataFields). A topic field
+ *   with one of those names, or a topic schema that is not a record, cannot take them: refused
  *   (FAILED_PRECONDITION).
  *
  * Protocol Buffers to Avro: double/float -> double/float; int32, sint32, sfixed32 -> int; int64,
@@ -60,16 +61,10 @@ export const ORDERING_METADATA_FIELDS: avro.schema.RecordType['fields'] = [
 const METADATA_FIELDS = [...PUBSUB_METADATA_FIELDS, ...ORDERING_METADATA_FIELDS];
 
 export function avroFileLayout(schema: CompiledSchema, writeMetadata: boolean): AvroFileLayout {
-  const base =
-    schema.type === 'AVRO'
-      ? { schema: schema.avro.schema({ exportAttrs: true }), toRecord: (v: unknown) => v }
-      : protoRecordLayout(schema.message);
-  if (!writeMetadata) {
-    const type = schema.type === 'AVRO' ? schema.avro : avroType(base.schema);
-    return { schema: headerSchema(type), type, record: (decoded) => base.toRecord(decoded.value) };
-  }
-  const top = base.schema as { type?: unknown; fields?: Array<{ name: string }> };
-  if (top.type !== 'record' || !Array.isArray(top.fields)) {
+  const base = schema.type === 'AVRO' ? { type: schema.avro, toRecord: (v: unknown) => v } : protoRecordLayout(schema.message);
+  if (!writeMetadata) return { schema: headerSchema(base.type), type: base.type, record: (decoded) => base.toRecord(decoded.value) };
+  const top = base.type;
+  if (!(top instanceof avro.types.RecordType)) {
     throw new FailedPreconditionError(
       'avroConfig.writeMetadata with useTopicSchema needs a topic schema that is a record, to add the metadata fields to it',
     );
@@ -79,8 +74,7 @@ export function avroFileLayout(schema: CompiledSchema, writeMetadata: boolean): 
     throw new FailedPreconditionError(
       `the topic schema's field ${clash.name} has the name of a metadata field that avroConfig.writeMetadata adds`,
     );
-  const withMetadata = { ...top, fields: [...top.fields, ...METADATA_FIELDS] } as avro.Schema;
-  const type = avroType(withMetadata);
+  const type = avroType(withMetadataFields(top));
   return {
     schema: headerSchema(type),
     type,
@@ -101,6 +95,52 @@ export function avroFileLayout(schema: CompiledSchema, writeMetadata: boolean): 
 }
 
 /**
+ * The topic's record with the metadata fields after its own. Its fields keep the topic schema's types
+ * themselves, so a record nested anywhere in them is the topic's, without metadata. A recursive record
+ * refers to itself by name: the top-level record, which differs from it, then takes another name
+ * (`<name>WithMetadata`, as the metadata layout without a topic schema is PubsubMessageWithMetadata),
+ * and its nested self stays the topic's record.
+ */
+function withMetadataFields(top: avro.types.RecordType): avro.Schema {
+  const own = top.schema({ exportAttrs: true }) as { name: string; fields: object[] };
+  const named = namedTypes(top);
+  let name = own.name;
+  if (named.nested.has(top)) {
+    name = `${own.name}WithMetadata`;
+    if (named.names.has(name))
+      throw new FailedPreconditionError(
+        `the topic schema's record ${own.name} contains itself, so the file's top-level record (with the metadata fields) needs another name, and ${name} is taken`,
+      );
+  }
+  // avsc takes a type where a schema is expected: the fields' types are the topic's own, not copies.
+  return {
+    ...own,
+    name,
+    fields: [...own.fields.map((f, i) => ({ ...f, type: top.fields[i]!.type })), ...METADATA_FIELDS],
+  } as unknown as avro.Schema;
+}
+
+/** The named types (records, enums, fixed) reachable from a record's fields, and their full names. */
+function namedTypes(record: avro.types.RecordType): { nested: Set<avro.Type>; names: Set<string> } {
+  const nested = new Set<avro.Type>();
+  const names = new Set<string>();
+  const visit = (t: avro.Type): void => {
+    if (t.name !== undefined) {
+      if (nested.has(t)) return;
+      nested.add(t);
+      names.add(t.name);
+    }
+    if (t instanceof avro.types.RecordType) t.fields.forEach((f) => visit(f.type));
+    else if (t instanceof avro.types.ArrayType) visit(t.itemsType);
+    else if (t instanceof avro.types.MapType) visit(t.valuesType as avro.Type);
+    else if (t instanceof avro.types.WrappedUnionType || t instanceof avro.types.UnwrappedUnionType) t.types.forEach(visit);
+    else if (t instanceof avro.types.LogicalType) visit(t.underlyingType);
+  };
+  record.fields.forEach((f) => visit(f.type));
+  return { nested, names };
+}
+
+/**
  * The schema avsc writes in a file header for `type`. A `long` default beyond 2^53 (kept exact as a
  * bigint, see avro-types) has no exact JSON number: such a schema is refused rather than written rounded.
  */
@@ -115,13 +155,13 @@ function headerSchema(type: avro.Type): avro.Schema {
   }
 }
 
-/** An Avro schema for a protobuf message and the conversion of its decoded values. */
-function protoRecordLayout(message: protobuf.Type): { schema: avro.Schema; toRecord(value: unknown): AvroValue } {
+/** The Avro type of a protobuf message and the conversion of its decoded values. */
+function protoRecordLayout(message: protobuf.Type): { type: avro.Type; toRecord(value: unknown): AvroValue } {
   const defined = new Set<string>();
   const converters = new Map<protobuf.Type, (m: ProtoMessage) => AvroRecord>();
   const schema = recordSchema(message, defined, converters);
   const convert = converters.get(message)!;
-  return { schema, toRecord: (value) => convert(value as ProtoMessage) };
+  return { type: avroType(schema), toRecord: (value) => convert(value as ProtoMessage) };
 }
 
 interface Slot {

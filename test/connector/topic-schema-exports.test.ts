@@ -194,6 +194,56 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
     ]);
   });
 
+  it.each([
+    {
+      kind: 'an Avro record that contains itself',
+      type: 'AVRO',
+      definition: JSON.stringify({
+        type: 'record',
+        name: 'Node',
+        fields: [
+          { name: 'v', type: 'int' },
+          { name: 'next', type: ['null', 'Node'], default: null },
+        ],
+      }),
+      data: { v: 1, next: { Node: { v: 2, next: null } } },
+      top: 'NodeWithMetadata',
+      value: { v: 1, next: { v: 2, next: null } },
+    },
+    {
+      kind: 'a protobuf message that contains itself',
+      type: 'PROTOCOL_BUFFER',
+      definition: 'syntax = "proto3"; message A { int32 x = 1; repeated A kids = 9; }',
+      data: { x: 1, kids: [{ x: 2 }] },
+      top: 'AWithMetadata',
+      value: { x: 1, kids: [{ x: 2, kids: [] }] },
+    },
+  ])(
+    'writeMetadata on $kind: the file holds the message, metadata on the top-level record only',
+    async ({ type, definition, data, top, value }) => {
+      const bucket = await s3.bucket();
+      await env.core.schemas.create({ parent: 'projects/p', schemaId: 'tree', schema: { type, definition } });
+      await env.core.createTopic('trees', { schemaSettings: { schema: 'projects/p/schemas/tree', encoding: 'JSON' } });
+      await env.core.createSubscription('trees-to-files', {
+        topic: 'trees',
+        cloudStorageConfig: {
+          bucket,
+          filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+          avroConfig: { useTopicSchema: true, writeMetadata: true },
+        },
+      });
+      await env.exports.sync();
+      await env.core.publish('trees', [{ data: JSON.stringify(data) }]);
+      await waitFor('delivery', () => (env.exports.runner('trees-to-files')?.outstanding ?? 0) >= 1);
+      await env.exports.stop(); // finalizes the open file
+      const [name] = await s3.list(bucket);
+      const { header, values } = await readWithAvsc(await s3.get(bucket, name!));
+      expect((header as { name: string }).name).toBe(top);
+      expect(values).toHaveLength(1);
+      expect(values[0]).toMatchObject({ ...value, subscription_name: 'projects/p/subscriptions/trees-to-files', sequence: 1 });
+    },
+  );
+
   it("a new revision starts a new file laid out by it; an older revision's message is resolved into that layout", async () => {
     const bucket = await s3.bucket();
     // The writer driven directly, so which messages share a file does not depend on timing.

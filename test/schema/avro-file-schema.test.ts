@@ -122,6 +122,58 @@ describe('Avro files written with the topic schema (avroConfig.useTopicSchema)',
     );
   });
 
+  it('a recursive record: the top-level record (renamed) has the metadata fields, its nested self is the topic record', async () => {
+    const node = {
+      type: 'record',
+      name: 'Node',
+      namespace: 'list',
+      fields: [
+        { name: 'v', type: 'int' },
+        { name: 'next', type: ['null', 'Node'], default: null },
+      ],
+    };
+    const recursive = compileSchema('AVRO', JSON.stringify(node));
+    const layout = avroFileLayout(recursive, true);
+    const header = layout.schema as { name: string; fields: Array<{ name: string; type: unknown }> };
+    expect(header.name).toBe('list.NodeWithMetadata');
+    expect(header.fields.map((f) => f.name)).toEqual([
+      'v',
+      'next',
+      'subscription_name',
+      'message_id',
+      'publish_time',
+      'attributes',
+      'ordering_key',
+      'sequence',
+    ]);
+    expect(header.fields[1]!.type).toEqual([
+      'null',
+      { ...node, name: 'list.Node', namespace: undefined, fields: [node.fields[0], { ...node.fields[1], type: ['null', 'list.Node'] }] },
+    ]);
+    const decoded = decodeMessage(recursive, 'JSON', Buffer.from('{"v": 1, "next": {"list.Node": {"v": 2, "next": null}}}'));
+    const file = await writeFile(layout, [layout.record(decoded, meta(1))]);
+    const { records } = await readFile(file);
+    expect(records[0]).toMatchObject({ v: 1, next: { v: 2, next: null }, message_id: '1', sequence: 1 });
+    // A reader with the topic schema reads the file too, once it accepts the top-level record's name.
+    const { records: asTopic } = await readFile(file, avsc.Type.forSchema({ ...node, aliases: ['NodeWithMetadata'] } as avsc.Schema));
+    expect(asTopic[0]).toEqual({ v: 1, next: { v: 2, next: null } });
+  });
+
+  it('refuses a recursive record whose renamed top-level record would take a name the schema already has', () => {
+    const taken = compileSchema(
+      'AVRO',
+      JSON.stringify({
+        type: 'record',
+        name: 'Node',
+        fields: [
+          { name: 'next', type: ['null', 'Node'], default: null },
+          { name: 'other', type: { type: 'record', name: 'NodeWithMetadata', fields: [] } },
+        ],
+      }),
+    );
+    expect(() => avroFileLayout(taken, true)).toThrow('NodeWithMetadata is taken');
+  });
+
   it('refuses a long default that a JSON file header cannot hold exactly', () => {
     const big = compileSchema(
       'AVRO',
@@ -161,6 +213,27 @@ describe('Avro files for a Protocol Buffer topic schema', () => {
       }),
     ),
   );
+
+  it('a recursive message with metadata: only the top-level record has the metadata fields', async () => {
+    const tree = compileSchema('PROTOCOL_BUFFER', 'syntax = "proto3"; message A { int32 x = 1; repeated A kids = 9; }');
+    const layout = avroFileLayout(tree, true);
+    const header = layout.schema as { name: string; fields: Array<{ name: string; type: unknown }> };
+    expect(header.name).toBe('AWithMetadata');
+    expect(header.fields.find((f) => f.name === 'kids')!.type).toEqual({
+      type: 'array',
+      items: {
+        name: 'A',
+        type: 'record',
+        fields: [
+          { name: 'x', type: 'int' },
+          { name: 'kids', type: { type: 'array', items: 'A' } },
+        ],
+      },
+    });
+    const decoded = decodeMessage(tree, 'JSON', Buffer.from('{"x": 1, "kids": [{"x": 2, "kids": [{"x": 3}]}]}'));
+    const { records } = await readFile(await writeFile(layout, [layout.record(decoded, meta(4, 'k'))]));
+    expect(records[0]).toMatchObject({ x: 1, kids: [{ x: 2, kids: [{ x: 3, kids: [] }] }], ordering_key: 'k', sequence: 4 });
+  });
 
   it('describes the message as an Avro record that avsc writes and reads back from the file header alone', async () => {
     const layout = avroFileLayout(schema, false);
