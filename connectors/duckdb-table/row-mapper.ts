@@ -105,8 +105,9 @@ export class RowMapper {
     }
     if (config.useTopicSchema) {
       // The layout the topic has now must fit at once; older revisions are checked as their messages come.
-      const layout = this.topicSchema()?.revisions.at(-1);
-      if (layout) this.revisionColumns(`${this.topicSchema()!.schema}@${layout.revisionId}`, layout.schema);
+      const current = this.topicSchema()?.current;
+      const layout = current?.revisions.at(-1);
+      if (current && layout) this.revisionColumns(`${current.schema}@${layout.revisionId}`, layout.schema);
     }
     const data = this.byName.get('data');
     if (data !== undefined && !config.useTableSchema && !config.useTopicSchema) {
@@ -178,7 +179,9 @@ export class RowMapper {
     let columns: RevisionColumns;
     try {
       if (!topic)
-        throw new MessageSchemaError('the topic has no schema any more (schemaSettings), so useTopicSchema cannot read the message');
+        throw new MessageSchemaError(
+          'this export is given no topic schema (a context without a core), so useTopicSchema cannot read the message',
+        );
       const { schemaName, revisionId, schema, decoded } = decodeStoredMessage(topic, em.message);
       columns = this.revisionColumns(`${schemaName}@${revisionId}`, schema);
       values = columns.mapping.row(decoded);

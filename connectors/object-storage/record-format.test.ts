@@ -28,10 +28,7 @@ function message(id: number, data: string): PubsubMessage {
 function topicSchema(...revisions: CompiledSchema[]): () => TopicSchema {
   let calls = 0;
   const topic: TopicSchema = {
-    schema: SCHEMA,
-    type: 'AVRO',
-    encoding: 'JSON',
-    revisions: [{ revisionId: 'r1', schema: revisions.at(-1)! }],
+    current: { schema: SCHEMA, type: 'AVRO', encoding: 'JSON', revisions: [{ revisionId: 'r1', schema: revisions.at(-1)! }] },
     revision: () => revisions[Math.min(calls++, revisions.length - 1)]!,
   };
   return () => topic;

@@ -291,18 +291,17 @@ async function textWriter(path: string): Promise<RecordFileWriter> {
 /**
  * An Avro file laid out by the topic's schema (avroConfig.useTopicSchema; docs/schemas.md "Avro files with
  * the topic schema"). The file's schema is one revision's: the newest of the topic's range when the first
- * message comes, if that message's revision is in the range, else the message's own. Messages of older
+ * message comes, if that message's revision is in the range, else (another schema's, or the topic has
+ * no schema now) the message's own. Messages of older
  * revisions in the range are converted by Avro schema resolution (revisions of a schema are compatible
  * both ways); a message of any other revision does not fit, and the writer starts a new file for it.
  */
 function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchema: () => TopicSchema | undefined): RecordFileWriter {
   const layouts = new Map<string, AvroFileLayout>();
-  const layoutOf = (schemaName: string, revisionId: string, topic: TopicSchema | undefined): AvroFileLayout => {
+  const layoutOf = (schemaName: string, revisionId: string, topic: TopicSchema): AvroFileLayout => {
     const key = `${schemaName}@${revisionId}`;
     let layout = layouts.get(key);
     if (!layout) {
-      if (!topic)
-        throw new MessageSchemaError('the topic has no schema any more (schemaSettings), so useTopicSchema cannot read the message');
       layout = avroFileLayout(topic.revision(schemaName, revisionId), writeMetadata);
       layouts.set(key, layout);
     }
@@ -331,11 +330,14 @@ function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchem
       try {
         const topic = topicSchema();
         if (!topic)
-          throw new MessageSchemaError('the topic has no schema any more (schemaSettings), so useTopicSchema cannot read the message');
+          throw new MessageSchemaError(
+            'this export is given no topic schema (a context without a core), so useTopicSchema cannot read the message',
+          );
         const { schemaName, revisionId, decoded } = decodeStoredMessage(topic, m);
         const key = `${schemaName}@${revisionId}`;
         if (!chosen) {
-          const inRange = schemaName === topic.schema ? topic.revisions.map((r) => `${topic.schema}@${r.revisionId}`) : [];
+          const current = topic.current;
+          const inRange = schemaName === current?.schema ? current.revisions.map((r) => `${current.schema}@${r.revisionId}`) : [];
           const layoutKey = inRange.includes(key) ? inRange[inRange.length - 1]! : key;
           const [name, id] = [layoutKey.slice(0, layoutKey.lastIndexOf('@')), layoutKey.slice(layoutKey.lastIndexOf('@') + 1)];
           const layout = layoutOf(name, id, topic);

@@ -163,10 +163,11 @@ export interface ConnectorContext {
   notify(): void;
   /**
    * The subscription's topic schema, resolved at each call (it follows UpdateTopic and new revisions), for
-   * connectors that write with it (`useTopicSchema`); undefined when the topic has none. Absent in
-   * contexts made without a core (a connector then treats the topic as having no schema).
+   * connectors that write with it (`useTopicSchema`); without `current` when the topic has no schema now,
+   * but still reading each message by the revision it was published under. Absent in contexts made
+   * without a core (a connector then can read no message with a schema).
    */
-  topicSchema?(): TopicSchema | undefined;
+  topicSchema?(): TopicSchema;
   /**
    * Set when other workers (other `orderly run` processes, on this machine or others) may export the same
    * subscription at the same time — a remote Pub/Sub subscription shared by a fleet. Keep what the others

@@ -286,20 +286,24 @@ export class PubSubCore {
 
   /**
    * The topic's schema as an export reads it, resolved now (it follows UpdateTopic and the schema's
-   * revisions); undefined when the topic has no schemaSettings.
+   * revisions). Without schemaSettings now (cleared, the schema deleted, or the topic deleted) it has no
+   * `current`, but still reads a message by the revision it names.
    */
-  topicSchema(ref: string): TopicSchema | undefined {
+  topicSchema(ref: string): TopicSchema {
     // A subscription's topic may read `_deleted-topic_`, which is no topic name.
     const rec = this.topics.get(ref) ?? (ref.includes('/') ? undefined : this.topics.get(`projects/${this.projectId}/topics/${ref}`));
     const settings: TopicSchemaSettings | undefined = rec ? topicSettings(rec.settings).schemaSettings : undefined;
-    if (!settings || settings.schema === DELETED_SCHEMA || !this.schemas.has(settings.schema)) return undefined;
     const schemas = this.schemas;
+    const revision = (schemaName: string, revisionId: string) => schemas.compiledRevision(schemaName, revisionId);
+    if (!settings || settings.schema === DELETED_SCHEMA || !schemas.has(settings.schema)) return { revision };
     return {
-      schema: settings.schema,
-      type: schemas.get(settings.schema, 'BASIC').type,
-      encoding: settings.encoding,
-      revisions: schemas.revisionsInRange(settings),
-      revision: (schemaName, revisionId) => schemas.compiledRevision(schemaName, revisionId),
+      current: {
+        schema: settings.schema,
+        type: schemas.get(settings.schema, 'BASIC').type,
+        encoding: settings.encoding,
+        revisions: schemas.revisionsInRange(settings),
+      },
+      revision,
     };
   }
 

@@ -8,12 +8,11 @@ import type { CompiledSchema, SchemaType } from './schema-definition.js';
  * CommitSchema and DeleteSchemaRevision.
  */
 export interface TopicSchema {
-  /** `projects/P/schemas/S`. */
-  schema: string;
-  type: SchemaType;
-  encoding: Encoding;
-  /** The live revisions of the topic's range, oldest first; the last is what a new file or table is laid out by. */
-  revisions: { revisionId: string; schema: CompiledSchema }[];
+  /**
+   * What the topic's schemaSettings name now; undefined once they were cleared (or the schema deleted).
+   * Its messages published before still name their revision, which `revision` reads them with.
+   */
+  current?: CurrentTopicSchema;
   /**
    * The schema of any revision of any schema, for the revision a stored message names (its
    * `googclient_schemaname` / `googclient_schemarevisionid`); throws NOT_FOUND once deleted.
@@ -21,8 +20,17 @@ export interface TopicSchema {
   revision(schemaName: string, revisionId: string): CompiledSchema;
 }
 
+export interface CurrentTopicSchema {
+  /** `projects/P/schemas/S`. */
+  schema: string;
+  type: SchemaType;
+  encoding: Encoding;
+  /** The live revisions of the topic's range, oldest first; the last is what a new file or table is laid out by. */
+  revisions: { revisionId: string; schema: CompiledSchema }[];
+}
+
 /**
- * A stored message cannot be read with its topic's schema: it was published before the topic had
+ * A stored message cannot be read with its topic's schema: it was published while the topic had no
  * schemaSettings (no `googclient_schemarevisionid`), or its revision was deleted since. The message
  * itself is at fault (an export fails it, and it goes to the dead-letter topic), not the sink.
  */
@@ -46,7 +54,7 @@ export function messageSchemaOf(attributes: Record<string, string>): StoredMessa
   const encoding = attributes.googclient_schemaencoding;
   if (!schemaName || !revisionId || !encoding) {
     throw new MessageSchemaError(
-      'the message has no googclient_schemarevisionid attribute: it was published before the topic had schemaSettings, so the topic schema cannot read it',
+      'the message has no googclient_schemarevisionid attribute: it was published while the topic had no schemaSettings, so no schema can read it',
     );
   }
   return { schemaName, revisionId, encoding: parseEncoding(encoding, 'googclient_schemaencoding') };

@@ -147,6 +147,20 @@ describe('bigqueryConfig.useTopicSchema', () => {
     );
     expect(env.core.metrics('to-narrow').backlogMessages).toBe(1);
   });
+  it("a backlog message is still written by its revision after the topic's schema was cleared", async () => {
+    // The table does not exist yet: the message stays in the backlog while the schema is cleared.
+    await env.core.createSubscription('to-late', { topic: 'orders', bigqueryConfig: { table: 'p.main.late', useTopicSchema: true } });
+    await env.exports.sync();
+    await env.core.publish('orders', [{ data: order('a', 1) }]);
+    await waitFor('missing table', () => env.core.getSubscription('to-late').state !== 'ACTIVE');
+    await env.core.updateTopic('orders', { schemaSettings: null });
+    await sql(
+      `CREATE TABLE late(id VARCHAR, qty INTEGER, total DECIMAL(10,2), placed TIMESTAMPTZ, note VARCHAR, tags VARCHAR[], status VARCHAR)`,
+    );
+    await waitFor('row', async () => Number((await sql('SELECT count(*) n FROM late'))[0]!.n) === 1);
+    expect(await sql('SELECT id, qty, status FROM late')).toEqual([{ id: 'a', qty: 1, status: 'PAID' }]);
+    expect(env.core.metrics('to-late').backlogMessages).toBe(0);
+  });
 });
 
 describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
@@ -299,6 +313,43 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
       ['c', 'app'],
       ['d', 'web'],
     ]);
+  });
+});
+
+describe("useTopicSchema after the topic's schema was cleared", () => {
+  it('an Avro file export reads each message by its own revision and lays the file out by it', async () => {
+    const bucket = await s3.bucket();
+    await env.core.createSubscription('source', { topic: 'orders', enableMessageOrdering: true });
+    const config = parseObjectStorageConfig({
+      bucket,
+      filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+      avroConfig: { useTopicSchema: true, writeMetadata: true },
+    });
+    const writer = new ObjectStorageWriter(
+      config,
+      writerContext(
+        'files',
+        { dataDir: dir.path, objectStorage: s3.settings },
+        { spec: { messageRetentionDuration: 600 }, topicSchema: () => env.core.topicSchema('orders') },
+      ),
+    );
+    await writer.open();
+    await env.core.publish('orders', [{ data: order('a', 1), orderingKey: 'k' }]);
+    await env.core.updateTopic('orders', { schemaSettings: null });
+    // Published without a schema: it names no revision, so it alone fails.
+    await env.core.publish('orders', [{ data: Buffer.from('plain'), orderingKey: 'other' }]);
+    const got = await env.core.pull('source', { maxMessages: 10 });
+    const result = await writer.write(got.map((m) => ({ id: m.ackId, message: m.message, deliveryAttempt: 0 })));
+    const plain = got.find((m) => m.message.orderingKey === 'other')!;
+    expect(result.failed).toEqual([
+      { id: plain.ackId, error: expect.stringMatching(/no googclient_schemarevisionid attribute/), retryable: false },
+    ]);
+    expect([...result.written, ...(await writer.flush('all')).written]).toEqual([got.find((m) => m.message.orderingKey === 'k')!.ackId]);
+    await writer.close();
+    const [name] = await s3.list(bucket);
+    const { header, values } = await readWithAvsc(await s3.get(bucket, name!));
+    expect((header as { name: string }).name).toBe('shop.Order');
+    expect(values.map((v) => [v.id, v.qty, v.ordering_key])).toEqual([['a', 1, 'k']]);
   });
 });
 
