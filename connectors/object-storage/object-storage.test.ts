@@ -614,12 +614,13 @@ describe('export to S3 (real HTTP server)', () => {
       await env.core.updateSubscription('to-s3', { cloudStorageConfig: { bucket, filenameDatetimeFormat: Z_FORMAT, ...format } });
       await env.exports.sync();
     };
+    // The runner after a change carries its predecessor's totals on: the counts are the subscription's.
     await change({ avroConfig: { writeMetadata: true } });
     await env.core.publish('events', keyed(20, 2));
-    await held(20);
+    await held(40);
     await change({ parquetConfig: {} });
     await env.core.publish('events', keyed(20, 2));
-    await finish(20);
+    await finish(60);
 
     const subscription = { name: 'projects/p/subscriptions/to-s3', uid: env.core.identity('to-s3').uid };
     const config = parseObjectStorageConfig({ bucket, parquetConfig: {} });
