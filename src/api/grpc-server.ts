@@ -11,7 +11,14 @@ import { streamingPull, withEncodedDeliveries, type StreamingPullRequest } from 
 function unary(method: string, fn: RpcHandler, logger?: Logger): grpc.handleUnaryCall<unknown, unknown> {
   return (call, callback) => {
     const request: unknown = call.request;
-    const result = request instanceof UndecodableRequest ? Promise.reject(request.error(method)) : fn(request as Record<string, unknown>);
+    // grpc-js reports a call past its grpc-timeout as cancelled too, after answering DEADLINE_EXCEEDED.
+    const gone = new AbortController();
+    if (call.cancelled) gone.abort();
+    else call.once('cancelled', () => gone.abort());
+    const result =
+      request instanceof UndecodableRequest
+        ? Promise.reject(request.error(method))
+        : fn(request as Record<string, unknown>, { signal: gone.signal });
     result.then(
       (response) => callback(null, response ?? {}),
       (e: unknown) => callback(toStatus(e, logger, method)),

@@ -73,7 +73,7 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     const request = restRequest(matched, matched.pattern.exec(path)!, body, query);
     const handler = handlers[matched.service]?.[matched.rpc];
     if (!handler) throw new Refused(501, 'UNIMPLEMENTED', `Orderly does not implement ${matched.service}.${matched.rpc} yet`);
-    const answer = toProtoJson(matched.responseType, (await handler(request)) ?? {});
+    const answer = toProtoJson(matched.responseType, (await handler(request, { signal: gone(res) })) ?? {});
     const response = fields ? selectFields(answer, fields) : answer;
     const pretty = query.get('prettyPrint');
     res
@@ -103,6 +103,17 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
       res.writeHead(status, headers).end(JSON.stringify({ error: { code: status, message, status: code, ...details } }));
     });
   };
+}
+
+/** Aborts when the connection closes before the response was sent: the client went away. */
+function gone(res: ServerResponse): AbortSignal {
+  const controller = new AbortController();
+  if (res.destroyed) controller.abort();
+  else
+    res.once('close', () => {
+      if (!res.writableEnded) controller.abort();
+    });
+  return controller.signal;
 }
 
 /** The JSON body, or undefined when there is none; refuses more than MAX_REST_BODY bytes without reading them. */

@@ -3,11 +3,20 @@ import { pageOf, type PageRequest } from '../core/paging.js';
 import type { ProtoObject } from './pubsub-messages.js';
 
 /**
+ * The call a request came in on, as a handler sees it. `signal` aborts once nobody waits for the answer
+ * any more: the client cancelled the call or went away, or (gRPC) its deadline passed, which grpc-js
+ * answers with DEADLINE_EXCEEDED itself.
+ */
+export interface RpcCall {
+  readonly signal: AbortSignal;
+}
+
+/**
  * One unary RPC of the Pub/Sub API: takes the request as proto-loader decodes it (gRPC) or proto-json
  * decodes it (REST) and returns the response message in the same shape (or nothing, for Empty). Both
  * transports call the same handler.
  */
-export type RpcHandler = (request: ProtoObject) => Promise<ProtoObject | void>;
+export type RpcHandler = (request: ProtoObject, call: RpcCall) => Promise<ProtoObject | void>;
 
 /** Handlers by method name as the proto spells it (`CreateTopic`), per service (`google.pubsub.v1.Publisher`). */
 export type ServiceHandlers = Record<string, Record<string, RpcHandler>>;
@@ -19,7 +28,7 @@ export type ServiceHandlers = Record<string, Record<string, RpcHandler>>;
  * MESSAGE_SHAPE, so by the time it reaches its handler it has the shape `Requests` describes.
  */
 export function serviceHandlers<Requests>(handlers: {
-  [Method in keyof Requests]: (request: Requests[Method]) => Promise<ProtoObject | void>;
+  [Method in keyof Requests]: (request: Requests[Method], call: RpcCall) => Promise<ProtoObject | void>;
 }): Record<string, RpcHandler> {
   return handlers as unknown as Record<string, RpcHandler>;
 }

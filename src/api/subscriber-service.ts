@@ -32,9 +32,14 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
     Acknowledge: async (r) => {
       await core.acknowledge(r.subscription, ackIdsOf(core, r));
     },
-    Pull: async (r) => {
-      // Required, and positive, as in Pub/Sub: 0 is what a request that leaves it out carries.
-      const messages = await core.pull(r.subscription, { maxMessages: r.maxMessages, waitMs: r.returnImmediately ? 0 : 5_000 });
+    Pull: async (r, call) => {
+      // Required, and positive, as in Pub/Sub: 0 is what a request that leaves it out carries. A call that
+      // is gone takes nothing: what it leased would be out until its deadline and count as an attempt.
+      const messages = await core.pull(r.subscription, {
+        maxMessages: r.maxMessages,
+        waitMs: r.returnImmediately ? 0 : 5_000,
+        signal: call.signal,
+      });
       return { receivedMessages: messages.map(receivedToProto) };
     },
     ModifyPushConfig: async (r) => {

@@ -81,6 +81,11 @@ export interface PullOptions {
   maxMessages?: number;
   /** Wait up to this long for a message when none is ready (Pub/Sub's returnImmediately=false). */
   waitMs?: number;
+  /**
+   * The caller stopped waiting (its call was cancelled or passed its deadline): the pull ends with what
+   * it has, and leases nothing more.
+   */
+  signal?: AbortSignal;
 }
 
 /** Checks a subscription's settings beyond the core's own (an export section); throws InvalidArgumentError. */
@@ -541,7 +546,7 @@ export class PubSubCore {
 
   /** Pull: up to maxMessages ready messages; a key's messages come in order and only one batch per key is out. */
   async pull(subRef: string, options: PullOptions = {}): Promise<ReceivedMessage[]> {
-    return pullOnce(this.pullable(subRef), options.maxMessages ?? 100, options.waitMs ?? 0);
+    return pullOnce(this.pullable(subRef), options.maxMessages ?? 100, options.waitMs ?? 0, options.signal);
   }
 
   /**

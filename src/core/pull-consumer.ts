@@ -5,10 +5,23 @@ import type { SubscriptionRuntime } from './subscription-runtime.js';
 /**
  * One Pull call: a consumer that takes up to `maxMessages` ready messages (a key's messages in order, one
  * batch per key out), waiting up to `waitMs` for the first ones (Pub/Sub's returnImmediately=false).
+ *
+ * Once `signal` aborts (the call was cancelled or passed its deadline) the consumer detaches at once,
+ * with nothing leased: left attached, it would take messages for a caller that is gone, and each would
+ * count a delivery attempt when its lease expired. Leases are granted in the same turn of the event loop
+ * as the batch resolves and the transport writes the answer, so a call is either seen gone before any
+ * lease is taken, or its answer is written, after which, as for Pub/Sub, whether the client read it is
+ * not known and the leases run their course.
  */
-export function pullOnce(runtime: SubscriptionRuntime, maxMessages: number, waitMs: number): Promise<ReceivedMessage[]> {
+export function pullOnce(
+  runtime: SubscriptionRuntime,
+  maxMessages: number,
+  waitMs: number,
+  signal?: AbortSignal,
+): Promise<ReceivedMessage[]> {
   if (!Number.isInteger(maxMessages) || maxMessages < 1)
     throw new InvalidArgumentError('maxMessages', `must be a positive integer, got ${maxMessages}`);
+  if (signal?.aborted) return Promise.resolve([]);
   return new Promise((resolve) => {
     let timer: NodeJS.Timeout | undefined;
     let done = false;
@@ -16,9 +29,11 @@ export function pullOnce(runtime: SubscriptionRuntime, maxMessages: number, wait
       if (done) return;
       done = true;
       handle.detach();
+      signal?.removeEventListener('abort', abandoned);
       if (timer) clearTimeout(timer);
       resolve(batch);
     };
+    const abandoned = () => finish([]);
     const handle = runtime.attach(
       {
         affinity: 'pull',
@@ -28,6 +43,7 @@ export function pullOnce(runtime: SubscriptionRuntime, maxMessages: number, wait
       },
       true,
     );
+    signal?.addEventListener('abort', abandoned);
     runtime.dispatch();
     if (!waitMs) finish([]);
     else if (!done) timer = setTimeout(() => finish([]), waitMs);

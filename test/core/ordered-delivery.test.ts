@@ -153,6 +153,26 @@ describe('ordered pull', () => {
     await publishKeyed([['k', 'late']]);
     expect(texts(await waiting)).toEqual(['late']);
   });
+
+  it('a pull whose caller gave up leases nothing: the next pull gets the message, as its first delivery attempt', async () => {
+    await core.createTopic('dead-letters');
+    await core.createSubscription('with-dlq', {
+      topic: 'orders',
+      deadLetterPolicy: { deadLetterTopic: 'dead-letters', maxDeliveryAttempts: 5 },
+    });
+    const attempts = (ms: ReceivedMessage[]) => ms.map((m) => [text(m), m.deliveryAttempt]);
+    const gaveUp = new AbortController();
+    const abandoned = core.pull('with-dlq', { maxMessages: 10, waitMs: 60_000, signal: gaveUp.signal });
+    gaveUp.abort();
+    const next = core.pull('with-dlq', { maxMessages: 10, waitMs: 5_000 });
+    await publishKeyed([['k', 'late']]);
+    expect(attempts(await next)).toEqual([['late', 1]]);
+    expect(await abandoned).toEqual([]);
+    // A call already gone when its pull starts takes nothing either, even with messages ready.
+    await publishKeyed([['j', 'ready']]);
+    expect(await core.pull('with-dlq', { maxMessages: 10, waitMs: 5_000, signal: gaveUp.signal })).toEqual([]);
+    expect(attempts(await pullAll('with-dlq'))).toEqual([['ready', 1]]);
+  });
 });
 
 describe('pipelined consumers (export runners)', () => {
