@@ -735,7 +735,8 @@ export class PubSubCore {
   /**
    * Counts what is left of every subscription's backlog of this start at once (it is counted in the
    * background, a range a turn, and until then `backlogMessages` is an upper bound): for a one-shot report
-   * such as offline status, which may block for it (~0.1 s per million messages). With `hotKeys`, also
+   * such as offline status, which may block for it (~0.1 s per million messages; ~5 s on a filtered
+   * subscription, whose count applies the filter to each message's attributes). With `hotKeys`, also
    * each one's hottest keys still in the store (for `metrics().topKeys`; ~0.3 s per million more).
    */
   countBacklogs(hotKeys = 0): void {

@@ -108,6 +108,10 @@ export class SubscriptionRuntime implements BacklogSink {
     return this.spec.enableMessageOrdering;
   }
 
+  get matching(): Filter | undefined {
+    return this.spec.filter ? this.filter : undefined;
+  }
+
   /** Exactly-once delivery: a confirmed ack is final, and settling a lease that ended fails. */
   get exactlyOnce(): boolean {
     return this.spec.enableExactlyOnceDelivery;
@@ -533,7 +537,7 @@ export class SubscriptionRuntime implements BacklogSink {
 
   /**
    * See BacklogReader.countRest. Hot keys only where the running core has them (ordered subscriptions) and
-   * the store's count is what will be delivered (no filter: the store cannot tell which messages match).
+   * the store's count is what will be delivered (no filter: the store's count per key does not apply it).
    */
   countBacklog(hotKeys = 0): void {
     this.reader.countRest(this.spec.enableMessageOrdering && !this.spec.filter ? hotKeys : 0);

@@ -181,6 +181,12 @@ export class SqliteStore implements Store {
           'SELECT count(*) FROM messages m WHERE m.topic_uid = @topic AND m.seq > @after AND m.seq <= @upTo AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)',
         )
         .pluck(),
+      unackedAttributes: db
+        .prepare(
+          `SELECT m.seq, m.attributes FROM messages m WHERE m.topic_uid = @topic AND m.seq > @after AND m.seq <= @upTo
+            AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq) ORDER BY m.seq`,
+        )
+        .raw(),
       unackedByKey: db
         .prepare(
           `SELECT m.ordering_key, count(*) AS n FROM messages m
@@ -667,6 +673,14 @@ export class SqliteStore implements Store {
 
   countUnacked(source: BacklogSource, afterSeq: number, upToSeq: number): number {
     return this.stmt.countUnacked.get({ sub: source.name, topic: source.topicUid, after: afterSeq, upTo: upToSeq }) as number;
+  }
+
+  unackedAttributes(source: BacklogSource, afterSeq: number, upToSeq: number): { seq: number; attributes: Record<string, string> }[] {
+    const rows = this.stmt.unackedAttributes.all({ sub: source.name, topic: source.topicUid, after: afterSeq, upTo: upToSeq }) as [
+      number,
+      string | null,
+    ][];
+    return rows.map(([seq, attributes]) => ({ seq, attributes: attributes ? (JSON.parse(attributes) as Record<string, string>) : {} }));
   }
 
   firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined {

@@ -207,6 +207,12 @@ export interface Store {
   /** How many messages of the source's topic with afterSeq < seq <= upToSeq the subscription has not acked. */
   countUnacked(source: BacklogSource, afterSeq: number, upToSeq: number): number;
   /**
+   * The attributes of the messages of the source's topic with afterSeq < seq <= upToSeq that the
+   * subscription has not acked, in seq order, without their payloads: what a filtered subscription's
+   * backlog count needs (`countUnacked` cannot apply the filter). Bounded by the range the caller gives.
+   */
+  unackedAttributes(source: BacklogSource, afterSeq: number, upToSeq: number): { seq: number; attributes: Record<string, string> }[];
+  /**
    * The ordering keys with the most unacked messages with afterSeq < seq <= upToSeq, most first (then by
    * key), at most `limit`; messages without a key are not counted. Reads the whole range: for a one-off
    * report (offline status), not for the running core.

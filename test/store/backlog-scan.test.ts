@@ -57,5 +57,10 @@ describe('acks as the writer stores them', () => {
     // The same, read per key (the other query) and counted.
     expect(store.scanKey(source, 'k', 1, all[5]!, 100, 0).map((r) => r.acked)).toEqual([false, true, false, true, false, true]);
     expect(store.countUnacked(source, 0, all[5]!)).toBe(3);
+    // And the unacked rows' attributes, for a filtered subscription's count; the range's end included.
+    expect(store.unackedAttributes(source, all[0]!, all[4]!)).toEqual([
+      { seq: all[2]!, attributes: { n: '2' } },
+      { seq: all[4]!, attributes: { n: '4' } },
+    ]);
   });
 });
