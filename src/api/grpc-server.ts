@@ -15,12 +15,19 @@ function unary(method: string, fn: RpcHandler, logger?: Logger): grpc.handleUnar
     const gone = new AbortController();
     if (call.cancelled) gone.abort();
     else call.once('cancelled', () => gone.abort());
+    const deadline = call.getDeadline();
+    const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
+    const undos: (() => void)[] = [];
     const result =
       request instanceof UndecodableRequest
         ? Promise.reject(request.error(method))
-        : fn(request as Record<string, unknown>, { signal: gone.signal });
+        : fn(request as Record<string, unknown>, { signal: gone.signal, unsent: (undo) => undos.push(undo) });
     result.then(
-      (response) => callback(null, response ?? {}),
+      (response) => {
+        // Past its deadline (grpc-js's timer may not have run yet) the call is answered DEADLINE_EXCEEDED.
+        if (!gone.signal.aborted && Date.now() < deadlineMs) callback(null, response ?? {});
+        else for (const undo of undos) undo();
+      },
       (e: unknown) => callback(toStatus(e, logger, method)),
     );
   };

@@ -73,7 +73,14 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     const request = restRequest(matched, matched.pattern.exec(path)!, body, query);
     const handler = handlers[matched.service]?.[matched.rpc];
     if (!handler) throw new Refused(501, 'UNIMPLEMENTED', `Orderly does not implement ${matched.service}.${matched.rpc} yet`);
-    const answer = toProtoJson(matched.responseType, (await handler(request, { signal: gone(res) })) ?? {});
+    const signal = gone(res);
+    const undos: (() => void)[] = [];
+    const answer = toProtoJson(matched.responseType, (await handler(request, { signal, unsent: (undo) => undos.push(undo) })) ?? {});
+    // The connection may be destroyed already while its 'close' is still to come.
+    if (signal.aborted || req.socket.destroyed) {
+      for (const undo of undos) undo();
+      return;
+    }
     const response = fields ? selectFields(answer, fields) : answer;
     const pretty = query.get('prettyPrint');
     res

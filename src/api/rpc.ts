@@ -2,13 +2,18 @@ import { InvalidArgumentError } from '../core/errors.js';
 import { pageOf, type PageRequest } from '../core/paging.js';
 import type { ProtoObject } from './pubsub-messages.js';
 
-/**
- * The call a request came in on, as a handler sees it. `signal` aborts once nobody waits for the answer
- * any more: the client cancelled the call or went away, or (gRPC) its deadline passed, which grpc-js
- * answers with DEADLINE_EXCEEDED itself.
- */
+/** The call a request came in on, as a handler sees it. */
 export interface RpcCall {
+  /**
+   * Aborts once nobody waits for the answer any more: the client cancelled the call or went away, or
+   * (gRPC) its deadline passed, which grpc-js answers with DEADLINE_EXCEEDED itself.
+   */
   readonly signal: AbortSignal;
+  /**
+   * `undo` runs if the answer is not written after all, because by then the call is gone (cancelled,
+   * closed, or past its deadline): what the handler did for the answer alone can be taken back.
+   */
+  unsent(undo: () => void): void;
 }
 
 /**

@@ -40,6 +40,8 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
         waitMs: r.returnImmediately ? 0 : 5_000,
         signal: call.signal,
       });
+      const ackIds = messages.map((m) => m.ackId);
+      if (ackIds.length) call.unsent(() => core.release(r.subscription, ackIds));
       return { receivedMessages: messages.map(receivedToProto) };
     },
     ModifyPushConfig: async (r) => {

@@ -550,6 +550,14 @@ export class PubSubCore {
   }
 
   /**
+   * Gives back pulled messages whose answer was never sent (the call was gone): deliverable again at once,
+   * with no delivery attempt counted (see SubscriptionRuntime.release).
+   */
+  release(subRef: string, ackIds: string[]): void {
+    this.runtime(subRef).release(ackIds);
+  }
+
+  /**
    * Refuses ids that no subscription could have issued (malformed), naming the first as `field[i]`, as
    * Pub/Sub refuses them ("an invalid ack ID"); ids that are well formed but stale pass. Not on an
    * exactly-once subscription: there every invalid id, malformed or stale, is named in the answer

@@ -418,6 +418,31 @@ export class SubscriptionRuntime implements BacklogSink {
     return result;
   }
 
+  /**
+   * Gives back deliveries that never reached their consumer's client (the call that was to carry them was
+   * gone when its answer was written): each message, and the later ones of its key that are out, become
+   * deliverable again at once as if never delivered — no failure, no backoff, the same deliveryAttempt
+   * next time. Ids whose lease ended change nothing.
+   */
+  release(ackIds: string[]): void {
+    const undeliver = (entry: Entry) => {
+      this.counters.delivered--;
+      if (--entry.deliveries > 0) this.counters.redelivered--;
+    };
+    for (const ackId of ackIds) {
+      const lease = this.leases.get(ackId);
+      if (!lease) continue;
+      this.leases.end(lease);
+      undeliver(lease.entry);
+      for (const later of lease.queue.rewindTo(lease.entry, this.exactlyOnce)) {
+        this.leases.end(later.lease!);
+        undeliver(later);
+      }
+      this.refresh(lease.queue);
+    }
+    this.scheduleDispatch();
+  }
+
   isLive(ackId: string): boolean {
     return this.leases.get(ackId) !== undefined;
   }

@@ -187,6 +187,34 @@ describe('ordered pull', () => {
     expect(await core.pull('with-dlq', { maxMessages: 10, waitMs: 5_000, signal: gaveUp.signal })).toEqual([]);
     expect(attempts(await pullAll('with-dlq'))).toEqual([['ready', 1]]);
   });
+
+  it('messages given back because their answer was never sent come again at once, in order, as the same delivery attempt', async () => {
+    await core.createTopic('dead-letters');
+    await core.createSubscription('given-back', {
+      topic: 'orders',
+      enableMessageOrdering: true,
+      deadLetterPolicy: { deadLetterTopic: 'dead-letters', maxDeliveryAttempts: 5 },
+      retryPolicy: { minimumBackoff: '60s', maximumBackoff: '60s' },
+    });
+    await publishKeyed([
+      ['k', '1'],
+      ['k', '2'],
+    ]);
+    const unsent = await pullAll('given-back');
+    core.release(
+      'given-back',
+      unsent.map((m) => m.ackId),
+    );
+    // No backoff, no failure: the next pull (the clock has not moved) gets both, still attempt 1.
+    const again = await pullAll('given-back');
+    expect(again.map((m) => [text(m), m.deliveryAttempt])).toEqual([
+      ['1', 1],
+      ['2', 1],
+    ]);
+    const probe = core.attach('given-back', { room: () => ({ messages: 0, bytes: 0 }), deliver: () => undefined });
+    expect(unsent.map((m) => probe.isLive(m.ackId))).toEqual([false, false]);
+    expect(core.metrics('given-back').counters).toMatchObject({ delivered: 2, redelivered: 0, nacked: 0, expired: 0 });
+  });
 });
 
 describe('pipelined consumers (export runners)', () => {
