@@ -414,7 +414,7 @@ export class PubSubCore {
     const rt = this.runtime(ref);
     // A spec is a valid input (durations in seconds), so the merge is validated as a whole.
     const merged: SubscriptionInput = { ...rt.spec, ...patch, topic: patch.topic ?? rt.spec.topic };
-    const next = normalizeSubscription(merged, (t, field) => this.topicName(t, field));
+    const next = normalizeSubscription(merged, (t, field) => this.topicName(t, field), { existing: rt.spec });
     // Only labels given now: ones stored before Orderly checked labels stay as they are until changed.
     if (patch.labels !== undefined) checkLabels(next.labels);
     checkImmutable(rt.spec, next);

@@ -74,8 +74,24 @@ export const DEFAULTS = {
 const MIN_RETENTION = 600;
 const MAX_RETENTION = 31 * 86400;
 
-/** Validates and fills defaults. `resolveTopic` turns a topic reference into its full name. */
-export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (ref: string, field: string) => string): SubscriptionSpec {
+/**
+ * What a subscription created before a rule was tightened keeps: its filter (read as it was then) and
+ * exactly-once beside push or export delivery, as long as a change does not touch them. Refusing them
+ * on every later check would leave it impossible to update (the filter cannot change) and stop a job
+ * file that describes it from running.
+ */
+export type Grandfathered = { existing: Pick<SubscriptionSpec, 'filter' | 'enableExactlyOnceDelivery'> & Partial<SubscriptionSpec> } | 'job-file';
+
+/**
+ * Validates and fills defaults. `resolveTopic` turns a topic reference into its full name. `kept`: the
+ * subscription as stored, for a change of an existing one; `'job-file'` when no store is at hand (a
+ * job file may describe a subscription created before; creating one applies every rule).
+ */
+export function normalizeSubscription(
+  input: SubscriptionInput,
+  resolveTopic: (ref: string, field: string) => string,
+  kept?: Grandfathered,
+): SubscriptionSpec {
   if (!input || typeof input.topic !== 'string') throw new InvalidArgumentError('topic', 'is required');
   const ack = input.ackDeadlineSeconds ?? DEFAULTS.ackDeadlineSeconds;
   if (!Number.isInteger(ack) || ack < 10 || ack > 600) {
@@ -88,7 +104,7 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
     MAX_RETENTION,
   );
   const filter = input.filter ?? '';
-  parseFilter(filter);
+  parseFilter(filter, { stored: kept === 'job-file' || kept?.existing.filter === filter });
 
   const spec: SubscriptionSpec = {
     topic: resolveTopic(input.topic, 'topic'),
@@ -195,7 +211,9 @@ export function normalizeSubscription(input: SubscriptionInput, resolveTopic: (r
   // Pub/Sub offers exactly-once delivery on pull subscriptions only (StreamingPull included): push and
   // export subscriptions do not support it. An update is checked as the merged whole, so adding a push or
   // export section to an exactly-once subscription is refused as turning exactly-once on for one is.
-  if (spec.enableExactlyOnceDelivery && deliveries.length) {
+  const wasExactlyOnceWith = (k: string) =>
+    kept === 'job-file' || (kept?.existing.enableExactlyOnceDelivery === true && hasConfig(kept.existing[k as keyof SubscriptionSpec]));
+  if (spec.enableExactlyOnceDelivery && deliveries.length && !wasExactlyOnceWith(deliveries[0]!)) {
     throw new InvalidArgumentError(
       'enableExactlyOnceDelivery',
       `exactly-once delivery is supported on pull subscriptions only, not with ${deliveries[0]}`,

@@ -394,7 +394,7 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
     if (s.labels) check(problems, at, () => checkLabels(s.labels));
     // Every problem of the subscription's own settings, then of its export section: one does not hide the other.
     const checked = checkEach(problems, at, '', s as unknown as Record<string, unknown>, (settings) =>
-      normalizeSubscription(settings as unknown as typeof s, (t, field) => resourceName('topics', t, projectId, field)),
+      normalizeSubscription(settings as unknown as typeof s, (t, field) => resourceName('topics', t, projectId, field), 'job-file'),
     );
     check(problems, at, () => {
       // An export section left empty (`bigqueryConfig: {}`, `bucket: null`) is what turns an API subscription

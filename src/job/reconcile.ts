@@ -48,7 +48,7 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
         `${at} (${name}): its topic was deleted while it existed (through the API), which leaves it without a topic for good, as in Pub/Sub; delete the subscription (DELETE through \`orderly serve --data-dir ${job.dataDir}\`, which reads no job file) or give this entry another name`,
       );
     }
-    const wanted = normalizeSubscription(input, (t, field) => core.topicName(t, field));
+    const wanted = normalizeSubscription(input, (t, field) => core.topicName(t, field), { existing: current });
     try {
       checkImmutable(current, wanted);
     } catch (e) {

@@ -27,10 +27,22 @@ async function publishKeyed(items: [key: string, data: string][]): Promise<void>
 async function pullAll(sub: string, max = 1000): Promise<ReceivedMessage[]> {
   return core.pull(sub, { maxMessages: max });
 }
-/** Pulls and acks until nothing is left; how many messages that took (the backlog metric then reads 0). */
+/**
+ * Pulls and acks until nothing is left; how many messages that took (the backlog metric then reads 0). An
+ * empty pull while the metric still counts messages is retried for a while: the reader may still be
+ * reading past rows that are not delivered (a filter's non-matching ones), a slice at a time.
+ */
 async function drain(sub: string): Promise<number> {
   let drained = 0;
-  for (let got = await pullAll(sub); got.length; got = await pullAll(sub)) {
+  for (let idle = 0; idle < 100; ) {
+    const got = await pullAll(sub);
+    if (!got.length) {
+      if (core.metrics(sub).backlogMessages === 0) break;
+      idle++;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      continue;
+    }
+    idle = 0;
     drained += got.length;
     await core.acknowledge(
       sub,

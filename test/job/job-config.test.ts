@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -95,14 +96,6 @@ describe('job file validation', () => {
       'a bad bigquery table name',
       (j) => ({ ...j, subscriptions: [{ name: 'tbl', topic: 'events', bigqueryConfig: { table: 'd.t' } }] }),
       'subscriptions[0].bigqueryConfig.table: must be "project.dataset.table", got "d.t"',
-    ],
-    [
-      'exactly-once on an export subscription (Pub/Sub has it on pull subscriptions only)',
-      (j) => ({
-        ...j,
-        subscriptions: [{ name: 'tbl', topic: 'events', enableExactlyOnceDelivery: true, bigqueryConfig: { table: 'p.d.t' } }],
-      }),
-      'subscriptions[0].enableExactlyOnceDelivery: exactly-once delivery is supported on pull subscriptions only, not with bigqueryConfig',
     ],
     [
       'an invalid subscription id',
@@ -400,6 +393,50 @@ describe('applying a changed job file to an existing data directory', () => {
     await expect(JobRuntime.start(job, createLogger(), { withExports: false })).rejects.toThrow(
       `subscriptions[0] (pull-sub): its topic was deleted while it existed (through the API), which leaves it without a topic for good, as in Pub/Sub; delete the subscription (DELETE through \`orderly serve --data-dir ${job.dataDir}\``,
     );
+  });
+
+  it('creates a subscription by every rule, and keeps one created before a rule was tightened as it is (filter, exactly-once with push)', async () => {
+    // A filter Pub/Sub refuses (AND beside OR) and exactly-once beside push: what Orderly accepted before.
+    const legacy = {
+      topic: 'events',
+      filter: 'attributes:a AND attributes:b OR attributes:c',
+      enableExactlyOnceDelivery: true,
+      pushConfig: { pushEndpoint: 'http://127.0.0.1:9/push' },
+    };
+    const jobWith = (subscriptions: unknown[]) => loadJob(write({ ...base(), subscriptions }));
+    const fresh = jobWith([{ name: 'fresh', ...legacy }]);
+    await expect(JobRuntime.start(fresh, createLogger(), { withExports: false })).rejects.toThrow(
+      'subscriptions[0].filter: AND and OR cannot be combined',
+    );
+    // The same settings as an older Orderly stored them: written into the store as it would have.
+    const plain = jobWith([{ name: 'old', topic: 'events', filter: 'attributes:a' }]);
+    await (await JobRuntime.start(plain, createLogger(), { withExports: false })).stop();
+    const db = new Database(join(plain.dataDir, 'orderly.sqlite'));
+    const { spec } = db.prepare("SELECT spec FROM subscriptions WHERE name LIKE '%/old'").get() as { spec: string };
+    const stored = {
+      ...JSON.parse(spec),
+      filter: legacy.filter,
+      enableExactlyOnceDelivery: true,
+      pushConfig: { pushEndpoint: legacy.pushConfig.pushEndpoint, attributes: {} },
+    };
+    db.prepare("UPDATE subscriptions SET spec = ? WHERE name LIKE '%/old'").run(JSON.stringify(stored));
+    db.close();
+    // The file that describes it starts, and the subscription can still be changed where the rules do not reach.
+    const runtime = await JobRuntime.start(jobWith([{ name: 'old', ...legacy }]), createLogger(), { withExports: false });
+    try {
+      await runtime.core.updateSubscription('old', { ackDeadlineSeconds: 20 });
+      expect(runtime.core.getSubscription('old')).toMatchObject({
+        filter: legacy.filter,
+        ackDeadlineSeconds: 20,
+        enableExactlyOnceDelivery: true,
+      });
+      // A change that touches a rule applies it.
+      await expect(
+        runtime.core.updateSubscription('old', { pushConfig: { pushEndpoint: '' }, bigqueryConfig: { table: 'p.d.t' } }),
+      ).rejects.toThrow('exactly-once delivery is supported on pull subscriptions only, not with bigqueryConfig');
+    } finally {
+      await runtime.stop();
+    }
   });
 
   it('names the file and the entry when the data directory refuses a subscription the file alone cannot (useTopicSchema on a topic without a schema)', async () => {
