@@ -1,5 +1,5 @@
 #!/bin/sh
-":" //; export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX-2}" MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_-131072}"; exec node --max-semi-space-size=4 "$0" "$@"
+":" //; export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX-2}"; exec node --max-semi-space-size=4 "$0" "$@"
 // The CLI runs the build in dist/ (`npm run build`; `npm ci` and `npm install` run it through `prepare`).
 //
 // How the process is set up (docs/configuration.md#memory; bench/ starts its measured processes the same way):
@@ -9,11 +9,10 @@
 //   that execs node with it (the same process: signals and kill -9 reach node itself); to node the second
 //   line is a string and a comment. `env -S` on the #! line would do the same but BusyBox's env (Alpine)
 //   has no -S. `node bin/orderly.js` runs the same, with V8's default.
-// - glibc's malloc, unless the environment sets them (read when the process starts, so here too): at most
-//   2 arenas (glibc makes up to 8 per core, one per thread that allocates: Node's, the store's writer,
-//   libuv's pool) and a fixed 128 KiB trim threshold (glibc raises it up to 64 MiB after large frees, and
-//   then keeps freed memory at the top of the heap): 20–30 MiB less at each export drain's peak. musl
-//   (Alpine) ignores both.
+// - glibc's malloc keeps at most 2 arenas, unless the environment says otherwise (read when the process
+//   starts, so here too): glibc makes up to 8 per core, one for each thread that allocates (Node's, the
+//   store's writer, libuv's pool), each holding its own freed memory: 20–30 MiB less at each export
+//   drain's peak. musl (Alpine) ignores it.
 // - process-env.json, unless the environment sets them already:
 //   - DUCKDB_JE_MALLOC_CONF: DuckDB's own allocator (jemalloc, inside its binding) returns freed pages to
 //     the system at once instead of keeping them for a second: 30 MiB less at a Parquet export's peak

@@ -27,7 +27,7 @@ const SERIAL_COPY_BYTES = 8 * 1024 * 1024;
 function scratchDb(): Promise<DuckDBInstance> {
   // DuckDB creates the directory only if it ever spills.
   const spill = join(tmpdir(), `orderly-parquet-${process.pid}`);
-  scratch ??= DuckDBInstance.create(':memory:', duckDbSettings({ temp_directory: spill, preserve_insertion_order: 'true' }));
+  scratch ??= DuckDBInstance.create(':memory:', duckDbSettings('other', { temp_directory: spill, preserve_insertion_order: 'true' }));
   return scratch;
 }
 

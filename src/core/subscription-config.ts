@@ -80,7 +80,8 @@ const MAX_RETENTION = 31 * 86400;
  * on every later check would leave it impossible to update (the filter cannot change) and stop a job
  * file that describes it from running.
  */
-export type Grandfathered = { existing: Pick<SubscriptionSpec, 'filter' | 'enableExactlyOnceDelivery'> & Partial<SubscriptionSpec> } | 'job-file';
+export type Grandfathered =
+  { existing: Pick<SubscriptionSpec, 'filter' | 'enableExactlyOnceDelivery'> & Partial<SubscriptionSpec> } | 'job-file';
 
 /**
  * Validates and fills defaults. `resolveTopic` turns a topic reference into its full name. `kept`: the

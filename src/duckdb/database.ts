@@ -30,7 +30,7 @@ export function setDuckDbLimits(next: { memoryLimit?: string; tableMemoryLimit?:
 export type DuckDbUse = 'tables' | 'other';
 
 /** DuckDB settings for a new instance, with Orderly's limits. */
-export function duckDbSettings(extra: Record<string, string> = {}, use: DuckDbUse = 'other'): Record<string, string> {
+export function duckDbSettings(use: DuckDbUse, extra: Record<string, string> = {}): Record<string, string> {
   const memoryLimit = use === 'tables' ? limits.tableMemoryLimit : limits.memoryLimit;
   return { memory_limit: memoryLimit, threads: String(limits.threads), ...extra };
 }
@@ -98,7 +98,7 @@ async function attachDuckDb(file: string, use: DuckDbUse): Promise<DuckDBInstanc
   // Spills go next to the file, as when DuckDB opens it directly (an in-memory database's default is ./.tmp).
   const instance = await DuckDBInstance.create(
     ':memory:',
-    duckDbSettings({ checkpoint_threshold: CHECKPOINT_THRESHOLD, temp_directory: `${file}.tmp` }, use),
+    duckDbSettings(use, { checkpoint_threshold: CHECKPOINT_THRESHOLD, temp_directory: `${file}.tmp` }),
   );
   try {
     const connection = await instance.connect();
@@ -158,7 +158,7 @@ export async function discardDuckDb(path: string, instance: DuckDBInstance): Pro
   closeInstance(instance);
 }
 
-/** `use`: what the instance is opened for, if this opens it (an open instance keeps its limits). */
+/** `use`: what the instance is opened for, if this opens it (an open instance keeps its limits): a table export's by default. */
 export async function connectDuckDb(path: string, use: DuckDbUse = 'tables'): Promise<DuckDBConnection> {
   return connectToDuckDb(await openDuckDb(path, use));
 }
@@ -176,9 +176,12 @@ export async function connectToDuckDb(instance: DuckDBInstance): Promise<DuckDBC
   return connection;
 }
 
-/** Runs a read query on its own connection; rows as plain objects (BIGINTs as bigint). */
-export async function queryDuckDb(path: string, sql: string): Promise<Record<string, unknown>[]> {
-  const connection = await connectDuckDb(path);
+/**
+ * Runs a read query on its own connection; rows as plain objects (BIGINTs as bigint). `use`: as
+ * connectDuckDb (a database file is a table export's unless said otherwise).
+ */
+export async function queryDuckDb(path: string, sql: string, use: DuckDbUse = 'tables'): Promise<Record<string, unknown>[]> {
+  const connection = await connectDuckDb(path, use);
   try {
     return (await connection.runAndReadAll(sql)).getRowObjects();
   } finally {

@@ -44,8 +44,8 @@ export async function queryJob(
   // A database not created yet has no tables to read; the views still work on an empty in-memory one.
   // Within the job's DuckDB memory and threads (memory.duckdb, memory.duckdbThreads).
   const instance = existsSync(path)
-    ? await DuckDBInstance.create(path, duckDbSettings({ access_mode: 'READ_ONLY' }))
-    : await DuckDBInstance.create(':memory:', duckDbSettings());
+    ? await DuckDBInstance.create(path, duckDbSettings('other', { access_mode: 'READ_ONLY' }))
+    : await DuckDBInstance.create(':memory:', duckDbSettings('other'));
   try {
     const connection = await instance.connect();
     try {

@@ -34,7 +34,7 @@ async function pullAll(sub: string, max = 1000): Promise<ReceivedMessage[]> {
  */
 async function drain(sub: string): Promise<number> {
   let drained = 0;
-  for (let idle = 0; idle < 100; ) {
+  for (let idle = 0; idle < 100;) {
     const got = await pullAll(sub);
     if (!got.length) {
       if (core.metrics(sub).backlogMessages === 0) break;

@@ -53,6 +53,7 @@ describe('DuckDB export crash safety', () => {
       const [totals] = await queryDuckDb(
         path,
         'SELECT count(*) AS n, count(DISTINCT message_id) AS ids, count(DISTINCT ordering_key) AS keys FROM events',
+        'other', // a query over 100,000 rows, not a table export's writes: more than the tables' 32 MiB
       );
       expect(totals).toEqual({ n: BigInt(MESSAGES), ids: BigInt(MESSAGES), keys: BigInt(KEYS) });
       // Per key, rows were appended (rowid order) in sequence order 1..100, and the payloads match.
@@ -63,6 +64,7 @@ describe('DuckDB export crash safety', () => {
            FROM events GROUP BY ordering_key)
          WHERE seqs <> range(1, ${MESSAGES / KEYS + 1})
             OR ns <> list_transform(range(0, ${MESSAGES / KEYS}), i -> i * ${KEYS} + split_part(ordering_key, '-', 2)::INTEGER)`,
+        'other',
       );
       expect(badKeys).toEqual([]);
       await closeDuckDb(path);
