@@ -212,7 +212,8 @@ export class BacklogReader {
     else {
       over.fromKeySeq = last.message.keySeq + 1;
       over.fromSeq = last.message.seq + 1;
-      over.waiting = Math.max(0, over.waiting - rows.length);
+      // `waiting` counts the rows the filter matches (consider); the others come back only to be acked.
+      over.waiting = Math.max(0, over.waiting - (this.sink.matching ? rows.filter((row) => this.matches(row)).length : rows.length));
     }
     return true;
   }

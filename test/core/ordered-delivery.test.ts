@@ -389,6 +389,26 @@ describe('filters, seek, retention, flow control', () => {
       await core.createSubscription('eu-only', { topic: 'orders', filter: 'attributes.region = "eu"' });
     });
 
+    it("of an ordered key over its share of the window, with messages the filter refuses among the key's", async () => {
+      await core.close();
+      ({ core } = await openCore(dir.path, clock, { messagesPerKey: 2 }));
+      await core.createSubscription('kept', { topic: 'orders', enableMessageOrdering: true, filter: 'attributes.keep = "y"' });
+      for (let i = 0; i < 10; i++)
+        await core.publish('orders', [{ data: `m${i}`, orderingKey: 'k', attributes: { keep: i % 2 ? 'n' : 'y' } }]);
+      await settle(core);
+      expect(core.metrics('kept').backlogMessages).toBe(5);
+      const backlogs: number[] = [];
+      for (let got = await core.pull('kept', { maxMessages: 1 }); got.length; got = await core.pull('kept', { maxMessages: 1 })) {
+        await core.acknowledge(
+          'kept',
+          got.map((m) => m.ackId),
+        );
+        await settle(core);
+        backlogs.push(core.metrics('kept').backlogMessages);
+      }
+      expect(backlogs).toEqual([4, 3, 2, 1, 0]);
+    });
+
     it('published while the subscription is behind (running core)', async () => {
       await core.publish('orders', eu(200));
       for (let i = 0; i < 3; i++) await core.publish('orders', us(1000));
