@@ -72,6 +72,21 @@ afterEach(async () => {
 
 const sql = (q: string) => queryDuckDb(env.duckdbPath, q);
 
+/** The object writer driven directly, so which messages share a file does not depend on timing. */
+async function openAvroWriter(bucket: string, avroConfig: Record<string, unknown>): Promise<ObjectStorageWriter> {
+  const config = parseObjectStorageConfig({ bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig });
+  const writer = new ObjectStorageWriter(
+    config,
+    writerContext(
+      'files',
+      { dataDir: dir.path, objectStorage: s3.settings },
+      { spec: { messageRetentionDuration: 600 }, topicSchema: () => env.core.topicSchema('orders') },
+    ),
+  );
+  await writer.open();
+  return writer;
+}
+
 describe('bigqueryConfig.useTopicSchema', () => {
   it("writes each field to its mapped DuckDB column, with metadata, per key in order; a later revision's field too", async () => {
     await sql(`CREATE TABLE orders(
@@ -260,22 +275,8 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
 
   it("a new revision starts a new file laid out by it; an older revision's message is resolved into that layout", async () => {
     const bucket = await s3.bucket();
-    // The writer driven directly, so which messages share a file does not depend on timing.
     await env.core.createSubscription('source', { topic: 'orders', enableMessageOrdering: true });
-    const config = parseObjectStorageConfig({
-      bucket,
-      filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
-      avroConfig: { useTopicSchema: true },
-    });
-    const writer = new ObjectStorageWriter(
-      config,
-      writerContext(
-        'files',
-        { dataDir: dir.path, objectStorage: s3.settings },
-        { spec: { messageRetentionDuration: 600 }, topicSchema: () => env.core.topicSchema('orders') },
-      ),
-    );
-    await writer.open();
+    const writer = await openAvroWriter(bucket, { useTopicSchema: true });
     // Deliveries of a plain subscription of the topic, acked there at once so its key's next messages come.
     const delivered = async () => {
       const got = await env.core.pull('source', { maxMessages: 10 });
@@ -320,20 +321,7 @@ describe("useTopicSchema after the topic's schema was cleared", () => {
   it('an Avro file export reads each message by its own revision and lays the file out by it', async () => {
     const bucket = await s3.bucket();
     await env.core.createSubscription('source', { topic: 'orders', enableMessageOrdering: true });
-    const config = parseObjectStorageConfig({
-      bucket,
-      filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
-      avroConfig: { useTopicSchema: true, writeMetadata: true },
-    });
-    const writer = new ObjectStorageWriter(
-      config,
-      writerContext(
-        'files',
-        { dataDir: dir.path, objectStorage: s3.settings },
-        { spec: { messageRetentionDuration: 600 }, topicSchema: () => env.core.topicSchema('orders') },
-      ),
-    );
-    await writer.open();
+    const writer = await openAvroWriter(bucket, { useTopicSchema: true, writeMetadata: true });
     await env.core.publish('orders', [{ data: order('a', 1), orderingKey: 'k' }]);
     await env.core.updateTopic('orders', { schemaSettings: null });
     // Published without a schema: it names no revision, so it alone fails.
