@@ -4,7 +4,7 @@ import type { Logger } from '../log.js';
 import { toStatus, UndecodableRequest, withUndecodableRequests } from './grpc-errors.js';
 import { pubsubHandlers } from './pubsub-services.js';
 import { loadPubsubProto } from './pubsub-proto.js';
-import type { RpcHandler } from './rpc.js';
+import { rpcCall, type RpcHandler } from './rpc.js';
 import { streamingPull, withEncodedDeliveries, type StreamingPullRequest } from './streaming-pull.js';
 
 /** Unary handlers: OrderlyErrors become Pub/Sub's status codes; an undecodable request is INVALID_ARGUMENT. */
@@ -17,16 +17,14 @@ function unary(method: string, fn: RpcHandler, logger?: Logger): grpc.handleUnar
     else call.once('cancelled', () => gone.abort());
     const deadline = call.getDeadline();
     const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
-    const undos: (() => void)[] = [];
+    const { call: rpc, unanswered } = rpcCall(gone.signal);
     const result =
-      request instanceof UndecodableRequest
-        ? Promise.reject(request.error(method))
-        : fn(request as Record<string, unknown>, { signal: gone.signal, unsent: (undo) => undos.push(undo) });
+      request instanceof UndecodableRequest ? Promise.reject(request.error(method)) : fn(request as Record<string, unknown>, rpc);
     result.then(
       (response) => {
         // Past its deadline (grpc-js's timer may not have run yet) the call is answered DEADLINE_EXCEEDED.
         if (!gone.signal.aborted && Date.now() < deadlineMs) callback(null, response ?? {});
-        else for (const undo of undos) undo();
+        else unanswered();
       },
       (e: unknown) => callback(toStatus(e, logger, method)),
     );

@@ -10,6 +10,7 @@ import { toProtoJson } from './proto-json.js';
 import { pubsubHandlers } from './pubsub-services.js';
 import { pubsubRoot } from './pubsub-proto.js';
 import { restRequest, restRoutes } from './rest-routes.js';
+import { rpcCall } from './rpc.js';
 import { errorInfoJson } from './status-details.js';
 
 const HTTP_STATUS: Record<StatusCode, number> = {
@@ -74,11 +75,11 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     const handler = handlers[matched.service]?.[matched.rpc];
     if (!handler) throw new Refused(501, 'UNIMPLEMENTED', `Orderly does not implement ${matched.service}.${matched.rpc} yet`);
     const signal = gone(res);
-    const undos: (() => void)[] = [];
-    const answer = toProtoJson(matched.responseType, (await handler(request, { signal, unsent: (undo) => undos.push(undo) })) ?? {});
+    const { call, unanswered } = rpcCall(signal);
+    const answer = toProtoJson(matched.responseType, (await handler(request, call)) ?? {});
     // The connection may be destroyed already while its 'close' is still to come.
     if (signal.aborted || req.socket.destroyed) {
-      for (const undo of undos) undo();
+      unanswered();
       return;
     }
     const response = fields ? selectFields(answer, fields) : answer;

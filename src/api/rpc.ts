@@ -16,6 +16,17 @@ export interface RpcCall {
   unsent(undo: () => void): void;
 }
 
+/** The RpcCall a transport hands a handler, and what it runs when it does not write the answer after all. */
+export function rpcCall(signal: AbortSignal): { call: RpcCall; unanswered(): void } {
+  const undos: (() => void)[] = [];
+  return {
+    call: { signal, unsent: (undo) => undos.push(undo) },
+    unanswered: () => {
+      for (const undo of undos) undo();
+    },
+  };
+}
+
 /**
  * One unary RPC of the Pub/Sub API: takes the request as proto-loader decodes it (gRPC) or proto-json
  * decodes it (REST) and returns the response message in the same shape (or nothing, for Empty). Both
