@@ -17,7 +17,7 @@ export interface RpcCall {
 }
 
 /** The RpcCall a transport hands a handler, and what it runs when it does not write the answer after all. */
-export function rpcCall(signal: AbortSignal): { call: RpcCall; unanswered(): void } {
+export function rpcCall(signal: AbortSignal): { call: RpcCall; unanswered: () => void } {
   const undos: (() => void)[] = [];
   return {
     call: { signal, unsent: (undo) => undos.push(undo) },
