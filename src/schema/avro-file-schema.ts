@@ -100,22 +100,26 @@ export function avroFileLayout(schema: CompiledSchema, writeMetadata: boolean): 
  * refers to itself by name: the top-level record, which differs from it, then takes another name
  * (`<name>WithMetadata`, as the metadata layout without a topic schema is PubsubMessageWithMetadata),
  * and its nested self stays the topic's record.
+ *
+ * Revisions of one schema can differ in that (an added `next: ["null", "Node"]` makes a record
+ * recursive), and a file laid out by one revision takes the other's messages by Avro resolution, which
+ * matches the top-level records by name or by the reader's aliases. So the top-level record carries the
+ * other name as an alias: `<name>` when renamed, `<name>WithMetadata` when not.
  */
 function withMetadataFields(top: avro.types.RecordType): avro.Schema {
-  const own = top.schema({ exportAttrs: true }) as { name: string; fields: object[] };
+  const own = top.schema({ exportAttrs: true }) as { name: string; aliases?: string[]; fields: object[] };
   const named = namedTypes(top);
-  let name = own.name;
-  if (named.nested.has(top)) {
-    name = `${own.name}WithMetadata`;
-    if (named.names.has(name))
-      throw new FailedPreconditionError(
-        `the topic schema's record ${own.name} contains itself, so the file's top-level record (with the metadata fields) needs another name, and ${name} is taken`,
-      );
-  }
+  const renamed = `${own.name}WithMetadata`;
+  const recursive = named.nested.has(top);
+  if (recursive && named.names.has(renamed))
+    throw new FailedPreconditionError(
+      `the topic schema's record ${own.name} contains itself, so the file's top-level record (with the metadata fields) needs another name, and ${renamed} is taken`,
+    );
   // avsc takes a type where a schema is expected: the fields' types are the topic's own, not copies.
   return {
     ...own,
-    name,
+    name: recursive ? renamed : own.name,
+    aliases: [...(own.aliases ?? []), recursive ? own.name : renamed],
     fields: [...own.fields.map((f, i) => ({ ...f, type: top.fields[i]!.type })), ...METADATA_FIELDS],
   } as unknown as avro.Schema;
 }

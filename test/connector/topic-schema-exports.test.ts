@@ -317,6 +317,52 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
   });
 });
 
+describe('avroConfig.useTopicSchema with writeMetadata across revisions of which one is recursive', () => {
+  // The recursive revision's top-level record is NodeWithMetadata, the other's Node: each message of the
+  // revision a file is not laid out by goes through Avro resolution, whatever the order of the revisions.
+  const plain = { type: 'record', name: 'Node', fields: [{ name: 'v', type: 'int' }] };
+  const recursive = { ...plain, fields: [...plain.fields, { name: 'next', type: ['null', 'Node'], default: null }] };
+  // Avro's JSON encoding names every field, one with a default too.
+  const node = (schema: object, v: number) => JSON.stringify(schema === recursive ? { v, next: null } : { v });
+  it.each([
+    { kind: 'the newer revision adds the self-reference', older: plain, newer: recursive, top: 'NodeWithMetadata' },
+    { kind: 'the newer revision drops the self-reference', older: recursive, newer: plain, top: 'Node' },
+  ])('$kind: an older message is resolved into the file laid out by the newer', async ({ older, newer, top }) => {
+    const bucket = await s3.bucket();
+    await env.core.schemas.create({ parent: 'projects/p', schemaId: 'node', schema: { type: 'AVRO', definition: JSON.stringify(older) } });
+    await env.core.createTopic('nodes', { schemaSettings: { schema: 'projects/p/schemas/node', encoding: 'JSON' } });
+    await env.core.createSubscription('source', { topic: 'nodes' });
+    const config = parseObjectStorageConfig({
+      bucket,
+      filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+      avroConfig: { useTopicSchema: true, writeMetadata: true },
+    });
+    const writer = new ObjectStorageWriter(
+      config,
+      writerContext(
+        'files',
+        { dataDir: dir.path, objectStorage: s3.settings },
+        { spec: { messageRetentionDuration: 600 }, topicSchema: () => env.core.topicSchema('nodes') },
+      ),
+    );
+    await writer.open();
+    await env.core.publish('nodes', [{ data: node(older, 1) }]);
+    await env.core.schemas.commit({ name: 'projects/p/schemas/node', schema: { type: 'AVRO', definition: JSON.stringify(newer) } });
+    await env.core.publish('nodes', [{ data: node(newer, 2) }]);
+    const got = await env.core.pull('source', { maxMessages: 10 });
+    expect(got).toHaveLength(2);
+    const result = await writer.write(got.map((m) => ({ id: m.ackId, message: m.message, deliveryAttempt: 0 })));
+    expect(result.failed).toEqual([]);
+    expect([...result.written, ...(await writer.flush('all')).written]).toHaveLength(2);
+    await writer.close();
+    const names = await s3.list(bucket);
+    expect(names).toHaveLength(1);
+    const { header, values } = await readWithAvsc(await s3.get(bucket, names[0]!));
+    expect((header as { name: string }).name).toBe(top);
+    expect(values.map((v) => v.v).sort()).toEqual([1, 2]);
+  });
+});
+
 describe("useTopicSchema after the topic's schema was cleared", () => {
   it('an Avro file export reads each message by its own revision and lays the file out by it', async () => {
     const bucket = await s3.bucket();

@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { avroFileLayout, type AvroFileLayout, type MessageMetadata } from '../../src/schema/avro-file-schema.js';
+import { avroType } from '../../src/schema/avro-types.js';
 import { decodeMessage } from '../../src/schema/message-validation.js';
 import { compileSchema } from '../../src/schema/schema-definition.js';
 
@@ -157,6 +158,68 @@ describe('Avro files written with the topic schema (avroConfig.useTopicSchema)',
     // A reader with the topic schema reads the file too, once it accepts the top-level record's name.
     const { records: asTopic } = await readFile(file, avsc.Type.forSchema({ ...node, aliases: ['NodeWithMetadata'] } as avsc.Schema));
     expect(asTopic[0]).toEqual({ v: 1, next: { v: 2, next: null } });
+  });
+
+  // Two compatible revisions of one schema: the newer adds an optional self-reference (default null), so
+  // its top-level record is renamed. A file laid out by either takes the other's messages by resolution.
+  describe('revisions of which one is recursive', () => {
+    const v1 = compileSchema(
+      'AVRO',
+      JSON.stringify({ type: 'record', name: 'Node', namespace: 'list', fields: [{ name: 'v', type: 'int' }] }),
+    );
+    const v2 = compileSchema(
+      'AVRO',
+      JSON.stringify({
+        type: 'record',
+        name: 'Node',
+        namespace: 'list',
+        fields: [
+          { name: 'v', type: 'int' },
+          { name: 'next', type: ['null', 'Node'], default: null },
+        ],
+      }),
+    );
+    const resolve = (reader: AvroFileLayout, writer: AvroFileLayout, record: unknown) =>
+      JSON.parse(
+        JSON.stringify(reader.type.fromBuffer(writer.type.toBuffer(record), reader.type.createResolver(writer.type)), (_, v: unknown) =>
+          typeof v === 'bigint' ? Number(v) : v,
+        ),
+      ) as unknown;
+
+    it('a recursive layout reads a non-recursive one, and the reverse', () => {
+      const [recursive, plain] = [avroFileLayout(v2, true), avroFileLayout(v1, true)];
+      const fromPlain = plain.record(decodeMessage(v1, 'JSON', Buffer.from('{"v": 1}')), meta(1));
+      expect(resolve(recursive, plain, fromPlain)).toMatchObject({ v: 1, next: null, message_id: '1' });
+      const fromRecursive = recursive.record(
+        decodeMessage(v2, 'JSON', Buffer.from('{"v": 2, "next": {"list.Node": {"v": 3, "next": null}}}')),
+        meta(2),
+      );
+      const read = resolve(plain, recursive, fromRecursive);
+      expect(read).toMatchObject({ v: 2, message_id: '2', sequence: 2 });
+      expect(read).not.toHaveProperty('next');
+    });
+
+    it("each top-level record names the other revision's as an alias, after the topic record's own", () => {
+      const aliased = compileSchema(
+        'AVRO',
+        JSON.stringify({ type: 'record', name: 'Node', namespace: 'list', aliases: ['Old'], fields: [{ name: 'v', type: 'int' }] }),
+      );
+      expect((avroFileLayout(v2, true).schema as { aliases?: string[] }).aliases).toEqual(['list.Node']);
+      expect((avroFileLayout(v1, true).schema as { aliases?: string[] }).aliases).toEqual(['list.NodeWithMetadata']);
+      expect((avroFileLayout(aliased, true).schema as { aliases?: string[] }).aliases).toEqual(['list.Old', 'list.NodeWithMetadata']);
+      // Without metadata fields the record is the topic's own, unrenamed, and gets no alias.
+      expect((avroFileLayout(v1, false).schema as { aliases?: string[] }).aliases).toBeUndefined();
+    });
+
+    it('a file written before the aliases (none in its header) reads the same, and resolves as a writer', async () => {
+      const layout = avroFileLayout(v2, true);
+      const record = layout.record(decodeMessage(v2, 'JSON', Buffer.from('{"v": 1, "next": null}')), meta(1));
+      const before = { ...(layout.schema as object), aliases: undefined } as unknown as avsc.Schema;
+      const old = { ...layout, type: avroType(before) };
+      expect((await readFile(await writeFile(old, [record]))).records).toEqual((await readFile(await writeFile(layout, [record]))).records);
+      // Resolution takes the reader's aliases only: the writer's own (or their absence) change nothing.
+      expect(resolve(avroFileLayout(v1, true), old, record)).toMatchObject({ v: 1, message_id: '1' });
+    });
   });
 
   it('refuses a recursive record whose renamed top-level record would take a name the schema already has', () => {
