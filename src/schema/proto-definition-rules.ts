@@ -9,10 +9,13 @@ import { defaultJsonName, jsonName, protoFeature } from './proto-value.js';
  *
  * - Field numbers run from 1 to 536870911, skip 19000–19999 (protobuf's own), avoid the message's
  *   `reserved` numbers, names and its extension ranges; an extension's number lies in one of them.
+ *   Extension ranges end by 536870911 too, except in a `message_set_wire_format` message, whose
+ *   extension numbers are int32s: up to 2147483647, `max` being 2147483646.
  * - proto3 has no extension ranges and no `[default = ...]`; no edition allows a default on a field
  *   with implicit presence, a repeated field or a message field.
- * - No two fields of a message share a JSON name (in proto2, only a clash involving a `json_name`
- *   counts, as protoc only warns about the others).
+ * - No two fields of a message share a JSON name, unless the message has
+ *   `option deprecated_legacy_json_field_conflicts = true`. In proto2 only a clash of two custom names
+ *   (a `json_name` other than the field's default name) counts, as protoc only warns about the others.
  * - An enum value is a sibling of its enum (C++ scoping), so its name must be new in the enclosing
  *   scope: two enums of one message cannot both declare `X`.
  * - Options are the ones descriptor.proto defines: a custom option needs an import, which a schema
@@ -34,6 +37,8 @@ type Fail = (detail: string) => never;
 
 /** Field numbers beyond this do not fit the 29 bits a tag has for them. */
 const MAX_FIELD_NUMBER = 536_870_911;
+/** A MessageSet carries its extension numbers as int32s, so protoc lets its extension ranges go this far. */
+const MAX_MESSAGE_SET_EXTENSION = 2_147_483_647;
 const IMPLEMENTATION_RESERVED = [19_000, 19_999] as const;
 
 /** The options descriptor.proto defines for each element (`default` and `json_name` are field pseudo-options). */
@@ -129,6 +134,21 @@ function inRanges(ranges: ReadonlyArray<number[] | string> | undefined, id: numb
   return (ranges ?? []).some((r) => typeof r !== 'string' && id >= r[0]! && id <= r[1]!);
 }
 
+function isMessageSet(type: protobuf.Type): boolean {
+  return type.options?.message_set_wire_format === true;
+}
+
+/**
+ * A message's extension ranges as protoc reads them. protobufjs reads `max` as 536870911 whatever the
+ * message; protoc's `max` in a MessageSet is 2147483646, so there a range ending at 536870911 is taken
+ * for `to max` (a MessageSet range written to end at 536870911 exactly is then read wider than written).
+ */
+function extensionRanges(type: protobuf.Type): number[][] {
+  const ranges = type.extensions ?? [];
+  if (!isMessageSet(type)) return ranges;
+  return ranges.map(([from, to]) => [from!, to === MAX_FIELD_NUMBER ? MAX_MESSAGE_SET_EXTENSION - 1 : to!]);
+}
+
 function checkType(type: protobuf.Type, fail: Fail): void {
   const name = qualified(type);
   checkOptions(type, MESSAGE_OPTIONS, `message ${name}`, fail);
@@ -136,6 +156,9 @@ function checkType(type: protobuf.Type, fail: Fail): void {
     fail(
       `message ${name} declares extensions ${type.extensions[0]![0]} to ${type.extensions[0]![1]}; proto3 does not allow extension ranges`,
     );
+  const maxExtension = isMessageSet(type) ? MAX_MESSAGE_SET_EXTENSION : MAX_FIELD_NUMBER;
+  for (const range of extensionRanges(type))
+    if (range[1]! > maxExtension) fail(`message ${name} declares extensions up to ${range[1]}; extension numbers go up to ${maxExtension}`);
   for (const field of type.fieldsArray) checkField(type, field, fail);
   checkJsonNames(type, fail);
   for (const oneof of type.oneofsArray) checkOptions(oneof, ONEOF_OPTIONS, `oneof ${qualified(oneof)}`, fail);
@@ -151,14 +174,15 @@ function checkField(type: protobuf.Type, field: protobuf.Field, fail: Fail): voi
   const what = extension ? `extension ${qualified(extension)}` : `field ${qualified(field)}`;
   const id = field.id;
   if (id < 1) fail(`${what} has number ${id}; field numbers start at 1`);
-  if (id > MAX_FIELD_NUMBER) fail(`${what} has number ${id}; field numbers go up to ${MAX_FIELD_NUMBER}`);
+  // An extension's number is bounded by its target's extension ranges alone (a MessageSet's go further).
+  if (id > MAX_FIELD_NUMBER && !extension) fail(`${what} has number ${id}; field numbers go up to ${MAX_FIELD_NUMBER}`);
   if (id >= IMPLEMENTATION_RESERVED[0] && id <= IMPLEMENTATION_RESERVED[1])
     fail(
       `${what} has number ${id}; numbers ${IMPLEMENTATION_RESERVED[0]} to ${IMPLEMENTATION_RESERVED[1]} are reserved for protobuf itself`,
     );
   checkOptions(field, FIELD_OPTIONS, what, fail);
   if (extension) {
-    if (!inRanges(type.extensions, id))
+    if (!inRanges(extensionRanges(type), id))
       fail(`${what} has number ${id}, which message ${qualified(type)} does not declare as an extension number`);
     return;
   }
@@ -181,22 +205,29 @@ function checkField(type: protobuf.Type, field: protobuf.Field, fail: Fail): voi
 }
 
 /**
- * protoc checks JSON names twice: as written (a `json_name` counts) and by the default name alone. Where
- * a message's JSON format is legacy (proto2), a clash of two default names is only a warning.
+ * protoc's JSON name check (descriptor.cc, CheckFieldJsonNameUniqueness): once by the default names
+ * alone, once with `json_name`s, where one counts as custom only if it differs from the default name.
+ * The first field with a name keeps it. A legacy JSON format (proto2) only warns unless both names are
+ * custom; `deprecated_legacy_json_field_conflicts` turns the check off.
  */
 function checkJsonNames(type: protobuf.Type, fail: Fail): void {
+  if (type.options?.deprecated_legacy_json_field_conflicts === true) return;
   const fields = type.fieldsArray.filter((f) => !declarationOf(f));
-  const custom = (f: protobuf.Field) => typeof f.options?.json_name === 'string';
-  const strict = protoFeature(type, 'json_format') === 'ALLOW';
-  for (const nameOf of [jsonName, defaultJsonName]) {
-    const seen = new Map<string, protobuf.Field>();
+  const legacy = protoFeature(type, 'json_format') === 'LEGACY_BEST_EFFORT';
+  for (const withCustom of [false, true]) {
+    const seen = new Map<string, { field: protobuf.Field; custom: boolean }>();
     for (const field of fields) {
-      const json = nameOf(field);
+      const json = withCustom ? jsonName(field) : defaultJsonName(field);
+      const custom = json !== defaultJsonName(field);
       const other = seen.get(json);
-      const counts = nameOf === jsonName && (custom(field) || (other && custom(other)));
-      if (other && (strict || counts))
-        fail(`fields ${qualified(other)} and ${qualified(field)} of message ${qualified(type)} have the same JSON name "${json}"`);
-      seen.set(json, field);
+      if (!other) {
+        seen.set(json, { field, custom });
+        continue;
+      }
+      // Two default names clash in the first pass already.
+      if (withCustom && !custom && !other.custom) continue;
+      if (legacy && !(custom && other.custom)) continue;
+      fail(`fields ${qualified(other.field)} and ${qualified(field)} of message ${qualified(type)} have the same JSON name "${json}"`);
     }
   }
 }

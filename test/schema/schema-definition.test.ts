@@ -196,14 +196,54 @@ describe("schema definitions: protoc's rules that a lenient parser lets through"
     expect(proto('edition = "2023"; message M { int32 a = 1 [default = 5]; extensions 10 to 20; }').type).toBe('PROTOCOL_BUFFER');
   });
 
-  it('refuses two fields with the same JSON name (in proto2 only when a json_name is involved)', () => {
+  it('lets a MessageSet (message_set_wire_format) take extension numbers beyond 536870911, as int32s', () => {
+    const messageSet = (ranges: string, number: number) =>
+      `syntax = "proto2"; message M { option message_set_wire_format = true; extensions ${ranges}; message N { extend M { optional N ext = ${number}; } } }`;
+    for (const [ranges, n] of [
+      ['4 to max', 1_000_000_000],
+      ['4 to max', 2_147_483_646],
+      ['4 to 2147483647', 2_147_483_647],
+    ] as const)
+      expect(proto(messageSet(ranges, n)).type).toBe('PROTOCOL_BUFFER');
+    expect(refusal(() => proto(messageSet('4 to 1000', 1_000_000_000))).message).toBe(
+      'schema.definition: extension M.N.ext has number 1000000000, which message M does not declare as an extension number',
+    );
+    // Elsewhere extension ranges, and so extension numbers, stop at 536870911.
+    expect(refused('extensions 4 to 1000000000;', 'proto2')).toBe(
+      'schema.definition: message M declares extensions up to 1000000000; extension numbers go up to 536870911',
+    );
+    expect(refused('extensions 4 to max; extend M { optional int32 e = 536870912; }', 'proto2')).toBe(
+      'schema.definition: extension M.e has number 536870912, which message M does not declare as an extension number',
+    );
+  });
+
+  it('refuses two fields with the same JSON name (in proto2 only when both are custom json_names)', () => {
     expect(refused('int32 foo_bar = 1; int32 fooBar = 2;')).toBe(
       'schema.definition: fields M.foo_bar and M.fooBar of message M have the same JSON name "fooBar"',
     );
     expect(refused('int32 a = 1 [json_name = "b"]; int32 b = 2;')).toContain('fields M.a and M.b of message M have the same JSON name "b"');
-    expect(refused('optional int32 a = 1 [json_name = "b"]; optional int32 b = 2;', 'proto2')).toContain('the same JSON name "b"');
-    // protoc only warns about a clash of default JSON names in proto2.
-    expect(proto('syntax = "proto2"; message M { optional int32 foo_bar = 1; optional int32 fooBar = 2; }').type).toBe('PROTOCOL_BUFFER');
+    expect(refused('optional int32 a = 1 [json_name = "x"]; optional int32 b = 2 [json_name = "x"];', 'proto2')).toBe(
+      'schema.definition: fields M.a and M.b of message M have the same JSON name "x"',
+    );
+    // protoc only warns about a clash in proto2 where one of the names is a default one, and a json_name
+    // equal to the field's default name is not custom.
+    for (const body of [
+      'optional int32 foo_bar = 1; optional int32 fooBar = 2;',
+      'optional int32 a = 1 [json_name = "b"]; optional int32 b = 2;',
+      'optional int32 foo_bar = 1; optional int32 x = 2 [json_name = "fooBar"];',
+      'optional int32 foo_bar = 1 [json_name = "fooBar"]; optional int32 fooBar = 2;',
+    ])
+      expect(proto(`syntax = "proto2"; message M { ${body} }`).type).toBe('PROTOCOL_BUFFER');
+    // A json_name equal to the default name clashes as a default name would, in proto3.
+    expect(refused('int32 foo_bar = 1 [json_name = "fooBar"]; int32 fooBar = 2;')).toContain('the same JSON name "fooBar"');
+    // deprecated_legacy_json_field_conflicts turns protoc's check off.
+    expect(
+      proto('syntax = "proto3"; message M { option deprecated_legacy_json_field_conflicts = true; string foo_bar = 1; string fooBar = 2; }')
+        .type,
+    ).toBe('PROTOCOL_BUFFER');
+    expect(refused('message N { option deprecated_legacy_json_field_conflicts = true; } string foo_bar = 1; string fooBar = 2;')).toContain(
+      'fields M.foo_bar and M.fooBar of message M have the same JSON name',
+    );
     expect(proto('syntax = "proto3"; message M { int32 foo_bar = 1 [json_name = "x"]; int32 fooBar2 = 2; }').type).toBe('PROTOCOL_BUFFER');
   });
 
