@@ -253,7 +253,7 @@ export class ExportManager {
     await Promise.all(replaced);
     for (const { sub, identity, text, start, createConnector } of fresh) {
       const source = new EmbeddedSource(core, sub.name, identity.uid, tuning.maxBatchMessages ?? 5000);
-      const continues = previous.get(sub.name);
+      const continues = previous.get(sub.name)?.totals;
       const runner = new ExportRunner({ source, createConnector, logger, clock: core.clock, ...tuning, backoff, continues });
       start.runner = runner;
       this.runners.set(sub.name, { uid: identity.uid, section: text, runner });
@@ -287,7 +287,7 @@ export class ExportManager {
         labels: {},
         ...entry.section,
       };
-      // A remote topic's schema is not read: a connector treats the topic as having none.
+      // A remote topic's schema is not read: the connector gets no topicSchema (useTopicSchema is refused).
       const createConnector = this.connectorMaker(subscription, remoteIdentity(subscription), assumed, start, {
         fleet: { workerId: remote.workerId },
       });

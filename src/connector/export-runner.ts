@@ -52,11 +52,17 @@ export interface ExportRunnerOptions {
   /** How long a connector call runs before status shows it as stalled, in ms (default 30 s). */
   stallMs?: number;
   /**
-   * The stopped runner of the same subscription this one replaces (its export section changed): its
-   * running totals go on counting here, as totals count from the process's start. What describes the
-   * sink now (state, standby, stalled, last commit) starts afresh with the new section.
+   * The totals of the stopped runner of the same subscription this one replaces (its export section
+   * changed; `ExportRunner.totals`): they go on counting here, as totals count from the process's start.
+   * What describes the sink now (state, standby, stalled, last commit) starts afresh with the new section.
    */
-  continues?: ExportRunner;
+  continues?: ExportTotals;
+}
+
+/** A runner's running totals, which a runner replacing it carries on. */
+export interface ExportTotals {
+  stats: Pick<ExportStats, 'written' | 'failed' | 'batches' | 'errors'>;
+  connectorCounters?: ConnectorCounters;
 }
 
 export interface ExportStats {
@@ -170,8 +176,7 @@ export class ExportRunner {
 
   constructor(private readonly options: ExportRunnerOptions) {
     if (options.continues) {
-      const { written, failed, batches, errors } = options.continues.stats;
-      Object.assign(this.stats, { written, failed, batches, errors });
+      Object.assign(this.stats, options.continues.stats);
       this.retired = options.continues.connectorCounters && { ...options.continues.connectorCounters };
     }
     this.maxBatch = options.maxBatchMessages ?? 5000;
@@ -612,6 +617,12 @@ export class ExportRunner {
   }
 
   /** The connectors' own totals (rows appended, objects written, ...), when they keep them. */
+  /** What a runner replacing this one (after it stopped) carries on: see ExportRunnerOptions.continues. */
+  get totals(): ExportTotals {
+    const { written, failed, batches, errors } = this.stats;
+    return { stats: { written, failed, batches, errors }, connectorCounters: this.connectorCounters };
+  }
+
   get connectorCounters(): ConnectorCounters | undefined {
     const current = this.connector?.counters;
     if (!this.retired) return current;

@@ -9,7 +9,7 @@ import type { SubscriptionRuntime } from './subscription-runtime.js';
  * Once `signal` aborts (the call was cancelled or passed its deadline) the consumer detaches at once,
  * with nothing leased: left attached, it would take messages for a caller that is gone, and each would
  * count a delivery attempt when its lease expired. A call found gone only when its answer is to be
- * written gives its messages back (PubSubCore.release, through RpcCall.unsent); once written, as for
+ * written gives its messages back (PubSubCore.release, which the transports call); once written, as for
  * Pub/Sub, whether the client read it is not known and the leases run their course.
  */
 export function pullOnce(
