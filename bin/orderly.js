@@ -11,8 +11,8 @@
 //   has no -S. `node bin/orderly.js` runs the same, with V8's default.
 // - glibc's malloc keeps at most 2 arenas, unless the environment says otherwise (read when the process
 //   starts, so here too): glibc makes up to 8 per core, one for each thread that allocates (Node's, the
-//   store's writer, libuv's pool), each holding its own freed memory: 20–30 MiB less at each export
-//   drain's peak. musl (Alpine) ignores it.
+//   store's writer, libuv's pool), each holding its own freed memory: ~25 MiB less at a DuckDB table
+//   export drain's peak (measured beside other load). musl (Alpine) ignores it.
 // - process-env.json, unless the environment sets them already:
 //   - DUCKDB_JE_MALLOC_CONF: DuckDB's own allocator (jemalloc, inside its binding) returns freed pages to
 //     the system at once instead of keeping them for a second: 30 MiB less at a Parquet export's peak
