@@ -57,6 +57,8 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
       subscription: s.name,
       topic: s.topic,
       state: s.state,
+      /** Detached from its topic (DetachSubscription): it receives nothing, whatever its state says. */
+      detached: s.detached,
       /** Why the export sink is not ACTIVE (its error), while it is not. */
       stateReason: runner?.stats.stateReason,
       ordered: s.enableMessageOrdering,

@@ -8,6 +8,7 @@ import type { ManualClock } from '../../src/core/clock.js';
 import type { OrderlyError } from '../../src/core/errors.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
 import type { SubscriptionEvent } from '../../src/core/subscription-events.js';
+import { statusOf } from '../../src/job/metrics.js';
 import { openCore, settle, tempDir } from '../helpers/core.js';
 import { openExport } from '../helpers/export.js';
 
@@ -48,6 +49,11 @@ describe('DetachSubscription', () => {
     expect(handle.attached).toBe(false);
     expect(core.getSubscription('gone')).toMatchObject({ detached: true, topic: 'projects/p/topics/orders', enableMessageOrdering: true });
     expect(core.listSubscriptions().map((s) => [s.name, s.detached])).toEqual([
+      ['projects/p/subscriptions/gone', true],
+      ['projects/p/subscriptions/stays', false],
+    ]);
+    // `orderly status` and /status say so (their state alone read ACTIVE).
+    expect(statusOf(core).map((s) => [s.subscription, s.detached])).toEqual([
       ['projects/p/subscriptions/gone', true],
       ['projects/p/subscriptions/stays', false],
     ]);
