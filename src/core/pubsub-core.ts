@@ -422,9 +422,14 @@ export class PubSubCore {
     const topic = this.topics.get(next.topic);
     if (topic?.uid === rt.topicUid) checkTopicSchemaUse(next, topic.name, topicSettings(topic.settings), DELETED_SCHEMA);
     for (const validate of this.validators) validate(rt.name, next);
-    // Retention begun now keeps what is acked from now on; what is acked already is gone for it.
-    const retentionBegins = next.retainAckedMessages && !rt.spec.retainAckedMessages;
-    rt.acksRetainedAfter = await this.store.updateSubscriptionSpec(rt.name, next, retentionBegins);
+    // Retention begun now keeps what is acked from now on; what is acked already is gone for it. The acked
+    // prefix is the runtime's (everything below what it may still deliver): the store's watermark moves
+    // only when compaction runs, and acks above it would otherwise come back on a seek.
+    if (next.retainAckedMessages && !rt.spec.retainAckedMessages) {
+      const held = rt.detached ? undefined : rt.lowestHeldSeq();
+      rt.acksRetainedAfter = held === undefined ? this.fannedOutSeq : held - 1;
+      await this.store.updateSubscriptionSpec(rt.name, next, rt.acksRetainedAfter);
+    } else await this.store.updateSubscriptionSpec(rt.name, next);
     rt.spec = next;
     const refusal = pullRefusal(rt);
     if (refusal) rt.endPulls(refusal);

@@ -465,14 +465,11 @@ export class SqliteStore implements Store {
       );
   }
 
-  async updateSubscriptionSpec(name: string, spec: unknown, retentionBegins = false): Promise<number> {
+  async updateSubscriptionSpec(name: string, spec: unknown, acksRetainedAfter?: number): Promise<void> {
     this.writable();
-    return this.db
-      .prepare(
-        'UPDATE subscriptions SET spec = ?, acks_retained_after = iif(?, low_seq, acks_retained_after) WHERE name = ? RETURNING acks_retained_after',
-      )
-      .pluck()
-      .get(JSON.stringify(spec), retentionBegins ? 1 : 0, name) as number;
+    this.db
+      .prepare('UPDATE subscriptions SET spec = ?, acks_retained_after = coalesce(?, acks_retained_after) WHERE name = ?')
+      .run(JSON.stringify(spec), acksRetainedAfter ?? null, name);
   }
 
   async deleteSubscription(name: string): Promise<void> {

@@ -62,7 +62,7 @@ export interface SubscriptionRecord {
   detached: boolean;
   /**
    * Where the subscription began retaining acked messages: at creation the last seq (nothing before was
-   * its own), and when retainAckedMessages is turned on its lowSeq (all at or below is acked already).
+   * its own), and when retainAckedMessages is turned on its acked prefix (all at or below is acked already).
    * Its own retention brings back on a seek only what is above it; one acked above it before retention
    * began is brought back too (more than Pub/Sub would, never less). 0 for stores from before this.
    */
@@ -156,10 +156,10 @@ export interface Store {
   listSubscriptions(): Promise<SubscriptionRecord[]>;
   createSubscription(sub: SubscriptionRecord): Promise<void>;
   /**
-   * `retentionBegins`: the subscription begins retaining acked messages now, so its acksRetainedAfter
-   * becomes its lowSeq (everything at or below is acked: gone for it). Returns its acksRetainedAfter.
+   * `acksRetainedAfter`, when the subscription begins retaining acked messages now: its acked prefix (every
+   * seq at or below is acked, and gone for it), as the running core knows it.
    */
-  updateSubscriptionSpec(name: string, spec: unknown, retentionBegins?: boolean): Promise<number>;
+  updateSubscriptionSpec(name: string, spec: unknown, acksRetainedAfter?: number): Promise<void>;
   deleteSubscription(name: string): Promise<void>;
   /**
    * Detaches the subscription: marks it detached and drops its backlog (its acks and failure counts go,
