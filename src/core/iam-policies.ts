@@ -57,6 +57,7 @@ export class IamPolicies {
       );
     }
     checkBindings(policy.bindings);
+    checkVersion(policy);
     const paths = updateMask.length ? updateMask : ['bindings', 'etag'];
     for (const p of paths)
       if (!MASK_FIELDS.has(p))
@@ -86,6 +87,18 @@ export class IamPolicies {
     await this.store.putIamPolicy(resource, undefined);
     this.policies.delete(resource);
   }
+}
+
+/** google.iam.v1.Policy.version: 0, 1 or 3, and 3 for a policy with conditional bindings. */
+function checkVersion(policy: IamPolicy): void {
+  const version = policy.version ?? 0;
+  if (![0, 1, 3].includes(version)) throw new InvalidArgumentError('policy.version', `must be 0, 1 or 3, got ${version}`);
+  const conditional = policy.bindings.findIndex((b) => b.condition !== undefined && b.condition !== null);
+  if (conditional >= 0 && version !== 3)
+    throw new InvalidArgumentError(
+      `policy.bindings[${conditional}].condition`,
+      `a policy with conditional bindings must be version 3, got version ${version}`,
+    );
 }
 
 function checkBindings(bindings: IamBinding[]): void {

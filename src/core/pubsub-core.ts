@@ -418,7 +418,8 @@ export class PubSubCore {
     // Only labels given now: ones stored before Orderly checked labels stay as they are until changed.
     if (patch.labels !== undefined) checkLabels(next.labels);
     checkImmutable(rt.spec, next);
-    this.checkDeadLetterTopic(next);
+    // Only a change of the policy checks its topic: one deleted since must not block every other change.
+    if (patch.deadLetterPolicy !== undefined) this.checkDeadLetterTopic(next);
     const topic = this.topics.get(next.topic);
     if (topic?.uid === rt.topicUid) checkTopicSchemaUse(next, topic.name, topicSettings(topic.settings), DELETED_SCHEMA);
     for (const validate of this.validators) validate(rt.name, next);
@@ -688,7 +689,10 @@ export class PubSubCore {
     // A compaction planned before the snapshot existed must not run alongside it.
     await this.compacting?.catch(() => undefined);
     const source = { name: rt.name, topicUid: rt.topicUid, retentionSeconds: rt.spec.messageRetentionDuration };
-    return this.describeSnapshot(await this.snapshots.create(ref, source, options.labels));
+    const created = await this.snapshots.create(ref, source, options.labels);
+    // A snapshot of this name that expired may have left its policy (expired ones are swept later): a new one starts empty.
+    await this.iam.drop(created.name);
+    return this.describeSnapshot(created);
   }
 
   getSnapshot(ref: string): Snapshot {

@@ -210,6 +210,16 @@ describe('REST answers from the same mapping as gRPC', () => {
     expect(stale).toMatchObject({ status: 409, json: { error: { status: 'ABORTED' } } });
     const badRole = await rest('POST', `${P}/topics/guarded:setIamPolicy`, { policy: { bindings: [{ role: 'viewer', members: [] }] } });
     expect(badRole.json.error.message).toMatch(/^policy\.bindings\[0\]\.role: must be a role/);
+    // Policy versions are 0, 1 and 3; a conditional binding needs 3 (google.iam.v1.Policy.version).
+    const badVersion = await rest('POST', `${P}/topics/guarded:setIamPolicy`, { policy: { ...policy, version: 7 } });
+    expect(badVersion).toMatchObject({ status: 400, json: { error: { message: 'policy.version: must be 0, 1 or 3, got 7' } } });
+    const condition = { expression: 'request.time < timestamp("2030-01-01T00:00:00Z")', title: 'until 2030' };
+    const conditional = { version: 1, bindings: [{ ...policy.bindings[0], condition }] };
+    const unversioned = await rest('POST', `${P}/topics/guarded:setIamPolicy`, { policy: conditional });
+    expect(unversioned.json.error.message).toBe(
+      'policy.bindings[0].condition: a policy with conditional bindings must be version 3, got version 1',
+    );
+    expect((await rest('POST', `${P}/topics/guarded:setIamPolicy`, { policy: { ...conditional, version: 3 } })).status).toBe(200);
     const tested = await rest('POST', `${P}/topics/guarded:testIamPermissions`, {
       permissions: ['pubsub.topics.publish', 'pubsub.topics.attachSubscription'],
     });

@@ -722,6 +722,14 @@ describe('topics and subscriptions', () => {
     expect(core.listTopicSubscriptions('orders')).toEqual(['projects/p/subscriptions/s-one']);
     const updated = await core.updateSubscription('s-one', { ackDeadlineSeconds: 60 });
     expect(updated.ackDeadlineSeconds).toBe(60);
+    // A dead-letter topic deleted since blocks only a change of the policy, not every other change.
+    await core.createTopic('dead');
+    await core.updateSubscription('s-one', { deadLetterPolicy: { deadLetterTopic: 'dead' } });
+    await core.deleteTopic('dead');
+    expect((await core.updateSubscription('s-one', { labels: { team: 'a' } })).labels).toEqual({ team: 'a' });
+    await expect(
+      core.updateSubscription('s-one', { deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 6 } }),
+    ).rejects.toThrow('Dead-letter topic not found: projects/p/topics/dead');
     await expect(core.updateSubscription('s-one', { enableMessageOrdering: true })).rejects.toMatchObject({
       code: 'FAILED_PRECONDITION',
     });

@@ -179,6 +179,19 @@ describe('snapshots', () => {
     await core.createSnapshot('short', { subscription: 'work' });
   });
 
+  it('a snapshot created under the name of one that expired starts with an empty IAM policy, before the sweep ran', async () => {
+    await core.createSubscription('work', { topic: 'orders' });
+    await publish('m1');
+    await core.createSnapshot('named', { subscription: 'work' });
+    const policy = { version: 1, bindings: [{ role: 'roles/owner', members: ['allUsers'] }], auditConfigs: [], etag: '' };
+    await core.iam.set('projects/p/snapshots/named', policy);
+    await drain('work');
+    clock.advance(7 * DAY);
+    await publish('m2');
+    await core.createSnapshot('named', { subscription: 'work' });
+    expect(core.iam.get('projects/p/snapshots/named')).toMatchObject({ bindings: [], etag: 'ACAB' });
+  });
+
   it('survives a restart: listed with its labels, and a seek after the restart restores it', async () => {
     await core.createSubscription('ordered', { topic: 'orders', enableMessageOrdering: true });
     await publish(['k', 'k1'], ['k', 'k2']);
