@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { DuckDBTypeId, blobValue, timestampTZValue, timestampValue, type DuckDBType, type DuckDBValue } from '@duckdb/node-api';
 import type { ExportMessage } from '../../src/connector/connector.js';
-import { decodeStoredMessage, MessageSchemaError, type TopicSchema } from '../../src/schema/topic-schema.js';
+import { decodeStoredMessage, givenTopicSchema, MessageSchemaError, type TopicSchema } from '../../src/schema/topic-schema.js';
 import type { CompiledSchema } from '../../src/schema/schema-definition.js';
 import {
   ColumnValueError,
@@ -174,15 +174,10 @@ export class RowMapper {
 
   /** Decodes the message with its schema revision and fills that revision's columns. */
   private topicSchemaCells(em: ExportMessage, cells: Cell[]): void {
-    const topic = this.topicSchema();
     let values: DuckDBValue[];
     let columns: RevisionColumns;
     try {
-      if (!topic)
-        throw new MessageSchemaError(
-          'this export is given no topic schema (a context without a core), so useTopicSchema cannot read the message',
-        );
-      const { schemaName, revisionId, schema, decoded } = decodeStoredMessage(topic, em.message);
+      const { schemaName, revisionId, schema, decoded } = decodeStoredMessage(givenTopicSchema(this.topicSchema()), em.message);
       columns = this.revisionColumns(`${schemaName}@${revisionId}`, schema);
       values = columns.mapping.row(decoded);
     } catch (e) {

@@ -12,7 +12,13 @@ import {
   type AvroFileLayout,
 } from '../../src/schema/avro-file-schema.js';
 import { avroType, LOGICAL_TYPES } from '../../src/schema/avro-types.js';
-import { decodeStoredMessage, messageSchemaOf, MessageSchemaError, type TopicSchema } from '../../src/schema/topic-schema.js';
+import {
+  decodeStoredMessage,
+  givenTopicSchema,
+  messageSchemaOf,
+  MessageSchemaError,
+  type TopicSchema,
+} from '../../src/schema/topic-schema.js';
 import type { OutputFormat } from './config.js';
 
 /** A record as read back from an object, for the audit and the tests. */
@@ -328,11 +334,7 @@ function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchem
     async append(subscription, m) {
       let record: unknown;
       try {
-        const topic = topicSchema();
-        if (!topic)
-          throw new MessageSchemaError(
-            'this export is given no topic schema (a context without a core), so useTopicSchema cannot read the message',
-          );
+        const topic = givenTopicSchema(topicSchema());
         const { schemaName, revisionId, decoded } = decodeStoredMessage(topic, m);
         const key = `${schemaName}@${revisionId}`;
         if (!chosen) {

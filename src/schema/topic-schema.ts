@@ -61,6 +61,18 @@ export function messageSchemaOf(attributes: Record<string, string>): StoredMessa
 }
 
 /** Decodes a stored message with the revision it was validated against. Throws MessageSchemaError. */
+/**
+ * The topic schema an export was given; a context made without a core gives none, and then no message
+ * with a schema can be read (the message fails, as one whose revision is gone does).
+ */
+export function givenTopicSchema(topic: TopicSchema | undefined): TopicSchema {
+  if (!topic)
+    throw new MessageSchemaError(
+      'this export is given no topic schema (a context without a core), so useTopicSchema cannot read the message',
+    );
+  return topic;
+}
+
 export function decodeStoredMessage(
   topic: TopicSchema,
   message: { attributes: Record<string, string>; data: Buffer },
