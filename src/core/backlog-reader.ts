@@ -16,11 +16,10 @@ export interface BacklogSink {
    * counted); the others are acked when read, and never delivered.
    */
   readonly matching: Filter | undefined;
-  /**
-   * Takes a message into memory (`row.acked` rows come as redeliveries of the key); one `matching` refuses
-   * is acked instead.
-   */
+  /** Takes a message `matching` accepts into memory (`row.acked` rows come as redeliveries of the key). */
   admit(row: BacklogRow): void;
+  /** Acks an unacked message `matching` refuses: it is never delivered. */
+  skip(row: BacklogRow): void;
   /** Payload bytes that may still be read into memory. */
   payloadRoom(): number;
 }
@@ -205,15 +204,23 @@ export class BacklogReader {
     const limit = Math.min(this.perKey - this.sink.keyLoad(orderingKey), this.sink.room());
     if (limit <= 0) return false;
     const rows = this.store.scanKey(this.source, orderingKey, over.fromKeySeq, this.cursor, limit, this.sink.payloadRoom());
-    // Every row here is after one the key still owes, so acked ones are delivered again too (not on exactly-once).
-    for (const row of rows) if (!row.acked || !this.sink.exactlyOnce) this.sink.admit(row);
+    // Every row here is after one the key still owes, so acked ones are delivered again too (not on
+    // exactly-once). `waiting` counts the rows the filter matches (consider); the others are only acked.
+    let matched = 0;
+    for (const row of rows) {
+      if (!this.matches(row)) {
+        if (!row.acked) this.sink.skip(row);
+        continue;
+      }
+      matched++;
+      if (!row.acked || !this.sink.exactlyOnce) this.sink.admit(row);
+    }
     const last = rows[rows.length - 1];
     if (rows.length < limit || !last) this.overflow.delete(orderingKey);
     else {
       over.fromKeySeq = last.message.keySeq + 1;
       over.fromSeq = last.message.seq + 1;
-      // `waiting` counts the rows the filter matches (consider); the others come back only to be acked.
-      over.waiting = Math.max(0, over.waiting - (this.sink.matching ? rows.filter((row) => this.matches(row)).length : rows.length));
+      over.waiting = Math.max(0, over.waiting - matched);
     }
     return true;
   }
@@ -221,7 +228,7 @@ export class BacklogReader {
   private consider(row: BacklogRow, key: string, matches: boolean): void {
     // Never delivered, so neither in the backlog nor in its key's order: acked now, it waits for nothing.
     if (!matches) {
-      if (!row.acked) this.sink.admit(row);
+      if (!row.acked) this.sink.skip(row);
       return;
     }
     const keyed = this.sink.ordered && key !== '';

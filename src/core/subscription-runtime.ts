@@ -136,6 +136,11 @@ export class SubscriptionRuntime implements BacklogSink {
     this.enqueue(row.message, row.failures, row.dataBytes);
   }
 
+  /** A message the filter refuses (the reader applies it): acked at once, never delivered. */
+  skip(row: BacklogRow): void {
+    this.persistAcks([row.message.seq]);
+  }
+
   /** A message just published to the subscription's topic, durable in the store. */
   offer(message: StoredMessage): void {
     if (this.closed) return;
@@ -143,15 +148,11 @@ export class SubscriptionRuntime implements BacklogSink {
   }
 
   /**
-   * Adds a message to its key's queue (non-matching messages are acked at once). Within the payload budget
+   * Adds a message to its key's queue (the reader kept out those the filter refuses). Within the payload budget
    * the entry keeps its payload (if the message has it); beyond it, the payload is read back from the store
    * when the entry is delivered.
    */
   private enqueue(message: StoredMessage, failures: number, dataBytes: number): void {
-    if (!this.filter(message.attributes)) {
-      this.persistAcks([message.seq]);
-      return;
-    }
     const size = messageSize(message) - message.data.byteLength + dataBytes;
     const hasData = message.data.byteLength === dataBytes;
     const spilled = !hasData || !this.hooks.payloads.take(dataBytes);
