@@ -616,13 +616,13 @@ export class ExportRunner {
     this.options.logger[level]({ subscription: this.subscription, ...fields }, message);
   }
 
-  /** The connectors' own totals (rows appended, objects written, ...), when they keep them. */
   /** What a runner replacing this one (after it stopped) carries on: see ExportRunnerOptions.continues. */
   get totals(): ExportTotals {
     const { written, failed, batches, errors } = this.stats;
     return { stats: { written, failed, batches, errors }, connectorCounters: this.connectorCounters };
   }
 
+  /** The connectors' own totals (rows appended, objects written, ...), when they keep them. */
   get connectorCounters(): ConnectorCounters | undefined {
     const current = this.connector?.counters;
     if (!this.retired) return current;
