@@ -66,8 +66,9 @@ export class BacklogReader {
   private behind = true;
   /**
    * Unacked messages after the cursor that are counted, of a filtered subscription only those that match
-   * (acked ones a restart delivers again count once read). Rows up to `restartSeq` are counted in the background a range at a time (`countSome`: counting
-   * a large backlog at once would stall the event loop), later ones as they are published.
+   * (acked ones a restart delivers again count once read). Rows up to `restartSeq` are counted in the
+   * background a range at a time (`countSome`: counting a large backlog at once would stall the event
+   * loop), later ones as they are published.
    */
   private unread = 0;
   private countedUpTo: number;
