@@ -80,8 +80,7 @@ const MAX_RETENTION = 31 * 86400;
  * on every later check would leave it impossible to update (the filter cannot change) and stop a job
  * file that describes it from running.
  */
-export type Grandfathered =
-  { existing: Pick<SubscriptionSpec, 'filter' | 'enableExactlyOnceDelivery'> & Partial<SubscriptionSpec> } | 'job-file';
+export type Grandfathered = { existing: SubscriptionSpec } | 'job-file';
 
 /**
  * Validates and fills defaults. `resolveTopic` turns a topic reference into its full name. `kept`: the
@@ -212,8 +211,8 @@ export function normalizeSubscription(
   // Pub/Sub offers exactly-once delivery on pull subscriptions only (StreamingPull included): push and
   // export subscriptions do not support it. An update is checked as the merged whole, so adding a push or
   // export section to an exactly-once subscription is refused as turning exactly-once on for one is.
-  const wasExactlyOnceWith = (k: string) =>
-    kept === 'job-file' || (kept?.existing.enableExactlyOnceDelivery === true && hasConfig(kept.existing[k as keyof SubscriptionSpec]));
+  const wasExactlyOnceWith = (k: (typeof deliveries)[number]) =>
+    kept === 'job-file' || (kept?.existing.enableExactlyOnceDelivery === true && hasConfig(kept.existing[k]));
   if (spec.enableExactlyOnceDelivery && deliveries.length && !wasExactlyOnceWith(deliveries[0]!)) {
     throw new InvalidArgumentError(
       'enableExactlyOnceDelivery',
