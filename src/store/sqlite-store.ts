@@ -33,6 +33,9 @@ const SCHEMA_VERSION = 4;
 const PAGE_SIZE = 32 * 1024;
 /** The reading connection's page cache: 128 pages, room for the B-tree interiors and the pages a scan is on. */
 const READER_CACHE_KIB = 4096;
+/** A subscription's (@sub) unacked messages of its topic (@topic) with seq in (@after, @upTo], as `m`. */
+const UNACKED_IN_RANGE =
+  'm.topic_uid = @topic AND m.seq > @after AND m.seq <= @upTo AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)';
 /** The store's file in the data directory (with SQLite's `-wal` and `-shm` beside it, and STORE_ID_FILE). */
 export const STORE_FILE = 'orderly.sqlite';
 /**
@@ -176,22 +179,11 @@ export class SqliteStore implements Store {
             ORDER BY m.key_seq LIMIT @limit`,
         )
         .raw(),
-      countUnacked: db
-        .prepare(
-          'SELECT count(*) FROM messages m WHERE m.topic_uid = @topic AND m.seq > @after AND m.seq <= @upTo AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)',
-        )
-        .pluck(),
-      unackedAttributes: db
-        .prepare(
-          `SELECT m.seq, m.attributes FROM messages m WHERE m.topic_uid = @topic AND m.seq > @after AND m.seq <= @upTo
-            AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq) ORDER BY m.seq`,
-        )
-        .raw(),
+      countUnacked: db.prepare(`SELECT count(*) FROM messages m WHERE ${UNACKED_IN_RANGE}`).pluck(),
+      unackedAttributes: db.prepare(`SELECT m.seq, m.attributes FROM messages m WHERE ${UNACKED_IN_RANGE} ORDER BY m.seq`).raw(),
       unackedByKey: db
         .prepare(
-          `SELECT m.ordering_key, count(*) AS n FROM messages m
-            WHERE m.topic_uid = @topic AND m.seq > @after AND m.seq <= @upTo AND m.ordering_key <> ''
-              AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)
+          `SELECT m.ordering_key, count(*) AS n FROM messages m WHERE ${UNACKED_IN_RANGE} AND m.ordering_key <> ''
             GROUP BY m.ordering_key ORDER BY n DESC, m.ordering_key LIMIT @limit`,
         )
         .raw(),
