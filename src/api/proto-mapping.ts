@@ -50,15 +50,18 @@ export const timestamp = (ms: number): ProtoDuration => ({ seconds: String(Math.
 /** google.protobuf.Timestamp's range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z. */
 const TIMESTAMP_SECONDS = { min: -62_135_596_800, max: 253_402_300_799 };
 
-/** A Timestamp off the wire in ms; one outside what a Timestamp may hold is refused, naming `field`. */
-export function timestampMs(t: ProtoDuration, field: string): number {
+/**
+ * A Timestamp off the wire in whole ms (rounded by `round`); one outside what a Timestamp may hold is
+ * refused, naming `field`.
+ */
+export function timestampMs(t: ProtoDuration, field: string, round: (ms: number) => number = Math.floor): number {
   const seconds = Number(t.seconds ?? 0);
   const nanos = t.nanos ?? 0;
   if (!Number.isInteger(nanos) || nanos < 0 || nanos > 999_999_999)
     throw new InvalidArgumentError(`${field}.nanos`, `must be an integer between 0 and 999999999, got ${nanos}`);
   if (!Number.isInteger(seconds) || seconds < TIMESTAMP_SECONDS.min || seconds > TIMESTAMP_SECONDS.max)
     throw new InvalidArgumentError(`${field}.seconds`, `must be a time between the years 1 and 9999, got ${String(t.seconds)}`);
-  return seconds * 1000 + Math.floor(nanos / 1e6);
+  return seconds * 1000 + round(nanos / 1e6);
 }
 
 export function topicToProto(t: Topic): ProtoObject {

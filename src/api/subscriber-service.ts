@@ -53,7 +53,8 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
     },
     Seek: async (r) => {
       if (r.snapshot) await core.seekToSnapshot(r.subscription, inProjectOf(r.subscription, 'snapshots', r.snapshot));
-      else if (r.time) await core.seek(r.subscription, timestampMs(r.time, 'time'));
+      // Publish times are whole ms: one is before a time within a ms exactly when it is before the next whole ms.
+      else if (r.time) await core.seek(r.subscription, timestampMs(r.time, 'time', Math.ceil));
       else throw new InvalidArgumentError('time', 'is required, or snapshot: a seek needs a target');
       return {};
     },

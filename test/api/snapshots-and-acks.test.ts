@@ -158,6 +158,22 @@ describe('snapshot RPCs over gRPC', () => {
     expect((await failure(api.sub('getSnapshot', { snapshot: created.name }))).code).toBe(grpc.status.NOT_FOUND);
     expect((await failure(api.sub('seek', { subscription: sub('rpc-sub'), snapshot: created.name }))).code).toBe(grpc.status.NOT_FOUND);
   });
+
+  it('a seek to a time between two milliseconds acks a message published in the earlier one (the time is not rounded down)', async () => {
+    await api.pub('createTopic', { name: topicName('seek-sub-ms') });
+    await api.sub('createSubscription', { name: sub('seek-sub-ms'), topic: topicName('seek-sub-ms'), retainAckedMessages: true });
+    await api.pub('publish', { topic: topicName('seek-sub-ms'), messages: [{ data: Buffer.from('m') }] });
+    const pull = () => api.sub('pull', { subscription: sub('seek-sub-ms'), maxMessages: 10, returnImmediately: true });
+    const [first] = (await pull()).receivedMessages;
+    const published: { seconds: string; nanos: number } = first.message.publishTime;
+    // Half a millisecond after the publish time (which Orderly keeps to the millisecond): the message was
+    // published before it, so the seek marks it acked.
+    const justAfter = { seconds: published.seconds, nanos: published.nanos + 500_000 };
+    await api.sub('seek', { subscription: sub('seek-sub-ms'), time: justAfter });
+    expect((await pull()).receivedMessages).toEqual([]);
+    await api.sub('seek', { subscription: sub('seek-sub-ms'), time: published });
+    expect((await pull()).receivedMessages.map((r: any) => r.message.data.toString())).toEqual(['m']);
+  });
 });
 
 describe('exactly-once delivery', () => {
