@@ -96,11 +96,12 @@ describe('an ordered remote export whose open file no more messages can fill', (
       await waitFor(`round ${round} committed`, async () => (await workerStatus(worker)).exported === before + KEYS.length, 30_000);
       const { lastCommitAt } = await workerStatus(worker);
       // From the publish (the delivery comes after it) to the commit: the idle time, the upload, and what
-      // a loaded machine adds; not the up to 1 s more of waiting for the flush interval.
+      // a loaded machine adds (0.04-0.09 s measured); not the up to 1 s more of waiting for the flush interval.
       late.push((Date.parse(lastCommitAt!) - published) / 1000 - idle);
       await waitFor(`round ${round} acked`, async () => (await remote.backlog('idle-on-time')) === 0, 30_000);
     }
-    expect(Math.max(...late), `seconds past idleFlushSeconds per round: ${late.join(', ')}`).toBeLessThan(0.5);
+    // Five rounds a fifth of the interval apart: checked at the interval, one of them is at least 0.8 s late.
+    expect(Math.max(...late), `seconds past idleFlushSeconds per round: ${late.join(', ')}`).toBeLessThan(0.6);
   }, 90_000);
 
   it('idleFlushSeconds: 0 leaves the file to its own limits: what it holds stays unwritten', async () => {
