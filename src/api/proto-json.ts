@@ -241,6 +241,29 @@ const DURATION = /^(-)?(\d{1,12})(?:\.(\d{1,9}))?s$/;
 const MIN_TIMESTAMP_MS = Date.parse('0001-01-01T00:00:00Z');
 const TIMESTAMP = /^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$/;
 
+/** A date that is in the calendar, a time of day of 00:00:00–23:59:59 and an offset of at most ±23:59. */
+function realDateTime(date: string, time: string, offset: string): boolean {
+  const [year, month, day] = date.split('-').map(Number) as [number, number, number];
+  const [hours, minutes, seconds] = time.split(':').map(Number) as [number, number, number];
+  const daysInMonth = new Date(Date.UTC(2000, month, 0)).getUTCDate() - (month === 2 && !isLeapYear(year) ? 1 : 0);
+  const [offsetHours, offsetMinutes] = offset.length === 6 ? offset.slice(1).split(':').map(Number) : [0, 0];
+  return (
+    month >= 1 &&
+    month <= 12 &&
+    day >= 1 &&
+    day <= daysInMonth &&
+    hours <= 23 &&
+    minutes <= 59 &&
+    seconds <= 59 &&
+    offsetHours! <= 23 &&
+    offsetMinutes! <= 59
+  );
+}
+
+function isLeapYear(year: number): boolean {
+  return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
+}
+
 /** 0, 3, 6 or 9 fractional digits, as Google's JSON printers write them. */
 function fraction(nanos: number): string {
   if (!nanos) return '';
@@ -269,7 +292,8 @@ const WELL_KNOWN: Record<string, WellKnown> = {
     noun: 'timestamp',
     fromJson(json, at) {
       const m = typeof json === 'string' ? TIMESTAMP.exec(json) : null;
-      const ms = m ? Date.parse(`${m[1]}T${m[2]}${m[4]!.toUpperCase()}`) : NaN;
+      // Date.parse alone takes 2026-02-30 as March 2 and 24:00 as the next day's midnight.
+      const ms = m && realDateTime(m[1]!, m[2]!, m[4]!) ? Date.parse(`${m[1]}T${m[2]}${m[4]!.toUpperCase()}`) : NaN;
       if (!m || !Number.isFinite(ms) || ms < MIN_TIMESTAMP_MS) {
         throw new InvalidArgumentError(at, 'must be an RFC 3339 timestamp like "2024-05-01T12:00:00Z"');
       }

@@ -163,6 +163,30 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expectInvalid(await rest('POST', `${s}:seek`, {}), 'time', /a seek needs a target/);
   });
 
+  it('a timestamp naming a day or time that does not exist is refused, not read as a later one', async () => {
+    // V8's Date.parse rolls 2026-02-30 over to March 2 and 24:00 to the next day: a seek would move elsewhere.
+    const s = '/v1/projects/bad-input/subscriptions/seek-dates';
+    expect((await rest('PUT', s, { topic: 'projects/bad-input/topics/orders' })).status).toBe(200);
+    for (const time of [
+      '2026-02-30T00:00:00Z',
+      '2025-02-29T12:00:00Z',
+      '2026-04-31T00:00:00Z',
+      '2026-05-01T24:00:00Z',
+      '2026-05-01T12:00:00+24:00',
+      '2026-05-01T12:00:00+05:60',
+    ]) {
+      expectInvalid(await rest('POST', `${s}:seek`, { time }), 'time', /RFC 3339/);
+    }
+    const snapshot = '/v1/projects/bad-input/snapshots/no-such-day';
+    expect((await rest('PUT', snapshot, { subscription: 'seek-dates' })).status).toBe(200);
+    const expireTime = '2026-06-31T00:00:00Z';
+    expectInvalid(await rest('PATCH', snapshot, { snapshot: { expireTime }, updateMask: 'expireTime' }), 'snapshot.expireTime', /RFC 3339/);
+    // Real days still pass: a leap day, an offset, the last second of a day.
+    for (const time of ['2024-02-29T12:00:00Z', '2026-05-01T23:59:59.999999999+05:30', '2000-02-29T00:00:00-12:00']) {
+      expect((await rest('POST', `${s}:seek`, { time })).status, time).toBe(200);
+    }
+  });
+
   it("unknown paths and wrong methods get Google's JSON error body with a 404", async () => {
     const unknown = await rest('GET', '/v2/anything');
     expect(unknown).toEqual({ status: 404, json: { error: { code: 404, status: 'NOT_FOUND', message: 'no such path: /v2/anything' } } });
