@@ -17,8 +17,12 @@ export function publisherHandlers(core: PubSubCore): Record<string, RpcHandler> 
       return topicToProto(await core.updateTopic(topic.name, patch));
     },
     GetTopic: async (r) => topicToProto(core.getTopic(r.topic)),
-    ListTopics: async (r) => listPage(r, core.listTopics(projectId(r.project)), (t) => t.name, 'topics', topicToProto),
-    ListTopicSubscriptions: async (r) => listPage(r, core.listTopicSubscriptions(r.topic), (s) => s, 'subscriptions'),
+    ListTopics: async (r) => {
+      const project = projectId(r.project);
+      return listPage(r, core.listTopics(project), (t) => t.name, 'topics', `projects/${project}`, topicToProto);
+    },
+    ListTopicSubscriptions: async (r) =>
+      listPage(r, core.listTopicSubscriptions(r.topic), (s) => s, 'subscriptions', core.getTopic(r.topic).name),
     DeleteTopic: async (r) => core.deleteTopic(r.topic),
     DetachSubscription: async (r) => {
       await core.detachSubscription(r.subscription);

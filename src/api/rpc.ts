@@ -55,15 +55,20 @@ export function required<T>(value: T | null | undefined, field: string): T {
   return value;
 }
 
-/** One page of a List call's items (sorted by `keyOf`), as `{ [field]: items, nextPageToken }`. */
+/**
+ * One page of a List call's items (sorted by `keyOf`), as `{ [field]: items, nextPageToken }`; `of` is
+ * the resource the list is in (`projects/p`, a topic's full name), so a token works only for its own list.
+ */
 export function listPage<T>(
   request: PageRequest,
   items: readonly T[],
   keyOf: (item: T) => string,
   field: string,
+  of: string,
   map: (item: T) => unknown = (x) => x,
 ): ProtoObject {
-  const page = pageOf(items, { pageSize: request.pageSize, pageToken: request.pageToken }, keyOf, 'ascending');
+  const list = `${field} of ${of}`;
+  const page = pageOf(items, { pageSize: request.pageSize, pageToken: request.pageToken }, keyOf, 'ascending', list);
   return { [field]: page.items.map(map), nextPageToken: page.nextPageToken };
 }
 

@@ -63,7 +63,10 @@ export function snapshotHandlers(core: PubSubCore): { subscriber: Record<string,
         );
       },
       GetSnapshot: async (r) => snapshotToProto(core.getSnapshot(r.snapshot)),
-      ListSnapshots: async (r) => listPage(r, core.listSnapshots(projectId(r.project)), (s) => s.name, 'snapshots', snapshotToProto),
+      ListSnapshots: async (r) => {
+        const project = projectId(r.project);
+        return listPage(r, core.listSnapshots(project), (s) => s.name, 'snapshots', `projects/${project}`, snapshotToProto);
+      },
       UpdateSnapshot: async (r) => {
         const snapshot = required(r.snapshot, 'snapshot');
         const expireTime = snapshot.expireTime ? timestampMs(snapshot.expireTime, 'snapshot.expireTime') : undefined;
@@ -73,7 +76,8 @@ export function snapshotHandlers(core: PubSubCore): { subscriber: Record<string,
       DeleteSnapshot: async (r) => core.deleteSnapshot(r.snapshot),
     }),
     publisher: serviceHandlers<Pick<PublisherRequests, 'ListTopicSnapshots'>>({
-      ListTopicSnapshots: async (r) => listPage(r, core.listTopicSnapshots(r.topic), (name) => name, 'snapshots'),
+      ListTopicSnapshots: async (r) =>
+        listPage(r, core.listTopicSnapshots(r.topic), (name) => name, 'snapshots', core.getTopic(r.topic).name),
     }),
   };
 }

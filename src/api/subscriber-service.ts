@@ -22,8 +22,10 @@ export function subscriberHandlers(core: PubSubCore): Record<string, RpcHandler>
       const patch = subscriptionPatch(required(r.updateMask, 'updateMask').paths, input as unknown as Record<string, unknown>);
       return subscriptionToProto(await core.updateSubscription(subscription.name, patch));
     },
-    ListSubscriptions: async (r) =>
-      listPage(r, core.listSubscriptions(projectId(r.project)), (s) => s.name, 'subscriptions', subscriptionToProto),
+    ListSubscriptions: async (r) => {
+      const project = projectId(r.project);
+      return listPage(r, core.listSubscriptions(project), (s) => s.name, 'subscriptions', `projects/${project}`, subscriptionToProto);
+    },
     DeleteSubscription: async (r) => core.deleteSubscription(r.subscription),
     // On an exactly-once subscription invalid ack ids fail the call, with ErrorInfo details naming them.
     ModifyAckDeadline: async (r) => {

@@ -126,7 +126,7 @@ export class SchemaRegistry {
     const view = parseView(request.view, 'BASIC');
     const prefix = `projects/${project}/schemas/`;
     const records = [...this.schemas.values()].filter((r) => r.name.startsWith(prefix)).sort((a, b) => (a.name < b.name ? -1 : 1));
-    const page = pageOf(records, request, (r) => r.name, 'ascending');
+    const page = pageOf(records, request, (r) => r.name, 'ascending', `schemas of projects/${project}`);
     return { schemas: page.items.map((r) => resource(r, latest(r), view)), nextPageToken: page.nextPageToken };
   }
 
@@ -138,7 +138,7 @@ export class SchemaRegistry {
       .map((r, i) => ({ r, key: String(i).padStart(6, '0') }))
       .filter((x) => x.r.definition !== undefined)
       .reverse();
-    const page = pageOf(live, request, (x) => x.key, 'descending');
+    const page = pageOf(live, request, (x) => x.key, 'descending', `revisions of ${record.name}`);
     return { schemas: page.items.map((x) => resource(record, x.r, view)), nextPageToken: page.nextPageToken };
   }
 

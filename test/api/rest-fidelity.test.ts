@@ -123,6 +123,40 @@ describe('REST answers from the same mapping as gRPC', () => {
     );
   });
 
+  it("a page token works only for the list that gave it: another project's or another kind's list refuses it", async () => {
+    for (const project of ['alpha-pages', 'zeta-pages']) {
+      for (const t of ['t-1', 't-2', 't-3']) await rest('PUT', `/v1/projects/${project}/topics/${t}`, {});
+      for (const s of ['s-1', 's-2']) await rest('PUT', `/v1/projects/${project}/subscriptions/${s}`, { topic: 't-1' });
+    }
+    const alpha = await rest('GET', '/v1/projects/alpha-pages/topics?pageSize=1');
+    const zeta = await rest('GET', '/v1/projects/zeta-pages/topics?pageSize=1');
+    // Before: zeta's token gave alpha an empty last page, alpha's gave zeta its whole list again.
+    for (const [path, token] of [
+      ['/v1/projects/alpha-pages/topics', zeta.json.nextPageToken],
+      ['/v1/projects/zeta-pages/topics', alpha.json.nextPageToken],
+      ['/v1/projects/alpha-pages/subscriptions', alpha.json.nextPageToken],
+      [
+        '/v1/projects/alpha-pages/topics/t-2/subscriptions',
+        (await rest('GET', '/v1/projects/alpha-pages/topics/t-1/subscriptions?pageSize=1')).json.nextPageToken,
+      ],
+    ]) {
+      const r = await rest('GET', `${path}?pageToken=${token}`);
+      expect(r.status, path).toBe(400);
+      expect(r.json.error.message).toMatch(/^pageToken: is a page token of another list/);
+    }
+    await expect(api.pub('listTopics', { project: 'projects/zeta-pages', pageToken: alpha.json.nextPageToken })).rejects.toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: expect.stringMatching(/^pageToken: is a page token of another list \(topics of projects\/alpha-pages\)/),
+    });
+    // Its own list still pages on with it, over REST and gRPC, a bare topic id or a full name alike.
+    const next = await rest('GET', `/v1/projects/alpha-pages/topics?pageSize=1&pageToken=${alpha.json.nextPageToken}`);
+    expect(next.json.topics.map((t: { name: string }) => t.name)).toEqual(['projects/alpha-pages/topics/t-2']);
+    const subs = await api.pub('listTopicSubscriptions', { topic: 'projects/alpha-pages/topics/t-1', pageSize: 1 });
+    expect(
+      (await rest('GET', `/v1/projects/alpha-pages/topics/t-1/subscriptions?pageToken=${subs.nextPageToken}`)).json.subscriptions,
+    ).toEqual(['projects/alpha-pages/subscriptions/s-2']);
+  });
+
   it('the fields system parameter answers with the fields it names (partial responses); a bad one refuses the request before it runs', async () => {
     await rest('PUT', `${P}/topics/partial`, { labels: { env: 'dev', team: 'a' }, messageRetentionDuration: '600s' });
     expect((await rest('GET', `${P}/topics/partial?fields=name,labels/env`)).json).toEqual({
