@@ -151,6 +151,7 @@ function queryFields(route: RestRoute, query: URLSearchParams): [string, unknown
     if (!field) throw new InvalidArgumentError(name, 'unknown field');
     const v = field.type === 'bool' && (value === 'true' || value === 'false') ? value === 'true' : value;
     if (field.repeated) fields.set(name, [...((fields.get(name) as unknown[]) ?? []), v]);
+    else if (fields.has(name)) throw new InvalidArgumentError(name, 'is given twice in the query string (it takes one value)');
     else fields.set(name, v);
   }
   return [...fields];

@@ -118,6 +118,11 @@ describe('REST answers from the same mapping as gRPC', () => {
     );
     expect((await rest('GET', '/v1/projects/paging-project/topics?pageSize=-1')).json.error.message).toMatch(/^pageSize: /);
     expect((await rest('GET', '/v1/projects/paging-project/topics?colour=red')).json.error.message).toBe('colour: unknown field');
+    // One value for a field that takes one: a second is refused, not one of the two silently dropped.
+    expect((await rest('GET', '/v1/projects/paging-project/topics?pageSize=2&pageSize=3')).json.error).toMatchObject({
+      code: 400,
+      message: 'pageSize: is given twice in the query string (it takes one value)',
+    });
     expect((await rest('POST', `${P}/topics/readings:publish?pageSize=2`, { messages: [] })).json.error.message).toMatch(
       /^pageSize: unknown query parameter/,
     );
