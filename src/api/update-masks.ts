@@ -3,14 +3,11 @@ import type { SubscriptionInput } from '../core/subscription-config.js';
 import type { TopicInput } from '../core/topic-config.js';
 import { UNSUPPORTED_FIELDS } from './unsupported-fields.js';
 
-/** Subscription fields an update mask may name (the core refuses changing the immutable ones). */
+/** Subscription fields an update mask may name. */
 const UPDATABLE = new Set([
-  'topic',
   'ackDeadlineSeconds',
   'messageRetentionDuration',
   'retainAckedMessages',
-  'enableMessageOrdering',
-  'filter',
   'deadLetterPolicy',
   'retryPolicy',
   'enableExactlyOnceDelivery',
@@ -22,6 +19,11 @@ const UPDATABLE = new Set([
   'labels',
 ]);
 
+/** Subscription fields fixed at creation: a mask naming one is INVALID_ARGUMENT, whatever value it gives. */
+const IMMUTABLE = new Set(['topic', 'enableMessageOrdering', 'filter']);
+
+const snakeCase = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
 /**
  * The patch an update mask selects from `subscription` (camelCase or snake_case paths); a masked field
  * the subscription leaves out is cleared, as Pub/Sub does.
@@ -31,6 +33,12 @@ export function subscriptionPatch(paths: string[], subscription: Record<string, 
   for (const [path, field] of maskFields(paths)) {
     if ((UNSUPPORTED_FIELDS.subscription as readonly string[]).includes(field))
       throw new InvalidArgumentError(`updateMask: ${path}`, 'is not supported by Orderly');
+    // Pub/Sub refuses the path itself ("Invalid update_mask provided ...: the 'topic' field in the Subscription is not mutable").
+    if (IMMUTABLE.has(field))
+      throw new InvalidArgumentError(
+        'updateMask',
+        `the '${snakeCase(field)}' field of a subscription is not mutable (fixed at creation); create a new subscription instead`,
+      );
     if (!UPDATABLE.has(field)) throw new InvalidArgumentError('updateMask', `unknown or read-only field path ${JSON.stringify(path)}`);
     patch[field] = subscription[field] ?? null;
   }

@@ -173,6 +173,22 @@ describe("Google's Node client (@google-cloud/pubsub@5) against orderly serve", 
     await expect(topic.createSubscription('bad-sub', { ackDeadlineSeconds: 5 })).rejects.toMatchObject({ code: 3 }); // INVALID_ARGUMENT
   });
 
+  it("setMetadata naming a field fixed at creation is INVALID_ARGUMENT ('Invalid update_mask'), as Pub/Sub answers", async () => {
+    const [topic] = await pubsub.createTopic('immutable-topic');
+    const [other] = await pubsub.createTopic('immutable-other');
+    const [sub] = await topic.createSubscription('immutable-sub', { filter: 'attributes:a' });
+    // The client sends the keys given as the update mask (enable_message_ordering, filter, topic).
+    for (const change of [{ enableMessageOrdering: true }, { filter: 'attributes:b' }, { topic: other.name }, { filter: 'attributes:a' }]) {
+      await expect(sub.setMetadata(change), JSON.stringify(change)).rejects.toMatchObject({
+        code: 3, // INVALID_ARGUMENT, not FAILED_PRECONDITION
+        details: expect.stringMatching(/^updateMask: the '(enable_message_ordering|filter|topic)' field of a subscription is not mutable/),
+      });
+    }
+    // The subscription is unchanged, and a mutable field still updates.
+    const [metadata] = await sub.setMetadata({ ackDeadlineSeconds: 42 });
+    expect(metadata).toMatchObject({ enableMessageOrdering: false, filter: 'attributes:a', topic: topic.name, ackDeadlineSeconds: 42 });
+  });
+
   it('dead-letters with the CloudPubSubDeadLetterSource attributes after maxDeliveryAttempts', async () => {
     const [topic] = await pubsub.createTopic('dl-source');
     const [dead] = await pubsub.createTopic('dl-dead');
