@@ -64,8 +64,19 @@ export function topicPatch(paths: string[], topic: Required<TopicInput>): TopicI
   return patch;
 }
 
-/** [path as given, camelCase field] for each path of an update mask, which must name at least one. */
+/**
+ * [path as given, camelCase field] for each path of an update mask, which must name at least one. Paths
+ * are snake_case, as FieldMask defines them and Pub/Sub requires (`push_config`, not `pushConfig`, which
+ * it refuses); REST's JSON masks are camelCase and reach here converted (proto-json.ts).
+ */
 export function maskFields(paths: string[]): [string, string][] {
   if (!paths.length) throw new InvalidArgumentError('updateMask', 'must name at least one field to update');
-  return paths.map((p) => [p, p.trim().replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())]);
+  return paths.map((p) => {
+    if (/[A-Z]/.test(p))
+      throw new InvalidArgumentError(
+        'updateMask',
+        `unknown field path ${JSON.stringify(p)}: paths are snake_case field names (push_config, not pushConfig)`,
+      );
+    return [p, p.trim().replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())];
+  });
 }

@@ -91,6 +91,39 @@ describe('REST answers from the same mapping as gRPC', () => {
     }
   });
 
+  it('gRPC update masks name fields as the proto does (snake_case): a camelCase path is refused, as Pub/Sub refuses it', async () => {
+    await rest('PUT', `${P}/topics/grpc-masked`, {});
+    await rest('PUT', `${P}/subscriptions/grpc-masked-sub`, { topic: 'grpc-masked' });
+    const subscription = { name: 'projects/rest-fidelity/subscriptions/grpc-masked-sub', ackDeadlineSeconds: 30 };
+    const topic = { name: 'projects/rest-fidelity/topics/grpc-masked', messageRetentionDuration: { seconds: 3600 } };
+    // Pub/Sub: "'ackDeadlineSeconds' is not a known Subscription field. Note that field paths must be of the form 'push_config'".
+    for (const [method, request] of [
+      ['updateSubscription', { subscription, updateMask: { paths: ['ackDeadlineSeconds'] } }],
+      ['updateSubscription', { subscription, updateMask: { paths: ['labels', 'pushConfig.pushEndpoint'] } }],
+      ['updateTopic', { topic, updateMask: { paths: ['messageRetentionDuration'] } }],
+    ] as const) {
+      const call = method === 'updateTopic' ? api.pub(method, request) : api.sub(method, request);
+      await expect(call, JSON.stringify(request.updateMask)).rejects.toMatchObject({
+        code: grpc.status.INVALID_ARGUMENT,
+        details: expect.stringMatching(
+          /^updateMask: unknown field path "(ackDeadlineSeconds|pushConfig\.pushEndpoint|messageRetentionDuration)": paths are snake_case/,
+        ),
+      });
+    }
+    expect(await api.sub('updateSubscription', { subscription, updateMask: { paths: ['ack_deadline_seconds'] } })).toMatchObject({
+      ackDeadlineSeconds: 30,
+    });
+    expect(await api.pub('updateTopic', { topic, updateMask: { paths: ['message_retention_duration'] } })).toMatchObject({
+      messageRetentionDuration: { seconds: '3600' },
+    });
+    // REST masks are proto3 JSON, camelCase by definition: those still work.
+    const patched = await rest('PATCH', `${P}/subscriptions/grpc-masked-sub`, {
+      subscription: { ackDeadlineSeconds: 40 },
+      updateMask: 'ackDeadlineSeconds',
+    });
+    expect(patched.json.ackDeadlineSeconds).toBe(40);
+  });
+
   it('list calls page with pageSize and pageToken (query parameters), gRPC alike', async () => {
     for (const t of ['pg-1', 'pg-2', 'pg-3']) await rest('PUT', `/v1/projects/paging-project/topics/${t}`, {});
     for (const s of ['pg-sub-1', 'pg-sub-2', 'pg-sub-3'])
