@@ -205,6 +205,21 @@ describe('publisher-side ordering', () => {
     await expect(publisher.publish({ data: 'k3', orderingKey: 'k' })).resolves.toBeDefined();
   });
 
+  it('batches stay under the request limit counting attributes and keys, not data alone', async () => {
+    // 110 valid messages of ~100 KB of attributes each (no data): one request of them would be ~11 MB.
+    const attributes = Object.fromEntries(Array.from({ length: 99 }, (_, i) => [`a${i}`, 'v'.repeat(1024)]));
+    await core.createSubscription('big-attributes', { topic: 'events', enableMessageOrdering: true });
+    const publisher = new Publisher(core, 'events');
+    const ids = await Promise.all(
+      Array.from({ length: 110 }, (_, i) => publisher.publish({ attributes: { ...attributes, n: String(i) }, orderingKey: 'k' })),
+    );
+    expect(ids).toHaveLength(110);
+    expect(publisher.isPaused('k')).toBe(false);
+    await settle(core);
+    const got = await core.pull('big-attributes', { maxMessages: 1000 });
+    expect(got.map((m) => Number(m.message.attributes.n))).toEqual(Array.from({ length: 110 }, (_, i) => i));
+  });
+
   it('messages published on one key in one tick keep call order', async () => {
     await core.createSubscription('seq-check', { topic: 'events', enableMessageOrdering: true });
     const publisher = new Publisher(core, 'events');
