@@ -124,6 +124,8 @@ export class PubSubCore {
   private readonly snapshots: Snapshots;
   private closed = false;
   private readonly publishes = new PublishQueue();
+  /** The last of the resource updates started (see oneUpdateAtATime); never rejects. */
+  private updates: Promise<unknown> = Promise.resolve();
   /** SchemaService's schemas; topics' schemaSettings name them. Deleting one points its topics at `_deleted-schema_`. */
   schemas!: SchemaRegistry;
   /** Stored IAM policies (see IamPolicies: kept and returned, not enforced). */
@@ -253,15 +255,28 @@ export class PubSubCore {
   }
 
   /** Changes the fields `patch` gives (`null` clears one); the rest stay as they are. */
-  async updateTopic(ref: string, patch: TopicInput): Promise<Topic> {
-    const rec = this.topicRecord(ref);
-    const next = applyTopicInput({ labels: rec.labels, settings: topicSettings(rec.settings) }, patch, (v, f) =>
-      this.schemas.checkTopicSettings(v, f),
-    );
-    await this.store.updateTopic({ ...rec, ...next });
-    rec.labels = next.labels;
-    rec.settings = next.settings;
-    return describeTopic(rec);
+  updateTopic(ref: string, patch: TopicInput): Promise<Topic> {
+    return this.oneUpdateAtATime(async () => {
+      const rec = this.topicRecord(ref);
+      const next = applyTopicInput({ labels: rec.labels, settings: topicSettings(rec.settings) }, patch, (v, f) =>
+        this.schemas.checkTopicSettings(v, f),
+      );
+      await this.store.updateTopic({ ...rec, ...next });
+      rec.labels = next.labels;
+      rec.settings = next.settings;
+      return describeTopic(rec);
+    });
+  }
+
+  /**
+   * Runs `update` once the resource updates started before it have ended, so it computes its change from
+   * what they left. Started together, two updates of different fields (labels, then retention) both read
+   * the same state and the second to finish wrote back what the first had changed, in memory and store.
+   */
+  private oneUpdateAtATime<T>(update: () => Promise<T>): Promise<T> {
+    const run = this.updates.then(update);
+    this.updates = run.catch(() => undefined);
+    return run;
   }
 
   /** The project's topics, by name. */
@@ -410,33 +425,35 @@ export class PubSubCore {
   }
 
   /** Changes the mutable fields given in `patch`; ordering, filter and topic are fixed at creation. */
-  async updateSubscription(ref: string, patch: Partial<SubscriptionInput>): Promise<Subscription> {
-    const rt = this.runtime(ref);
-    // A spec is a valid input (durations in seconds), so the merge is validated as a whole.
-    const merged: SubscriptionInput = { ...rt.spec, ...patch, topic: patch.topic ?? rt.spec.topic };
-    const next = normalizeSubscription(merged, (t, field) => this.topicName(t, field), { existing: rt.spec });
-    // Only labels given now: ones stored before Orderly checked labels stay as they are until changed.
-    if (patch.labels !== undefined) checkLabels(next.labels);
-    checkImmutable(rt.spec, next);
-    // Only a change of the policy checks its topic: one deleted since must not block every other change.
-    if (patch.deadLetterPolicy !== undefined) this.checkDeadLetterTopic(next);
-    const topic = this.topics.get(next.topic);
-    if (topic?.uid === rt.topicUid) checkTopicSchemaUse(next, topic.name, topicSettings(topic.settings), DELETED_SCHEMA);
-    for (const validate of this.validators) validate(rt.name, next);
-    // Retention begun now keeps what is acked from now on; what is acked already is gone for it. The acked
-    // prefix is the runtime's (everything below what it may still deliver): the store's watermark moves
-    // only when compaction runs, and acks above it would otherwise come back on a seek.
-    if (next.retainAckedMessages && !rt.spec.retainAckedMessages) {
-      const held = rt.detached ? undefined : rt.lowestHeldSeq();
-      rt.acksRetainedAfter = held === undefined ? this.fannedOutSeq : held - 1;
-      await this.store.updateSubscriptionSpec(rt.name, next, rt.acksRetainedAfter);
-    } else await this.store.updateSubscriptionSpec(rt.name, next);
-    rt.spec = next;
-    const refusal = pullRefusal(rt);
-    if (refusal) rt.endPulls(refusal);
-    this.syncPush(rt);
-    this.events.emit({ type: 'updated', subscription: rt.name });
-    return this.getSubscription(rt.name);
+  updateSubscription(ref: string, patch: Partial<SubscriptionInput>): Promise<Subscription> {
+    return this.oneUpdateAtATime(async () => {
+      const rt = this.runtime(ref);
+      // A spec is a valid input (durations in seconds), so the merge is validated as a whole.
+      const merged: SubscriptionInput = { ...rt.spec, ...patch, topic: patch.topic ?? rt.spec.topic };
+      const next = normalizeSubscription(merged, (t, field) => this.topicName(t, field), { existing: rt.spec });
+      // Only labels given now: ones stored before Orderly checked labels stay as they are until changed.
+      if (patch.labels !== undefined) checkLabels(next.labels);
+      checkImmutable(rt.spec, next);
+      // Only a change of the policy checks its topic: one deleted since must not block every other change.
+      if (patch.deadLetterPolicy !== undefined) this.checkDeadLetterTopic(next);
+      const topic = this.topics.get(next.topic);
+      if (topic?.uid === rt.topicUid) checkTopicSchemaUse(next, topic.name, topicSettings(topic.settings), DELETED_SCHEMA);
+      for (const validate of this.validators) validate(rt.name, next);
+      // Retention begun now keeps what is acked from now on; what is acked already is gone for it. The acked
+      // prefix is the runtime's (everything below what it may still deliver): the store's watermark moves
+      // only when compaction runs, and acks above it would otherwise come back on a seek.
+      if (next.retainAckedMessages && !rt.spec.retainAckedMessages) {
+        const held = rt.detached ? undefined : rt.lowestHeldSeq();
+        rt.acksRetainedAfter = held === undefined ? this.fannedOutSeq : held - 1;
+        await this.store.updateSubscriptionSpec(rt.name, next, rt.acksRetainedAfter);
+      } else await this.store.updateSubscriptionSpec(rt.name, next);
+      rt.spec = next;
+      const refusal = pullRefusal(rt);
+      if (refusal) rt.endPulls(refusal);
+      this.syncPush(rt);
+      this.events.emit({ type: 'updated', subscription: rt.name });
+      return this.getSubscription(rt.name);
+    });
   }
 
   async deleteSubscription(ref: string): Promise<void> {
@@ -710,8 +727,8 @@ export class PubSubCore {
   }
 
   /** Changes the labels and/or expireTime `patch` gives (see Snapshots.update). */
-  async updateSnapshot(ref: string, patch: SnapshotPatch): Promise<Snapshot> {
-    return this.describeSnapshot(await this.snapshots.update(ref, patch));
+  updateSnapshot(ref: string, patch: SnapshotPatch): Promise<Snapshot> {
+    return this.oneUpdateAtATime(async () => this.describeSnapshot(await this.snapshots.update(ref, patch)));
   }
 
   /** Deletes the snapshot; what only it held becomes subject to compaction. Its IAM policy goes too. */

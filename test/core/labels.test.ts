@@ -28,4 +28,44 @@ describe('labels', () => {
       dir.remove();
     }
   });
+
+  it('updates started together that change different fields all land, in memory and in the store', async () => {
+    const dir = tempDir();
+    try {
+      let { core } = await openCore(dir.path);
+      await core.createTopic('events');
+      await core.createSubscription('updated-twice', { topic: 'events' });
+      await core.createSnapshot('snap-twice', { subscription: 'updated-twice' });
+      const expireTime = core.getSnapshot('snap-twice').expireTime - 60_000;
+      // Each computed its change from the resource as it was when it started: the last one undid the first.
+      await Promise.all([
+        core.updateTopic('events', { labels: { team: 'sales' } }),
+        core.updateTopic('events', { messageRetentionDuration: 3600 }),
+        core.updateSubscription('updated-twice', { labels: { team: 'sales' } }),
+        core.updateSubscription('updated-twice', { ackDeadlineSeconds: 30 }),
+        core.updateSubscription('updated-twice', { retainAckedMessages: true }),
+        core.updateSnapshot('snap-twice', { labels: { team: 'sales' } }),
+        core.updateSnapshot('snap-twice', { expireTime }),
+      ]);
+      const check = () => {
+        expect(core.getTopic('events')).toMatchObject({ labels: { team: 'sales' }, messageRetentionDuration: 3600 });
+        expect(core.getSubscription('updated-twice')).toMatchObject({
+          labels: { team: 'sales' },
+          ackDeadlineSeconds: 30,
+          retainAckedMessages: true,
+        });
+        expect(core.getSnapshot('snap-twice')).toMatchObject({ labels: { team: 'sales' }, expireTime });
+      };
+      check();
+      await core.close();
+      ({ core } = await openCore(dir.path));
+      try {
+        check();
+      } finally {
+        await core.close();
+      }
+    } finally {
+      dir.remove();
+    }
+  });
 });
