@@ -21,6 +21,11 @@ export interface PublishFileReport {
 }
 
 const BATCH = 500;
+/**
+ * Bytes of a key's batch (data, ordering key, attributes, as Pub/Sub counts a request) before it goes out:
+ * under the 10 MiB a publish request may hold, and its base64 under the endpoint's 14 MiB REST body.
+ */
+const BATCH_BYTES = 9 * 1024 * 1024;
 /** Lines held across all keys before every key's batch goes out: many keys make small requests, never a large buffer. */
 const MAX_BUFFERED = 10 * BATCH;
 /** Requests of different keys in flight at once. */
@@ -68,6 +73,7 @@ async function publishLines(publish: PublishBatch, o: PublishFileOptions, report
   // A publish request holds one ordering key's messages, as Pub/Sub requires (a request of mixed keys is
   // refused), so lines are batched per key; each key's batches go out in line order.
   const batches = new Map<string, { line: number; message: MessageInput }[]>();
+  const batchBytes = new Map<string, number>();
   let buffered = 0;
   /** What stopped the publishing: no request starts after it, and it is thrown once those running ended (so the counts are final). */
   let failure: unknown;
@@ -75,6 +81,7 @@ async function publishLines(publish: PublishBatch, o: PublishFileOptions, report
     const pending = batches.get(key);
     if (!pending?.length || failure) return;
     batches.delete(key);
+    batchBytes.delete(key);
     buffered -= pending.length;
     try {
       // Awaited first: `published += await ...` would read the total before the wait, and requests run at once.
@@ -121,9 +128,14 @@ async function publishLines(publish: PublishBatch, o: PublishFileOptions, report
       continue;
     }
     const key = message.orderingKey ?? '';
+    const size = messageBytes(message);
+    // A request over 10 MiB would be refused whole, and its lines sent again one request each.
+    if ((batchBytes.get(key) ?? 0) + size > BATCH_BYTES) await flush(key);
+    if (failure) break;
     const batch = batches.get(key) ?? [];
     batches.set(key, batch);
     batch.push({ line: lineNo, message });
+    batchBytes.set(key, (batchBytes.get(key) ?? 0) + size);
     buffered++;
     if (batch.length >= BATCH) await flush(key);
     else if (buffered >= MAX_BUFFERED) await flushAll();
@@ -136,6 +148,13 @@ async function publishLines(publish: PublishBatch, o: PublishFileOptions, report
 function stopped(e: unknown, report: PublishFileReport): Error {
   const message = `${(e as Error).message} (publishing stopped: ${report.published} lines published, ${report.refused.length} refused)`;
   return e instanceof OrderlyError ? new OrderlyError(e.code, message) : new Error(message, { cause: e });
+}
+
+/** A line's message in bytes as a publish request counts it: data, ordering key and attributes. */
+function messageBytes(m: MessageInput): number {
+  let size = Buffer.byteLength(m.data as string) + Buffer.byteLength(m.orderingKey ?? '');
+  for (const [k, v] of Object.entries(m.attributes ?? {})) size += Buffer.byteLength(k) + Buffer.byteLength(v);
+  return size;
 }
 
 function toMessage(text: string, o: PublishFileOptions): MessageInput {

@@ -78,6 +78,21 @@ describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
     expect(unique.mostInFlight).toBeGreaterThan(1);
   });
 
+  it('a hot key of large lines goes in requests under the 10 MiB limit, not one refused request and then a request per line', async () => {
+    const pad = 'x'.repeat(30_000);
+    const big = await publishLines(
+      'big-lines',
+      Array.from({ length: 400 }, (_, i) => JSON.stringify({ n: i, user: 'hot', pad })),
+    );
+    expect(big.report).toEqual({ published: 400, refused: [] });
+    const bytes = (r: MessageInput[]) => r.reduce((sum, m) => sum + Buffer.byteLength(m.data as string) + 3, 0);
+    for (const r of big.requests) expect(bytes(r)).toBeLessThanOrEqual(10 * 1024 * 1024);
+    expect(big.requests).toHaveLength(2);
+    expect(big.requests.flat().map((m) => (JSON.parse(m.data as string) as { n: number }).n)).toEqual(
+      Array.from({ length: 400 }, (_, i) => i),
+    );
+  });
+
   it('refuses a key JSON cannot carry exactly, and a line that is no object, naming the line', async () => {
     const { report, requests } = await publishLines('numeric-keys', [
       '{"n":1,"user":9007199254740993}',
