@@ -124,6 +124,8 @@ export class PubSubCore {
   private readonly snapshots: Snapshots;
   private closed = false;
   private readonly publishes = new PublishQueue();
+  /** Topics and subscriptions whose creation is under way (stored, not yet in `topics`/`subs`): a second create of one is ALREADY_EXISTS. */
+  private readonly creating = new Set<string>();
   /** The last of the resource updates started (see oneUpdateAtATime); never rejects. */
   private updates: Promise<unknown> = Promise.resolve();
   /** SchemaService's schemas; topics' schemaSettings name them. Deleting one points its topics at `_deleted-schema_`. */
@@ -240,10 +242,15 @@ export class PubSubCore {
   async createTopic(ref: string, input: TopicInput = {}): Promise<Topic> {
     const name = this.topicName(ref, 'name');
     const { labels, settings } = applyTopicInput({ labels: {}, settings: {} }, input, (v, f) => this.schemas.checkTopicSettings(v, f));
-    if (this.topics.has(name)) throw new AlreadyExistsError('Topic', name);
-    const rec = await this.store.createTopic(name, labels, settings);
-    this.topics.set(name, rec);
-    return describeTopic(rec);
+    if (this.topics.has(name) || this.creating.has(name)) throw new AlreadyExistsError('Topic', name);
+    this.creating.add(name);
+    try {
+      const rec = await this.store.createTopic(name, labels, settings);
+      this.topics.set(name, rec);
+      return describeTopic(rec);
+    } finally {
+      this.creating.delete(name);
+    }
   }
 
   getTopic(ref: string): Topic {
@@ -351,7 +358,7 @@ export class PubSubCore {
     const name = this.subscriptionName(ref, 'name');
     const spec = normalizeSubscription(input, (t, field) => this.topicName(t, field));
     checkLabels(spec.labels);
-    if (this.subs.has(name)) throw new AlreadyExistsError('Subscription', name);
+    if (this.subs.has(name) || this.creating.has(name)) throw new AlreadyExistsError('Subscription', name);
     const topic = this.topics.get(spec.topic);
     if (!topic) throw new NotFoundError('Topic', spec.topic);
     this.checkDeadLetterTopic(spec);
@@ -369,7 +376,12 @@ export class PubSubCore {
       // Its retention, if any, keeps what it acks from now on: nothing published before it was its own.
       acksRetainedAfter: this.fannedOutSeq,
     };
-    await this.store.createSubscription(rec);
+    this.creating.add(name);
+    try {
+      await this.store.createSubscription(rec);
+    } finally {
+      this.creating.delete(name);
+    }
     this.startRuntime(rec);
     this.events.emit({ type: 'created', subscription: name });
     return this.getSubscription(name);
