@@ -47,7 +47,7 @@ export async function startPubsubEndpoint(core: PubSubCore, options: EndpointOpt
   checkExposure(options, options.flags ?? { allowRemote: 'allowRemote', authToken: 'authToken' });
   const idleMs = (options.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS) * 1000;
   const check = authToken === undefined ? undefined : bearerCheck(authToken);
-  const { server: grpcServer } = pubsubServices(
+  const { server: grpcServer, endStreams } = pubsubServices(
     core,
     {
       'grpc.max_receive_message_length': MAX_GRPC_MESSAGE,
@@ -120,8 +120,10 @@ export async function startPubsubEndpoint(core: PubSubCore, options: EndpointOpt
       listener.close();
       http.closeAllConnections();
       http.close();
-      // Streaming pulls never end by themselves: give calls in flight a moment, then cut the rest
-      // (their messages stay leased until they expire and are delivered again).
+      // Streaming pulls never end by themselves: they end now with UNAVAILABLE, which clients retry
+      // (their messages stay leased until they expire and are delivered again). Unary calls in flight
+      // get a moment to finish, then the rest are cut.
+      endStreams();
       await new Promise<void>((resolve) => {
         const force = setTimeout(() => {
           grpcServer.forceShutdown();

@@ -5,7 +5,7 @@ import { toStatus, UndecodableRequest, withUndecodableRequests } from './grpc-er
 import { pubsubHandlers } from './pubsub-services.js';
 import { loadPubsubProto } from './pubsub-proto.js';
 import { rpcCall, type RpcHandler } from './rpc.js';
-import { streamingPull, withEncodedDeliveries, type StreamingPullRequest } from './streaming-pull.js';
+import { OpenStreams, streamingPull, withEncodedDeliveries, type StreamingPullRequest } from './streaming-pull.js';
 
 /** Unary handlers: OrderlyErrors become Pub/Sub's status codes; an undecodable request is INVALID_ARGUMENT. */
 function unary(method: string, fn: RpcHandler, logger?: Logger): grpc.handleUnaryCall<unknown, unknown> {
@@ -38,10 +38,16 @@ function unimplemented(service: string, method: string): grpc.handleUnaryCall<un
 /**
  * google.pubsub.v1 (Publisher, Subscriber, SchemaService) and google.iam.v1.IAMPolicy over the core, for
  * Google's client libraries via PUBSUB_EMULATOR_HOST. `options` are grpc-js server options (limits,
- * keepalive, interceptors).
+ * keepalive, interceptors). `endStreams` ends the open StreamingPull streams with UNAVAILABLE (and any
+ * opened after), for a server about to shut down.
  */
-export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {}, logger?: Logger): { server: grpc.Server } {
+export function pubsubServices(
+  core: PubSubCore,
+  options: grpc.ServerOptions = {},
+  logger?: Logger,
+): { server: grpc.Server; endStreams: () => void } {
   const proto = loadPubsubProto();
+  const openStreams = new OpenStreams();
   const handlers = pubsubHandlers(core);
   const server = new grpc.Server(options);
   for (const [serviceName, methods] of Object.entries(handlers)) {
@@ -52,7 +58,7 @@ export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {
     const implementation: grpc.UntypedServiceImplementation = {};
     for (const method of Object.keys(service)) {
       if (method === 'StreamingPull')
-        implementation[method] = ((call) => streamingPull(core, call, logger)) as grpc.handleBidiStreamingCall<
+        implementation[method] = ((call) => streamingPull(core, call, logger, openStreams)) as grpc.handleBidiStreamingCall<
           StreamingPullRequest,
           unknown
         >;
@@ -60,5 +66,5 @@ export function pubsubServices(core: PubSubCore, options: grpc.ServerOptions = {
     }
     server.addService(withEncodedDeliveries(withUndecodableRequests(service)), implementation);
   }
-  return { server };
+  return { server, endStreams: () => openStreams.endAll() };
 }

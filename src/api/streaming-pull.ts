@@ -1,4 +1,4 @@
-import type * as grpc from '@grpc/grpc-js';
+import * as grpc from '@grpc/grpc-js';
 import type { AckResult } from '../core/ack-results.js';
 import type { SubscriptionHandle } from '../core/consumer.js';
 import { InvalidArgumentError } from '../core/errors.js';
@@ -40,20 +40,31 @@ const MAX_MESSAGES_PER_RESPONSE = 250;
  * the stream confirms each request's acks and modacks (`acknowledgeConfirmation`,
  * `modifyAckDeadlineConfirmation`), once the acks are durable.
  */
-export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<StreamingPullRequest, unknown>, logger?: Logger): void {
+export function streamingPull(
+  core: PubSubCore,
+  call: grpc.ServerDuplexStream<StreamingPullRequest, unknown>,
+  logger?: Logger,
+  openStreams?: OpenStreams,
+): void {
   let handle: SubscriptionHandle | undefined;
   let ended = false;
   const close = () => {
     handle?.detach();
     handle = undefined;
+    openStreams?.streams.delete(goAway);
   };
-  const fail = (e: unknown) => {
+  const end = (status: grpc.StatusObject) => {
     if (ended) return;
     ended = true;
     close();
     // grpc-js turns an 'error' event on a server stream into the status it ends with.
-    call.emit('error', toStatus(e, logger, METHOD));
+    call.emit('error', status);
   };
+  const fail = (e: unknown) => end(toStatus(e, logger, METHOD));
+  /** The server is stopping: UNAVAILABLE, which every Google client retries (on another server, or this one restarted). */
+  const goAway = () => end({ code: grpc.status.UNAVAILABLE, details: 'the server is shutting down', metadata: new grpc.Metadata() });
+  if (openStreams?.closing) return goAway();
+  openStreams?.streams.add(goAway);
 
   /** The stream's ack deadline: the first request's, changed by any later one that gives one (0: the subscription's). */
   let deadlineSeconds: number | undefined;
@@ -153,6 +164,22 @@ export function streamingPull(core: PubSubCore, call: grpc.ServerDuplexStream<St
     close();
   });
   call.on('error', close);
+}
+
+/**
+ * The StreamingPull streams a server has open, so that stopping it ends them with UNAVAILABLE at once,
+ * as Pub/Sub ends streams it moves: left to the server's shutdown they would be cut with CANCELLED, which
+ * Google's Python and Java subscribers take as final, after a wait for streams that never end by themselves.
+ */
+export class OpenStreams {
+  readonly streams = new Set<() => void>();
+  closing = false;
+
+  /** Ends every open stream with UNAVAILABLE; streams opened from now on end so at once. */
+  endAll(): void {
+    this.closing = true;
+    for (const goAway of [...this.streams]) goAway();
+  }
 }
 
 /**
