@@ -2,7 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { AckResult } from '../core/ack-results.js';
 import type { SubscriptionHandle } from '../core/consumer.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import type { ReceivedMessage } from '../core/message.js';
+import { messageSize, type ReceivedMessage } from '../core/message.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
 import { toStatus, UndecodableRequest } from './grpc-errors.js';
@@ -31,6 +31,31 @@ const DEFAULT_MAX_OUTSTANDING_MESSAGES = 1000;
  * flight; one response of everything would make the stream a ping-pong of its whole window.
  */
 const MAX_MESSAGES_PER_RESPONSE = 250;
+/**
+ * And of at most this many bytes of messages (one larger message goes alone): Google's Java and Go
+ * subscribers refuse a response over 20 MiB (their gRPC max inbound message size), as Pub/Sub never sends.
+ */
+export const MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
+/** Per message, about what a response carries besides the message's data, attributes and key (ack id, ids, time, tags). */
+const RESPONSE_OVERHEAD = 128;
+
+/** A delivery cut into responses of at most MAX_MESSAGES_PER_RESPONSE messages and MAX_RESPONSE_BYTES bytes. */
+function* responses(batch: ReceivedMessage[]): Generator<ReceivedMessage[]> {
+  let start = 0;
+  let bytes = 0;
+  for (let i = 0; i < batch.length; i++) {
+    const m = batch[i]!.message;
+    const size = messageSize(m) + RESPONSE_OVERHEAD;
+    if (i > start && (i - start === MAX_MESSAGES_PER_RESPONSE || bytes + size > MAX_RESPONSE_BYTES)) {
+      yield batch.slice(start, i);
+      start = i;
+      bytes = 0;
+    }
+    bytes += size;
+  }
+  if (start === 0) yield batch;
+  else if (start < batch.length) yield batch.slice(start);
+}
 
 /**
  * One StreamingPull stream is one consumer (a key with outstanding messages stays on its stream); acks
@@ -91,13 +116,7 @@ export function streamingPull(
       room: () => ({ messages: maxMessages - opened.outstanding(), bytes: maxBytes - opened.outstandingBytes() }),
       deliver: (batch: ReceivedMessage[]) => {
         const properties = { exactlyOnce: opened.spec.enableExactlyOnceDelivery, ordering: opened.spec.enableMessageOrdering };
-        for (let i = 0; i < batch.length; i += MAX_MESSAGES_PER_RESPONSE)
-          call.write(
-            encodeDeliveries(
-              i === 0 && batch.length <= MAX_MESSAGES_PER_RESPONSE ? batch : batch.slice(i, i + MAX_MESSAGES_PER_RESPONSE),
-              properties,
-            ),
-          );
+        for (const response of responses(batch)) call.write(encodeDeliveries(response, properties));
       },
       // As Pub/Sub does, a stream ends with NOT_FOUND when its subscription is deleted, FAILED_PRECONDITION when detached.
       detached: (reason) => fail(reason),

@@ -3,6 +3,13 @@ import type { ReceivedMessage } from './message.js';
 import type { SubscriptionRuntime } from './subscription-runtime.js';
 
 /**
+ * The bytes of messages (`messageSize`) one Pull answer carries at most, past the first message: Google's
+ * Java and Go clients refuse a response over 20 MiB (their gRPC max inbound message size), and the one
+ * message that crosses this line is at most ~10 MB itself. Pub/Sub, too, returns fewer than maxMessages.
+ */
+export const PULL_RESPONSE_BYTES = 10 * 1024 * 1024;
+
+/**
  * One Pull call: a consumer that takes up to `maxMessages` ready messages (a key's messages in order, one
  * batch per key out), waiting up to `waitMs` for the first ones (Pub/Sub's returnImmediately=false).
  *
@@ -36,7 +43,7 @@ export function pullOnce(
     const handle = runtime.attach(
       {
         affinity: 'pull',
-        room: () => ({ messages: done ? 0 : maxMessages, bytes: Number.MAX_SAFE_INTEGER }),
+        room: () => ({ messages: done ? 0 : maxMessages, bytes: PULL_RESPONSE_BYTES }),
         deliver: (batch) => finish(batch),
         detached: () => finish([]),
       },
