@@ -24,7 +24,6 @@ export interface StreamingPullRequest {
 const FIRST_REQUEST_ONLY = ['maxOutstandingMessages', 'maxOutstandingBytes', 'protocolVersion'] as const;
 
 const METHOD = 'StreamingPull';
-const DEFAULT_MAX_OUTSTANDING_MESSAGES = 1000;
 /**
  * A delivery goes out in responses of at most this many messages, so the client handles and acks the
  * first while the server encodes the next, and the acks it frees are refilled while the rest are in
@@ -106,8 +105,10 @@ export function streamingPull(
     setDeadline(req);
     // A missing subscription ends the stream now with NOT_FOUND; a detached one (in attach) with FAILED_PRECONDITION.
     const name = core.getSubscription(req.subscription).name;
-    // Pub/Sub: zero or less means no client-side limit; the default keeps one stream from taking everything.
-    const maxMessages = Number(req.maxOutstandingMessages) > 0 ? Number(req.maxOutstandingMessages) : DEFAULT_MAX_OUTSTANDING_MESSAGES;
+    // Zero or less is no limit, in the proto's words: Google's clients send 0 with legacy flow control and
+    // then limit themselves (a cap here would starve a handler that waits for a batch larger than it). What
+    // such a stream can hold is the subscription's window of messages in memory.
+    const maxMessages = Number(req.maxOutstandingMessages) > 0 ? Number(req.maxOutstandingMessages) : Number.MAX_SAFE_INTEGER;
     const maxBytes = Number(req.maxOutstandingBytes) > 0 ? Number(req.maxOutstandingBytes) : Number.MAX_SAFE_INTEGER;
     const opened: SubscriptionHandle = core.attachPull(name, {
       get ackDeadlineSeconds() {
