@@ -7,8 +7,12 @@ import { loadPubsubProto } from './pubsub-proto.js';
 import { rpcCall, type RpcHandler } from './rpc.js';
 import { OpenStreams, streamingPull, withEncodedDeliveries, type StreamingPullRequest } from './streaming-pull.js';
 
-/** Unary handlers: OrderlyErrors become Pub/Sub's status codes; an undecodable request is INVALID_ARGUMENT. */
-function unary(method: string, fn: RpcHandler, logger?: Logger): grpc.handleUnaryCall<unknown, unknown> {
+/**
+ * Unary handlers: OrderlyErrors become Pub/Sub's status codes; an undecodable request is INVALID_ARGUMENT.
+ * With `waiting` (Pull, which waits for messages), a server about to stop answers the call UNAVAILABLE at
+ * once, and the handler stops waiting with nothing leased.
+ */
+function unary(method: string, fn: RpcHandler, logger?: Logger, waiting?: OpenStreams): grpc.handleUnaryCall<unknown, unknown> {
   return (call, callback) => {
     const request: unknown = call.request;
     // grpc-js reports a call past its grpc-timeout as cancelled too, after answering DEADLINE_EXCEEDED.
@@ -18,15 +22,27 @@ function unary(method: string, fn: RpcHandler, logger?: Logger): grpc.handleUnar
     const deadline = call.getDeadline();
     const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
     const { call: rpc, unanswered } = rpcCall(gone.signal);
+    const goAway = () => {
+      waiting?.streams.delete(goAway);
+      if (gone.signal.aborted) return;
+      gone.abort();
+      callback({ code: grpc.status.UNAVAILABLE, details: 'the server is shutting down', metadata: new grpc.Metadata() });
+    };
+    if (waiting?.closing) return goAway();
+    waiting?.streams.add(goAway);
     const result =
       request instanceof UndecodableRequest ? Promise.reject(request.error(method)) : fn(request as Record<string, unknown>, rpc);
     result.then(
       (response) => {
+        waiting?.streams.delete(goAway);
         // Past its deadline (grpc-js's timer may not have run yet) the call is answered DEADLINE_EXCEEDED.
         if (!gone.signal.aborted && Date.now() < deadlineMs) callback(null, response ?? {});
         else unanswered();
       },
-      (e: unknown) => callback(toStatus(e, logger, method)),
+      (e: unknown) => {
+        waiting?.streams.delete(goAway);
+        if (!gone.signal.aborted || !waiting?.closing) callback(toStatus(e, logger, method));
+      },
     );
   };
 }
@@ -38,8 +54,8 @@ function unimplemented(service: string, method: string): grpc.handleUnaryCall<un
 /**
  * google.pubsub.v1 (Publisher, Subscriber, SchemaService) and google.iam.v1.IAMPolicy over the core, for
  * Google's client libraries via PUBSUB_EMULATOR_HOST. `options` are grpc-js server options (limits,
- * keepalive, interceptors). `endStreams` ends the open StreamingPull streams with UNAVAILABLE (and any
- * opened after), for a server about to shut down.
+ * keepalive, interceptors). `endStreams` ends the open StreamingPull streams and waiting Pull calls with
+ * UNAVAILABLE (and any opened after), for a server about to shut down.
  */
 export function pubsubServices(
   core: PubSubCore,
@@ -62,7 +78,10 @@ export function pubsubServices(
           StreamingPullRequest,
           unknown
         >;
-      else implementation[method] = methods[method] ? unary(method, methods[method], logger) : unimplemented(serviceName, method);
+      else
+        implementation[method] = methods[method]
+          ? unary(method, methods[method], logger, method === 'Pull' ? openStreams : undefined)
+          : unimplemented(serviceName, method);
     }
     server.addService(withEncodedDeliveries(withUndecodableRequests(service)), implementation);
   }

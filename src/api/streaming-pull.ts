@@ -187,9 +187,10 @@ export function streamingPull(
 }
 
 /**
- * The StreamingPull streams a server has open, so that stopping it ends them with UNAVAILABLE at once,
- * as Pub/Sub ends streams it moves: left to the server's shutdown they would be cut with CANCELLED, which
- * Google's Python and Java subscribers take as final, after a wait for streams that never end by themselves.
+ * The StreamingPull streams (and Pull calls waiting for messages) a server has open, so that stopping it
+ * ends them with UNAVAILABLE at once, as Pub/Sub ends streams it moves: left to the server's shutdown they
+ * would be cut with CANCELLED, which Google's Python and Java subscribers take as final, after a wait for
+ * calls that do not end by themselves soon.
  */
 export class OpenStreams {
   readonly streams = new Set<() => void>();

@@ -20,7 +20,7 @@ function stopped(server: ServeProcess): Promise<void> {
   return new Promise((resolve) => (server.alive() ? server.child.once('exit', () => resolve()) : resolve()));
 }
 
-describe('orderly serve stopping (SIGTERM) with StreamingPull streams open', () => {
+describe('orderly serve stopping (SIGTERM) with StreamingPull streams and Pull calls open', () => {
   it('ends each open stream with UNAVAILABLE (retryable in every Google client), at once, not CANCELLED after a wait', async () => {
     const dir = tempDir();
     try {
@@ -41,6 +41,33 @@ describe('orderly serve stopping (SIGTERM) with StreamingPull streams open', () 
       server.child.kill('SIGTERM');
       const status = await ended;
       // Python's subscriber stops for good on CANCELLED, Java's does not retry it: a server going away is UNAVAILABLE.
+      expect(status.code).toBe(grpc.status.UNAVAILABLE);
+      expect(Date.now() - signalled).toBeLessThan(1_500);
+      await stopped(server);
+      api.close();
+    } finally {
+      dir.remove();
+    }
+  }, 30_000);
+
+  it('a Pull waiting for messages is answered UNAVAILABLE at once, not CANCELLED after a wait', async () => {
+    const dir = tempDir();
+    try {
+      const server = await serve(['--data-dir', dir.path]);
+      const api = rawPubsubClients(server.host);
+      const topic = 'projects/p/topics/waiting';
+      const subscription = 'projects/p/subscriptions/waiting';
+      await api.pub('createTopic', { name: topic });
+      await api.sub('createSubscription', { name: subscription, topic });
+      // Nothing to pull: the call waits (returnImmediately false) when the server is told to stop.
+      const pulled = api.sub('pull', { subscription, maxMessages: 5 }).then(
+        () => ({ code: grpc.status.OK, details: '' }),
+        (e: grpc.ServiceError) => ({ code: e.code, details: e.details }),
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      const signalled = Date.now();
+      server.child.kill('SIGTERM');
+      const status = await pulled;
       expect(status.code).toBe(grpc.status.UNAVAILABLE);
       expect(Date.now() - signalled).toBeLessThan(1_500);
       await stopped(server);
