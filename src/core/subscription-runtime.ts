@@ -322,6 +322,7 @@ export class SubscriptionRuntime implements BacklogSink {
     while (taken < limit && room.messages > 0 && room.bytes > 0) {
       const entry = queue.takeNext();
       if (!entry) break;
+      if (this.deadLetterBeforeDelivery(queue, entry)) continue;
       const message = entry.message.publishTime < retentionStart ? undefined : this.withPayload(entry);
       if (!message) {
         // Past messageRetentionDuration (or compacted away for that reason): Pub/Sub drops it from the backlog.
@@ -345,6 +346,23 @@ export class SubscriptionRuntime implements BacklogSink {
       this.afterTrim(queue);
     }
     this.refresh(queue);
+  }
+
+  /**
+   * A message whose delivery attempts already reached maxDeliveryAttempts (its deadline ran out while an
+   * earlier message of its key failed, see `fail`) goes to the dead-letter topic instead of out again, as
+   * it would have at its own expiry. False (deliver it) if there is no policy, no need, or no such topic.
+   */
+  private deadLetterBeforeDelivery(queue: KeyQueue, entry: Entry): boolean {
+    const policy = this.spec.deadLetterPolicy;
+    if (!policy || entry.failures < policy.maxDeliveryAttempts) return false;
+    const forwarded = this.hooks.deadLetter(this, entry);
+    if (!forwarded) return false;
+    this.counters.deadLettered++;
+    entry.acked = true;
+    queue.skip(entry);
+    forwarded.then(() => this.persistAcks([entry.message.seq]), this.hooks.onStoreError);
+    return true;
   }
 
   /** The entry's message with its payload, read back from the store if it was spilled; undefined if gone. */
@@ -478,9 +496,20 @@ export class SubscriptionRuntime implements BacklogSink {
   /** A lease past its deadline: kept alive if its consumer asked for that (within keepAliveSeconds), else it fails. */
   private expire(lease: Lease, now: number): void {
     const keepAlive = this.consumers.get(lease.consumer)?.spec;
-    if (keepAlive?.keepAliveSeconds !== undefined && now - lease.grantedAt < keepAlive.keepAliveSeconds * 1000) {
-      this.leases.extend(lease, now + (keepAlive.ackDeadlineSeconds ?? this.spec.ackDeadlineSeconds) * 1000);
+    if (this.keptAlive(lease, now)) {
+      this.leases.extend(lease, now + (keepAlive!.ackDeadlineSeconds ?? this.spec.ackDeadlineSeconds) * 1000);
     } else this.fail(lease, 'expired');
+  }
+
+  /** Its consumer keeps it alive past its deadline (keepAliveSeconds, counted from the delivery). */
+  private keptAlive(lease: Lease, now: number): boolean {
+    const keepAlive = this.consumers.get(lease.consumer)?.spec.keepAliveSeconds;
+    return keepAlive !== undefined && now - lease.grantedAt < keepAlive * 1000;
+  }
+
+  /** Past its ack deadline, and not kept alive: the next tick would expire it. */
+  private overdue(lease: Lease, now: number): boolean {
+    return lease.deadline <= now && !this.keptAlive(lease, now);
   }
 
   /**
@@ -498,7 +527,18 @@ export class SubscriptionRuntime implements BacklogSink {
       this.lastNackReason = { message: error, at: new Date(this.hooks.clock.now()).toISOString() };
     }
     this.counters[cause === 'nack' ? 'nacked' : 'expired']++;
-    for (const later of queue.rewindTo(entry, this.exactlyOnce)) this.leases.end(later.lease!);
+    const now = this.hooks.clock.now();
+    for (const later of queue.rewindTo(entry, this.exactlyOnce)) {
+      const overdue = this.overdue(later.lease!, now);
+      this.leases.end(later.lease!);
+      // Revoked, but its own ack deadline had passed too (a consumer that stopped settling holds a key's
+      // messages out together): that is an expiry of this message as well, which its deliveryAttempt counts.
+      if (overdue) {
+        later.failures++;
+        this.counters.expired++;
+        this.hooks.store.setFailures(this.name, later.message.seq, later.failures).catch(this.hooks.onStoreError);
+      }
+    }
     this.hooks.store.setFailures(this.name, entry.message.seq, entry.failures).catch(this.hooks.onStoreError);
     const policy = this.spec.deadLetterPolicy;
     const forwarded = policy && entry.failures >= policy.maxDeliveryAttempts ? this.hooks.deadLetter(this, entry) : false;

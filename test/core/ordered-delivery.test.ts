@@ -324,6 +324,41 @@ describe('delivery attempts, retry backoff and dead letters', () => {
     expect(core.metrics('dl-sub').counters.deadLettered).toBe(1);
   });
 
+  it('a consumer that stops settling: every message of the key out expires, each counts it, and all are dead-lettered at maxDeliveryAttempts', async () => {
+    await core.createSubscription('dl-stuck', {
+      topic: 'orders',
+      enableMessageOrdering: true,
+      ackDeadlineSeconds: 10,
+      deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 5 },
+      retryPolicy: { minimumBackoff: '0s', maximumBackoff: '0s' },
+    });
+    await publishKeyed([
+      ['k', '1'],
+      ['k', '2'],
+      ['k', '3'],
+    ]);
+    const rounds: [string, number][][] = [];
+    for (let i = 0; i < 5; i++) {
+      const batch = await pullAll('dl-stuck');
+      rounds.push(batch.map((m) => [text(m), m.deliveryAttempt]));
+      clock.advance(10_100); // nothing is settled: every lease runs out
+    }
+    expect(rounds).toEqual(
+      [1, 2, 3, 4, 5].map((n) => [
+        ['1', n],
+        ['2', n],
+        ['3', n],
+      ]),
+    );
+    expect(core.metrics('dl-stuck').counters.expired).toBe(15);
+    // The fifth expiry of each dead-letters it: the key is done, in the dead-letter topic in order.
+    await settle(core);
+    expect(await pullAll('dl-stuck')).toEqual([]);
+    await settle(core);
+    expect(texts(await pullAll('dead-sub'))).toEqual(['1', '2', '3']);
+    expect(core.metrics('dl-stuck').counters.deadLettered).toBe(3);
+  });
+
   it('a sink error message travels to the dead-letter topic', async () => {
     await core.createSubscription('dl-sub', { topic: 'orders', deadLetterPolicy: { deadLetterTopic: 'dead' } });
     await publishKeyed([['', 'bad']]);
