@@ -102,6 +102,7 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
     throw new InvalidArgumentError(`${F}.shards`, `must be an integer between 1 and 64, got ${JSON.stringify(c.shards)}`);
   const filenamePrefix = checkPrefix(`${F}.filenamePrefix`, text('filenamePrefix'));
   checkNameLength(filenamePrefix, filenameSuffix, filenameDatetimeFormat);
+  checkNameSegments(filenamePrefix, filenameSuffix, filenameDatetimeFormat);
   return {
     bucket: c.bucket,
     filenamePrefix,
@@ -113,6 +114,19 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
     maxMessages,
     shards,
   };
+}
+
+/**
+ * The datetime format may hold "/" too: with the prefix it must not make a name that starts with "/" or
+ * holds "//" (an empty path segment), which the prefix and suffix alone are refused for (checkPrefix).
+ */
+function checkNameSegments(prefix: string, suffix: string, datetimeFormat: string): void {
+  const name = objectNamer(prefix, suffix, datetimeFormat).name(new Date(0), uniqueId(1, newWriterTag()));
+  if (!name.startsWith('/') && !name.includes('//')) return;
+  throw new InvalidArgumentError(
+    `${F}.filenameDatetimeFormat`,
+    `${JSON.stringify(datetimeFormat)} after the prefix ${JSON.stringify(prefix)} makes object names ${name.startsWith('/') ? 'that start with "/"' : 'with "//" (an empty path segment)'}, e.g. ${JSON.stringify(name)}`,
+  );
 }
 
 /** S3's and Cloud Storage's longest object name, in bytes of UTF-8. */

@@ -92,7 +92,10 @@ export function objectNamer(prefix: string, suffix: string, datetimeFormat: stri
 /** Where fleets keep their manifests in a bucket (see bucket-manifest.ts); no data object's name starts with it. */
 export const RESERVED_PREFIX = '_orderly/';
 
-/** Object key prefixes must stay inside the bucket layout: no `..` segment, no leading `/`, not Orderly's own folder. */
+/**
+ * Object key prefixes must stay inside the bucket layout: no `..` segment, no empty one (`//`: MinIO and the
+ * embedded S3 server refuse such names, so every upload would fail), no leading `/`, not Orderly's own folder.
+ */
 export function checkPrefix(field: string, prefix: string): string {
   if (prefix.startsWith('/')) throw new InvalidArgumentError(field, `must not start with "/", got ${JSON.stringify(prefix)}`);
   if (prefix.startsWith(RESERVED_PREFIX))
@@ -103,6 +106,8 @@ export function checkPrefix(field: string, prefix: string): string {
   if (prefix.split('/').some((segment) => segment === '..' || segment === '.')) {
     throw new InvalidArgumentError(field, `must not contain "." or ".." path segments, got ${JSON.stringify(prefix)}`);
   }
+  if (prefix.includes('//'))
+    throw new InvalidArgumentError(field, `must not contain "//" (an empty path segment), got ${JSON.stringify(prefix)}`);
   // eslint-disable-next-line no-control-regex -- control characters are what this refuses
   if (/[\u0000-\u001f\\]/.test(prefix))
     throw new InvalidArgumentError(field, `must not contain control characters or "\\", got ${JSON.stringify(prefix)}`);

@@ -147,6 +147,15 @@ describe('object names (filenameDatetimeFormat)', () => {
     [{ filenameSuffix: 'x/' }, 'cloudStorageConfig.filenameSuffix: must not end in "/"'],
     [{ filenamePrefix: '../escape/' }, 'cloudStorageConfig.filenamePrefix: must not contain "." or ".." path segments'],
     [{ filenamePrefix: '/abs/' }, 'must not start with "/"'],
+    // An empty path segment: MinIO and the embedded S3 server refuse the names, so every upload failed, forever.
+    [{ filenamePrefix: 'a//b/' }, 'cloudStorageConfig.filenamePrefix: must not contain "//" (an empty path segment), got "a//b/"'],
+    [{ filenameSuffix: '.x//y' }, 'cloudStorageConfig.filenameSuffix: must not contain "//" (an empty path segment)'],
+    [
+      { filenamePrefix: 'p/', filenameDatetimeFormat: '/YYYY-MM-DD/hh_mm_ss' },
+      'cloudStorageConfig.filenameDatetimeFormat: "/YYYY-MM-DD/hh_mm_ss" after the prefix "p/" makes object names with "//" (an empty path segment), e.g. "p//1970-01-01/00_00_00_',
+    ],
+    [{ filenameDatetimeFormat: 'YYYY//MM-DD/hh_mm_ss' }, 'makes object names with "//"'],
+    [{ filenameDatetimeFormat: '/YYYY-MM-DD/hh_mm_ss' }, 'after the prefix "" makes object names that start with "/"'],
     [{ maxDuration: '30s' }, 'cloudStorageConfig.maxDuration: must be between 60s and 600s, got 30s'],
     [{ maxDuration: '11m' }, 'got 660s'],
     [{ maxBytes: 999 }, 'cloudStorageConfig.maxBytes: must be an integer between 1000'],
