@@ -151,6 +151,11 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
   const listedUnkeyed = new Map<string, string>();
   /** Per key, the sequences of objects that are gone or unreadable: missing, each counted once. */
   const lost = new Map<string, Set<number>>();
+  /**
+   * Per key, the sequences readable objects' manifest entries list, and the object listing each: one that no
+   * object holds is missing, also at either end of the key's range, where no gap between held ones shows it.
+   */
+  const listed = new Map<string, Map<number, string>>();
   const lose = (entry: ManifestObject) => {
     for (const [key, range] of Object.entries(entry.keys)) {
       const seqs = lost.get(key) ?? new Set<number>();
@@ -184,6 +189,11 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
       perKey.set(key, list);
     };
     if (recordLevel && records) {
+      for (const [key, range] of Object.entries(entry.keys)) {
+        const seqs = listed.get(key) ?? new Map<number, string>();
+        for (const seq of rangeSeqs(range)) seqs.set(seq, entry.object);
+        listed.set(key, seqs);
+      }
       const inFile = new Map<string, number[]>();
       const unkeyedIds: string[] = [];
       for (const r of records) {
@@ -206,8 +216,10 @@ export async function auditObjects(s3: S3Client, manifest: Manifest, format: Out
   }
   for (const [id, object] of listedUnkeyed)
     if (!unkeyed.has(id)) note(report.missing, `message ${id} (no ordering key), listed in ${object}`);
+  // A key whose every listed record is gone from the objects that list it is held by none.
+  for (const key of listed.keys()) if (!perKey.has(key)) perKey.set(key, []);
   report.keys = perKey.size;
-  for (const [key, files] of perKey) checkKey(report, key, files, lost.get(key));
+  for (const [key, files] of perKey) checkKey(report, key, files, lost.get(key), listed.get(key));
   for (const [id, n] of unkeyed) if (n > 1) note(report.duplicates, `message ${id} (no ordering key) held ${n} times`);
   return report;
 }
@@ -274,8 +286,17 @@ function namedBefore(a: KeyFile, b: KeyFile): boolean {
   return a.counter !== undefined && b.counter !== undefined && a.counter < b.counter;
 }
 
-/** `lost`: the key's sequences in objects that cannot be read, already counted missing. */
-function checkKey(report: AuditReport, key: string, files: KeyFile[], lost?: ReadonlySet<number>): void {
+/**
+ * `lost`: the key's sequences in objects that cannot be read, already counted missing; `listed`: the
+ * sequences readable objects' manifest entries list, each with the object listing it.
+ */
+function checkKey(
+  report: AuditReport,
+  key: string,
+  files: KeyFile[],
+  lost?: ReadonlySet<number>,
+  listed?: ReadonlyMap<number, string>,
+): void {
   const seen = new Map<number, number>();
   for (const { object, seqs } of files) {
     for (let i = 1; i < seqs.length; i++) {
@@ -287,8 +308,16 @@ function checkKey(report: AuditReport, key: string, files: KeyFile[], lost?: Rea
     for (const s of seqs) seen.set(s, (seen.get(s) ?? 0) + 1);
   }
   for (const [s, n] of seen) if (n > 1) note(report.duplicates, `${key}: sequence ${s} held ${n} times`);
-  const all = [...seen.keys()].sort((a, b) => a - b);
-  for (let s = all[0]!; s <= all[all.length - 1]!; s++) if (!seen.has(s) && !lost?.has(s)) note(report.missing, `${key}: sequence ${s}`);
+  const all = [...seen.keys(), ...(listed?.keys() ?? [])].sort((a, b) => a - b);
+  for (let s = all[0]!; s <= all[all.length - 1]!; s++) {
+    if (seen.has(s) || lost?.has(s)) continue;
+    const object = listed?.get(s);
+    note(
+      report.missing,
+      object === undefined ? `${key}: sequence ${s}` : `${key}: sequence ${s} (listed in ${object}, which does not hold it)`,
+    );
+  }
+  if (!files.length) return;
   // Skew: an object holds a sequence below one held by an object named before it.
   for (const later of files) {
     const low = Math.min(...later.seqs);

@@ -608,6 +608,41 @@ describe('export to S3 (real HTTP server)', () => {
     );
   });
 
+  it("the audit counts a record gone from the end of its key's range as missing, naming the key and the object that lists it", async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { parquetConfig: { writeMetadata: true } });
+    await env.core.publish('events', keyed(30, 3));
+    await finish(30);
+    const subscription = { name: 'projects/p/subscriptions/to-s3', uid: env.core.identity('to-s3').uid };
+    const config = parseObjectStorageConfig({ bucket, parquetConfig: { writeMetadata: true } });
+    const audit = () => auditSubscription(subscription, config, { dataDir: dir.path, objectStorage: s3.settings });
+    expect(await audit()).toMatchObject({ objects: 1, records: 30, missing: { count: 0 }, objectErrors: { count: 0 } });
+
+    // The object rewritten without k1's first record and k2's last: no gap between the sequences it still
+    // holds shows either (the audit counted nothing missing), only its manifest entry does.
+    const [name] = await s3.list(bucket);
+    const original = join(dir.path, 'original.parquet');
+    const cut = join(dir.path, 'cut.parquet');
+    writeFileSync(original, await s3.get(bucket, name!));
+    await queryDuckDb(
+      join(dir.path, 'cut.duckdb'),
+      `COPY (SELECT * EXCLUDE (file_row_number) FROM read_parquet('${original}', file_row_number = true)
+        WHERE NOT (ordering_key = 'k1' AND sequence = 1) AND NOT (ordering_key = 'k2' AND sequence = 10) ORDER BY file_row_number)
+        TO '${cut}' (FORMAT parquet)`,
+    );
+    await s3.minio.putObject(bucket, name!, readFileSync(cut));
+    const report = await audit();
+    expect(report).toMatchObject({ objects: 1, records: 28, keys: 3 });
+    expect(report.missing).toEqual({
+      count: 2,
+      examples: [
+        `k1: sequence 1 (listed in ${name}, which does not hold it)`,
+        `k2: sequence 10 (listed in ${name}, which does not hold it)`,
+      ],
+    });
+    expect(report.objectErrors.count).toBe(2);
+  });
+
   it('a subscription whose format changed keeps a clean audit, and its query view reads only its Parquet objects', async () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { parquetConfig: { writeMetadata: true } });
