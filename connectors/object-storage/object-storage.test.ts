@@ -643,6 +643,23 @@ describe('export to S3 (real HTTP server)', () => {
     expect(report.objectErrors.count).toBe(2);
   });
 
+  it('a query view whose object is gone from the bucket says which object, in which bucket', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { parquetConfig: {} });
+    await env.core.publish('events', keyed(10, 2));
+    await finish(10);
+    const [name] = await s3.list(bucket);
+    await s3.minio.removeObject(bucket, name!);
+    const view = parquetView({
+      subscription: 'projects/p/subscriptions/to-s3',
+      identity: { uid: env.core.identity('to-s3').uid, adoptsNameKeyedProgress: false },
+      config: parseObjectStorageConfig({ bucket, parquetConfig: {} }),
+      settings: { dataDir: dir.path, objectStorage: s3.settings },
+    });
+    // It said only "The specified key does not exist."
+    await expect(view).rejects.toThrow(`cannot read ${name} from bucket ${bucket}: it is missing from the bucket`);
+  });
+
   it('a subscription whose format changed keeps a clean audit, and its query view reads only its Parquet objects', async () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { parquetConfig: { writeMetadata: true } });

@@ -85,10 +85,17 @@ async function cacheObjects(target: ExportTarget<ObjectStorageConfig>, entries: 
     for (const entry of entries) {
       const file = join(dir, pathSegment(entry.bucket), pathSegment(entry.object));
       if (!existsSync(file)) {
-        const res = await s3.send(new GetObjectCommand({ Bucket: entry.bucket, Key: entry.object }));
+        // The SDK's own message names neither the object nor the bucket ("The specified key does not exist.").
+        const body = await s3
+          .send(new GetObjectCommand({ Bucket: entry.bucket, Key: entry.object }))
+          .then((res) => res.Body!.transformToByteArray())
+          .catch((e: unknown) => {
+            const why = (e as Error).name === 'NoSuchKey' ? 'it is missing from the bucket' : (e as Error).message;
+            throw new Error(`cannot read ${entry.object} from bucket ${entry.bucket}: ${why}`, { cause: e });
+          });
         mkdirSync(dirname(file), { recursive: true });
         // Whole or not at all: a cached file cut short by a crash would be read as the object.
-        writeFileAtomic(file, await res.Body!.transformToByteArray(), { sync: false });
+        writeFileAtomic(file, body, { sync: false });
       }
       files.push(file);
     }
