@@ -1,4 +1,4 @@
-import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { DuckDBInstance, StatementType, type DuckDBConnection } from '@duckdb/node-api';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { QueryView } from '../connector/capabilities.js';
@@ -36,7 +36,7 @@ export async function queryJob(
     // A database of the job's own for queries takes the query limit (memory.duckdb), not a table export's.
     const connection = await connectDuckDb(path, runtime.queryDatabase ? 'tables' : 'other');
     try {
-      return await runWithViews(connection, prepared, sql);
+      return await runWithViews(connection, prepared, sql, false);
     } finally {
       connection.closeSync();
     }
@@ -50,14 +50,11 @@ export async function queryJob(
     const connection = await instance.connect();
     try {
       await lockDown(connection, prepared.files);
-      return await runWithViews(connection, prepared, sql);
+      return await runWithViews(connection, prepared, sql, true);
     } catch (e) {
       const message = (e as Error).message;
       if (/read-only mode|file system operations are disabled|configuration has been locked|disabled through configuration/.test(message)) {
-        throw new OrderlyError(
-          'FAILED_PRECONDITION',
-          `${message}\n(orderly query is read-only: it cannot change the database or touch other files; use --write to allow that)`,
-        );
+        throw new OrderlyError('FAILED_PRECONDITION', `${message}\n${READ_ONLY}`);
       }
       throw e;
     } finally {
@@ -67,6 +64,8 @@ export async function queryJob(
     instance.closeSync();
   }
 }
+
+const READ_ONLY = '(orderly query is read-only: it cannot change the database or touch other files; use --write to allow that)';
 
 /** The views of the exports: statements to make them, the files they read, and those that could not be made (why). */
 interface PreparedViews {
@@ -119,13 +118,45 @@ async function queryViews(runtime: JobRuntime): Promise<PreparedViews> {
 }
 
 /**
+ * Statements a read-only query refuses, whatever their paths: DuckDB always lets the SQL open the database
+ * file and its WAL, and the views' files, for writing too (`COPY ... TO '<database>' (USE_TMP_FILE false)`
+ * overwrote the database; a WAL written so is replayed by the next read-write open), so writes are refused
+ * by kind. PREPARE and EXECUTE could run any of them.
+ */
+const WRITING_STATEMENTS = new Map<StatementType, string>([
+  [StatementType.COPY, 'COPY'],
+  [StatementType.EXPORT, 'EXPORT DATABASE'],
+  [StatementType.COPY_DATABASE, 'COPY FROM DATABASE'],
+  [StatementType.ATTACH, 'ATTACH'],
+  [StatementType.PREPARE, 'PREPARE'],
+  [StatementType.EXECUTE, 'EXECUTE'],
+]);
+
+/** Why a read-only query may not run a statement of this kind (`sql` the whole query), if it may not. */
+function refusedReadOnly(type: StatementType, sql: string): string | undefined {
+  const kind = WRITING_STATEMENTS.get(type);
+  if (kind) return `${kind} statements can write files`;
+  // EXPLAIN ANALYZE runs the statement it explains (EXPLAIN ANALYZE COPY ... TO writes).
+  if (type === StatementType.EXPLAIN && /analy[sz]e/i.test(sql))
+    return 'EXPLAIN ANALYZE runs the statement it explains, which can write files';
+  return undefined;
+}
+
+/**
  * Runs every statement of `sql` in order and answers with the last one's rows: the answer stays one
  * table (`--json` one array). `runAndReadAll` ran them all but answered with the first SELECT's rows.
+ * Read-only, a statement that could write files is refused before it runs.
  */
-async function lastResult(connection: DuckDBConnection, sql: string): Promise<Record<string, unknown>[]> {
+async function lastResult(connection: DuckDBConnection, sql: string, readOnly: boolean): Promise<Record<string, unknown>[]> {
   const statements = await connection.extractStatements(sql);
   let rows: Record<string, unknown>[] = [];
-  for (let i = 0; i < statements.count; i++) rows = (await (await statements.prepare(i)).runAndReadAll()).getRowObjectsJson();
+  for (let i = 0; i < statements.count; i++) {
+    // Each is prepared once those before it ran: it may read what they made (a temp table).
+    const statement = await statements.prepare(i);
+    const refused = readOnly ? refusedReadOnly(statement.statementType, sql) : undefined;
+    if (refused) throw new OrderlyError('FAILED_PRECONDITION', `statement ${i + 1} of the query is refused: ${refused}\n${READ_ONLY}`);
+    rows = (await statement.runAndReadAll()).getRowObjectsJson();
+  }
   return rows;
 }
 
@@ -133,7 +164,12 @@ async function lastResult(connection: DuckDBConnection, sql: string): Promise<Re
  * Makes the views it can and runs `sql`. A view that cannot be made fails only a query that needs it: the
  * error then says which views are missing and why.
  */
-async function runWithViews(connection: DuckDBConnection, prepared: PreparedViews, sql: string): Promise<Record<string, unknown>[]> {
+async function runWithViews(
+  connection: DuckDBConnection,
+  prepared: PreparedViews,
+  sql: string,
+  readOnly: boolean,
+): Promise<Record<string, unknown>[]> {
   const unavailable = [...prepared.unavailable];
   for (const v of prepared.views) {
     try {
@@ -143,7 +179,7 @@ async function runWithViews(connection: DuckDBConnection, prepared: PreparedView
     }
   }
   try {
-    return await lastResult(connection, sql);
+    return await lastResult(connection, sql, readOnly);
   } catch (e) {
     // Only an error about a missing view (or table) can be the views' doing.
     if (!unavailable.length || !/does not exist/.test((e as Error).message)) throw e;

@@ -85,24 +85,56 @@ describe('a read-only query', () => {
       "SET enable_external_access = true; COPY (SELECT 1) TO '<out>'",
       'the configuration has been locked',
     ],
+    // DuckDB lets the SQL open the database file and its WAL for writing: these overwrote the database.
+    ['COPY over the database file', "COPY (SELECT 1 AS x) TO '<db>' (FORMAT csv, USE_TMP_FILE false)", 'COPY statements can write files'],
+    ['COPY over its WAL', "COPY (SELECT 1 AS x) TO '<db>.wal' (FORMAT csv, USE_TMP_FILE false)", 'COPY statements can write files'],
+    [
+      'EXPLAIN ANALYZE, which runs the COPY it explains',
+      "EXPLAIN ANALYZE COPY (SELECT 1 AS x) TO '<db>' (FORMAT csv, USE_TMP_FILE false)",
+      'statement 1 of the query is refused: EXPLAIN ANALYZE runs the statement it explains, which can write files',
+    ],
+    [
+      'a COPY prepared, then executed',
+      "PREPARE p AS COPY (SELECT 1 AS x) TO '<db>' (FORMAT csv, USE_TMP_FILE false); EXECUTE p",
+      'statement 1 of the query is refused: PREPARE statements can write files',
+    ],
+    ['ATTACH of a path DuckDB allows', "ATTACH '<db>.wal.recovery' AS other", 'ATTACH statements can write files'],
     ['EXPORT DATABASE', "EXPORT DATABASE '<out>'", 'file system operations are disabled by configuration'],
     ['DROP TABLE', 'DROP TABLE main.events', 'Cannot execute statement of type "DROP"'],
     ['DELETE', 'DELETE FROM main.events', 'read-only mode'],
     ['CREATE TABLE', 'CREATE TABLE stolen AS SELECT 1', 'read-only mode'],
     ['reading a file outside the job', "SELECT * FROM read_csv('/etc/passwd')", 'file system operations are disabled by configuration'],
     ['reading the job file', "SELECT * FROM read_text('<job>')", 'file system operations are disabled by configuration'],
-    ['ATTACH', "ATTACH '<out>' AS other", 'file system operations are disabled by configuration'],
+    ['ATTACH', "ATTACH '<out>' AS other", 'ATTACH statements can write files'],
     ['loading an extension', 'LOAD httpfs', 'disabled through configuration'],
   ])('refuses %s, naming --write', async (_what, statement, problem) => {
     const before = fingerprint(database);
     const out = join(dir.path, `out-${Math.random().toString(36).slice(2)}`);
-    const refused = readOnly(statement.replace('<out>', out).replace('<job>', job));
+    const refused = readOnly(statement.replace('<out>', out).replace('<job>', job).replace('<db>', database));
     await expect(refused).rejects.toThrow(problem);
     await expect(refused).rejects.toThrow(
       '(orderly query is read-only: it cannot change the database or touch other files; use --write to allow that)',
     );
     expect(existsSync(out)).toBe(false);
+    expect(existsSync(`${database}.wal`)).toBe(false);
+    expect(existsSync(`${database}.wal.recovery`)).toBe(false);
     expect(fingerprint(database)).toBe(before);
+  });
+
+  it("refuses a COPY over a view's Parquet file (its local copy), which later queries read as the exported object", async () => {
+    expect(await readOnly('SELECT count(*) AS n FROM to_files')).toEqual([{ n: String(MESSAGES) }]);
+    const [file] = (await readOnly('SELECT DISTINCT filename FROM to_files')).map((r) => r.filename as string);
+    const before = fingerprint(file!);
+    await expect(readOnly(`COPY (SELECT 1 AS x) TO '${file}' (FORMAT parquet, USE_TMP_FILE false)`)).rejects.toThrow(
+      'COPY statements can write files',
+    );
+    expect(fingerprint(file!)).toBe(before);
+    expect(await readOnly('SELECT count(*) AS n FROM to_files')).toEqual([{ n: String(MESSAGES) }]);
+  });
+
+  it('still runs statements in order that read what those before them made, and EXPLAIN without ANALYZE', async () => {
+    expect(await readOnly('CREATE TEMP TABLE t AS SELECT 2 AS n; SELECT n FROM t')).toEqual([{ n: 2 }]);
+    expect((await readOnly('EXPLAIN SELECT count(*) FROM to_files'))[0]).toMatchObject({ explain_key: 'physical_plan' });
   });
 });
 
