@@ -247,10 +247,24 @@ export async function main(argv: string[]): Promise<number> {
       const { queryJob } = await import('../job/query.js');
       // Read-only, the job's sections open nothing for writing (so no init statement writes to the database),
       // and the query opens the file itself, read-only: nothing else in this process holds it.
-      const rows = await withJob(job, (runtime) => queryJob(runtime, sql, (note) => console.error(`orderly: note: ${note}`)), {
-        readOnly: !o.write,
-      });
-      out(rows, o.json, () => console.table(rows));
+      // The answer is streamed: --json writes every row as DuckDB makes it; the table holds the first
+      // TABLE_ROWS and counts the rest (an answer of millions of rows had to fit in the heap, twice, and
+      // crashed the process with V8's out-of-memory trace).
+      const jsonOut = o.json ? jsonArrayWriter(process.stdout) : undefined;
+      const shown: Record<string, unknown>[] = [];
+      let more = 0;
+      const onRows = (rows: Record<string, unknown>[]) => {
+        if (jsonOut) return jsonOut.write(rows);
+        for (const row of rows)
+          if (shown.length < TABLE_ROWS) shown.push(row);
+          else more++;
+      };
+      const note = (text: string) => console.error(`orderly: note: ${text}`);
+      await withJob(job, (runtime) => queryJob(runtime, sql, note, onRows), { readOnly: !o.write });
+      if (jsonOut) return jsonOut.end();
+      console.table(shown);
+      if (more)
+        note(`the table shows the first ${TABLE_ROWS} rows; ${more} more not shown (narrow the query, or use --json for every row)`);
     });
 
   program
@@ -328,6 +342,37 @@ export async function main(argv: string[]): Promise<number> {
     // exit 1 stays what a command found (an audit's missing records, refused lines).
     return isUsageError(e) ? 2 : 1;
   }
+}
+
+/** The most rows `orderly query` prints as a table (--json prints every row). */
+const TABLE_ROWS = 10_000;
+
+/**
+ * Writes a JSON array of rows to `stream` a chunk at a time, as `JSON.stringify(rows, null, 2)` would print
+ * it whole, waiting while the stream's buffer is full (a reader that has gone away ends the wait).
+ */
+function jsonArrayWriter(stream: NodeJS.WriteStream) {
+  let first = true;
+  const write = async (text: string) => {
+    if (stream.destroyed || stream.write(text)) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        for (const event of ['drain', 'close', 'error']) stream.off(event, done);
+        resolve();
+      };
+      for (const event of ['drain', 'close', 'error']) stream.once(event, done);
+    });
+  };
+  return {
+    write: (rows: Record<string, unknown>[]) => {
+      if (!rows.length) return;
+      const text = rows.map((row) => `\n  ${JSON.stringify(row, null, 2).replaceAll('\n', '\n  ')}`).join(',');
+      const chunk = `${first ? '[' : ','}${text}`;
+      first = false;
+      return write(chunk);
+    },
+    end: () => write(first ? '[]\n' : '\n]\n'),
+  };
 }
 
 /** Invalid job files (JobConfigError) and arguments, and names the job does not have: exit 2. */

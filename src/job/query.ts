@@ -28,6 +28,11 @@ export async function queryJob(
   sql: string,
   /** Told what a view leaves out of its sink (objects of another format), once per such view. */
   onNote: (note: string) => void = () => undefined,
+  /**
+   * Given the answer's rows a chunk at a time as DuckDB makes them (then the promise resolves to []), so
+   * an answer of any size never has to be held at once; without it the rows are returned.
+   */
+  onRows?: RowSink,
 ): Promise<Record<string, unknown>[]> {
   const prepared = await queryViews(runtime);
   for (const note of prepared.notes) onNote(note);
@@ -36,7 +41,7 @@ export async function queryJob(
     // A database of the job's own for queries takes the query limit (memory.duckdb), not a table export's.
     const connection = await connectDuckDb(path, runtime.queryDatabase ? 'tables' : 'other');
     try {
-      return await runWithViews(connection, prepared, sql, false);
+      return await runWithViews(connection, prepared, sql, false, onRows);
     } finally {
       connection.closeSync();
     }
@@ -50,7 +55,7 @@ export async function queryJob(
     const connection = await instance.connect();
     try {
       await lockDown(connection, prepared.files);
-      return await runWithViews(connection, prepared, sql, true);
+      return await runWithViews(connection, prepared, sql, true, onRows);
     } catch (e) {
       const message = (e as Error).message;
       if (/read-only mode|file system operations are disabled|configuration has been locked|disabled through configuration/.test(message)) {
@@ -64,6 +69,9 @@ export async function queryJob(
     instance.closeSync();
   }
 }
+
+/** Takes an answer's rows, a chunk at a time (see queryJob). */
+export type RowSink = (rows: Record<string, unknown>[]) => Promise<void> | void;
 
 const READ_ONLY = '(orderly query is read-only: it cannot change the database or touch other files; use --write to allow that)';
 
@@ -147,7 +155,12 @@ function refusedReadOnly(type: StatementType, sql: string): string | undefined {
  * table (`--json` one array). `runAndReadAll` ran them all but answered with the first SELECT's rows.
  * Read-only, a statement that could write files is refused before it runs.
  */
-async function lastResult(connection: DuckDBConnection, sql: string, readOnly: boolean): Promise<Record<string, unknown>[]> {
+async function lastResult(
+  connection: DuckDBConnection,
+  sql: string,
+  readOnly: boolean,
+  onRows?: RowSink,
+): Promise<Record<string, unknown>[]> {
   const statements = await connection.extractStatements(sql);
   let rows: Record<string, unknown>[] = [];
   for (let i = 0; i < statements.count; i++) {
@@ -155,6 +168,12 @@ async function lastResult(connection: DuckDBConnection, sql: string, readOnly: b
     const statement = await statements.prepare(i);
     const refused = readOnly ? refusedReadOnly(statement.statementType, sql) : undefined;
     if (refused) throw new OrderlyError('FAILED_PRECONDITION', `statement ${i + 1} of the query is refused: ${refused}\n${READ_ONLY}`);
+    if (onRows && i === statements.count - 1) {
+      // Materialized in DuckDB (which can spill it), read a chunk at a time: a streamed result ends quietly
+      // at an error (@duckdb/node-api's fetchChunk answers an empty chunk), a truncated answer with exit 0.
+      for await (const chunk of (await statement.run()).yieldRowObjectJson()) await onRows(chunk);
+      return [];
+    }
     rows = (await statement.runAndReadAll()).getRowObjectsJson();
   }
   return rows;
@@ -169,6 +188,7 @@ async function runWithViews(
   prepared: PreparedViews,
   sql: string,
   readOnly: boolean,
+  onRows?: RowSink,
 ): Promise<Record<string, unknown>[]> {
   const unavailable = [...prepared.unavailable];
   for (const v of prepared.views) {
@@ -179,7 +199,7 @@ async function runWithViews(
     }
   }
   try {
-    return await lastResult(connection, sql, readOnly);
+    return await lastResult(connection, sql, readOnly, onRows);
   } catch (e) {
     // Only an error about a missing view (or table) can be the views' doing.
     if (!unavailable.length || !/does not exist/.test((e as Error).message)) throw e;

@@ -1,13 +1,15 @@
+import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
 import { queryJob } from '../../src/job/query.js';
 import { createLogger } from '../../src/log.js';
-import { orderly } from '../helpers/cli.js';
+import { orderly, orderlyBin } from '../helpers/cli.js';
 import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
 
@@ -180,6 +182,39 @@ describe('orderly query (the command)', () => {
     expect(existsSync(out)).toBe(false);
     expect(existsSync(join(dir.path, 'bare-data', 'query.duckdb'))).toBe(false);
   }, 120_000);
+
+  it('streams an answer larger than the heap: --json prints every row, the table the first 10,000 and a note of the rest', async () => {
+    const bare = join(dir.path, 'big.yaml');
+    writeFileSync(bare, stringify({ dataDir: './big-data', topics: [{ name: 'events' }] }));
+    const rows = 1_000_000;
+    const sql = `SELECT i::INTEGER AS i, repeat('x', 100) AS pad FROM range(${rows}) t(i)`;
+    // A 128 MiB heap: the whole answer as objects and then as one JSON string needs several times that (it
+    // crashed with V8's out-of-memory trace, as an answer of tens of millions of rows did at any heap size).
+    const run = (...flags: string[]) =>
+      promisify(execFile)(process.execPath, ['--max-old-space-size=128', orderlyBin, 'query', bare, sql, ...flags], {
+        encoding: 'utf8',
+        maxBuffer: 1024 * 1024 * 1024,
+        timeout: 120_000,
+      });
+    const json = await run('--json');
+    const parsed = JSON.parse(json.stdout) as { i: number; pad: string }[];
+    expect(parsed).toHaveLength(rows);
+    expect(parsed[rows - 1]).toEqual({ i: rows - 1, pad: 'x'.repeat(100) });
+    // A query that fails part way fails whole: nothing printed, exit 1 (a DuckDB stream ends quietly at its error).
+    const failing = await orderly(
+      'query',
+      bare,
+      "SELECT CASE WHEN i > 500000 THEN error('boom') ELSE i END AS x FROM range(1000000) t(i)",
+      '--json',
+    );
+    expect(failing).toMatchObject({ code: 1, stdout: '', stderr: 'orderly: Invalid Input Error: boom\n' });
+    const table = await run();
+    expect(table.stdout).toMatch(/│ 9999 +│ 9999 +│ 'x{100}' +│\n└/);
+    expect(table.stdout).not.toContain('10000');
+    expect(table.stderr).toBe(
+      `orderly: note: the table shows the first 10000 rows; ${rows - 10_000} more not shown (narrow the query, or use --json for every row)\n`,
+    );
+  }, 240_000);
 
   it("runs within the job's DuckDB memory and threads (memory.duckdb, memory.duckdbThreads), with or without a database", async () => {
     const memory = { duckdb: '48MiB', duckdbThreads: 1 };
