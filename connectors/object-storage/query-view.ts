@@ -15,13 +15,19 @@ import { createS3Client, s3Connection } from './s3-client.js';
 /**
  * The `orderly query` view of a Parquet subscription: its committed Parquet objects (not those of a format
  * it had before), with their file names and row numbers. DuckDB's S3 extension cannot be downloaded here,
- * so the objects are read through a local cache (cacheObjects). Text and Avro subscriptions have no view.
+ * so the objects are read through a local cache (cacheObjects).
  * A fleet's export (`target.shared`) is read from the manifest in the bucket — every worker's objects —
  * without the records the manifest view leaves out (a copy of a message an earlier object holds: see
- * manifestView), by file and row.
+ * manifestView), by file and row. A text or Avro subscription has none: it is refused, saying so.
  */
 export async function parquetView(target: ExportTarget<ObjectStorageConfig>): Promise<QueryView | undefined> {
-  if (target.config.format.kind !== 'parquet') return undefined;
+  // Said when a query names the view it does not have (it had answered only "Table ... does not exist!
+  // Did you mean "pg_proc"?").
+  const { kind } = target.config.format;
+  if (kind !== 'parquet')
+    throw new Error(
+      `its objects are ${kind === 'avro' ? 'Avro' : 'text'} files (${kind}Config): orderly query has views of Parquet exports only (parquetConfig)`,
+    );
   const all = target.shared ? await fleetEntries(target) : localEntries(target);
   // Objects written before the subscription's format changed to Parquet are not Parquet files.
   const kept = all.entries.flatMap((entry, i) => (entry.format === 'parquet' ? [i] : []));

@@ -183,6 +183,33 @@ describe('orderly query (the command)', () => {
     expect(existsSync(join(dir.path, 'bare-data', 'query.duckdb'))).toBe(false);
   }, 120_000);
 
+  it('says why a text or Avro subscription has no view when a query names it', async () => {
+    const file = join(dir.path, 'avro.yaml');
+    const files = (name: string, format: Record<string, unknown>) => ({
+      name,
+      topic: 'events',
+      cloudStorageConfig: { bucket: 'files', filenamePrefix: `${name}/`, ...format },
+    });
+    const subscriptions = [files('to-avro', { avroConfig: { writeMetadata: true } }), files('to-text', {})];
+    writeFileSync(
+      file,
+      stringify({
+        dataDir: './avro-data',
+        objectStorage: { embedded: true, buckets: ['files'] },
+        topics: [{ name: 'events' }],
+        subscriptions,
+      }),
+    );
+    const avro = await orderly('query', file, 'SELECT count(*) FROM to_avro');
+    expect(avro.code).toBe(1);
+    // It said only: Table with name to_avro does not exist! Did you mean "pg_proc"?
+    expect(avro.stderr).toContain(
+      'projects/orderly-local/subscriptions/to-avro: its objects are Avro files (avroConfig): orderly query has views of Parquet exports only (parquetConfig)',
+    );
+    expect(avro.stderr).toContain('projects/orderly-local/subscriptions/to-text: its objects are text files (textConfig)');
+    expect((await orderly('query', file, 'SELECT 42 AS answer', '--json')).stdout).toBe('[\n  {\n    "answer": 42\n  }\n]\n');
+  }, 120_000);
+
   it('streams an answer larger than the heap: --json prints every row, the table the first 10,000 and a note of the rest', async () => {
     const bare = join(dir.path, 'big.yaml');
     writeFileSync(bare, stringify({ dataDir: './big-data', topics: [{ name: 'events' }] }));
