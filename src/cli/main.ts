@@ -247,7 +247,7 @@ export async function main(argv: string[]): Promise<number> {
       const { queryJob } = await import('../job/query.js');
       // Read-only, the job's sections open nothing for writing (so no init statement writes to the database),
       // and the query opens the file itself, read-only: nothing else in this process holds it.
-      // The answer is streamed: --json writes every row as DuckDB makes it; the table holds the first
+      // The answer is read from DuckDB a chunk at a time: --json writes every row; the table holds the first
       // TABLE_ROWS and counts the rest (an answer of millions of rows had to fit in the heap, twice, and
       // crashed the process with V8's out-of-memory trace).
       const jsonOut = o.json ? jsonArrayWriter(process.stdout) : undefined;

@@ -29,7 +29,7 @@ export async function queryJob(
   /** Told what a view leaves out of its sink (objects of another format), once per such view. */
   onNote: (note: string) => void = () => undefined,
   /**
-   * Given the answer's rows a chunk at a time as DuckDB makes them (then the promise resolves to []), so
+   * Given the answer's rows a chunk at a time from DuckDB's result (then the promise resolves to []), so
    * an answer of any size never has to be held at once; without it the rows are returned.
    */
   onRows?: RowSink,
