@@ -643,6 +643,28 @@ describe('export to S3 (real HTTP server)', () => {
     expect(report.objectErrors.count).toBe(2);
   });
 
+  it("a query view fetches an object again when its local copy is not the object's size (cut short, or written over)", async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { parquetConfig: {} });
+    await env.core.publish('events', keyed(10, 2));
+    await finish(10);
+    const target = {
+      subscription: 'projects/p/subscriptions/to-s3',
+      identity: { uid: env.core.identity('to-s3').uid, adoptsNameKeyedProgress: false },
+      config: parseObjectStorageConfig({ bucket, parquetConfig: {} }),
+      settings: { dataDir: dir.path, objectStorage: s3.settings },
+    };
+    const count = async () => {
+      const view = await parquetView(target);
+      return queryDuckDb(join(dir.path, 'view.duckdb'), `SELECT count(*)::INT AS n FROM (${view!.select})`);
+    };
+    expect(await count()).toEqual([{ n: 10 }]);
+    const [copy] = (await parquetView(target))!.files;
+    // Another Parquet file in its place: it was read as the object from then on (1 row).
+    await queryDuckDb(join(dir.path, 'forge.duckdb'), `COPY (SELECT 1 AS forged) TO '${copy}' (FORMAT parquet)`);
+    expect(await count()).toEqual([{ n: 10 }]);
+  });
+
   it('a query view whose object is gone from the bucket says which object, in which bucket', async () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { parquetConfig: {} });

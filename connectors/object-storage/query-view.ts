@@ -1,5 +1,5 @@
 import { GetObjectCommand } from '@aws-sdk/client-s3';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { ExportTarget, QueryView } from '../../src/connector/capabilities.js';
 import { pathSegment, subscriptionDir } from '../../src/connector/sink-paths.js';
@@ -90,7 +90,9 @@ async function cacheObjects(target: ExportTarget<ObjectStorageConfig>, entries: 
     const files: string[] = [];
     for (const entry of entries) {
       const file = join(dir, pathSegment(entry.bucket), pathSegment(entry.object));
-      if (!existsSync(file)) {
+      // A copy of another size than the object the manifest lists (cut short, or overwritten since) is not
+      // the object: it is fetched again rather than read as it.
+      if (!existsSync(file) || statSync(file).size !== entry.bytes) {
         // The SDK's own message names neither the object nor the bucket ("The specified key does not exist.").
         const body = await s3
           .send(new GetObjectCommand({ Bucket: entry.bucket, Key: entry.object }))
