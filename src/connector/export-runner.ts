@@ -586,6 +586,16 @@ export class ExportRunner {
           : 'messages cannot be written; nacked and delivered again after the retry backoff (no deadLetterPolicy: each stays, and its ordering key waits behind it)',
       );
     }
+    // A refusal that may pass (an upload the bucket turned down) is logged too: one that never passes
+    // showed only in status (exportRefused), with the log silent however long it lasted.
+    const retryable = result.failed.filter((f) => f.retryable);
+    if (retryable.length) {
+      this.logThrottled(
+        'warn',
+        { count: retryable.length, example: retryable[0]!.error },
+        'messages could not be written; nacked and delivered again after the retry backoff',
+      );
+    }
     const handle = this.live();
     // Acks still queued from earlier results go before any nack, which would revoke what they ack.
     if (result.failed.length || result.deferred.length) this.sendAcks();
