@@ -19,6 +19,12 @@ export interface Entry<Q = unknown> {
   deliveries: number;
   /** Why the last delivery failed, when a sink said so (becomes CloudPubSubDeadLetterSourceDeliveryErrorMessage). */
   lastError?: string;
+  /**
+   * 'due': its attempts reached maxDeliveryAttempts while it was revoked (see SubscriptionRuntime.fail),
+   * so it goes to the dead-letter topic when its turn comes. 'sent': forwarded there, so acked for good:
+   * an earlier message's failure rewinds the key past it without making it deliverable again.
+   */
+  deadLetter: 'due' | 'sent' | undefined;
 }
 
 /** One delivery out to a consumer: its ack id and until when it holds. */

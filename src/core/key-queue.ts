@@ -62,6 +62,7 @@ export class KeyQueue {
    * Makes `entry` and every later entry of the window deliverable again (Pub/Sub's ordered redelivery
    * rule); returns the later entries that were out, so their leases can be revoked. With `keepAcked`
    * (exactly-once delivery: a confirmed ack is never undone) the later entries already acked stay acked.
+   * A dead-lettered entry stays acked either way: it went to the dead-letter topic instead.
    */
   rewindTo(entry: Entry, keepAcked = false): Entry[] {
     const at = this.items.indexOf(entry, this.head);
@@ -69,7 +70,7 @@ export class KeyQueue {
     const revoked: Entry[] = [];
     for (let i = at + 1; i < this.next; i++) {
       const later = this.items[i]!;
-      if (!keepAcked) later.acked = false;
+      if (!keepAcked && later.deadLetter !== 'sent') later.acked = false;
       if (later.lease) revoked.push(later);
     }
     this.next = at;

@@ -166,7 +166,7 @@ export class SubscriptionRuntime implements BacklogSink {
       queue = new KeyQueue(message.orderingKey, false);
       this.loose.add(queue);
     }
-    queue.push({ message, spilled, size, acked: false, failures, deliveries: 0 });
+    queue.push({ message, spilled, size, acked: false, failures, deliveries: 0, deadLetter: undefined });
     this.held++;
     this.refresh(queue);
     this.scheduleDispatch();
@@ -322,8 +322,16 @@ export class SubscriptionRuntime implements BacklogSink {
     while (taken < limit && room.messages > 0 && room.bytes > 0) {
       const entry = queue.takeNext();
       if (!entry) break;
-      if (this.deadLetterBeforeDelivery(queue, entry)) continue;
-      const message = entry.message.publishTime < retentionStart ? undefined : this.withPayload(entry);
+      const retained = entry.message.publishTime >= retentionStart;
+      // Its attempts reached maxDeliveryAttempts while it was revoked (see `fail`): to the dead-letter topic
+      // instead of out again, as at its own expiry, if the policy still says so and its topic exists. Only
+      // such a message: one counted past the limit before a policy was added or lowered is delivered once
+      // more, as Pub/Sub does.
+      if (retained && entry.deadLetter === 'due') {
+        entry.deadLetter = undefined;
+        if (this.forwardIfExhausted(entry)) continue;
+      }
+      const message = retained ? this.withPayload(entry) : undefined;
       if (!message) {
         // Past messageRetentionDuration (or compacted away for that reason): Pub/Sub drops it from the backlog.
         entry.acked = true;
@@ -349,18 +357,17 @@ export class SubscriptionRuntime implements BacklogSink {
   }
 
   /**
-   * A message whose delivery attempts already reached maxDeliveryAttempts (its deadline ran out while an
-   * earlier message of its key failed, see `fail`) goes to the dead-letter topic instead of out again, as
-   * it would have at its own expiry. False (deliver it) if there is no policy, no need, or no such topic.
+   * Forwards `entry` to the dead-letter topic if its attempts reached the policy's maxDeliveryAttempts
+   * and the topic exists; it is then acked for good (`deadLetter` 'sent'), in the store only once the
+   * copy is durable in the dead-letter topic (a crash in between redelivers it).
    */
-  private deadLetterBeforeDelivery(queue: KeyQueue, entry: Entry): boolean {
+  private forwardIfExhausted(entry: Entry): boolean {
     const policy = this.spec.deadLetterPolicy;
-    if (!policy || entry.failures < policy.maxDeliveryAttempts) return false;
-    const forwarded = this.hooks.deadLetter(this, entry);
+    const forwarded = policy && entry.failures >= policy.maxDeliveryAttempts ? this.hooks.deadLetter(this, entry) : false;
     if (!forwarded) return false;
     this.counters.deadLettered++;
     entry.acked = true;
-    queue.skip(entry);
+    entry.deadLetter = 'sent';
     forwarded.then(() => this.persistAcks([entry.message.seq]), this.hooks.onStoreError);
     return true;
   }
@@ -537,19 +544,15 @@ export class SubscriptionRuntime implements BacklogSink {
         later.failures++;
         this.counters.expired++;
         this.hooks.store.setFailures(this.name, later.message.seq, later.failures).catch(this.hooks.onStoreError);
+        const policy = this.spec.deadLetterPolicy;
+        if (policy && later.failures >= policy.maxDeliveryAttempts) later.deadLetter = 'due';
       }
     }
     this.hooks.store.setFailures(this.name, entry.message.seq, entry.failures).catch(this.hooks.onStoreError);
-    const policy = this.spec.deadLetterPolicy;
-    const forwarded = policy && entry.failures >= policy.maxDeliveryAttempts ? this.hooks.deadLetter(this, entry) : false;
-    if (forwarded) {
-      this.counters.deadLettered++;
-      entry.acked = true;
+    if (this.forwardIfExhausted(entry)) {
       queue.skip(entry);
       queue.trimAcked(this.dropped);
       this.afterTrim(queue);
-      // Acked only once the copy is durable in the dead-letter topic: a crash in between redelivers it.
-      forwarded.then(() => this.persistAcks([entry.message.seq]), this.hooks.onStoreError);
     } else {
       queue.notBefore = this.hooks.clock.now() + retryDelayMs(this.spec, entry.failures);
     }

@@ -10,7 +10,7 @@ const gc = runInNewContext('gc') as () => void;
 
 function entry(seq: number): Entry {
   const message = { seq, data: Buffer.alloc(1024) } as unknown as StoredMessage;
-  return { message, spilled: false, size: 1024, acked: false, failures: 0, deliveries: 0 };
+  return { message, spilled: false, size: 1024, acked: false, failures: 0, deliveries: 0, deadLetter: undefined };
 }
 
 function pushed(queue: KeyQueue, seq: number): Entry {

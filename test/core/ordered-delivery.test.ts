@@ -359,6 +359,54 @@ describe('delivery attempts, retry backoff and dead letters', () => {
     expect(core.metrics('dl-stuck').counters.deadLettered).toBe(3);
   });
 
+  it('a policy added after a message failed more often than it allows: the message is delivered once more before it is dead-lettered', async () => {
+    await core.createSubscription('dl-late', { topic: 'orders', enableMessageOrdering: true });
+    await publishKeyed([['k', '1']]);
+    for (let i = 0; i < 6; i++) await core.modifyAckDeadline('dl-late', [(await pullAll('dl-late'))[0]!.ackId], 0);
+    await core.updateSubscription('dl-late', { deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 5 } });
+    clock.advance(1000);
+    const [again] = await pullAll('dl-late');
+    expect([text(again!), again!.deliveryAttempt]).toEqual(['1', 7]);
+    await core.modifyAckDeadline('dl-late', [again!.ackId], 0);
+    await settle(core);
+    expect(texts(await pullAll('dead-sub'))).toEqual(['1']);
+  });
+
+  it('a message dead-lettered while an earlier one of its key was out is not delivered or dead-lettered again when that one fails', async () => {
+    await core.createSubscription('dl-piped', {
+      topic: 'orders',
+      enableMessageOrdering: true,
+      deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 5 },
+      retryPolicy: { minimumBackoff: '0s', maximumBackoff: '0s' },
+    });
+    const got: ReceivedMessage[] = [];
+    const rt = core.attach('dl-piped', {
+      maxPerKey: 100,
+      pipelined: true,
+      room: () => ({ messages: 100, bytes: 1e9 }),
+      deliver: (b) => got.push(...b),
+    });
+    await publishKeyed([
+      ['k', '1'],
+      ['k', '2'],
+    ]);
+    await settle(core);
+    const first = got.find((m) => text(m) === '1')!;
+    // A sink refuses 2 five times while 1 is still out (held in an open file): 2 goes to the dead-letter topic.
+    for (let i = 0; i < 5; i++) {
+      const two = got.findLast((m) => text(m) === '2')!;
+      await core.modifyAckDeadline('dl-piped', [two.ackId], 0);
+      await settle(core);
+    }
+    // Then 1 fails (the file's upload): the key is delivered again from 1, without 2.
+    await core.modifyAckDeadline('dl-piped', [first.ackId], 0);
+    await settle(core);
+    expect(got.map((m) => `${text(m)}@${m.deliveryAttempt}`)).toEqual(['1@1', '2@1', '2@2', '2@3', '2@4', '2@5', '1@2']);
+    expect(rt.isLive(got.at(-1)!.ackId)).toBe(true);
+    expect(texts(await pullAll('dead-sub'))).toEqual(['2']);
+    expect(core.metrics('dl-piped').counters.deadLettered).toBe(1);
+  });
+
   it('a sink error message travels to the dead-letter topic', async () => {
     await core.createSubscription('dl-sub', { topic: 'orders', deadLetterPolicy: { deadLetterTopic: 'dead' } });
     await publishKeyed([['', 'bad']]);
