@@ -173,16 +173,20 @@ export class PubSubCore {
    * A schema change made durable (the registry applies it once this resolves). A deleted schema's topics
    * are pointed at `_deleted-schema_` first, as Pub/Sub does, and its IAM policy goes.
    */
-  private async persistSchema(change: SchemaChange): Promise<void> {
+  private persistSchema(change: SchemaChange): Promise<void> {
     if (change.kind === 'put') return this.store.putSchema({ name: change.record.name, record: change.record });
-    for (const rec of this.topics.values()) {
-      const settings = topicSettings(rec.settings);
-      if (settings.schemaSettings?.schema !== change.name) continue;
-      rec.settings = { ...settings, schemaSettings: { ...settings.schemaSettings, schema: DELETED_SCHEMA } };
-      await this.store.updateTopic(rec);
-    }
-    await this.store.deleteSchema(change.name);
-    await this.iam.drop(change.name);
+    // Its topics change as an update of theirs would: a topic update started before it must not write back
+    // the schema's name after this.
+    return this.oneUpdateAtATime(async () => {
+      for (const rec of this.topics.values()) {
+        const settings = topicSettings(rec.settings);
+        if (settings.schemaSettings?.schema !== change.name) continue;
+        rec.settings = { ...settings, schemaSettings: { ...settings.schemaSettings, schema: DELETED_SCHEMA } };
+        await this.store.updateTopic(rec);
+      }
+      await this.store.deleteSchema(change.name);
+      await this.iam.drop(change.name);
+    });
   }
 
   /**

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { openCore, tempDir } from '../helpers/core.js';
 
+const AVRO = JSON.stringify({ type: 'record', name: 'Order', fields: [{ name: 'id', type: 'string' }] });
+
 describe('labels', () => {
   it('stored before Orderly checked them, they stay until changed: other updates of the subscription go through', async () => {
     const dir = tempDir();
@@ -47,6 +49,10 @@ describe('labels', () => {
         core.updateSnapshot('snap-twice', { labels: { team: 'sales' } }),
         core.updateSnapshot('snap-twice', { expireTime }),
       ]);
+      // A schema deleted while an update of its topic runs: the topic names _deleted-schema_ afterwards.
+      await core.schemas.create({ parent: 'projects/p', schemaId: 'gone', schema: { type: 'AVRO', definition: AVRO } });
+      await core.createTopic('typed', { schemaSettings: { schema: 'projects/p/schemas/gone', encoding: 'BINARY' } });
+      await Promise.all([core.updateTopic('typed', { labels: { a: 'b' } }), core.schemas.delete('projects/p/schemas/gone')]);
       const check = () => {
         expect(core.getTopic('events')).toMatchObject({ labels: { team: 'sales' }, messageRetentionDuration: 3600 });
         expect(core.getSubscription('updated-twice')).toMatchObject({
@@ -55,6 +61,7 @@ describe('labels', () => {
           retainAckedMessages: true,
         });
         expect(core.getSnapshot('snap-twice')).toMatchObject({ labels: { team: 'sales' }, expireTime });
+        expect(core.getTopic('typed')).toMatchObject({ labels: { a: 'b' }, schemaSettings: { schema: '_deleted-schema_' } });
       };
       check();
       await core.close();

@@ -394,7 +394,7 @@ describe('delivery attempts, retry backoff and dead letters', () => {
     const first = got.find((m) => text(m) === '1')!;
     // A sink refuses 2 five times while 1 is still out (held in an open file): 2 goes to the dead-letter topic.
     for (let i = 0; i < 5; i++) {
-      const two = got.findLast((m) => text(m) === '2')!;
+      const two = [...got].reverse().find((m) => text(m) === '2')!;
       await core.modifyAckDeadline('dl-piped', [two.ackId], 0);
       await settle(core);
     }
