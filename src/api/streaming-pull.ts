@@ -189,7 +189,7 @@ export function streamingPull(
 /**
  * The StreamingPull streams (and Pull calls waiting for messages) a server has open, so that stopping it
  * ends them with UNAVAILABLE at once, as Pub/Sub ends streams it moves: left to the server's shutdown they
- * would be cut with CANCELLED, which Google's Python and Java subscribers take as final, after a wait for
+ * would be cut with CANCELLED, which Google's Python subscriber takes as final, after a wait for
  * calls that do not end by themselves soon.
  */
 export class OpenStreams {

@@ -3,11 +3,13 @@ import type { ReceivedMessage } from './message.js';
 import type { SubscriptionRuntime } from './subscription-runtime.js';
 
 /**
- * The bytes of messages (`messageSize`) one Pull answer carries at most, past the first message: Google's
- * Java and Go clients refuse a response over 20 MiB (their gRPC max inbound message size), and the one
- * message that crosses this line is at most ~10 MB itself. Pub/Sub, too, returns fewer than maxMessages.
+ * A Pull answer takes messages while their bytes (`messageSize`) stay under this, so it ends at most one
+ * message past it: Google's Java and Go clients refuse a response over 20 MiB (their gRPC max inbound
+ * message size). 9 MiB + one message of up to 10 MB + the encoding of up to 1,000 messages (ack ids, ids,
+ * times, each attribute's tags: well under 1 MB) stays below that; at 10 MiB the sum could pass it.
+ * Pub/Sub, too, returns fewer than maxMessages.
  */
-export const PULL_RESPONSE_BYTES = 10 * 1024 * 1024;
+export const PULL_RESPONSE_BYTES = 9 * 1024 * 1024;
 
 /**
  * One Pull call: a consumer that takes up to `maxMessages` ready messages (a key's messages in order, one

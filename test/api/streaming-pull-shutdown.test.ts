@@ -40,9 +40,9 @@ describe('orderly serve stopping (SIGTERM) with StreamingPull streams and Pull c
       const signalled = Date.now();
       server.child.kill('SIGTERM');
       const status = await ended;
-      // Python's subscriber stops for good on CANCELLED, Java's does not retry it: a server going away is UNAVAILABLE.
+      // Python's subscriber stops for good on CANCELLED: a server going away is UNAVAILABLE, which every client retries.
       expect(status.code).toBe(grpc.status.UNAVAILABLE);
-      expect(Date.now() - signalled).toBeLessThan(1_500);
+      expect(Date.now() - signalled).toBeLessThan(1_900); // cut after 2 s before
       await stopped(server);
       api.close();
     } finally {
@@ -69,7 +69,7 @@ describe('orderly serve stopping (SIGTERM) with StreamingPull streams and Pull c
       server.child.kill('SIGTERM');
       const status = await pulled;
       expect(status.code).toBe(grpc.status.UNAVAILABLE);
-      expect(Date.now() - signalled).toBeLessThan(1_500);
+      expect(Date.now() - signalled).toBeLessThan(1_900); // cut after 2 s before
       await stopped(server);
       api.close();
     } finally {

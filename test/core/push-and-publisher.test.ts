@@ -216,7 +216,7 @@ describe('publisher-side ordering', () => {
     expect(ids).toHaveLength(110);
     expect(publisher.isPaused('k')).toBe(false);
     await settle(core);
-    // A Pull answer carries about 10 MiB: the 11 MB come in two, each acked before the key's next.
+    // A Pull answer stops at one message past 9 MiB: the 11 MB come in two, each acked before the key's next.
     const got: number[] = [];
     for (let pulls = 0; got.length < 110 && pulls < 10; pulls++) {
       const batch = await core.pull('big-attributes', { maxMessages: 1000 });
