@@ -49,7 +49,13 @@ function pageSize(requested: number | undefined): number {
   return Math.min(requested, MAX_PAGE_SIZE);
 }
 
-const TOKEN_PREFIX = 'k:';
+/** A token names its list and the key: `l:["topics of projects/p","projects/p/topics/t"]`. */
+const TOKEN_PREFIX = 'l:';
+/**
+ * Tokens of Orderly before they named their list held the key alone; one a client got before an upgrade
+ * still pages on, unchecked as it was then.
+ */
+const KEY_ONLY_PREFIX = 'k:';
 
 function encodeToken(list: string, key: string): string {
   return Buffer.from(TOKEN_PREFIX + JSON.stringify([list, key])).toString('base64url');
@@ -57,6 +63,7 @@ function encodeToken(list: string, key: string): string {
 
 function decodeToken(token: string, list: string): string {
   const text = /^[A-Za-z0-9_-]+$/.test(token) ? Buffer.from(token, 'base64url').toString('utf8') : '';
+  if (text.startsWith(KEY_ONLY_PREFIX)) return text.slice(KEY_ONLY_PREFIX.length);
   let parsed: unknown;
   try {
     parsed = text.startsWith(TOKEN_PREFIX) ? JSON.parse(text.slice(TOKEN_PREFIX.length)) : undefined;

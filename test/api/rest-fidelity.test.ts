@@ -193,6 +193,10 @@ describe('REST answers from the same mapping as gRPC', () => {
     expect(
       (await rest('GET', `/v1/projects/alpha-pages/topics/t-1/subscriptions?pageToken=${subs.nextPageToken}`)).json.subscriptions,
     ).toEqual(['projects/alpha-pages/subscriptions/s-2']);
+    // A token of an Orderly before tokens named their list (the key alone) still pages on after an upgrade.
+    const keyOnly = Buffer.from('k:projects/alpha-pages/topics/t-1').toString('base64url');
+    const resumed = await rest('GET', `/v1/projects/alpha-pages/topics?pageSize=1&pageToken=${keyOnly}`);
+    expect(resumed.json.topics.map((t: { name: string }) => t.name)).toEqual(['projects/alpha-pages/topics/t-2']);
   });
 
   it('the fields system parameter answers with the fields it names (partial responses); a bad one refuses the request before it runs', async () => {
