@@ -14,6 +14,11 @@ const GRPC_CODES: Record<StatusCode, grpc.status> = {
   INTERNAL: grpc.status.INTERNAL,
 };
 
+/** What a call still open when the server stops ends with: UNAVAILABLE, which every Google client retries. */
+export function shuttingDown(): grpc.StatusObject {
+  return { code: grpc.status.UNAVAILABLE, details: 'the server is shutting down', metadata: new grpc.Metadata() };
+}
+
 /**
  * OrderlyErrors become Pub/Sub's status codes (with their ErrorInfo, if any, as status details). Anything
  * else is a defect in Orderly, not in the request: it is logged with its stack and answered INTERNAL.

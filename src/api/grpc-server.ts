@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
-import { toStatus, UndecodableRequest, withUndecodableRequests } from './grpc-errors.js';
+import { shuttingDown, toStatus, UndecodableRequest, withUndecodableRequests } from './grpc-errors.js';
 import { pubsubHandlers } from './pubsub-services.js';
 import { loadPubsubProto } from './pubsub-proto.js';
 import { rpcCall, type RpcHandler } from './rpc.js';
@@ -26,7 +26,7 @@ function unary(method: string, fn: RpcHandler, logger?: Logger, waiting?: OpenSt
       waiting?.streams.delete(goAway);
       if (gone.signal.aborted) return;
       gone.abort();
-      callback({ code: grpc.status.UNAVAILABLE, details: 'the server is shutting down', metadata: new grpc.Metadata() });
+      callback(shuttingDown());
     };
     if (waiting?.closing) return goAway();
     waiting?.streams.add(goAway);

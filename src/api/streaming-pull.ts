@@ -1,11 +1,11 @@
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 import type { AckResult } from '../core/ack-results.js';
 import type { SubscriptionHandle } from '../core/consumer.js';
 import { InvalidArgumentError } from '../core/errors.js';
 import { messageSize, type ReceivedMessage } from '../core/message.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
-import { toStatus, UndecodableRequest } from './grpc-errors.js';
+import { shuttingDown, toStatus, UndecodableRequest } from './grpc-errors.js';
 import { encodeDeliveries } from './streaming-pull-response.js';
 
 /** google.pubsub.v1.StreamingPullRequest as proto-loader decodes it (int64 as strings, defaults filled). */
@@ -86,7 +86,7 @@ export function streamingPull(
   };
   const fail = (e: unknown) => end(toStatus(e, logger, METHOD));
   /** The server is stopping: UNAVAILABLE, which every Google client retries (on another server, or this one restarted). */
-  const goAway = () => end({ code: grpc.status.UNAVAILABLE, details: 'the server is shutting down', metadata: new grpc.Metadata() });
+  const goAway = () => end(shuttingDown());
   if (openStreams?.closing) return goAway();
   openStreams?.streams.add(goAway);
 

@@ -2,7 +2,7 @@ import { Presets, SingleBar } from 'cli-progress';
 import { createReadStream, readFileSync, statSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { OrderlyError } from '../core/errors.js';
-import type { MessageInput } from '../core/message.js';
+import { inputSize, type MessageInput } from '../core/message.js';
 
 /** Publishes one request's messages (to a core in this process, or a running job's endpoint). */
 export type PublishBatch = (messages: MessageInput[]) => Promise<string[]>;
@@ -128,7 +128,7 @@ async function publishLines(publish: PublishBatch, o: PublishFileOptions, report
       continue;
     }
     const key = message.orderingKey ?? '';
-    const size = messageBytes(message);
+    const size = inputSize(message);
     // A request over 10 MiB would be refused whole, and its lines sent again one request each.
     if ((batchBytes.get(key) ?? 0) + size > BATCH_BYTES) await flush(key);
     if (failure) break;
@@ -148,13 +148,6 @@ async function publishLines(publish: PublishBatch, o: PublishFileOptions, report
 function stopped(e: unknown, report: PublishFileReport): Error {
   const message = `${(e as Error).message} (publishing stopped: ${report.published} lines published, ${report.refused.length} refused)`;
   return e instanceof OrderlyError ? new OrderlyError(e.code, message) : new Error(message, { cause: e });
-}
-
-/** A line's message in bytes as a publish request counts it: data, ordering key and attributes. */
-function messageBytes(m: MessageInput): number {
-  let size = Buffer.byteLength(m.data as string) + Buffer.byteLength(m.orderingKey ?? '');
-  for (const [k, v] of Object.entries(m.attributes ?? {})) size += Buffer.byteLength(k) + Buffer.byteLength(v);
-  return size;
 }
 
 function toMessage(text: string, o: PublishFileOptions): MessageInput {

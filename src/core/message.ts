@@ -22,6 +22,22 @@ export interface ReceivedMessage {
   deliveryAttempt: number;
 }
 
+/**
+ * A message's size as messageSize counts it once validated, read off a caller's input (batching before
+ * validation: an attribute that is not a string, which validation refuses, counts nothing).
+ */
+export function inputSize(m: MessageInput): number {
+  const d = m.data;
+  let size = d === undefined ? 0 : typeof d === 'string' ? Buffer.byteLength(d) : d.byteLength;
+  size += m.orderingKey ? Buffer.byteLength(m.orderingKey) : 0;
+  const attributes = m.attributes ?? {};
+  for (const k in attributes) {
+    const v = attributes[k];
+    if (Object.hasOwn(attributes, k)) size += Buffer.byteLength(k) + (typeof v === 'string' ? Buffer.byteLength(v) : 0);
+  }
+  return size;
+}
+
 /** Payload, ordering key and attributes in bytes (UTF-8), as Pub/Sub counts a message's size. */
 export function messageSize(m: { data: Uint8Array; attributes: Record<string, string>; orderingKey: string }): number {
   let size = m.data.byteLength + (m.orderingKey === '' ? 0 : Buffer.byteLength(m.orderingKey));

@@ -1,6 +1,6 @@
 import { OrderingKeyPausedError } from './errors.js';
 import { LIMITS } from './limits.js';
-import type { MessageInput } from './message.js';
+import { inputSize, type MessageInput } from './message.js';
 import type { PubSubCore } from './pubsub-core.js';
 
 interface Pending {
@@ -85,17 +85,4 @@ function takeBatch(queue: Pending[]): Pending[] {
     n++;
   }
   return queue.splice(0, n);
-}
-
-/** A message's size as messageSize counts it once validated, read off the caller's input. */
-function inputSize(m: MessageInput): number {
-  const d = m.data;
-  let size = d === undefined ? 0 : typeof d === 'string' ? Buffer.byteLength(d) : d.byteLength;
-  size += m.orderingKey ? Buffer.byteLength(m.orderingKey) : 0;
-  const attributes = m.attributes ?? {};
-  for (const k in attributes) {
-    const v = attributes[k];
-    if (Object.hasOwn(attributes, k)) size += Buffer.byteLength(k) + (typeof v === 'string' ? Buffer.byteLength(v) : 0);
-  }
-  return size;
 }

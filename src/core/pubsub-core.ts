@@ -124,7 +124,11 @@ export class PubSubCore {
   private readonly snapshots: Snapshots;
   private closed = false;
   private readonly publishes = new PublishQueue();
-  /** Topics and subscriptions whose creation is under way (stored, not yet in `topics`/`subs`): a second create of one is ALREADY_EXISTS. */
+  /**
+   * Topics and subscriptions whose creation is under way (stored, not yet in `topics`/`subs`): a second
+   * create of one is ALREADY_EXISTS, even if the first then fails in the store (as two creates racing
+   * in Pub/Sub: one of them is told the name is taken).
+   */
   private readonly creating = new Set<string>();
   /** The last of the resource updates started (see oneUpdateAtATime); never rejects. */
   private updates: Promise<unknown> = Promise.resolve();

@@ -502,21 +502,20 @@ export class SubscriptionRuntime implements BacklogSink {
 
   /** A lease past its deadline: kept alive if its consumer asked for that (within keepAliveSeconds), else it fails. */
   private expire(lease: Lease, now: number): void {
-    const keepAlive = this.consumers.get(lease.consumer)?.spec;
-    if (this.keptAlive(lease, now)) {
-      this.leases.extend(lease, now + (keepAlive!.ackDeadlineSeconds ?? this.spec.ackDeadlineSeconds) * 1000);
-    } else this.fail(lease, 'expired');
+    const keeper = this.keeper(lease, now);
+    if (keeper) this.leases.extend(lease, now + (keeper.ackDeadlineSeconds ?? this.spec.ackDeadlineSeconds) * 1000);
+    else this.fail(lease, 'expired');
   }
 
-  /** Its consumer keeps it alive past its deadline (keepAliveSeconds, counted from the delivery). */
-  private keptAlive(lease: Lease, now: number): boolean {
-    const keepAlive = this.consumers.get(lease.consumer)?.spec.keepAliveSeconds;
-    return keepAlive !== undefined && now - lease.grantedAt < keepAlive * 1000;
+  /** The spec of the consumer that keeps `lease` alive past its deadline (keepAliveSeconds, counted from the delivery), if one does. */
+  private keeper(lease: Lease, now: number): ConsumerSpec | undefined {
+    const spec = this.consumers.get(lease.consumer)?.spec;
+    return spec?.keepAliveSeconds !== undefined && now - lease.grantedAt < spec.keepAliveSeconds * 1000 ? spec : undefined;
   }
 
   /** Past its ack deadline, and not kept alive: the next tick would expire it. */
   private overdue(lease: Lease, now: number): boolean {
-    return lease.deadline <= now && !this.keptAlive(lease, now);
+    return lease.deadline <= now && !this.keeper(lease, now);
   }
 
   /**
