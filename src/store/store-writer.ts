@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { CompactionPlan, StoredMessage } from './store.js';
+import { StoreFullError, type CompactionPlan, type StoredMessage } from './store.js';
 
 /** The writes that happen per message; everything else is rare and runs on the store's own connection. */
 export type StoreWrite =
@@ -45,7 +45,8 @@ export type ThreadRequest = { id: number } & (
   | { op: 'compact'; store: number; plan: WirePlan }
   | { op: 'close'; store: number }
 );
-export type ThreadReply = { id: number; error?: string; result?: unknown };
+/** `code`: SQLite's code for the error (`SQLITE_FULL`, ...), when it has one. */
+export type ThreadReply = { id: number; error?: string; code?: string; result?: unknown };
 
 /**
  * Starts a thread's module: compiled JavaScript when Orderly runs from dist/; when it runs from source
@@ -130,12 +131,12 @@ class WriterThread {
 
   constructor() {
     this.worker = startWorker('writer-thread');
-    this.worker.on('message', ({ id, error, result }: ThreadReply) => {
+    this.worker.on('message', ({ id, error, code, result }: ThreadReply) => {
       const waiter = this.waiting.get(id);
       this.waiting.delete(id);
       if (this.waiting.size === 0) this.worker.unref();
       if (error === undefined) waiter?.resolve(result);
-      else waiter?.reject(new Error(error));
+      else waiter?.reject(Object.assign(new Error(error), { code }));
     });
     const stop = (e: Error) => {
       this.failure = e;
@@ -204,6 +205,16 @@ function hasKeys(o: Record<string, string>): boolean {
   return false;
 }
 
+/**
+ * A write the thread could not commit: a full disk (SQLite's SQLITE_FULL, from ENOSPC or a size limit)
+ * is a StoreFullError, RESOURCE_EXHAUSTED to callers, which may retry once space is freed; other errors
+ * pass as they are.
+ */
+function writeError(file: string, e: Error): Error {
+  const code = (e as { code?: unknown }).code;
+  return typeof code === 'string' && code.startsWith('SQLITE_FULL') ? new StoreFullError(file, e) : e;
+}
+
 let thread: WriterThread | undefined;
 let stores = 0;
 
@@ -236,7 +247,7 @@ export class StoreWriter {
    * (so a compaction under way when the process stops waits for it too).
    */
   constructor(
-    file: string,
+    private readonly file: string,
     synchronous: 'FULL' | 'NORMAL',
     onFailure: (error: Error, kind: WriterFailure) => Error,
     check = checkStoreFile,
@@ -290,7 +301,10 @@ export class StoreWriter {
     const committed = this.usable().then(() => this.thread.request({ op: 'write', store: this.store, rows, payloads }, [payloads]));
     committed.then(
       () => batch.forEach((b) => b.waiter.resolve()),
-      (e: Error) => batch.forEach((b) => b.waiter.reject(e)),
+      (e: Error) => {
+        const error = writeError(this.file, e);
+        batch.forEach((b) => b.waiter.reject(error));
+      },
     );
     this.last = committed.catch(() => undefined);
   }

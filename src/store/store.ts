@@ -6,6 +6,8 @@
  * process (and, with `durability: 'fsync'`, a power loss). Writes issued in the same tick may be grouped
  * into one commit; they resolve together.
  */
+import { OrderlyError } from '../core/errors.js';
+
 export interface StoredMessage {
   /** Store-wide publish order; also the message id. */
   seq: number;
@@ -246,6 +248,25 @@ export interface CompactionPlan {
    * messageRetentionDuration): `deleteUpTo` spares them; `deletePublishedBefore` is never later.
    */
   keepPublishedSince: Map<number, number>;
+}
+
+/**
+ * A write the store could not make because its disk is full. Nothing of it was stored (the transaction
+ * rolled back); the store stays usable, and the same write succeeds once space is freed. A publish or an
+ * ack that fails so answers RESOURCE_EXHAUSTED (HTTP 429), which Google's clients retry.
+ */
+export class StoreFullError extends OrderlyError {
+  constructor(
+    readonly file: string,
+    cause: unknown,
+  ) {
+    super(
+      'RESOURCE_EXHAUSTED',
+      `the Orderly store at ${file} could not take the write: its disk is full (${cause instanceof Error ? cause.message : String(cause)}). ` +
+        'Nothing of it was stored; retry once space is freed on that file system.',
+    );
+    this.name = 'StoreFullError';
+  }
 }
 
 export class StoreCorruptError extends Error {

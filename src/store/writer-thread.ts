@@ -18,10 +18,12 @@ const parentPort = parent;
 interface OpenStore {
   db: Database.Database;
   /** Applies the writes in one transaction; a write that fails is rolled back alone and its error recorded. */
-  commit: (writes: QueuedWrite[], failed: Map<number, string>) => void;
+  commit: (writes: QueuedWrite[], failed: Map<number, Failure>) => void;
 }
 
 type QueuedWrite = Extract<ThreadRequest, { op: 'write' }>;
+/** Why a write failed: SQLite's message and its code (SQLITE_FULL: the disk is full), as the reply carries them. */
+type Failure = Pick<ThreadReply, 'error' | 'code'>;
 
 const CHECKPOINT_EVERY_MS = 200;
 const stores = new Map<number, OpenStore>();
@@ -64,7 +66,7 @@ function open({ store, file, synchronous }: { store: number; file: string; synch
       }
     }
   });
-  const commit = db.transaction((writes: QueuedWrite[], failed: Map<number, string>) => {
+  const commit = db.transaction((writes: QueuedWrite[], failed: Map<number, Failure>) => {
     for (const w of writes) {
       try {
         apply(w.rows, w.payloads);
@@ -72,7 +74,7 @@ function open({ store, file, synchronous }: { store: number; file: string; synch
         // SQLite rolled the whole transaction back (I/O error, disk full): the group fails as a whole; the
         // writes after this one must not go on outside a transaction.
         if (!db.inTransaction) throw e;
-        failed.set(w.id, errorMessage(e));
+        failed.set(w.id, failure(e));
       }
     }
   });
@@ -105,15 +107,15 @@ function commitQueued(): void {
     else byStore.set(w.store, [w]);
   }
   for (const [store, writes] of byStore) {
-    const failed = new Map<number, string>();
+    const failed = new Map<number, Failure>();
     try {
       const s = stores.get(store);
       if (!s) throw new Error('the store is closed');
       s.commit(writes, failed);
     } catch (e) {
-      for (const w of writes) failed.set(w.id, errorMessage(e));
+      for (const w of writes) failed.set(w.id, failure(e));
     }
-    for (const { id } of writes) parentPort.postMessage({ id, error: failed.get(id) } satisfies ThreadReply);
+    for (const { id } of writes) parentPort.postMessage({ id, ...failed.get(id) } satisfies ThreadReply);
   }
 }
 
@@ -126,6 +128,11 @@ function scheduleCommit(): void {
 
 function errorMessage(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
+}
+
+function failure(e: unknown): Failure {
+  const code = (e as { code?: unknown } | undefined)?.code;
+  return { error: errorMessage(e), code: typeof code === 'string' ? code : undefined };
 }
 
 /** Rows deleted per transaction: small enough that group commits of publishes and acks slot in between. */
@@ -228,7 +235,7 @@ parentPort.on('message', (msg: ThreadRequest) => {
   if (msg.op === 'compact') {
     compact(msg.store, msg.plan).then(
       (result) => parentPort.postMessage({ ...reply, result }),
-      (e) => parentPort.postMessage({ ...reply, error: errorMessage(e) }),
+      (e) => parentPort.postMessage({ ...reply, ...failure(e) }),
     );
     return;
   }

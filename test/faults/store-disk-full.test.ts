@@ -1,0 +1,114 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { tempDir } from '../helpers/core.js';
+import { startServe, type ServeProcess } from '../helpers/serve-process.js';
+
+/**
+ * The store's disk fills up: a publish answered HTTP 500 INTERNAL ("Orderly internal error", SQLite's
+ * "database or disk is full" logged with a stack as a defect of Orderly). Now it is RESOURCE_EXHAUSTED
+ * (429) naming the store, the server keeps serving, and once space is freed publishes succeed again; what
+ * was acknowledged as published is there exactly once, nothing of a refused publish is.
+ *
+ * A real full file system: an 8 MiB tmpfs, which needs mount(2) (root); skipped where it cannot be mounted.
+ */
+function mountTmpfs(path: string, size: string): boolean {
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', path], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const probe = tempDir('orderly-mount-probe-');
+const canMount = mountTmpfs(probe.path, '1m');
+if (canMount) execFileSync('umount', [probe.path]);
+probe.remove();
+
+let dir: ReturnType<typeof tempDir>;
+let mounted = false;
+let server: ServeProcess | undefined;
+beforeEach(() => {
+  dir = tempDir();
+  mounted = mountTmpfs(dir.path, '8m');
+});
+afterEach(async () => {
+  await server?.stop();
+  server = undefined;
+  if (mounted) execFileSync('umount', [dir.path]);
+  dir.remove();
+});
+
+const P = 'projects/disk-full';
+
+async function rest(method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+  const res = await fetch(`http://${server!.host}/v1/${P}/${path}`, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, json: await res.json() };
+}
+
+/** 50 messages of ~20 KB on one key, each carrying its number. */
+const batch = (n: number) => ({
+  messages: Array.from({ length: 50 }, (_, i) => ({
+    data: Buffer.from(`${n * 50 + i}`.padEnd(20_000, '.')).toString('base64'),
+    orderingKey: `k${n % 3}`,
+    attributes: { n: String(n * 50 + i) },
+  })),
+});
+
+describe.skipIf(!canMount)('the store on a full disk', () => {
+  it('a publish is RESOURCE_EXHAUSTED naming the store, the server keeps serving, and publishes succeed again once space is freed', async () => {
+    const data = join(dir.path, 'data');
+    mkdirSync(data);
+    server = await startServe(['--data-dir', data]);
+    expect((await rest('PUT', 'topics/orders')).status).toBe(200);
+    expect((await rest('PUT', 'subscriptions/orders-sub', { topic: `${P}/topics/orders`, enableMessageOrdering: true })).status).toBe(200);
+    // Room for a few batches only.
+    const filler = join(dir.path, 'filler');
+    writeFileSync(filler, Buffer.alloc(5 * 1024 * 1024));
+
+    const published: number[] = [];
+    let refused: { status: number; json: any } | undefined;
+    for (let n = 0; n < 100 && !refused; n++) {
+      const answer = await rest('POST', 'topics/orders:publish', batch(n));
+      if (answer.status === 200) published.push(n);
+      else refused = answer;
+    }
+    expect(refused).toBeDefined();
+    expect(refused!.status).toBe(429);
+    expect(refused!.json.error.status).toBe('RESOURCE_EXHAUSTED');
+    expect(refused!.json.error.message).toContain(join(data, 'orderly.sqlite'));
+    expect(refused!.json.error.message).toContain('disk is full');
+    expect(server.alive()).toBe(true);
+    expect(server.output()).not.toContain('internal error');
+
+    rmSync(filler);
+    const after = 1000;
+    expect((await rest('POST', 'topics/orders:publish', batch(after))).status).toBe(200);
+    published.push(after);
+
+    // Every published message once, per key in order; nothing of the refused publishes.
+    const received: { key: string; n: number }[] = [];
+    for (let empty = 0; empty < 3;) {
+      const { json } = await rest('POST', 'subscriptions/orders-sub:pull', { maxMessages: 1000, returnImmediately: true });
+      const messages = (json.receivedMessages ?? []) as { ackId: string; message: { orderingKey: string; attributes: { n: string } } }[];
+      if (!messages.length) {
+        empty++;
+        continue;
+      }
+      for (const m of messages) received.push({ key: m.message.orderingKey, n: Number(m.message.attributes.n) });
+      expect((await rest('POST', 'subscriptions/orders-sub:acknowledge', { ackIds: messages.map((m) => m.ackId) })).status).toBe(200);
+    }
+    const expected = published.flatMap((n) => Array.from({ length: 50 }, (_, i) => n * 50 + i));
+    expect(received.map((r) => r.n).sort((a, b) => a - b)).toEqual(expected);
+    for (const key of ['k0', 'k1', 'k2']) {
+      const ns = received.filter((r) => r.key === key).map((r) => r.n);
+      expect(ns).toEqual([...ns].sort((a, b) => a - b));
+    }
+  }, 30_000);
+});
