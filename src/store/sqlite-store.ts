@@ -9,6 +9,7 @@ import {
   StoreCheckError,
   StoreCorruptError,
   StoreIdentityError,
+  StoreUnwritableError,
   type BacklogRow,
   type BacklogSource,
   type CompactionPlan,
@@ -109,6 +110,8 @@ type BacklogQueryRow = [
 ];
 
 const NO_DATA = Buffer.alloc(0);
+/** Thrown inside a transaction to roll it back. */
+class RollBack extends Error {}
 /** Payloads read with their row in a backlog scan; larger ones are read alone, and only within the budget. */
 const INLINE_DATA = 64 * 1024;
 
@@ -128,6 +131,7 @@ export class SqliteStore implements Store {
       this.db.pragma('journal_mode = WAL');
       this.db.pragma(`synchronous = ${synchronous}`);
       this.checkIdentity();
+      this.checkWritable();
       this.id = this.migrate();
       if (expectedId !== undefined && expectedId !== this.id) {
         const marker = join(dirname(file), STORE_ID_FILE);
@@ -232,7 +236,7 @@ export class SqliteStore implements Store {
     try {
       store = new SqliteStore(file, options, expectedId);
     } catch (e) {
-      if (e instanceof StoreCorruptError || e instanceof StoreIdentityError) throw e;
+      if (e instanceof StoreCorruptError || e instanceof StoreIdentityError || e instanceof StoreUnwritableError) throw e;
       throw new StoreCorruptError(file, e);
     }
     if (expectedId === undefined) writeFileAtomic(marker, storeIdFile(store.id));
@@ -280,6 +284,22 @@ export class SqliteStore implements Store {
     for (const table of small) {
       const result = this.db.pragma(`quick_check(${quoteIdent(table)})`, { simple: true });
       if (result !== 'ok') throw new StoreCorruptError(this.location, new Error(`integrity check failed: ${String(result)}`));
+    }
+  }
+
+  /**
+   * SQLite opens a file it may not write (permissions, a read-only mount) read-only without a word, and
+   * the store would then refuse every publish and ack while the job ran: a write (rolled back, so the
+   * file is not changed) shows it at start.
+   */
+  private checkWritable(): void {
+    try {
+      this.db.transaction(() => {
+        this.db.pragma(`user_version = ${this.db.pragma('user_version', { simple: true }) as number}`);
+        throw new RollBack();
+      })();
+    } catch (e) {
+      if (!(e instanceof RollBack)) throw new StoreUnwritableError(this.location, e);
     }
   }
 

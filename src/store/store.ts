@@ -311,6 +311,23 @@ export class StoreCheckError extends Error {
 }
 
 /**
+ * The store file can be read but not written (its permissions, its `-wal` or `-shm` file's, its
+ * directory's, or a read-only file system). Refused at start, naming the file: it was not modified.
+ */
+export class StoreUnwritableError extends Error {
+  constructor(
+    readonly file: string,
+    cause: unknown,
+  ) {
+    super(
+      `the Orderly store at ${file} cannot be written (${cause instanceof Error ? cause.message : String(cause)}). It was not ` +
+        `modified. Let this user write it, its -wal and -shm files and their directory (and check that the file system is not mounted read-only).`,
+    );
+    this.name = 'StoreUnwritableError';
+  }
+}
+
+/**
  * The data directory held a store that is not there now (deleted or replaced). Starting afresh would
  * drop its backlog and subscriptions without a word, so it is refused; the message says how to start a
  * new store on purpose.
