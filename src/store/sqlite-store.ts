@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { durableRename, syncFile, writeFileAtomic } from './durable-file.js';
 import { quoteIdent } from '../duckdb/sql.js';
-import { StoreWriter } from './store-writer.js';
+import { StoreWriter, storeWriteError } from './store-writer.js';
 import {
   StoreCheckError,
   StoreCorruptError,
@@ -756,6 +756,44 @@ export class SqliteStore implements Store {
     await this.writer.close();
     this.db.close();
   }
+}
+
+/**
+ * The writes the store's own connection makes (the rare ones: topics, subscriptions, schemas, snapshots,
+ * seeks). A full disk fails them as it fails the writer thread's, with a StoreFullError
+ * (RESOURCE_EXHAUSTED) naming the store, not as an unexpected error.
+ */
+const OWN_WRITES = [
+  'createTopic',
+  'updateTopic',
+  'deleteTopic',
+  'putSchema',
+  'deleteSchema',
+  'putIamPolicy',
+  'createSubscription',
+  'updateSubscriptionSpec',
+  'deleteSubscription',
+  'detachSubscription',
+  'createSnapshot',
+  'updateSnapshot',
+  'deleteSnapshot',
+  'seekToSnapshot',
+  'seek',
+] as const satisfies readonly (keyof SqliteStore)[];
+for (const name of OWN_WRITES) {
+  const write = Object.getOwnPropertyDescriptor(SqliteStore.prototype, name)!.value as (
+    this: SqliteStore,
+    ...args: unknown[]
+  ) => Promise<unknown>;
+  Object.defineProperty(SqliteStore.prototype, name, {
+    value: function (this: SqliteStore, ...args: unknown[]) {
+      return write.apply(this, args).catch((e: unknown) => {
+        throw e instanceof Error ? storeWriteError(this.location, e) : e;
+      });
+    },
+    writable: true,
+    configurable: true,
+  });
 }
 
 /**

@@ -210,7 +210,7 @@ function hasKeys(o: Record<string, string>): boolean {
  * is a StoreFullError, RESOURCE_EXHAUSTED to callers, which may retry once space is freed; other errors
  * pass as they are.
  */
-function writeError(file: string, e: Error): Error {
+export function storeWriteError(file: string, e: Error): Error {
   const code = (e as { code?: unknown }).code;
   return typeof code === 'string' && code.startsWith('SQLITE_FULL') ? new StoreFullError(file, e) : e;
 }
@@ -302,7 +302,7 @@ export class StoreWriter {
     committed.then(
       () => batch.forEach((b) => b.waiter.resolve()),
       (e: Error) => {
-        const error = writeError(this.file, e);
+        const error = storeWriteError(this.file, e);
         batch.forEach((b) => b.waiter.reject(error));
       },
     );

@@ -8,7 +8,8 @@ import { startServe, type ServeProcess } from '../helpers/serve-process.js';
 /**
  * The store's disk fills up: a publish answered HTTP 500 INTERNAL ("Orderly internal error", SQLite's
  * "database or disk is full" logged with a stack as a defect of Orderly). Now it is RESOURCE_EXHAUSTED
- * (429) naming the store, the server keeps serving, and once space is freed publishes succeed again; what
+ * (429) naming the store (and so is the store's own write, such as creating a topic, which answered 500
+ * too), the server keeps serving, and once space is freed publishes succeed again; what
  * was acknowledged as published is there exactly once, nothing of a refused publish is.
  *
  * A real full file system: an 8 MiB tmpfs, which needs mount(2) (root); skipped where it cannot be mounted.
@@ -87,7 +88,23 @@ describe.skipIf(!canMount)('the store on a full disk', () => {
     expect(server.alive()).toBe(true);
     expect(server.output()).not.toContain('internal error');
 
+    // The store's own writes (topics here): the same typed refusal, nothing half made. A small write can
+    // still fit where the refused publish's pages were (SQLite reuses its WAL's tail), so topics are
+    // created until the disk refuses one.
+    let topicRefused: { name: string; answer: { status: number; json: any } } | undefined;
+    for (let i = 0; i < 300 && !topicRefused; i++) {
+      const name = `refunds-${i}`;
+      const answer = await rest('PUT', `topics/${name}`);
+      if (answer.status !== 200) topicRefused = { name, answer };
+    }
+    expect(topicRefused).toBeDefined();
+    expect(topicRefused!.answer.status).toBe(429);
+    expect(topicRefused!.answer.json.error.status).toBe('RESOURCE_EXHAUSTED');
+    expect(topicRefused!.answer.json.error.message).toContain(join(data, 'orderly.sqlite'));
+    expect((await rest('GET', `topics/${topicRefused!.name}`)).status).toBe(404);
+
     rmSync(filler);
+    expect((await rest('PUT', `topics/${topicRefused!.name}`)).status).toBe(200);
     const after = 1000;
     expect((await rest('POST', 'topics/orders:publish', batch(after))).status).toBe(200);
     published.push(after);
