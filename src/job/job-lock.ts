@@ -55,8 +55,20 @@ export function acquireLock(dataDir: string, info: Omit<LockInfo, 'pid' | 'start
   const file = join(dataDir, LOCK_FILE);
   const lock: LockInfo = { pid: process.pid, startTime: processIdentity(process.pid)?.startTime, ...info };
   // Written aside and renamed: a crash never leaves a half-written lock behind.
-  writeFileSync(`${file}.${process.pid}`, JSON.stringify(lock));
-  renameSync(`${file}.${process.pid}`, file);
+  const aside = `${file}.${process.pid}`;
+  try {
+    writeFileSync(aside, JSON.stringify(lock));
+    renameSync(aside, file);
+  } catch (e) {
+    // Node's message for a failed write names no file ("ENOSPC: no space left on device, write"); nor is
+    // the half-written file left behind.
+    rmSync(aside, { force: true });
+    const error = e as NodeJS.ErrnoException;
+    throw new OrderlyError(
+      error.code === 'ENOSPC' ? 'RESOURCE_EXHAUSTED' : 'FAILED_PRECONDITION',
+      `cannot write the lock file ${file} of the data directory ${dataDir}: ${error.message}`,
+    );
+  }
   return () => rmSync(file, { force: true });
 }
 

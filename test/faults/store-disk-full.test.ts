@@ -1,7 +1,8 @@
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { orderlyBin } from '../helpers/cli.js';
 import { tempDir } from '../helpers/core.js';
 import { startServe, type ServeProcess } from '../helpers/serve-process.js';
 
@@ -127,5 +128,28 @@ describe.skipIf(!canMount)('the store on a full disk', () => {
       const ns = received.filter((r) => r.key === key).map((r) => r.n);
       expect(ns).toEqual([...ns].sort((a, b) => a - b));
     }
+  }, 30_000);
+
+  it('orderly serve on a disk with no room left for its lock file exits 1 naming the file, leaving no half-written file', async () => {
+    const data = join(dir.path, 'data');
+    mkdirSync(data);
+    // Fill the file system to the last block.
+    try {
+      writeFileSync(join(dir.path, 'filler'), Buffer.alloc(16 * 1024 * 1024));
+    } catch {
+      // ENOSPC: what fitted is written
+    }
+    const result = await new Promise<{ code: number | null; stderr: string }>((resolve) =>
+      execFile(
+        process.execPath,
+        [orderlyBin, 'serve', '--port', '0', '--data-dir', data],
+        { encoding: 'utf8', timeout: 20_000 },
+        (e, _out, stderr) => resolve({ code: e ? ((e as { code?: number }).code ?? null) : 0, stderr }),
+      ),
+    );
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`cannot write the lock file ${join(data, 'orderly.lock')}`);
+    expect(result.stderr).toContain('ENOSPC');
+    expect(readdirSync(data)).toEqual([]);
   }, 30_000);
 });
