@@ -167,7 +167,8 @@ export async function main(argv: string[]): Promise<number> {
       }
       const running = (await import('../job/job-lock.js')).readLock(job.dataDir);
       let status: ReturnType<typeof statusOf>;
-      if (running?.metrics) status = await (await import('../job/status-endpoint.js')).readStatus<typeof status>(running.metrics);
+      if (running?.metrics)
+        status = await (await import('../job/status-endpoint.js')).readStatus<typeof status>(running.metrics, job.metrics?.authToken);
       else if (running) {
         // The running job holds the store; only its own /status can say what it is doing.
         throw new OrderlyError(

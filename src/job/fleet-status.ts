@@ -25,7 +25,7 @@ export async function fleetStatus(job: JobConfig): Promise<WorkerRow[]> {
       continue;
     }
     try {
-      const status = await readStatus<StatusRow[]>(lock.metrics);
+      const status = await readStatus<StatusRow[]>(lock.metrics, job.metrics?.authToken);
       rows.push(...status.filter((s): s is RemoteStatus => 'worker' in s));
     } catch (e) {
       rows.push({

@@ -172,7 +172,16 @@ export const jobSchema = z.strictObject({
     }),
   /** Modules that register connectors (package names, or paths relative to the job file), loaded first. */
   plugins: z.array(z.string().min(1)).default([]),
-  metrics: z.strictObject({ host: z.string().default('127.0.0.1'), port: z.number().int().min(0).max(65535).default(9464) }).optional(),
+  metrics: z
+    .strictObject({
+      host: z.string().default('127.0.0.1'),
+      port: z.number().int().min(0).max(65535).default(9464),
+      /** Binding anything but loopback needs this and an authToken, as the endpoint's does. */
+      allowRemote: z.boolean().default(false),
+      /** Bearer token /metrics and /status then require; write `${ORDERLY_METRICS_TOKEN}` rather than the token itself. */
+      authToken: z.string().optional(),
+    })
+    .optional(),
   /** The Pub/Sub v1 endpoint (gRPC and REST) that `orderly run` serves; `orderly serve` always does. */
   endpoint: z
     .strictObject({
@@ -423,6 +432,10 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
   const endpoint = part(jobSchema.shape.endpoint, doc.endpoint);
   if (endpoint)
     check(problems, 'endpoint', () => checkExposure(endpoint, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));
+  // /status names every subscription and its hot ordering keys: off loopback on the same terms.
+  const metrics = part(jobSchema.shape.metrics, doc.metrics);
+  if (metrics)
+    check(problems, 'metrics', () => checkExposure(metrics, { allowRemote: 'metrics.allowRemote', authToken: 'metrics.authToken' }));
 }
 
 /**

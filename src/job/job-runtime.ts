@@ -132,7 +132,7 @@ export class JobRuntime {
       }
       let metricsUrl: string | undefined;
       if (options.serveMetrics && job.metrics) {
-        const server = await serveMetrics(core, exports, job.metrics.host, job.metrics.port);
+        const server = await serveMetrics(core, exports, job.metrics.host, job.metrics.port, job.metrics.authToken);
         metricsUrl = server.url;
         cleanups.push(() => server.close());
       }

@@ -1,5 +1,5 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { isIP, type AddressInfo } from 'node:net';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { ExportManager } from '../connector/export-manager.js';
 import type { ExportRunner } from '../connector/export-runner.js';
@@ -7,6 +7,7 @@ import { counterMetrics, exportSection } from '../connector/registry.js';
 import { SUBSCRIPTION_STATES } from '../core/consumer.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { projectOf, shortId } from '../core/names.js';
+import { bearerCheck, UNAUTHENTICATED_MESSAGE } from '../api/bearer-auth.js';
 import { unexpectedErrorCount } from './unexpected-errors.js';
 
 /**
@@ -140,7 +141,10 @@ export async function serveMetrics(
   exports: ExportManager,
   host: string,
   port: number,
+  /** When set, every request must carry `authorization: Bearer <authToken>` (401 otherwise). */
+  authToken?: string,
 ): Promise<{ url: string; close(): Promise<void> }> {
+  const authorized = authToken === undefined ? undefined : bearerCheck(authToken);
   const registry = new Registry();
   // The default project's subscriptions and topics by id, as before; another project's by full name (ids can repeat).
   const label = (name: string) => (projectOf(name) === core.projectId ? shortId(name) : name);
@@ -250,7 +254,9 @@ export async function serveMetrics(
     res.writeHead(500, { 'content-type': 'text/plain' }).end(`reading the state failed: ${(e as Error).message}\n`);
   const server: Server = createServer((req, res) => {
     try {
-      if (req.url === '/metrics') {
+      if (authorized && !authorized(req.headers.authorization)) {
+        res.writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': 'Bearer' }).end(`${UNAUTHENTICATED_MESSAGE}\n`);
+      } else if (req.url === '/metrics') {
         current = snapshot(core, exports);
         remote = remoteStatusOf(exports);
         registry.metrics().then(
@@ -273,6 +279,7 @@ export async function serveMetrics(
     );
     server.listen(port, host, resolve);
   });
-  const url = `http://${host}:${(server.address() as AddressInfo).port}`;
+  // An IPv6 address is bracketed in a URL (http://[::1]:9464).
+  const url = `http://${isIP(host) === 6 ? `[${host}]` : host}:${(server.address() as AddressInfo).port}`;
   return { url, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }

@@ -5,9 +5,12 @@
 const STATUS_TIMEOUT_MS = 5_000;
 
 /** The /status of the process whose metrics endpoint is `metrics` (`http://host:port`). */
-export async function readStatus<T>(metrics: string, timeoutMs = STATUS_TIMEOUT_MS): Promise<T> {
+export async function readStatus<T>(metrics: string, authToken?: string, timeoutMs = STATUS_TIMEOUT_MS): Promise<T> {
   try {
-    const res = await fetch(`${metrics}/status`, { signal: AbortSignal.timeout(timeoutMs) });
+    const headers: Record<string, string> = authToken === undefined ? {} : { authorization: `Bearer ${authToken}` };
+    const res = await fetch(`${metrics}/status`, { headers, signal: AbortSignal.timeout(timeoutMs) });
+    // Never the body of a refusal (or of a proxy's error page) taken for the status.
+    if (!res.ok) throw new Error(`${metrics}/status answered HTTP ${res.status}${res.status === 401 ? ' (metrics.authToken)' : ''}`);
     return (await res.json()) as T;
   } catch (e) {
     if ((e as Error).name !== 'TimeoutError') throw e;

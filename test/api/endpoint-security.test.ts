@@ -162,6 +162,70 @@ describe('orderly run with a token in the job file (issue #9.6)', () => {
   });
 });
 
+describe('the metrics server (/metrics, /status) is held to the same terms as the endpoint', () => {
+  it('metrics.host off loopback is invalid without metrics.allowRemote and metrics.authToken', async () => {
+    const dir = tempDir();
+    try {
+      const job = join(dir.path, 'job.yaml');
+      // Before: accepted, and /status (every subscription, its hot ordering keys) was open to the network.
+      writeFileSync(job, 'metrics: { host: 0.0.0.0, port: 0 }\n');
+      const r = await orderly(['validate', job]);
+      expect(r.code).toBe(2);
+      expect(r.out).toContain('metrics: refusing to serve on 0.0.0.0');
+      expect(r.out).toContain('metrics.allowRemote');
+      writeFileSync(job, 'metrics:\n  host: 0.0.0.0\n  port: 0\n  allowRemote: true\n  authToken: ${ORDERLY_METRICS_TOKEN}\n');
+      expect((await orderly(['validate', job], { ORDERLY_METRICS_TOKEN: TOKEN })).code).toBe(0);
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it('with metrics.authToken, /metrics and /status need the token and orderly status sends it; an IPv6 host works', async () => {
+    const dir = tempDir();
+    const job = join(dir.path, 'job.yaml');
+    const yaml = (host: string) =>
+      `dataDir: ./data\ndurability: process\nmetrics:\n  host: "${host}"\n  port: 0\n  authToken: \${ORDERLY_METRICS_TOKEN}\n` +
+      'topics: [{ name: metrics-topic }]\nsubscriptions: [{ name: metrics-sub, topic: metrics-topic }]\n';
+    writeFileSync(job, yaml('::1'));
+    const env = { ...process.env, ORDERLY_METRICS_TOKEN: TOKEN, ORDERLY_LOG_LEVEL: 'info' };
+    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'pipe', 'pipe'], env });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (out += c));
+    try {
+      const lock = join(dir.path, 'data', 'orderly.lock');
+      await waitFor(
+        'the metrics server',
+        () => {
+          if (child.exitCode !== null) throw new Error(`orderly run exited ${child.exitCode}: ${out}`);
+          return existsSync(lock) && JSON.parse(readFileSync(lock, 'utf8')).metrics !== undefined;
+        },
+        30_000,
+      );
+      const metrics = JSON.parse(readFileSync(lock, 'utf8')).metrics as string;
+      expect(metrics).toMatch(/^http:\/\/\[::1\]:\d+$/);
+      for (const path of ['/metrics', '/status']) {
+        expect((await fetch(`${metrics}${path}`)).status).toBe(401);
+        expect((await fetch(`${metrics}${path}`, { headers: { authorization: 'Bearer wrong-token-0123456789' } })).status).toBe(401);
+        expect((await fetch(`${metrics}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+      }
+      const status = await orderly(['status', job, '--json'], { ORDERLY_METRICS_TOKEN: TOKEN });
+      expect(status.code).toBe(0);
+      expect(status.out).toContain('metrics-sub');
+      const refused = await orderly(['status', job, '--json'], { ORDERLY_METRICS_TOKEN: 'another-token-0123456789' });
+      expect(refused.code).not.toBe(0);
+      expect(refused.out).toContain('HTTP 401');
+      expect(out + status.out + refused.out).not.toContain(TOKEN);
+    } finally {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        await new Promise((r) => child.once('exit', r));
+      }
+      dir.remove();
+    }
+  });
+});
+
 describe('a bearer token is checked on every call (issue #9.6)', () => {
   let server: ServeProcess;
   beforeAll(async () => {

@@ -215,7 +215,7 @@ describe('job file validation', () => {
     };
     const env = { PORT: '9999', EMBEDDED: 'true', BUCKET: '12345', DEADLINE: '30', TEAM: '42' };
     const loaded = loadJob(write(job), env);
-    expect(loaded.metrics).toEqual({ host: '127.0.0.1', port: 9999 });
+    expect(loaded.metrics).toEqual({ host: '127.0.0.1', port: 9999, allowRemote: false });
     expect(loaded.sections.objectStorage).toMatchObject({ embedded: true, buckets: ['12345'] });
     expect(loaded.subscriptions[0]).toMatchObject({ ackDeadlineSeconds: 30, labels: { team: '42' } });
     // A value that is not a number where one is needed is still refused, as is a number out of range.

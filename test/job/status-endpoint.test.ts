@@ -21,7 +21,7 @@ describe("reading a running process's /status", () => {
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     const metrics = `http://127.0.0.1:${(silent.address() as { port: number }).port}`;
     const started = Date.now();
-    await expect(readStatus(metrics, 300)).rejects.toThrow(`${metrics}/status did not answer within 0.3 s`);
+    await expect(readStatus(metrics, undefined, 300)).rejects.toThrow(`${metrics}/status did not answer within 0.3 s`);
     expect(Date.now() - started).toBeLessThan(5_000);
   });
 });
