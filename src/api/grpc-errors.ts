@@ -14,6 +14,22 @@ const GRPC_CODES: Record<StatusCode, grpc.status> = {
   INTERNAL: grpc.status.INTERNAL,
 };
 
+/** Characters of an error message a gRPC status carries (the rest is cut): see boundedDetails. */
+export const MAX_STATUS_DETAILS = 2048;
+
+/**
+ * An error message short enough for the trailers it travels in. Messages quote what was sent (an ack id,
+ * a name), which may be megabytes long; trailers past the client's limit on header size (grpc-js gave up on 100 KB)
+ * are dropped by the client, and the call then hangs until its deadline instead of failing.
+ */
+export function boundedDetails(message: string): string {
+  if (message.length <= MAX_STATUS_DETAILS) return message;
+  let cut = MAX_STATUS_DETAILS - 64;
+  // Never half of a surrogate pair (it has no UTF-8 form).
+  if (/[\uD800-\uDBFF]/.test(message[cut - 1]!)) cut--;
+  return `${message.slice(0, cut)}... (cut: ${message.length} characters in all)`;
+}
+
 /** What a call still open when the server stops ends with: UNAVAILABLE, which every Google client retries. */
 export function shuttingDown(): grpc.StatusObject {
   return { code: grpc.status.UNAVAILABLE, details: 'the server is shutting down', metadata: new grpc.Metadata() };
@@ -26,8 +42,9 @@ export function shuttingDown(): grpc.StatusObject {
 export function toStatus(e: unknown, logger: Logger | undefined, method: string): grpc.StatusObject {
   if (e instanceof OrderlyError) {
     const metadata = new grpc.Metadata();
-    if (e.errorInfo) metadata.set('grpc-status-details-bin', statusDetailsBin(GRPC_CODES[e.code], e.message, e.errorInfo));
-    return { code: GRPC_CODES[e.code], details: e.message, metadata };
+    const details = boundedDetails(e.message);
+    if (e.errorInfo) metadata.set('grpc-status-details-bin', statusDetailsBin(GRPC_CODES[e.code], details, e.errorInfo));
+    return { code: GRPC_CODES[e.code], details, metadata };
   }
   logger?.error({ err: e, method }, 'internal error in a gRPC call');
   return {

@@ -344,6 +344,27 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
     expect(server.alive()).toBe(true);
   });
 
+  it('an error quoting a huge value is cut to fit its trailers: INVALID_ARGUMENT at once, not a hang until the deadline', async () => {
+    // Before: the message quoted the whole 200 KB ack id (or name); grpc-js dropped trailers that large and
+    // the call ended only at its deadline, DEADLINE_EXCEEDED.
+    const refused = (client: grpc.Client & Record<string, any>, method: string, request: unknown) =>
+      new Promise<grpc.ServiceError | null>((resolve) =>
+        client[method](request, new grpc.Metadata(), { deadline: Date.now() + 5_000 }, (e: grpc.ServiceError | null) => resolve(e)),
+      );
+    const huge = 'x'.repeat(200_000);
+    const ack = await refused(api.subscriber, 'acknowledge', {
+      subscription: 'projects/bad-input/subscriptions/orders-sub',
+      ackIds: [huge],
+    });
+    expect(ack).toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+    expect(ack!.details.startsWith('ackIds[0]: ')).toBe(true);
+    expect(ack!.details.length).toBeLessThanOrEqual(2048);
+    expect(ack!.details).toContain('characters in all');
+    const topic = await refused(api.publisher, 'getTopic', { topic: `projects/bad-input/topics/${huge}` });
+    expect(topic).toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+    expect(topic!.details.startsWith('topic: invalid id')).toBe(true);
+  });
+
   it('requests without their required messages are INVALID_ARGUMENT', async () => {
     await expect(api.pub('updateTopic', {})).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: 'topic: is required' });
     await expect(api.sub('updateSubscription', {})).rejects.toMatchObject({
