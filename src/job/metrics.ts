@@ -136,6 +136,13 @@ function scraped(
  * Prometheus metrics (computed from the live state at each scrape) and /status as JSON, served on
  * 127.0.0.1 by default.
  */
+/** Connections the metrics server holds at once; more are refused. */
+export const METRICS_MAX_CONNECTIONS = 100;
+/** A request to the metrics server must arrive whole within this time. */
+const METRICS_REQUEST_TIMEOUT_MS = 10_000;
+/** A metrics connection that does nothing this long is closed. */
+const METRICS_IDLE_TIMEOUT_MS = 30_000;
+
 export async function serveMetrics(
   core: PubSubCore,
   exports: ExportManager,
@@ -252,26 +259,32 @@ export async function serveMetrics(
   );
   const failed = (res: ServerResponse, e: unknown) =>
     res.writeHead(500, { 'content-type': 'text/plain' }).end(`reading the state failed: ${(e as Error).message}\n`);
-  const server: Server = createServer((req, res) => {
-    try {
-      if (authorized && !authorized(req.headers.authorization)) {
-        res.writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': 'Bearer' }).end(`${UNAUTHENTICATED_MESSAGE}\n`);
-      } else if (req.url === '/metrics') {
-        current = snapshot(core, exports);
-        remote = remoteStatusOf(exports);
-        registry.metrics().then(
-          (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
-          (e: unknown) => failed(res, e),
-        );
-      } else if (req.url === '/status') {
-        res
-          .writeHead(200, { 'content-type': 'application/json' })
-          .end(JSON.stringify([...statusOf(core, exports), ...remoteStatusOf(exports)]));
-      } else res.writeHead(404).end();
-    } catch (e) {
-      failed(res, e);
-    }
-  });
+  // Scrapers hold a connection or two: a cap, and a silent or half-sent request is closed, as the endpoint's are.
+  const server: Server = createServer(
+    { headersTimeout: METRICS_REQUEST_TIMEOUT_MS, requestTimeout: METRICS_REQUEST_TIMEOUT_MS },
+    (req, res) => {
+      try {
+        if (authorized && !authorized(req.headers.authorization)) {
+          res.writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': 'Bearer' }).end(`${UNAUTHENTICATED_MESSAGE}\n`);
+        } else if (req.url === '/metrics') {
+          current = snapshot(core, exports);
+          remote = remoteStatusOf(exports);
+          registry.metrics().then(
+            (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
+            (e: unknown) => failed(res, e),
+          );
+        } else if (req.url === '/status') {
+          res
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify([...statusOf(core, exports), ...remoteStatusOf(exports)]));
+        } else res.writeHead(404).end();
+      } catch (e) {
+        failed(res, e);
+      }
+    },
+  );
+  server.maxConnections = METRICS_MAX_CONNECTIONS;
+  server.setTimeout(METRICS_IDLE_TIMEOUT_MS, (socket) => socket.destroy());
   await new Promise<void>((resolve, reject) => {
     // A port in use fails the job's start (as the endpoint's does), instead of an uncaught error later.
     server.once('error', (e: Error) =>

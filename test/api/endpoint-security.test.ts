@@ -224,6 +224,35 @@ describe('the metrics server (/metrics, /status) is held to the same terms as th
       dir.remove();
     }
   });
+
+  it('holds at most 100 connections, as the endpoint caps its own', async () => {
+    const dir = tempDir();
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(job, 'dataDir: ./data\ndurability: process\nmetrics: { port: 0 }\n');
+    const child = spawn(process.execPath, [bin, 'run', job], { stdio: 'ignore' });
+    const sockets: Socket[] = [];
+    try {
+      const lock = join(dir.path, 'data', 'orderly.lock');
+      await waitFor('the metrics server', () => existsSync(lock) && JSON.parse(readFileSync(lock, 'utf8')).metrics !== undefined, 30_000);
+      const { port } = new URL(JSON.parse(readFileSync(lock, 'utf8')).metrics as string);
+      // Before: every one stayed open (no cap), each holding a socket of the job's.
+      let closed = 0;
+      for (let i = 0; i < 120; i++) {
+        const socket = connect(Number(port), '127.0.0.1');
+        socket.on('error', () => {});
+        socket.on('close', () => closed++);
+        sockets.push(socket);
+      }
+      await waitFor('the connections over the cap to be closed', () => closed >= 20, 5_000);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        await new Promise((r) => child.once('exit', r));
+      }
+      dir.remove();
+    }
+  });
 });
 
 describe('a bearer token is checked on every call (issue #9.6)', () => {
