@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../core/errors.js';
+import { checkProject } from '../core/names.js';
 import { pageOf, type PageRequest } from '../core/paging.js';
 import type { ProtoObject } from './pubsub-messages.js';
 
@@ -76,5 +77,6 @@ export function listPage<T>(
 export function projectId(parent: unknown, field = 'project'): string {
   const m = typeof parent === 'string' ? /^projects\/([^/]+)$/.exec(parent) : null;
   if (!m) throw new InvalidArgumentError(field, `expected projects/{project}, got ${JSON.stringify(parent) ?? String(parent)}`);
+  checkProject(m[1]!, field);
   return m[1]!;
 }

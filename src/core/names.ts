@@ -7,6 +7,22 @@ import { InvalidArgumentError } from './errors.js';
 export type ResourceKind = 'topics' | 'subscriptions' | 'snapshots';
 
 const ID = /^[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}$/;
+/** A project id as the API takes it: Pub/Sub's own are 6-30 of [a-z0-9-], but any printable run up to 255 passes (`p`, `example.com:proj`). */
+const PROJECT = /^[^\s\p{Cc}\p{Cs}/]{1,255}$/u;
+
+/**
+ * Refuses a project that no name should carry: longer than 255 characters (a request could make it
+ * megabytes, stored and then echoed in every list and label), or with control characters, whitespace or
+ * a lone surrogate (newlines in names reach logs and tables).
+ */
+export function checkProject(project: string, field: string): void {
+  if (!PROJECT.test(project))
+    throw new InvalidArgumentError(
+      field,
+      `invalid project ${JSON.stringify(project.length > 64 ? `${project.slice(0, 64)}...` : project)} (${project.length} characters): ` +
+        'at most 255 characters, without whitespace or control characters',
+    );
+}
 
 export function resourceName(kind: ResourceKind, nameOrId: string, defaultProject: string, field = 'name'): string {
   const full = /^projects\/([^/]+)\/(topics|subscriptions|snapshots)\/([^/]+)$/.exec(nameOrId);
@@ -16,6 +32,7 @@ export function resourceName(kind: ResourceKind, nameOrId: string, defaultProjec
   if (nameOrId.includes('/') && !full) {
     throw new InvalidArgumentError(field, `expected projects/{project}/${kind}/{id} or a bare id, got ${JSON.stringify(nameOrId)}`);
   }
+  if (full) checkProject(project, field);
   if (!ID.test(id) || id.startsWith('goog')) {
     throw new InvalidArgumentError(
       field,

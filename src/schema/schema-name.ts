@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../core/errors.js';
+import { checkProject } from '../core/names.js';
 
 /**
  * Schema resource names as Pub/Sub spells them: `projects/{project}/schemas/{schema}`, where a revision
@@ -28,6 +29,7 @@ export function parseSchemaName(value: unknown, field: string, allowRevision = f
       `expected projects/{project}/schemas/{schema}${allowRevision ? '[@{revisionId}]' : ''}, got ${JSON.stringify(value) ?? String(value)}`,
     );
   const [, project, id, revisionId] = m;
+  checkProject(project!, field);
   checkSchemaId(id!, field);
   if (revisionId !== undefined && !allowRevision)
     throw new InvalidArgumentError(field, `names a schema, not a revision; remove "@${revisionId}"`);
@@ -39,6 +41,7 @@ export function parseSchemaName(value: unknown, field: string, allowRevision = f
 export function parseProjectParent(value: unknown, field = 'parent'): string {
   const m = typeof value === 'string' ? /^projects\/([^/]+)$/.exec(value) : null;
   if (!m) throw new InvalidArgumentError(field, `expected projects/{project}, got ${JSON.stringify(value) ?? String(value)}`);
+  checkProject(m[1]!, field);
   return m[1]!;
 }
 

@@ -365,6 +365,19 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
     expect(topic!.details.startsWith('topic: invalid id')).toBe(true);
   });
 
+  it('a project of megabytes or with control characters is refused, not stored', async () => {
+    // Before: both were created, and the 1 MB project's name came back in every answer naming the topic.
+    const long = `projects/${'p'.repeat(1_000_000)}/topics/long-project`;
+    await expect(api.pub('createTopic', { name: long })).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+    await expect(api.pub('listTopics', { project: `projects/${'p'.repeat(300)}` })).rejects.toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+    });
+    expectInvalid(await rest('PUT', '/v1/projects/bad%0Ainput/topics/newline-project', {}), 'name', /invalid project/);
+    expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/dotted', { name: 'projects/a b/topics/dotted' }), 'name');
+    // Projects as Google Cloud spells them still pass.
+    expect((await rest('PUT', '/v1/projects/example.com%3Abad-input/topics/domain-project', {})).status).toBe(200);
+  });
+
   it('requests without their required messages are INVALID_ARGUMENT', async () => {
     await expect(api.pub('updateTopic', {})).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: 'topic: is required' });
     await expect(api.sub('updateSubscription', {})).rejects.toMatchObject({
