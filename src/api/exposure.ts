@@ -37,3 +37,8 @@ export function checkExposure(e: Exposure, flags: { allowRemote: string; authTok
     );
   }
 }
+
+/** `host:port` as a URL or PUBSUB_EMULATOR_HOST spells it: an IPv6 address in brackets (`[::1]:8085`). */
+export function hostPort(host: string, port: number): string {
+  return isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`;
+}

@@ -2,7 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
-import { isLoopback } from '../api/exposure.js';
+import { hostPort, isLoopback } from '../api/exposure.js';
 import { OrderlyError } from '../core/errors.js';
 import { projectOf, resourceName, shortId } from '../core/names.js';
 import { packageFile } from '../package-file.js';
@@ -321,7 +321,8 @@ export async function main(argv: string[]): Promise<number> {
         const auth = endpoint.authToken ? '; every call needs "authorization: Bearer <token>"' : '';
         if (!isLoopback(host))
           console.error(`orderly serve: WARNING: ${host} is reachable from other machines; only callers with the token get in`);
-        console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${host}:${bound} (PUBSUB_EMULATOR_HOST=${host}:${bound})${auth}`);
+        const address = hostPort(host, bound);
+        console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${address} (PUBSUB_EMULATOR_HOST=${address})${auth}`);
         if ((await untilStopSignal(runtime)) === 'failure') process.exitCode = 1;
         await runtime.stop();
       },

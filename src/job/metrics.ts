@@ -1,5 +1,5 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
-import { isIP, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { ExportManager } from '../connector/export-manager.js';
 import type { ExportRunner } from '../connector/export-runner.js';
@@ -8,6 +8,7 @@ import { SUBSCRIPTION_STATES } from '../core/consumer.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { projectOf, shortId } from '../core/names.js';
 import { bearerCheck, UNAUTHENTICATED_MESSAGE } from '../api/bearer-auth.js';
+import { hostPort } from '../api/exposure.js';
 import { unexpectedErrorCount } from './unexpected-errors.js';
 
 /**
@@ -293,6 +294,6 @@ export async function serveMetrics(
     server.listen(port, host, resolve);
   });
   // An IPv6 address is bracketed in a URL (http://[::1]:9464).
-  const url = `http://${isIP(host) === 6 ? `[${host}]` : host}:${(server.address() as AddressInfo).port}`;
+  const url = `http://${hostPort(host, (server.address() as AddressInfo).port)}`;
   return { url, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }

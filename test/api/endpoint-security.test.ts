@@ -162,6 +162,41 @@ describe('orderly run with a token in the job file (issue #9.6)', () => {
   });
 });
 
+describe('an endpoint on an IPv6 loopback address', () => {
+  it('is written to the lock as [::1]:port, so orderly publish reaches it', async () => {
+    // Before: the lock said ::1:port and orderly publish failed with "Invalid URL".
+    const dir = tempDir();
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(
+      job,
+      'dataDir: ./data\ndurability: process\nendpoint: { host: "::1", port: 0 }\n' +
+        'topics: [{ name: six-topic }]\nsubscriptions: [{ name: six-sub, topic: six-topic }]\n',
+    );
+    writeFileSync(join(dir.path, 'lines.jsonl'), '{"n":1}\n');
+    const child = spawn(process.execPath, [bin, 'run', job], { stdio: 'ignore' });
+    try {
+      const lock = join(dir.path, 'data', 'orderly.lock');
+      await waitFor(
+        'the endpoint',
+        () => {
+          if (child.exitCode !== null) throw new Error(`orderly run exited ${child.exitCode}`);
+          return existsSync(lock) && JSON.parse(readFileSync(lock, 'utf8')).endpoint !== undefined;
+        },
+        30_000,
+      );
+      expect(JSON.parse(readFileSync(lock, 'utf8')).endpoint).toMatch(/^\[::1\]:\d+$/);
+      const published = await orderly(['publish', job, '--topic', 'six-topic', '--file', join(dir.path, 'lines.jsonl'), '--json']);
+      expect(JSON.parse(published.out)).toEqual({ published: 1, refused: [] });
+    } finally {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        await new Promise((r) => child.once('exit', r));
+      }
+      dir.remove();
+    }
+  });
+});
+
 describe('the metrics server (/metrics, /status) is held to the same terms as the endpoint', () => {
   it('metrics.host off loopback is invalid without metrics.allowRemote and metrics.authToken', async () => {
     const dir = tempDir();
