@@ -108,7 +108,8 @@ export interface Connector {
   /**
    * Running totals this connector keeps, by name (`{ rowsAppended: 12 }`): shown by `orderly status`, and as
    * Prometheus metrics when the factory declares them (`ConnectorFactory.counters`). They keep counting
-   * across the connectors the runner makes after failures.
+   * across the connectors the runner makes after failures. Reading them must not block or throw (a getter
+   * that throws is logged, and its counters are left out).
    */
   readonly counters?: ConnectorCounters;
   /** Connect and check the sink; throw SinkStateError when it is unusable (retried with backoff). */

@@ -347,7 +347,8 @@ export class ExportRunner {
   }
 
   private async retire(connector: Connector): Promise<void> {
-    if (connector.counters) this.retired = addCounters(this.retired ?? {}, connector.counters);
+    const counters = this.countersOf(connector);
+    if (counters) this.retired = addCounters(this.retired ?? {}, counters);
     try {
       await connector.close();
     } catch (e) {
@@ -667,9 +668,22 @@ export class ExportRunner {
 
   /** The connectors' own totals (rows appended, objects written, ...), when they keep them. */
   get connectorCounters(): ConnectorCounters | undefined {
-    const current = this.connector?.counters;
+    const current = this.connector && this.countersOf(this.connector);
     if (!this.retired) return current;
     return current ? addCounters({ ...this.retired }, current) : this.retired;
+  }
+
+  /**
+   * A connector's `counters`, read so that a getter that throws (a bug of the connector) neither stops
+   * the runner (retiring a failed connector reads them) nor breaks status and metrics: logged, and none.
+   */
+  private countersOf(connector: Connector): ConnectorCounters | undefined {
+    try {
+      return connector.counters;
+    } catch (e) {
+      this.logThrottled('warn', { error: errorText(e) }, "reading the export connector's counters failed");
+      return undefined;
+    }
   }
 
   /** Messages delivered to the runner and not yet acked or nacked. */

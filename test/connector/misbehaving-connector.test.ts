@@ -24,7 +24,8 @@ type Mode =
   | 'refuse-in-create'
   | 'plain'
   | 'busy-a-minute'
-  | 'busy-throws';
+  | 'busy-throws'
+  | 'counters-throw';
 
 /** What each subscription's connector wrote, in order: message data. */
 const sink = new Map<string, string[]>();
@@ -47,7 +48,13 @@ registerConnector<{ mode: Mode }>({
     let deferredOnce = false;
     const buffered: ExportMessage[] = [];
     const done: ExportMessage[] = [];
+    let failedOnce = false;
     return {
+      // A counters getter that breaks (against the contract, as busy() may): status and metrics must still answer.
+      get counters() {
+        if (mode === 'counters-throw') throw new Error('counters broke');
+        return undefined;
+      },
       open: async () => {},
       write: async (messages): Promise<WriteResult> => {
         const call = (calls.get(context.subscription) ?? 0) + 1;
@@ -76,6 +83,13 @@ registerConnector<{ mode: Mode }>({
             return new Promise((resolve) => hung.push(() => resolve(emptyResult())));
           case 'unknown-state':
             if (call === 1) throw new SinkStateError('UNAVAILABLE' as never, 'the sink is away');
+            break;
+          case 'counters-throw':
+            // Once, a failure of the sink: the runner retires this connector (reading its counters).
+            if (!failedOnce && call === 1) {
+              failedOnce = true;
+              throw new Error('sink hiccup');
+            }
             break;
           case 'plain':
             break;
@@ -188,6 +202,14 @@ describe('a misbehaving connector', () => {
     await drained('busy-throws');
     expect(written('busy-throws')).toHaveLength(10);
     expect(row('busy-throws').exportStalled).toBeUndefined();
+  });
+
+  it('whose counters getter throws still exports and recovers from a failure, and status still answers (it had thrown, hanging /status)', async () => {
+    await exportWith('counters-throw', 'counters-throw', 10);
+    await drained('counters-throw');
+    expect(written('counters-throw')).toHaveLength(10);
+    expect(row('counters-throw')).toMatchObject({ state: 'ACTIVE', exportErrors: 1 });
+    expect(row('counters-throw').exportCounters).toBeUndefined();
   });
 
   it('that refuses its settings in create with an Error of its own refuses the subscription with INVALID_ARGUMENT (it had been INTERNAL, a 500)', async () => {
