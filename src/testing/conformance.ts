@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Connector, WriteResult } from '../connector/connector.js';
 import { getConnector, registerConnector, registeredConnectors, type ConnectorFactory } from '../connector/registry.js';
 import type { JobRuntime } from '../job/job-runtime.js';
@@ -32,7 +32,8 @@ export class ConformanceError extends Error {
  *   the connector skips them;
  * - **crash and restart**: `orderly run` is killed (SIGKILL) while it exports, then the job runs again;
  * - **buffered flush**: with a small runner budget (the runner calls `flush('all')` when it holds that much)
- *   every message is acked only once it is in the sink, and all of them get there without a shutdown;
+ *   every message is acked only once it is in the sink (read back each time the connector reports
+ *   deliveries written), and all of them get there without a shutdown;
  * - **a new store**: the job runs, its store is deleted (the next starts anew: a new subscription uid, and
  *   message ids and sequences from the start again), and it runs again on the same sink: the second
  *   run's messages are written too. A connector that keys what it remembers by the subscription's name
@@ -52,7 +53,11 @@ export function conformanceCases(options: ConformanceOptions): ConformanceCase[]
       const job = ConformanceJob.create(
         options,
         name.replaceAll(' ', '-'),
-        name === 'redelivery' ? faultyConnector(options.connector) : options.connector,
+        name === 'redelivery'
+          ? faultyConnector(options.connector)
+          : name === 'buffered flush'
+            ? checkedConnector(options)
+            : options.connector,
       );
       try {
         const problems = await run(job);
@@ -159,6 +164,7 @@ async function crashAndRestart(job: ConformanceJob): Promise<string[]> {
 async function bufferedFlush(job: ConformanceJob): Promise<string[]> {
   const runtime = await job.start();
   const problems: string[] = [];
+  early.set(job.dataDir, problems);
   let published: PublishedMessage[];
   try {
     published = await job.publish(runtime);
@@ -172,12 +178,67 @@ async function bufferedFlush(job: ConformanceJob): Promise<string[]> {
     });
   } finally {
     await runtime.stop();
+    early.delete(job.dataDir);
   }
   return [...problems, ...sinkProblems(published, await job.readBack(), job.skipsDuplicates)];
 }
 
 async function drained(runtime: JobRuntime): Promise<void> {
   await waitFor('the export to ack every message', () => runtime.core.metrics(SUBSCRIPTION).backlogMessages === 0);
+}
+
+/** The buffered flush case's problems, per job data directory, which its checked connectors add to. */
+const early = new Map<string, string[]>();
+
+/**
+ * Registers (once) `<name>.conformance-checked`: the connector under test, except that each time a call
+ * reports deliveries written, the sink is read back at once and must hold every one of them (an ack is
+ * safe only then). Comparing the ack counter with the sink now and then missed a connector that reports
+ * a batch written and makes it durable a moment later.
+ */
+function checkedConnector(options: ConformanceOptions): string {
+  const name = options.connector;
+  const wrapped = `${name}.conformance-checked`;
+  const inner = getConnector(name);
+  const factory: ConnectorFactory = {
+    ...inner,
+    name: wrapped,
+    counters: undefined,
+    create(config, context) {
+      const connector = inner.create(config, context);
+      const { dataDir } = context.settings;
+      const sink = { dir: dirname(dataDir) };
+      /** The message id of each delivery handed over and not yet reported. */
+      const handed = new Map<string, string>();
+      const checked = async (result: WriteResult): Promise<WriteResult> => {
+        const problems = early.get(dataDir);
+        if (result.written.length && problems && !problems.length) {
+          const held = new Set(await options.readBack(sink));
+          const missing = result.written.map((id) => handed.get(id)).filter((id) => id !== undefined && !held.has(id));
+          if (missing.length)
+            problems.push(
+              `${missing.length} messages were reported written while the sink did not hold them, e.g. ${missing.slice(0, 3).join(', ')}: ` +
+                'an ack came before the write was durable',
+            );
+        }
+        for (const id of [...result.written, ...result.failed.map((f) => f.id), ...result.deferred]) handed.delete(id);
+        return result;
+      };
+      const wrapper: Connector = {
+        open: () => connector.open(),
+        write: async (batch) => {
+          for (const d of batch) handed.set(d.id, d.message.messageId);
+          return checked(await connector.write(batch));
+        },
+        flush: async (mode) => checked(await connector.flush(mode)),
+        close: () => connector.close(),
+        busy: () => connector.busy?.(),
+      };
+      return wrapper;
+    },
+  };
+  if (!registeredConnectors().includes(wrapped)) registerConnector(factory);
+  return wrapped;
 }
 
 /** Faults the redelivery case's connectors injected, per job data directory. */
