@@ -6,7 +6,15 @@
  */
 export * from './core/index.js';
 export { SqliteStore, STORE_ID_FILE, type SqliteStoreOptions } from './store/sqlite-store.js';
-export { StoreCheckError, StoreCorruptError, StoreFullError, StoreIdentityError, StoreUnwritableError, type Store } from './store/store.js';
+export {
+  StoreCheckError,
+  StoreCorruptError,
+  StoreFullError,
+  StoreIdentityError,
+  StoreUnwritableError,
+  type Store,
+  type SubscriptionRecord,
+} from './store/store.js';
 export { ExportManager, type ExportManagerOptions } from './connector/export-manager.js';
 export type { ExportStats } from './connector/export-runner.js';
 export { registerBuiltInConnectors } from '../connectors/index.js';

@@ -35,5 +35,17 @@ export { InvalidArgumentError, OrderlyError } from '../core/errors.js';
 export type { PubsubMessage } from '../core/message.js';
 export type { SubscriptionIdentity } from '../core/pubsub-core.js';
 export type { SubscriptionSpec } from '../core/subscription-config.js';
+export {
+  decodeStoredMessage,
+  MessageSchemaError,
+  type CurrentTopicSchema,
+  type StoredMessageSchema,
+  type TopicSchema,
+} from '../schema/topic-schema.js';
+export type { AvroSchema, CompiledSchema, ProtoSchema, SchemaType } from '../schema/schema-definition.js';
+export type { DecodedMessage, Encoding } from '../schema/message-validation.js';
+export type { AvroRecord, AvroValue } from '../schema/avro-decoder.js';
+export type { AvroType } from '../schema/avro-types.js';
+export type { ProtoMapKey, ProtoMessage, ProtoValue } from '../schema/proto-value.js';
 export type { SubscriptionState } from '../core/consumer.js';
 export type { Logger } from '../log.js';

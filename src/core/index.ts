@@ -15,7 +15,7 @@ export {
 } from './pubsub-core.js';
 export { pushEnvelope } from './push-delivery.js';
 export type { DeliveredMessage, MessageHandler, SubscribeOptions, Subscriber } from './subscriber.js';
-export type { SubscriptionInput, SubscriptionSpec } from './subscription-config.js';
+export type { PushConfigSpec, SubscriptionInput, SubscriptionSpec } from './subscription-config.js';
 export type { TopicInput, TopicSettings } from './topic-config.js';
 export type { IamPolicy } from './iam-policies.js';
 export type { ConsumerRoom, ConsumerSpec, SubscriptionHandle, SubscriptionState } from './consumer.js';
