@@ -60,7 +60,6 @@ export function messageSchemaOf(attributes: Record<string, string>): StoredMessa
   return { schemaName, revisionId, encoding: parseEncoding(encoding, 'googclient_schemaencoding') };
 }
 
-/** Decodes a stored message with the revision it was validated against. Throws MessageSchemaError. */
 /**
  * The topic schema an export was given; a context made without a core gives none, and then no message
  * with a schema can be read (the message fails, as one whose revision is gone does).
@@ -73,6 +72,7 @@ export function givenTopicSchema(topic: TopicSchema | undefined): TopicSchema {
   return topic;
 }
 
+/** Decodes a stored message with the revision it was validated against. Throws MessageSchemaError. */
 export function decodeStoredMessage(
   topic: TopicSchema,
   message: { attributes: Record<string, string>; data: Buffer },
