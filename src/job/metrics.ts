@@ -258,8 +258,10 @@ export async function serveMetrics(
     },
     () => [[{}, unexpectedErrorCount()]],
   );
-  const failed = (res: ServerResponse, e: unknown) =>
-    res.writeHead(500, { 'content-type': 'text/plain' }).end(`reading the state failed: ${(e as Error).message}\n`);
+  const failed = (res: ServerResponse, e: unknown) => {
+    if (res.headersSent) res.destroy(e as Error);
+    else res.writeHead(500, { 'content-type': 'text/plain' }).end(`reading the state failed: ${(e as Error).message}\n`);
+  };
   // Scrapers hold a connection or two: a cap, and a silent or half-sent request is closed, as the endpoint's are.
   const server: Server = createServer(
     { headersTimeout: METRICS_REQUEST_TIMEOUT_MS, requestTimeout: METRICS_REQUEST_TIMEOUT_MS },
@@ -275,9 +277,9 @@ export async function serveMetrics(
             (e: unknown) => failed(res, e),
           );
         } else if (req.url === '/status') {
-          res
-            .writeHead(200, { 'content-type': 'application/json' })
-            .end(JSON.stringify([...statusOf(core, exports), ...remoteStatusOf(exports)]));
+          // The body first: a read that throws must answer 500, not throw again after the 200 header was sent.
+          const body = JSON.stringify([...statusOf(core, exports), ...remoteStatusOf(exports)]);
+          res.writeHead(200, { 'content-type': 'application/json' }).end(body);
         } else res.writeHead(404).end();
       } catch (e) {
         failed(res, e);

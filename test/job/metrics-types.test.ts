@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { afterEach, expect, it } from 'vitest';
+import { afterEach, expect, it, vi } from 'vitest';
 import { ExportManager } from '../../src/connector/export-manager.js';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { serveMetrics } from '../../src/job/metrics.js';
@@ -72,6 +72,26 @@ it("labels another project's topic by its full name, so topics with the same id 
     expect(text).toContain('orderly_published_total{topic="events"} 1\n');
     expect(text).toContain('orderly_published_total{topic="projects/other/topics/events"} 2\n');
   } finally {
+    await metrics.close();
+    await exports.stop();
+    await core.close();
+  }
+});
+
+it('answers /status with a 500 naming the error when reading the state fails (it had sent the 200 header first, then hung)', async () => {
+  const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')) });
+  const exports = new ExportManager({ core, settings: { dataDir: dir.path }, logger: createLogger({ level: 'silent' }) });
+  const metrics = await serveMetrics(core, exports, '127.0.0.1', 0);
+  try {
+    vi.spyOn(exports, 'remoteExports').mockImplementation(() => {
+      throw new Error('state unreadable');
+    });
+    for (const path of ['/status', '/metrics']) {
+      const res = await fetch(`${metrics.url}${path}`, { signal: AbortSignal.timeout(5_000) });
+      expect([path, res.status, await res.text()]).toEqual([path, 500, 'reading the state failed: state unreadable\n']);
+    }
+  } finally {
+    vi.restoreAllMocks();
     await metrics.close();
     await exports.stop();
     await core.close();
