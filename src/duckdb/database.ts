@@ -1,7 +1,10 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { closeSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
 import { basename, dirname, extname, resolve } from 'node:path';
+import { duckDbSettings, type DuckDbUse } from './limits.js';
 import { quoteIdent, quoteString } from './sql.js';
+
+export { duckDbSettings, setDuckDbLimits, type DuckDbUse } from './limits.js';
 
 /**
  * One DuckDB instance per database file per process (DuckDB allows a single writing process per file;
@@ -10,30 +13,6 @@ import { quoteIdent, quoteString } from './sql.js';
  */
 const instances = new Map<string, Promise<DuckDBInstance>>();
 
-/**
- * Memory and threads every DuckDB instance Orderly opens may use. DuckDB's own default is 80% of the
- * machine's memory; Orderly's keeps an exporter's whole process within ~300 MiB (job file: memory.duckdb,
- * memory.duckdbTables). A database file a table export writes gets `tableMemoryLimit`: what it holds past
- * the limit is on disk already, and a table export's drain peaked ~80 MiB higher at 128 MiB than at 32.
- * The Parquet writer's scratch database and queries get `memoryLimit`: a Parquet file is encoded from
- * memory (100 KB messages in a 16 MiB file did not fit 32 MiB), and a query's readers take more (DuckDB's
- * JSON reader alone 32 MiB a thread).
- */
-let limits = { memoryLimit: '128MiB', tableMemoryLimit: '32MiB', threads: 2 };
-
-/** Applies to instances opened from now on. */
-export function setDuckDbLimits(next: { memoryLimit?: string; tableMemoryLimit?: string; threads?: number }): void {
-  limits = { ...limits, ...next };
-}
-
-/** What an instance is opened for: the tables an export writes (memory.duckdbTables), or anything else. */
-export type DuckDbUse = 'tables' | 'other';
-
-/** DuckDB settings for a new instance, with Orderly's limits. */
-export function duckDbSettings(use: DuckDbUse, extra: Record<string, string> = {}): Record<string, string> {
-  const memoryLimit = use === 'tables' ? limits.tableMemoryLimit : limits.memoryLimit;
-  return { memory_limit: memoryLimit, threads: String(limits.threads), ...extra };
-}
 /** The file (device, inode) each instance opened: the path may come to name another file later. */
 const openedFiles = new WeakMap<DuckDBInstance, { dev: number; ino: number }>();
 /**

@@ -6,7 +6,7 @@ import { ExportManager, type ExportManagerOptions } from '../connector/export-ma
 import { settingsSections } from '../connector/registry.js';
 import { OrderlyError } from '../core/errors.js';
 import { PubSubCore } from '../core/pubsub-core.js';
-import { setDuckDbLimits } from '../duckdb/database.js';
+import { setDuckDbLimits } from '../duckdb/limits.js';
 import type { Logger } from '../log.js';
 import { SqliteStore } from '../store/sqlite-store.js';
 import type { JobConfig } from './job-config.js';
