@@ -71,7 +71,20 @@ function findPackageEntry(spec: string, from: string): string | undefined {
   const parts = spec.split('/');
   const name = spec.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!;
   const subpath = spec === name ? '.' : `./${spec.slice(name.length + 1)}`;
+  let scope = true;
   for (let dir = from; ; dir = dirname(dir)) {
+    // Node's self-reference: inside a package with exports, its own name resolves to it (the package
+    // scope is the nearest package.json only).
+    const own = join(dir, 'package.json');
+    if (scope && existsSync(own)) {
+      scope = false;
+      const pkg = JSON.parse(readFileSync(own, 'utf8')) as { name?: unknown; exports?: unknown };
+      if (pkg.name === name && pkg.exports !== undefined) {
+        const target = exportTarget(pkg.exports, subpath);
+        if (!target) throw new Error(`package "${name}" exports no "${subpath}" for import`);
+        return join(dir, target);
+      }
+    }
     const root = join(dir, 'node_modules', name);
     const manifest = join(root, 'package.json');
     if (existsSync(manifest)) {

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { Backoff } from '../connector/backoff.js';
 import { loadJobWithPlugins } from '../job/job-config.js';
+import { resolvePlugin } from '../job/plugins.js';
 import { JobRuntime } from '../job/job-runtime.js';
 import { createLogger } from '../log.js';
 import type { ConformanceOptions, SinkUnderTest } from './conformance-options.js';
@@ -33,7 +34,8 @@ export class ConformanceJob {
     const dir = mkdtempSync(join(options.tempDir ?? tmpdir(), `orderly-conformance-${name}-`));
     const job = new ConformanceJob({ dir }, options);
     const plugin =
-      options.plugin && (options.plugin.startsWith('.') || isAbsolute(options.plugin) ? resolve(options.plugin) : options.plugin);
+      options.plugin &&
+      (options.plugin.startsWith('.') || isAbsolute(options.plugin) ? resolve(options.plugin) : packageInCwd(options.plugin));
     const document = {
       projectId: 'orderly-conformance',
       dataDir: './data',
@@ -95,6 +97,19 @@ export class ConformanceJob {
 
   remove(): void {
     rmSync(this.sink.dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A package name as the current folder sees it (its node_modules, or the package itself): the job file is
+ * in a temporary folder, from which the connector's own package (or one installed beside the tests) is not
+ * found. As given if not found there (then the job looks from Orderly's folder).
+ */
+function packageInCwd(spec: string): string {
+  try {
+    return resolvePlugin(spec, process.cwd());
+  } catch {
+    return spec;
   }
 }
 

@@ -82,4 +82,16 @@ describe('plugins: in the job file', () => {
     expect(resolvePlugin('@acme/connector/extra', nested)).toBe(pathToFileURL(join(pkg, 'extra.js')).href);
     expect(() => resolvePlugin('@acme/connector/hidden', nested)).toThrow('package "@acme/connector" exports no "./hidden" for import');
   });
+
+  it("a connector package's own name is found from inside it, as Node's self-reference does (its jobs and its conformance tests name it so)", () => {
+    const pkg = join(dir.path, 'my-connector');
+    mkdirSync(join(pkg, 'dist'), { recursive: true });
+    writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: 'my-connector', type: 'module', exports: './dist/index.js' }));
+    const jobs = join(pkg, 'jobs');
+    mkdirSync(jobs, { recursive: true });
+    expect(resolvePlugin('my-connector', jobs)).toBe(pathToFileURL(join(pkg, 'dist', 'index.js')).href);
+    // Only with exports (as in Node), and only the package the folder is in.
+    writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: 'my-connector', main: './dist/index.js' }));
+    expect(() => resolvePlugin('my-connector', jobs)).toThrow(/no package "my-connector"/);
+  });
 });
