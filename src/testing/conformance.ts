@@ -138,7 +138,11 @@ async function crashAndRestart(job: ConformanceJob): Promise<string[]> {
       if (child.exitCode !== null) throw new Error(`orderly run exited (${child.exitCode}) before the crash: ${stderr}`);
       const metrics = existsSync(lock) ? (JSON.parse(readFileSync(lock, 'utf8') || '{}') as { metrics?: string }).metrics : undefined;
       if (!metrics) return false;
-      const status = (await (await fetch(`${metrics}/status`)).json()) as { delivered: number }[];
+      // Bounded: a /status that never answers must end in waitFor's timeout (and the kill below), not hang
+      // the case until the test runner gives up on it with the child still running.
+      const answer = await fetch(`${metrics}/status`, { signal: AbortSignal.timeout(5_000) }).catch(() => undefined);
+      if (!answer?.ok) return false;
+      const status = (await answer.json()) as { delivered: number }[];
       return (status[0]?.delivered ?? 0) > 0;
     };
     // Killed once the connector has been handed messages: some written, some buffered or in flight.
