@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { Connector, WriteResult } from '../connector/connector.js';
+import type { Connector, ConnectorContext, ExportMessage, WriteResult } from '../connector/connector.js';
 import { getConnector, registerConnector, registeredConnectors, type ConnectorFactory } from '../connector/registry.js';
 import type { JobRuntime } from '../job/job-runtime.js';
 import { packageFile } from '../package-file.js';
@@ -195,14 +195,20 @@ async function drained(runtime: JobRuntime): Promise<void> {
 const early = new Map<string, string[]>();
 
 /**
- * Registers (once) `<name>.conformance-checked`: the connector under test, except that each time a call
- * reports deliveries written, the sink is read back at once and must hold every one of them (an ack is
- * safe only then). Comparing the ack counter with the sink now and then missed a connector that reports
- * a batch written and makes it durable a moment later.
+ * What a wrapped connector does around the one under test, per connector made: sees each batch handed
+ * over (`handed`), and each result before the runner does (`result`: may record, throw, or pass it on).
  */
-function checkedConnector(options: ConformanceOptions): string {
-  const name = options.connector;
-  const wrapped = `${name}.conformance-checked`;
+interface Interceptor {
+  handed?: (batch: ExportMessage[]) => void;
+  result: (result: WriteResult) => Promise<WriteResult>;
+}
+
+/**
+ * Registers (once) `<name>.<suffix>`: the connector under test, with `intercept`'s calls around its
+ * writes and flushes (made per connector from its context); open, close and busy pass through.
+ */
+function wrappedConnector(name: string, suffix: string, intercept: (context: ConnectorContext) => Interceptor): string {
+  const wrapped = `${name}.${suffix}`;
   const inner = getConnector(name);
   const factory: ConnectorFactory = {
     ...inner,
@@ -210,11 +216,41 @@ function checkedConnector(options: ConformanceOptions): string {
     counters: undefined,
     create(config, context) {
       const connector = inner.create(config, context);
-      const { dataDir } = context.settings;
-      const sink = { dir: dirname(dataDir) };
-      /** The message id of each delivery handed over and not yet reported. */
-      const handed = new Map<string, string>();
-      const checked = async (result: WriteResult): Promise<WriteResult> => {
+      const { handed, result } = intercept(context);
+      const wrapper: Connector = {
+        open: () => connector.open(),
+        write: async (batch) => {
+          handed?.(batch);
+          return result(await connector.write(batch));
+        },
+        flush: async (mode) => result(await connector.flush(mode)),
+        close: () => connector.close(),
+        busy: () => connector.busy?.(),
+      };
+      return wrapper;
+    },
+  };
+  if (!registeredConnectors().includes(wrapped)) registerConnector(factory);
+  return wrapped;
+}
+
+/**
+ * Registers (once) `<name>.conformance-checked`: the connector under test, except that each time a call
+ * reports deliveries written, the sink is read back at once and must hold every one of them (an ack is
+ * safe only then). Comparing the ack counter with the sink now and then missed a connector that reports
+ * a batch written and makes it durable a moment later.
+ */
+function checkedConnector(options: ConformanceOptions): string {
+  return wrappedConnector(options.connector, 'conformance-checked', (context) => {
+    const { dataDir } = context.settings;
+    const sink = { dir: dirname(dataDir) };
+    /** The message id of each delivery handed over and not yet reported. */
+    const handed = new Map<string, string>();
+    return {
+      handed: (batch) => {
+        for (const d of batch) handed.set(d.id, d.message.messageId);
+      },
+      result: async (result) => {
         const problems = early.get(dataDir);
         if (result.written.length && problems && !problems.length) {
           const held = new Set(await options.readBack(sink));
@@ -227,22 +263,9 @@ function checkedConnector(options: ConformanceOptions): string {
         }
         for (const id of [...result.written, ...result.failed.map((f) => f.id), ...result.deferred]) handed.delete(id);
         return result;
-      };
-      const wrapper: Connector = {
-        open: () => connector.open(),
-        write: async (batch) => {
-          for (const d of batch) handed.set(d.id, d.message.messageId);
-          return checked(await connector.write(batch));
-        },
-        flush: async (mode) => checked(await connector.flush(mode)),
-        close: () => connector.close(),
-        busy: () => connector.busy?.(),
-      };
-      return wrapper;
-    },
-  };
-  if (!registeredConnectors().includes(wrapped)) registerConnector(factory);
-  return wrapped;
+      },
+    };
+  });
 }
 
 /** Faults the redelivery case's connectors injected, per job data directory. */
@@ -255,34 +278,18 @@ const FAULTS = 3;
  * it opens a new connector and hands it everything not acked, including what the old one had written.
  */
 function faultyConnector(name: string): string {
-  const wrapped = `${name}.conformance-faults`;
-  const inner = getConnector(name);
-  const factory: ConnectorFactory = {
-    ...inner,
-    name: wrapped,
-    counters: undefined,
-    create(config, context) {
-      const connector = inner.create(config, context);
-      const { dataDir } = context.settings;
-      let calls = 0;
-      const faulty = async (result: WriteResult): Promise<WriteResult> => {
+  return wrappedConnector(name, 'conformance-faults', (context) => {
+    const { dataDir } = context.settings;
+    let calls = 0;
+    return {
+      result: async (result) => {
         const n = faults.get(dataDir) ?? 0;
         if (result.written.length && n < FAULTS && calls++ % 2 === 0) {
           faults.set(dataDir, n + 1);
           throw new Error('conformance: the sink failed after writing');
         }
         return result;
-      };
-      const wrapper: Connector = {
-        open: () => connector.open(),
-        write: async (batch) => faulty(await connector.write(batch)),
-        flush: async (mode) => faulty(await connector.flush(mode)),
-        close: () => connector.close(),
-        busy: () => connector.busy?.(),
-      };
-      return wrapper;
-    },
-  };
-  if (!registeredConnectors().includes(wrapped)) registerConnector(factory);
-  return wrapped;
+      },
+    };
+  });
 }
