@@ -133,10 +133,6 @@ function scraped(
     });
 }
 
-/**
- * Prometheus metrics (computed from the live state at each scrape) and /status as JSON, served on
- * 127.0.0.1 by default.
- */
 /** Connections the metrics server holds at once; more are refused. */
 export const METRICS_MAX_CONNECTIONS = 100;
 /** A request to the metrics server must arrive whole within this time. */
@@ -144,6 +140,10 @@ const METRICS_REQUEST_TIMEOUT_MS = 10_000;
 /** A metrics connection that does nothing this long is closed. */
 const METRICS_IDLE_TIMEOUT_MS = 30_000;
 
+/**
+ * Prometheus metrics (computed from the live state at each scrape) and /status as JSON, served on
+ * 127.0.0.1 by default.
+ */
 export async function serveMetrics(
   core: PubSubCore,
   exports: ExportManager,
