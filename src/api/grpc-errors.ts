@@ -15,14 +15,14 @@ const GRPC_CODES: Record<StatusCode, grpc.status> = {
 };
 
 /** Characters of an error message a gRPC status carries (the rest is cut): see boundedDetails. */
-export const MAX_STATUS_DETAILS = 2048;
+const MAX_STATUS_DETAILS = 2048;
 
 /**
  * An error message short enough for the trailers it travels in. Messages quote what was sent (an ack id,
  * a name), which may be megabytes long; trailers past the client's limit on header size (grpc-js gave up on 100 KB)
  * are dropped by the client, and the call then hangs until its deadline instead of failing.
  */
-export function boundedDetails(message: string): string {
+function boundedDetails(message: string): string {
   if (message.length <= MAX_STATUS_DETAILS) return message;
   let cut = MAX_STATUS_DETAILS - 64;
   // Never half of a surrogate pair (it has no UTF-8 form).

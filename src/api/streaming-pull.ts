@@ -34,7 +34,7 @@ const MAX_MESSAGES_PER_RESPONSE = 250;
  * And of at most this many bytes of messages (one larger message goes alone): Google's Java and Go
  * subscribers refuse a response over 20 MiB (their gRPC max inbound message size), as Pub/Sub never sends.
  */
-export const MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
+const MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
 /** Per message, about what a response carries besides the message's data, attributes and key (ack id, ids, time, tags). */
 const RESPONSE_OVERHEAD = 128;
 

@@ -9,7 +9,7 @@ import type { SubscriptionRuntime } from './subscription-runtime.js';
  * times, each attribute's tags: well under 1 MB) stays below that; at 10 MiB the sum could pass it.
  * Pub/Sub, too, returns fewer than maxMessages.
  */
-export const PULL_RESPONSE_BYTES = 9 * 1024 * 1024;
+const PULL_RESPONSE_BYTES = 9 * 1024 * 1024;
 
 /**
  * One Pull call: a consumer that takes up to `maxMessages` ready messages (a key's messages in order, one

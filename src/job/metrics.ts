@@ -134,7 +134,7 @@ function scraped(
 }
 
 /** Connections the metrics server holds at once; more are refused. */
-export const METRICS_MAX_CONNECTIONS = 100;
+const METRICS_MAX_CONNECTIONS = 100;
 /** A request to the metrics server must arrive whole within this time. */
 const METRICS_REQUEST_TIMEOUT_MS = 10_000;
 /** A metrics connection that does nothing this long is closed. */
