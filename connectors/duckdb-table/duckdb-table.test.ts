@@ -402,6 +402,29 @@ describe('CDC (_CHANGE_TYPE, _CHANGE_SEQUENCE_NUMBER)', () => {
     expect(await sql('SELECT id, status FROM accounts')).toEqual([{ id: 1, status: 'shipped' }]);
   });
 
+  it('a DELETE needs only the key, and an UPSERT of an existing row may leave out its NOT NULL columns', async () => {
+    await sql('CREATE TABLE members(id INTEGER PRIMARY KEY, name VARCHAR NOT NULL, visits INTEGER)');
+    await exportWithDeadLetters('p.main.members', { useTableSchema: true });
+    const change = (id: number, type: string, rest: Record<string, unknown> = {}) => ({
+      data: JSON.stringify({ id, _CHANGE_TYPE: type, ...rest }),
+      orderingKey: String(id),
+    });
+    await env.core.publish('events', [change(1, 'UPSERT', { name: 'Ann', visits: 1 }), change(2, 'UPSERT', { name: 'Bob', visits: 1 })]);
+    await waitFor('the rows', () => backlog('to-table') === 0);
+    await env.core.publish('events', [
+      change(1, 'DELETE'),
+      change(2, 'UPSERT', { visits: 2 }),
+      change(3, 'UPSERT', { visits: 1 }), // a new row without a name: the table refuses it
+      change(4, 'UPSERT', { name: null, visits: 1 }),
+    ]);
+    await waitFor('the changes and two dead letters', () => backlog('to-table') === 0 && backlog('dead-sub') === 2);
+    expect(await sql('SELECT id, name, visits FROM members ORDER BY id')).toEqual([{ id: 2, name: 'Bob', visits: 2 }]);
+    expect(await deadLetterReasons(2)).toEqual([
+      'name: column "name" is NOT NULL and the message has no value for it',
+      'table p.main.members refused the row: Constraint Error: NOT NULL constraint failed: members.name',
+    ]);
+  });
+
   it('applies UPSERT and DELETE against the primary key in per-key order, ignoring stale changes', async () => {
     await sql('CREATE TABLE customers(id VARCHAR PRIMARY KEY, name VARCHAR, tier INTEGER)');
     await exportTo('p.main.customers', { useTableSchema: true });

@@ -161,15 +161,20 @@ export class RowMapper {
       if (at.ordering_key !== undefined) cells[at.ordering_key] = m.orderingKey;
       if (at.sequence !== undefined) cells[at.sequence] = BigInt(m.sequence);
     }
+    const changeType = record?._CHANGE_TYPE;
+    if (changeType !== undefined) return this.change(record!, cells, changeType);
+    this.refuseNulls(cells, true);
+    return { kind: 'append', cells };
+  }
+
+  /** A NOT NULL column the message sets to null fails it, as does (`missingToo`) one it leaves without a default. */
+  private refuseNulls(cells: Cell[], missingToo: boolean): void {
     for (const i of this.notNull) {
       const c = this.columns[i]!;
-      if (cells[i] === null || (cells[i] === DEFAULT && !c.hasDefault)) {
+      if (cells[i] === null) throw new ConversionError(c.name, `column "${c.name}" is NOT NULL and the message has no value for it`);
+      if (missingToo && cells[i] === DEFAULT && !c.hasDefault)
         throw new ConversionError(c.name, `column "${c.name}" is NOT NULL and the message has no value for it`);
-      }
     }
-    const changeType = record?._CHANGE_TYPE;
-    if (changeType === undefined) return { kind: 'append', cells };
-    return this.change(record!, cells, changeType);
   }
 
   /** Decodes the message with its schema revision and fills that revision's columns. */
@@ -264,6 +269,10 @@ export class RowMapper {
       if (v === DEFAULT || v === null || v === undefined) throw new ConversionError(k, `primary key column "${k}" has no value`);
       return v;
     });
+    // A DELETE needs its key only. An UPSERT may leave out a NOT NULL column of a row that has a value
+    // there (it keeps it); one that would insert a row without that value is refused by the table, for
+    // that message alone (the writer's commitOneByOne).
+    if (changeType === 'UPSERT') this.refuseNulls(cells, false);
     // The key as its columns hold it, not as the JSON spelled it: 1 and "1" are one INTEGER key. Written
     // as JSON would write those values, so versions stored before under a number or a string still match.
     const pk = `[${keyCells.map((c) => (typeof c === 'string' ? JSON.stringify(c) : String(c))).join(',')}]`;
