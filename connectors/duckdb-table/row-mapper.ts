@@ -36,6 +36,9 @@ const METADATA = ['subscription_name', 'message_id', 'publish_time', 'data', 'at
 const TOPIC_SCHEMA_METADATA = ['subscription_name', 'message_id', 'publish_time', 'attributes'] as const;
 const ORDERLY_METADATA = ['ordering_key', 'sequence'] as const;
 const CDC_FIELDS = ['_CHANGE_TYPE', '_CHANGE_SEQUENCE_NUMBER'];
+/** RevisionColumns positions of a schema field without a column. */
+const DROPPED = -1;
+const CDC_FIELD = -2;
 /** The column types writeMetadata fills each metadata column with (JSON is a VARCHAR to DuckDB). */
 const METADATA_TYPES: Record<string, { ids: DuckDBTypeId[]; names: string }> = {
   subscription_name: { ids: [DuckDBTypeId.VARCHAR], names: 'VARCHAR' },
@@ -46,7 +49,7 @@ const METADATA_TYPES: Record<string, { ids: DuckDBTypeId[]; names: string }> = {
   sequence: { ids: [DuckDBTypeId.BIGINT, DuckDBTypeId.HUGEINT], names: 'BIGINT or HUGEINT' },
 };
 
-/** Where the columns of one schema revision go in the table (-1: dropped, dropUnknownFields). */
+/** Where the columns of one schema revision go in the table (DROPPED by dropUnknownFields, or a CDC_FIELD). */
 interface RevisionColumns {
   mapping: TableMapping;
   at: number[];
@@ -123,7 +126,7 @@ export class RowMapper {
     const at = this.at;
     const m = em.message;
     let record: Record<string, unknown> | undefined;
-    if (this.config.useTopicSchema) this.topicSchemaCells(em, cells);
+    if (this.config.useTopicSchema) record = this.topicSchemaCells(em, cells);
     if (this.config.useTableSchema) {
       record = parseJsonObject(m.data);
       const filled = new Map<number, string>();
@@ -177,8 +180,11 @@ export class RowMapper {
     }
   }
 
-  /** Decodes the message with its schema revision and fills that revision's columns. */
-  private topicSchemaCells(em: ExportMessage, cells: Cell[]): void {
+  /**
+   * Decodes the message with its schema revision and fills that revision's columns; returns the CDC
+   * fields it sets (BigQuery takes _CHANGE_TYPE and _CHANGE_SEQUENCE_NUMBER from the topic schema too).
+   */
+  private topicSchemaCells(em: ExportMessage, cells: Cell[]): Record<string, unknown> {
     let values: DuckDBValue[];
     let columns: RevisionColumns;
     try {
@@ -190,10 +196,13 @@ export class RowMapper {
       if (e instanceof ColumnValueError) throw new ConversionError(e.path, e.message);
       throw e;
     }
+    const cdc: Record<string, unknown> = {};
     values.forEach((v, j) => {
       const i = columns.at[j]!;
       if (i >= 0) cells[i] = v;
+      else if (i === CDC_FIELD && v !== null) cdc[columns.mapping.columns[j]!.name] = v;
     });
+    return cdc;
   }
 
   /**
@@ -212,11 +221,16 @@ export class RowMapper {
       if (e instanceof UnmappableSchemaError) throw new SchemaMismatch(`table ${table}: ${e.message}`);
       throw e;
     }
-    const expected = `the topic schema (${revision}) maps to the columns ${columnDefinitionsSql(mapping.columns)}`;
+    const expected = `the topic schema (${revision}) maps to the columns ${columnDefinitionsSql(mapping.columns.filter((c) => !CDC_FIELDS.includes(c.name)))}`;
     const at = mapping.columns.map((c) => {
+      if (CDC_FIELDS.includes(c.name)) {
+        if (c.duckdbType !== 'VARCHAR')
+          throw new SchemaMismatch(`table ${table}: the topic schema's field ${c.name} maps to ${c.duckdbType}; CDC takes a string`);
+        return CDC_FIELD;
+      }
       const i = this.byName.get(c.name) ?? this.byFoldedName.get(c.name.toLowerCase());
       if (i === undefined) {
-        if (this.config.dropUnknownFields) return -1;
+        if (this.config.dropUnknownFields) return DROPPED;
         throw new SchemaMismatch(
           `table ${table} has no column "${c.name}" for the topic schema's field (set dropUnknownFields to drop it); ${expected}`,
         );

@@ -151,6 +151,51 @@ describe('bigqueryConfig.useTopicSchema', () => {
     ]);
   });
 
+  it('applies CDC changes whose _CHANGE_TYPE and _CHANGE_SEQUENCE_NUMBER are fields of the topic schema', async () => {
+    const change = {
+      type: 'record',
+      name: 'StockChange',
+      fields: [
+        { name: 'id', type: 'string' },
+        { name: 'qty', type: ['null', 'int'] },
+        { name: '_CHANGE_TYPE', type: 'string' },
+        { name: '_CHANGE_SEQUENCE_NUMBER', type: ['null', 'string'] },
+      ],
+    };
+    await env.core.schemas.create({
+      parent: 'projects/p',
+      schemaId: 'stock',
+      schema: { type: 'AVRO', definition: JSON.stringify(change) },
+    });
+    await env.core.createTopic('stock', { schemaSettings: { schema: 'projects/p/schemas/stock', encoding: 'JSON' } });
+    await sql('CREATE TABLE stock(id VARCHAR PRIMARY KEY, qty INTEGER)');
+    await env.core.createSubscription('to-stock', {
+      topic: 'stock',
+      enableMessageOrdering: true,
+      bigqueryConfig: { table: 'p.main.stock', useTopicSchema: true },
+    });
+    await env.exports.sync();
+    const message = (id: string, type: string, seq: string | null, qty: number | null = null) => ({
+      data: JSON.stringify({
+        id,
+        qty: qty === null ? null : { int: qty },
+        _CHANGE_TYPE: type,
+        _CHANGE_SEQUENCE_NUMBER: seq === null ? null : { string: seq },
+      }),
+      orderingKey: id,
+    });
+    await env.core.publish('stock', [
+      message('a', 'UPSERT', '1', 1),
+      message('b', 'UPSERT', null, 2),
+      message('a', 'UPSERT', '3', 5),
+      message('a', 'UPSERT', '2', 4), // older than 3: ignored
+      message('b', 'DELETE', null),
+    ]);
+    await waitFor('the changes', () => env.core.metrics('to-stock').backlogMessages === 0);
+    expect(env.core.getSubscription('to-stock').state).toBe('ACTIVE');
+    expect(await sql('SELECT id, qty FROM stock ORDER BY id')).toEqual([{ id: 'a', qty: 5 }]);
+  });
+
   it('a table whose columns do not fit the topic schema puts the subscription in SCHEMA_MISMATCH and keeps the messages', async () => {
     await sql('CREATE TABLE narrow(id VARCHAR, qty BIGINT)');
     await env.core.createSubscription('to-narrow', { topic: 'orders', bigqueryConfig: { table: 'p.main.narrow', useTopicSchema: true } });
