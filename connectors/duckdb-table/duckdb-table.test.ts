@@ -545,6 +545,19 @@ describe('pipelined commits (a batch commits in the background while the next on
     expect(await sql('SELECT data FROM checked ORDER BY data')).toEqual([{ data: 'a1' }, { data: 'b1' }, { data: 'b2' }, { data: 'c1' }]);
   });
 
+  it("a message that fails to map does not hold back its key's earlier messages when the table refuses another key's row", async () => {
+    await sql(`CREATE TABLE checked(data VARCHAR CHECK (data <> 'b1'))`);
+    const writer = await openWriter('checked');
+    const notUtf8 = keyedExportMessage('a', 2);
+    notUtf8.message.data = Buffer.from([0xff]);
+    // b1's refusal makes the writer commit one message at a time; a1 comes before a2's failure.
+    const results = [await writer.write([keyedExportMessage('a', 1), notUtf8, keyedExportMessage('b', 1)]), await writer.flush('all')];
+    await writer.close();
+    expect(all(results, 'written')).toEqual(['a-1']);
+    expect(results.flatMap((r) => r.failed.map((f) => f.id)).sort()).toEqual(['a-2', 'b-1']);
+    expect(all(results, 'deferred')).toEqual([]);
+  });
+
   it('a key whose row the table refused in the background commit has its messages of the next batch deferred', async () => {
     await sql(`CREATE TABLE checked(data VARCHAR CHECK (data <> 'a2'))`);
     const writer = await openWriter('checked');

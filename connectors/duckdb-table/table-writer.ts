@@ -215,7 +215,7 @@ export class DuckDbTableWriter implements Connector {
     await this.checkFile();
     addResult(this.settled, result);
     if (!pending.length) return;
-    const inflight = this.commitInBackground(pending, failedKeys);
+    const inflight = this.commitInBackground(pending);
     this.inflight = inflight;
     this.inflightDone = false;
     void inflight.then(
@@ -225,7 +225,7 @@ export class DuckDbTableWriter implements Connector {
   }
 
   /** Commits `pending` (one message at a time once the table refused a row) and records the outcome for the next report. */
-  private async commitInBackground(pending: Pending[], failedKeys: FailedKeys): Promise<void> {
+  private async commitInBackground(pending: Pending[]): Promise<void> {
     const result = emptyResult();
     try {
       try {
@@ -236,7 +236,7 @@ export class DuckDbTableWriter implements Connector {
         if (!isDataError(e)) throw e;
         // A row the table refused (constraint, cast): find it by writing one row per transaction, so only
         // the bad message fails and its key stops there.
-        await this.commitOneByOne(pending, failedKeys, result);
+        await this.commitOneByOne(pending, result);
       }
       await this.checkFile();
     } catch (e) {
@@ -279,7 +279,10 @@ export class DuckDbTableWriter implements Connector {
     return result;
   }
 
-  private async commitOneByOne(pending: Pending[], failedKeys: FailedKeys, result: WriteResult): Promise<void> {
+  private async commitOneByOne(pending: Pending[], result: WriteResult): Promise<void> {
+    // Only a refusal here holds back its key's later messages: a pending message precedes every failure
+    // of its key that `begin` settled (those failed to map, and the key's messages after them were deferred).
+    const failedKeys = new FailedKeys(this.context.spec.enableMessageOrdering);
     for (const p of pending) {
       if (failedKeys.blocks(p.em.message)) {
         result.deferred.push(p.em.id);
