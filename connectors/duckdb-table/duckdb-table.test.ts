@@ -425,6 +425,26 @@ describe('CDC (_CHANGE_TYPE, _CHANGE_SEQUENCE_NUMBER)', () => {
     ]);
   });
 
+  it('takes _CHANGE_TYPE and _CHANGE_SEQUENCE_NUMBER in any letter case, as columns are, even with dropUnknownFields', async () => {
+    await sql('CREATE TABLE pets(id INTEGER PRIMARY KEY, name VARCHAR)');
+    await exportWithDeadLetters('p.main.pets', { useTableSchema: true, dropUnknownFields: true });
+    await env.core.publish('events', [
+      { data: '{"id":1,"name":"Rex","_CHANGE_TYPE":"UPSERT"}', orderingKey: '1' },
+      { data: '{"id":2,"name":"Tom","_CHANGE_TYPE":"UPSERT"}', orderingKey: '2' },
+    ]);
+    await waitFor('the rows', () => backlog('to-table') === 0);
+    await env.core.publish('events', [
+      { data: '{"id":2,"_change_type":"DELETE"}', orderingKey: '2' },
+      { data: '{"id":3,"_Change_Type":"DELETE"}', orderingKey: '3' }, // no row: nothing to delete, nothing inserted
+      { data: '{"id":1,"name":"Max","_change_type":"UPSERT","_change_sequence_number":"5"}', orderingKey: '1' },
+      { data: '{"id":1,"name":"stale","_CHANGE_TYPE":"UPSERT","_CHANGE_SEQUENCE_NUMBER":"3"}', orderingKey: '1' },
+      { data: '{"id":4,"name":"Two","_CHANGE_TYPE":"UPSERT","_change_type":"DELETE"}', orderingKey: '4' },
+    ]);
+    await waitFor('the changes and a dead letter', () => backlog('to-table') === 0 && backlog('dead-sub') === 1);
+    expect(await sql('SELECT id, name FROM pets ORDER BY id')).toEqual([{ id: 1, name: 'Max' }]);
+    expect(await deadLetterReasons(1)).toEqual(['_change_type: fields "_CHANGE_TYPE" and "_change_type" both name _CHANGE_TYPE']);
+  });
+
   it('applies UPSERT and DELETE against the primary key in per-key order, ignoring stale changes', async () => {
     await sql('CREATE TABLE customers(id VARCHAR PRIMARY KEY, name VARCHAR, tier INTEGER)');
     await exportTo('p.main.customers', { useTableSchema: true });

@@ -125,13 +125,23 @@ export class RowMapper {
     const cells: Cell[] = new Array<Cell>(this.columns.length).fill(DEFAULT);
     const at = this.at;
     const m = em.message;
-    let record: Record<string, unknown> | undefined;
-    if (this.config.useTopicSchema) record = this.topicSchemaCells(em, cells);
+    let cdc: Record<string, unknown> = {};
+    if (this.config.useTopicSchema) cdc = this.topicSchemaCells(em, cells);
     if (this.config.useTableSchema) {
-      record = parseJsonObject(m.data);
+      const record = parseJsonObject(m.data);
       const filled = new Map<number, string>();
+      const cdcSpelling = new Map<string, string>();
       for (const [field, value] of Object.entries(record)) {
-        if (CDC_FIELDS.includes(field)) continue;
+        // In any letter case, as columns are: `_change_type` taken for a column, or dropped as unknown,
+        // would turn a DELETE into an insert.
+        const cdcField = CDC_FIELDS.find((f) => f === field.toUpperCase());
+        if (cdcField) {
+          const other = cdcSpelling.get(cdcField);
+          if (other !== undefined) throw new ConversionError(field, `fields "${other}" and "${field}" both name ${cdcField}`);
+          cdcSpelling.set(cdcField, field);
+          cdc[cdcField] = value;
+          continue;
+        }
         // Column names are case-insensitive in DuckDB and BigQuery: `orderid` fills OrderId.
         const i = this.byName.get(field) ?? this.byFoldedName.get(field.toLowerCase());
         if (i !== undefined) {
@@ -164,8 +174,8 @@ export class RowMapper {
       if (at.ordering_key !== undefined) cells[at.ordering_key] = m.orderingKey;
       if (at.sequence !== undefined) cells[at.sequence] = BigInt(m.sequence);
     }
-    const changeType = record?._CHANGE_TYPE;
-    if (changeType !== undefined) return this.change(record!, cells, changeType);
+    const changeType = cdc._CHANGE_TYPE;
+    if (changeType !== undefined) return this.change(cdc, cells, changeType);
     this.refuseNulls(cells, true);
     return { kind: 'append', cells };
   }
