@@ -2,6 +2,7 @@ import S3rver from 's3rver';
 import { mkdirSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { encodeListingsOnRequest } from './s3rver-list-encoding.js';
 
 export interface EmbeddedS3 {
   settings: { endpoint: string; region: string; accessKeyId: string; secretAccessKey: string; forcePathStyle: boolean };
@@ -20,6 +21,7 @@ export async function startEmbeddedS3(dataDir: string, buckets: string[]): Promi
     configureBuckets: buckets.map((name) => ({ name, configs: [] })),
   });
   hardenStore(server);
+  encodeListingsOnRequest(server);
   const { port } = await server.run();
   return {
     // s3rver accepts these fixed credentials; they protect nothing and are never logged.

@@ -2,6 +2,7 @@ import * as Minio from 'minio';
 import S3rver from 's3rver';
 import { randomUUID } from 'node:crypto';
 import { hardenStore } from '../../connectors/object-storage/embedded-s3.js';
+import { encodeListingsOnRequest } from '../../connectors/object-storage/s3rver-list-encoding.js';
 import { tempDir } from './core.js';
 
 /**
@@ -31,6 +32,7 @@ export async function startTestS3(): Promise<TestS3> {
   const run = async () => {
     server = new S3rver({ port, address: '127.0.0.1', directory: dir.path, silent: true });
     hardenStore(server);
+    encodeListingsOnRequest(server);
     port = (await server.run()).port;
   };
   if (!external) await run();
