@@ -1,7 +1,15 @@
 import { checkRange, parseDuration } from '../../src/core/duration.js';
 import { InvalidArgumentError, UnknownFieldError } from '../../src/core/errors.js';
 import { checkServiceAccountEmail } from '../../src/core/service-account.js';
-import { checkPrefix, DEFAULT_DATETIME_FORMAT, newWriterTag, objectNamer, parseDatetimeFormat, uniqueId } from './object-naming.js';
+import {
+  checkPrefix,
+  DEFAULT_DATETIME_FORMAT,
+  newWriterTag,
+  objectNamer,
+  parseDatetimeFormat,
+  RESERVED_PREFIX,
+  uniqueId,
+} from './object-naming.js';
 
 export type OutputFormat =
   | { kind: 'text' }
@@ -117,15 +125,23 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
 }
 
 /**
- * The datetime format may hold "/" too: with the prefix it must not make a name that starts with "/" or
- * holds "//" (an empty path segment), which the prefix and suffix alone are refused for (checkPrefix).
+ * The datetime format may hold "/" too: with the prefix it must not make a name that starts with "/",
+ * holds "//" (an empty path segment) or lies in Orderly's own folder, which the prefix and suffix alone
+ * are refused for (checkPrefix).
  */
 function checkNameSegments(prefix: string, suffix: string, datetimeFormat: string): void {
   const name = objectNamer(prefix, suffix, datetimeFormat).name(new Date(0), uniqueId(1, newWriterTag()));
-  if (!name.startsWith('/') && !name.includes('//')) return;
+  const wrong = name.startsWith('/')
+    ? 'that start with "/"'
+    : name.includes('//')
+      ? 'with "//" (an empty path segment)'
+      : name.startsWith(RESERVED_PREFIX)
+        ? `that start with "${RESERVED_PREFIX}" (Orderly keeps fleet manifests there)`
+        : undefined;
+  if (!wrong) return;
   throw new InvalidArgumentError(
     `${F}.filenameDatetimeFormat`,
-    `${JSON.stringify(datetimeFormat)} after the prefix ${JSON.stringify(prefix)} makes object names ${name.startsWith('/') ? 'that start with "/"' : 'with "//" (an empty path segment)'}, e.g. ${JSON.stringify(name)}`,
+    `${JSON.stringify(datetimeFormat)} after the prefix ${JSON.stringify(prefix)} makes object names ${wrong}, e.g. ${JSON.stringify(name)}`,
   );
 }
 

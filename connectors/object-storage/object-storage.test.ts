@@ -156,6 +156,11 @@ describe('object names (filenameDatetimeFormat)', () => {
     ],
     [{ filenameDatetimeFormat: 'YYYY//MM-DD/hh_mm_ss' }, 'makes object names with "//"'],
     [{ filenameDatetimeFormat: '/YYYY-MM-DD/hh_mm_ss' }, 'after the prefix "" makes object names that start with "/"'],
+    // The prefix alone was checked: with the datetime's "/" it still put data objects in Orderly's own folder.
+    [
+      { filenamePrefix: '_orderly', filenameDatetimeFormat: '/YYYY-MM-DD/hh_mm_ss' },
+      'cloudStorageConfig.filenameDatetimeFormat: "/YYYY-MM-DD/hh_mm_ss" after the prefix "_orderly" makes object names that start with "_orderly/" (Orderly keeps fleet manifests there), e.g. "_orderly/1970-01-01/00_00_00_',
+    ],
     [{ maxDuration: '30s' }, 'cloudStorageConfig.maxDuration: must be between 60s and 600s, got 30s'],
     [{ maxDuration: '11m' }, 'got 660s'],
     [{ maxBytes: 999 }, 'cloudStorageConfig.maxBytes: must be an integer between 1000'],
