@@ -1,4 +1,6 @@
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
 import { loadJob } from '../../src/job/job-config.js';
@@ -118,6 +120,44 @@ describe('a remote source that cannot be read: a clear error naming it, retried 
     } finally {
       await wrong.runtime.stop();
       await right.runtime.stop();
+    }
+  });
+
+  // Each reopen of a failed stream reads the subscription again; its failure, already described, was
+  // described once more: "reading subscription ... failed (error: the Pub/Sub endpoint ... refused ...)",
+  // and a refusal (kind `refused`) became `retrying`.
+  it('a token that stops working mid-stream (the endpoint restarted with another): each reopen says UNAUTHENTICATED once, plainly', async () => {
+    const dir = tempDir('orderly-rotated-');
+    dirs.push(dir);
+    const config = join(dir.path, 'serve.yaml');
+    writeFileSync(config, stringify({ projectId: PROJECT, dataDir: join(dir.path, 'data'), durability: 'process' }));
+    let server = await startServe(['--config', config], { ORDERLY_TOKEN: TOKEN });
+    await createWithToken(server.host);
+    const { runtime, status } = await worker(server.host, 'events-export', { authToken: TOKEN });
+    try {
+      await waitFor('the worker to stream', () => status().source.state === 'streaming');
+      await server.stop();
+      server = await startServe(['--config', config, '--port', String(server.port)], { ORDERLY_TOKEN: 'a-rotated-token-9d2e' });
+      const errors = new Set<string>();
+      await waitFor(
+        'three failed attempts with the rotated token',
+        () => {
+          const { error, retries } = status().source;
+          if (error?.includes('UNAUTHENTICATED')) errors.add(error);
+          return errors.size > 0 && retries >= 4;
+        },
+        60_000,
+      );
+      expect([...errors]).toEqual([
+        expect.stringMatching(
+          new RegExp(
+            `^the Pub/Sub endpoint ${server.host} refused the credentials for subscription projects/${PROJECT}/subscriptions/events-export \\(UNAUTHENTICATED: .*\\); check remote.authToken$`,
+          ),
+        ),
+      ]);
+    } finally {
+      await runtime.stop();
+      await server.stop();
     }
   });
 
@@ -242,15 +282,18 @@ describe('a message the sink refuses, from a remote subscription', () => {
 /** The subscription on the token-guarded server (created once, with the token). */
 let guardedReady: Promise<void> | undefined;
 function guardedSubscription(): Promise<void> {
-  guardedReady ??= (async () => {
-    const auth = { authorization: `Bearer ${TOKEN}` };
-    const base = `http://${guarded.host}/v1/projects/${PROJECT}`;
-    const put = (path: string, body: unknown) =>
-      fetch(`${base}/${path}`, { method: 'PUT', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    expect((await put('topics/events', {})).ok).toBe(true);
-    expect((await put('subscriptions/events-export', { topic: `projects/${PROJECT}/topics/events`, enableMessageOrdering: true })).ok).toBe(
-      true,
-    );
-  })();
+  guardedReady ??= createWithToken(guarded.host);
   return guardedReady;
+}
+
+/** Topic `events` and ordered subscription `events-export` on a server guarded by TOKEN. */
+async function createWithToken(host: string): Promise<void> {
+  const auth = { authorization: `Bearer ${TOKEN}` };
+  const base = `http://${host}/v1/projects/${PROJECT}`;
+  const put = (path: string, body: unknown) =>
+    fetch(`${base}/${path}`, { method: 'PUT', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  expect((await put('topics/events', {})).ok).toBe(true);
+  expect((await put('subscriptions/events-export', { topic: `projects/${PROJECT}/topics/events`, enableMessageOrdering: true })).ok).toBe(
+    true,
+  );
 }

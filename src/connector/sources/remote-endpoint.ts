@@ -111,6 +111,8 @@ const CODES: Record<number, string> = {
 
 /** A failure to reach or read a remote subscription, as a message naming the subscription and the endpoint and saying what to do. */
 export function describeRemoteError(e: unknown, subscription: string, endpoint: RemoteEndpoint): SourceError {
+  // Already described (a reopen's read of the subscription failed): as it is, its kind (`refused`) kept.
+  if (e instanceof SourceError) return e;
   const err = e as { code?: number; details?: string; message?: string };
   const where = endpointLabel(endpoint);
   const detail = (err.details || err.message || String(e)).split('\n')[0]!;
