@@ -44,6 +44,23 @@ export interface SubscriptionSpec {
   labels: Record<string, string>;
 }
 
+type OptionalField = { [K in keyof SubscriptionSpec]-?: undefined extends SubscriptionSpec[K] ? K : never }[keyof SubscriptionSpec];
+
+/**
+ * Every optional section of a spec, cleared. An update merges its patch over the stored spec, so a whole
+ * spec given as the patch (a job file's entry) must clear the sections it leaves out: spread it over this.
+ * A Record, so a section added to the spec cannot be missed here.
+ */
+export const CLEARED_SECTIONS: Readonly<Record<OptionalField, null>> = {
+  deadLetterPolicy: null,
+  retryPolicy: null,
+  expirationPolicy: null,
+  pushConfig: null,
+  bigqueryConfig: null,
+  cloudStorageConfig: null,
+  exportConfig: null,
+};
+
 export interface PushConfigInput {
   pushEndpoint?: string;
   attributes?: Record<string, string>;

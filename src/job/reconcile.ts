@@ -1,5 +1,5 @@
 import { DELETED_TOPIC, type PubSubCore } from '../core/pubsub-core.js';
-import { checkImmutable, normalizeSubscription } from '../core/subscription-config.js';
+import { CLEARED_SECTIONS, checkImmutable, normalizeSubscription } from '../core/subscription-config.js';
 import { InvalidArgumentError, OrderlyError } from '../core/errors.js';
 import { JobConfigError, jobTopicInput, jobTopicSettings, type JobConfig } from './job-config.js';
 
@@ -59,7 +59,8 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
     const { state: _state, name: _name, detached: _detached, topicMessageRetentionDuration: _topicRetention, ...currentSpec } = current;
     if (JSON.stringify(sorted(currentSpec)) === JSON.stringify(sorted(wanted))) report.unchanged.push(current.name);
     else {
-      await inFile(job, at, () => core.updateSubscription(name, wanted));
+      // The file states the subscription whole: a policy or export section it leaves out is cleared.
+      await inFile(job, at, () => core.updateSubscription(name, { ...CLEARED_SECTIONS, ...wanted }));
       report.updated.push(current.name);
     }
   }

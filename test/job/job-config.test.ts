@@ -365,6 +365,48 @@ describe('applying a changed job file to an existing data directory', () => {
     ]);
   });
 
+  it("a subscription's policies and export section left out of the file are cleared at the next start, as a topic's fields are (they had been kept)", async () => {
+    const logger = createLogger();
+    const job = base();
+    const withSub = (sub: Record<string, unknown>) => ({ ...job, subscriptions: [{ name: 'pull-sub', topic: 'events', ...sub }] });
+    let runtime = await JobRuntime.start(
+      loadJob(
+        write(
+          withSub({
+            deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 5 },
+            retryPolicy: { minimumBackoff: '1s' },
+            expirationPolicy: { ttl: '31d' },
+            cloudStorageConfig: { bucket: 'exports' },
+          }),
+        ),
+      ),
+      logger,
+      { withExports: false },
+    );
+    await runtime.stop();
+
+    // The export section changed to another kind: the old one goes (it was kept, and the two were refused together).
+    runtime = await JobRuntime.start(loadJob(write(withSub({ bigqueryConfig: { table: 'test-project.main.t' } }))), logger, {
+      withExports: false,
+    });
+    expect(runtime.reconciled.updated).toEqual(['projects/test-project/subscriptions/pull-sub']);
+    const changed = runtime.core.getSubscription('pull-sub');
+    expect(changed.bigqueryConfig).toMatchObject({ table: 'test-project.main.t' });
+    expect(changed.cloudStorageConfig).toBeUndefined();
+    expect(changed.deadLetterPolicy).toBeUndefined();
+    expect(changed.retryPolicy).toBeUndefined();
+    expect(changed.expirationPolicy).toBeUndefined();
+    await runtime.stop();
+
+    // No export section: a pull subscription again.
+    runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { withExports: false });
+    expect(runtime.core.getSubscription('pull-sub').bigqueryConfig).toBeUndefined();
+    await runtime.stop();
+    runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { withExports: false });
+    expect(runtime.reconciled.updated).toEqual([]);
+    await runtime.stop();
+  });
+
   it('a push subscription takes pushConfig.noWrapper from the file (payload unwrapping), as through the API', async () => {
     const job = {
       ...base(),
