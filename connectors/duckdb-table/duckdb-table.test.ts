@@ -6,7 +6,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
-import { statusOf } from '../../src/job/metrics.js';
+import { serveMetrics, statusOf } from '../../src/job/metrics.js';
 import { createLogger } from '../../src/log.js';
 import { tempDir } from '../../test/helpers/core.js';
 import { openExport, waitFor } from '../../test/helpers/export.js';
@@ -715,6 +715,25 @@ describe('one writing process per database file', () => {
     // Taken over: the table is missing. Status says so, and no longer that another process holds the file.
     await waitFor('NOT_FOUND', () => runner.stats.state === 'NOT_FOUND');
     expect(runner.stats.standby).toBeUndefined();
+  });
+
+  it("a job's status and metrics say its export waits for the file another process holds (it showed ACTIVE, the backlog growing)", async () => {
+    const holder = await holdInAnotherProcess(env.duckdbPath);
+    await exportTo('p.main.nowhere', {});
+    const runner = env.exports.runner('to-table')!;
+    await waitFor('the standby', () => runner.stats.standby !== undefined);
+    const row = statusOf(env.core, env.exports).find((s) => s.subscription.endsWith('/to-table'))!;
+    expect(row.standby).toMatch(/^standby: DuckDB database .* is open in another process \(pid \d+\)/);
+    const metrics = await serveMetrics(env.core, env.exports, '127.0.0.1', 0);
+    try {
+      const text = await (await fetch(`${metrics.url}/metrics`)).text();
+      expect(text).toContain('# TYPE orderly_export_standby gauge');
+      expect(text).toContain('orderly_export_standby{subscription="to-table"} 1');
+    } finally {
+      await metrics.close();
+    }
+    holder.kill('SIGKILL');
+    await once(holder, 'exit');
   });
 
   it('while the writer exports (checking the file after every write), another process cannot open the file', async () => {

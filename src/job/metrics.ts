@@ -82,6 +82,8 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
       lastCommitAt: runner?.stats.lastCommitAt,
       /** While a call of the export connector has not returned for 30 s or more: which, and for how long. */
       exportStalled: runner?.stats.stalled,
+      /** While the export waits for another process to release its sink (a DuckDB file): which, and who holds it. */
+      standby: runner?.stats.standby,
       /** Payload bytes this subscription holds in memory, of the limit all subscriptions share (memory.payloadBytes). */
       residentBytes: m.residentBytes,
       payloadLimitBytes: core.memoryUse().payloadLimit,
@@ -188,6 +190,9 @@ export async function serveMetrics(
     'orderly_export_stalled',
     'Whether a call of the export connector (write, flush, open), or its background work (an upload), has not returned for 30 s or more',
     (s) => (s.status.exportStalled ? 1 : 0),
+  );
+  gauge('orderly_export_standby', '1 while the export waits for another process to release its sink (a DuckDB file), else 0', (s) =>
+    s.status.standby ? 1 : 0,
   );
   counter(
     'orderly_export_refused_total',
