@@ -1,5 +1,6 @@
+import Database from 'better-sqlite3';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { OrderlyError } from '../core/errors.js';
 
 export interface LockInfo {
@@ -18,6 +19,40 @@ const procfs = existsSync('/proc/self/stat');
 
 /** The lock's file name inside the data directory. */
 export const LOCK_FILE = 'orderly.lock';
+
+/**
+ * Beside the lock: a SQLite file whose exclusive lock (an OS file lock, gone with the process however it
+ * ends) the holder keeps. Reading the lock file and then writing it left a gap in which two processes
+ * starting at once both found it free and both ran the directory. Never removed while in use: a process
+ * that opened the old file would lock it while a newer one locked a new file of the same name.
+ */
+export const HOLD_FILE = 'orderly.lock.db';
+
+/** The data directories this process holds, by absolute path (a job's start takes its lock twice). */
+const held = new Map<string, Database.Database>();
+
+/** Takes the directory's OS lock, or says another process has it. */
+function hold(dataDir: string): boolean {
+  const key = resolve(dataDir);
+  if (held.has(key)) return true;
+  const db = new Database(join(dataDir, HOLD_FILE), { timeout: 0 });
+  try {
+    // Never committed: the exclusive lock is held until the database is closed.
+    db.exec('BEGIN EXCLUSIVE');
+  } catch (e) {
+    db.close();
+    if ((e as { code?: string }).code === 'SQLITE_BUSY') return false;
+    throw new OrderlyError('FAILED_PRECONDITION', `cannot lock ${join(dataDir, HOLD_FILE)}: ${(e as Error).message}`);
+  }
+  held.set(key, db);
+  return true;
+}
+
+function unhold(dataDir: string): void {
+  const key = resolve(dataDir);
+  held.get(key)?.close();
+  held.delete(key);
+}
 
 /** One process runs a data directory: `orderly run` holds `<dataDir>/orderly.lock` while it runs. */
 export function readLock(dataDir: string): LockInfo | undefined {
@@ -44,14 +79,20 @@ export function readLock(dataDir: string): LockInfo | undefined {
 }
 
 export function acquireLock(dataDir: string, info: Omit<LockInfo, 'pid' | 'startTime'> = {}): () => void {
+  mkdirSync(dataDir, { recursive: true });
+  const holding = held.has(resolve(dataDir));
+  const free = hold(dataDir);
+  // A lock file naming another live process counts too (one written by an Orderly that took no OS lock).
   const running = readLock(dataDir);
-  if (running && running.pid !== process.pid) {
+  if (!free || (running && running.pid !== process.pid)) {
+    if (free && !holding) unhold(dataDir);
+    // Held, but its lock file not written yet: a job starting at this very moment.
+    const who = running ? ` (pid ${running.pid})` : '';
     throw new OrderlyError(
       'FAILED_PRECONDITION',
-      `the data directory ${dataDir} is in use by a running job (pid ${running.pid}); stop it first${running.metrics ? `, or read ${running.metrics}/status` : ''}`,
+      `the data directory ${dataDir} is in use by a running job${who}; stop it first${running?.metrics ? `, or read ${running.metrics}/status` : ''}`,
     );
   }
-  mkdirSync(dataDir, { recursive: true });
   const file = join(dataDir, LOCK_FILE);
   const lock: LockInfo = { pid: process.pid, startTime: processIdentity(process.pid)?.startTime, ...info };
   // Written aside and renamed: a crash never leaves a half-written lock behind.
@@ -63,13 +104,17 @@ export function acquireLock(dataDir: string, info: Omit<LockInfo, 'pid' | 'start
     // Node's message for a failed write names no file ("ENOSPC: no space left on device, write"); nor is
     // the half-written file left behind.
     rmSync(aside, { force: true });
+    if (!holding) unhold(dataDir);
     const error = e as NodeJS.ErrnoException;
     throw new OrderlyError(
       error.code === 'ENOSPC' ? 'RESOURCE_EXHAUSTED' : 'FAILED_PRECONDITION',
       `cannot write the lock file ${file} of the data directory ${dataDir}: ${error.message}`,
     );
   }
-  return () => rmSync(file, { force: true });
+  return () => {
+    rmSync(file, { force: true });
+    unhold(dataDir);
+  };
 }
 
 /**

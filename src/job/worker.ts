@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { pathSegment } from '../connector/sink-paths.js';
 import { OrderlyError } from '../core/errors.js';
-import { LOCK_FILE, readLock, type LockInfo } from './job-lock.js';
+import { HOLD_FILE, LOCK_FILE, readLock, type LockInfo } from './job-lock.js';
 
 const WORKER_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -40,8 +40,11 @@ export function workerDir(dataDir: string, workerId: string): string {
  */
 export function leaveWorkerDir(dir: string, releaseLock: () => void): () => void {
   return () => {
-    for (const name of readdirSync(dir)) if (name !== LOCK_FILE) rmSync(join(dir, name), { recursive: true, force: true });
+    for (const name of readdirSync(dir))
+      if (name !== LOCK_FILE && name !== HOLD_FILE) rmSync(join(dir, name), { recursive: true, force: true });
     releaseLock();
+    // Unless a process of the same worker id holds the folder now (its lock written), the hold file goes too.
+    if (!readLock(dir)) rmSync(join(dir, HOLD_FILE), { force: true });
     try {
       rmdirSync(dir);
     } catch {

@@ -38,6 +38,27 @@ describe('the data directory lock', () => {
     expect(() => acquireLock(dir.path)).toThrow(`the data directory ${dir.path} is in use by a running job (pid ${pid}); stop it first`);
   });
 
+  it('a job starting at this moment (its lock file not written yet) keeps a second start out: two starts at once both ran the directory', async () => {
+    // Another process takes the lock, then its lock file is removed: what a process between taking the lock
+    // and writing its file leaves. Checking the file and then writing it let both processes of a pair
+    // started together through.
+    const script = `import('./src/job/job-lock.ts').then(({ acquireLock }) => {
+      acquireLock(${JSON.stringify(dir.path)});
+      require('node:fs').rmSync(${JSON.stringify(lockFile())});
+      console.log('held');
+      setInterval(() => {}, 1000);
+    })`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(child);
+    await once(child.stdout, 'data');
+    expect(readLock(dir.path)).toBeUndefined();
+    expect(() => acquireLock(dir.path)).toThrow(`the data directory ${dir.path} is in use by a running job; stop it first`);
+    child.kill('SIGKILL');
+    await once(child, 'exit');
+    // Gone however it ended: the next start takes the directory.
+    acquireLock(dir.path)();
+  });
+
   // /proc is Linux's; elsewhere the check falls back to kill(pid, 0) and cannot tell these cases apart.
   it.skipIf(process.platform !== 'linux')('a live pid with another start time is a reused pid: the lock is stale', async () => {
     const pid = await sleeper();
