@@ -451,9 +451,10 @@ export class SubscriptionRuntime implements BacklogSink {
    * next time. Ids whose lease ended change nothing.
    */
   release(ackIds: string[]): void {
+    // The attempt is not counted (its next delivery is no redelivery), but the delivered total stays: the
+    // totals are Prometheus counters, and one that goes down reads as a reset to rate() and increase().
     const undeliver = (entry: Entry) => {
-      this.counters.delivered--;
-      if (--entry.deliveries > 0) this.counters.redelivered--;
+      entry.deliveries--;
     };
     for (const ackId of ackIds) {
       const lease = this.leases.get(ackId);

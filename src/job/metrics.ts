@@ -174,7 +174,11 @@ export async function serveMetrics(
     'Payload bytes held in memory (the rest of the backlog is read from the store)',
     (s) => s.status.residentBytes,
   );
-  counter('orderly_delivered_total', 'Deliveries (including redeliveries)', (s) => s.counters.delivered);
+  counter(
+    'orderly_delivered_total',
+    'Deliveries (including redeliveries, and ones given back because their answer could not be sent)',
+    (s) => s.counters.delivered,
+  );
   counter('orderly_redelivered_total', 'Redeliveries', (s) => s.counters.redelivered);
   counter('orderly_acked_total', 'Acks', (s) => s.counters.acked);
   counter('orderly_nacked_total', 'Nacks', (s) => s.counters.nacked);

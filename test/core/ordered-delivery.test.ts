@@ -225,7 +225,24 @@ describe('ordered pull', () => {
     ]);
     const probe = core.attach('given-back', { room: () => ({ messages: 0, bytes: 0 }), deliver: () => undefined });
     expect(unsent.map((m) => probe.isLive(m.ackId))).toEqual([false, false]);
-    expect(core.metrics('given-back').counters).toMatchObject({ delivered: 2, redelivered: 0, nacked: 0, expired: 0 });
+    // Both deliveries counted (the totals are Prometheus counters, which never go down); neither a redelivery.
+    expect(core.metrics('given-back').counters).toMatchObject({ delivered: 4, redelivered: 0, nacked: 0, expired: 0 });
+  });
+
+  it('a delivery given back unsent never takes the delivered total down: Prometheus read the drop as a counter reset', async () => {
+    await core.createSubscription('given-back-total', { topic: 'orders', enableMessageOrdering: true });
+    await publishKeyed([['k', '1']]);
+    const unsent = await pullAll('given-back-total');
+    const before = core.metrics('given-back-total').counters;
+    expect(before).toMatchObject({ delivered: 1, redelivered: 0 });
+    core.release(
+      'given-back-total',
+      unsent.map((m) => m.ackId),
+    );
+    // Scraped between the give-back and the next delivery, the total went 1 -> 0: rate() and increase() count
+    // any drop as a reset and add the whole new value again.
+    expect(core.metrics('given-back-total').counters.delivered).toBeGreaterThanOrEqual(before.delivered);
+    expect(core.metrics('given-back-total').counters.redelivered).toBeGreaterThanOrEqual(before.redelivered);
   });
 });
 
