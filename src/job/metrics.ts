@@ -276,16 +276,18 @@ export async function serveMetrics(
     { headersTimeout: METRICS_REQUEST_TIMEOUT_MS, requestTimeout: METRICS_REQUEST_TIMEOUT_MS },
     (req, res) => {
       try {
+        // The path alone: a scraper may add a query string (a scrape config's params).
+        const path = (req.url ?? '').split('?')[0];
         if (authorized && !authorized(req.headers.authorization)) {
           res.writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': 'Bearer' }).end(`${UNAUTHENTICATED_MESSAGE}\n`);
-        } else if (req.url === '/metrics') {
+        } else if (path === '/metrics') {
           current = snapshot(core, exports);
           remote = remoteStatusOf(exports);
           registry.metrics().then(
             (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
             (e: unknown) => failed(res, e),
           );
-        } else if (req.url === '/status') {
+        } else if (path === '/status') {
           // The body first: a read that throws must answer 500, not throw again after the 200 header was sent.
           const body = JSON.stringify([...statusOf(core, exports), ...remoteStatusOf(exports)]);
           res.writeHead(200, { 'content-type': 'application/json' }).end(body);

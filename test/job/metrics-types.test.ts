@@ -97,3 +97,23 @@ it('answers /status with a 500 naming the error when reading the state fails (it
     await core.close();
   }
 });
+
+it('serves /metrics and /status whatever query string a scraper adds (a scrape config with params got 404)', async () => {
+  const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')) });
+  const exports = new ExportManager({ core, settings: { dataDir: dir.path }, logger: createLogger({ level: 'silent' }) });
+  const metrics = await serveMetrics(core, exports, '127.0.0.1', 0);
+  try {
+    const metricsPage = await fetch(`${metrics.url}/metrics?format=prometheus`);
+    expect([metricsPage.status, await metricsPage.text()]).toEqual([
+      200,
+      expect.stringContaining('# TYPE orderly_published_total counter'),
+    ]);
+    const statusPage = await fetch(`${metrics.url}/status?pretty`);
+    expect([statusPage.status, await statusPage.json()]).toEqual([200, []]);
+    expect((await fetch(`${metrics.url}/metricsx`)).status).toBe(404);
+  } finally {
+    await metrics.close();
+    await exports.stop();
+    await core.close();
+  }
+});
