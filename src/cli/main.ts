@@ -81,6 +81,13 @@ export async function main(argv: string[]): Promise<number> {
         { ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort, worker: runtime.workerId },
         'job running',
       );
+      // A subscription renamed in the file is a new one: the old one would go on exporting, into the same
+      // table or bucket, with nothing in the log naming it.
+      if (runtime.reconciled.notInFile.length)
+        logger.warn(
+          { subscriptions: runtime.reconciled.notInFile },
+          'subscriptions of the data directory that the job file does not list (removed or renamed in it, or created through the API) go on receiving messages and exporting; delete the ones no longer wanted through the API (orderly serve --data-dir)',
+        );
       const signal = await untilStopSignal(runtime);
       logger.info({ signal }, 'stopping: finishing writes, finalizing open files');
       if (signal === 'failure') process.exitCode = 1;

@@ -7,6 +7,11 @@ export interface ReconcileReport {
   created: string[];
   updated: string[];
   unchanged: string[];
+  /**
+   * Subscriptions of the data directory the file does not list (removed or renamed in it, or created
+   * through the API): never deleted, they go on receiving messages and exporting, which the log says.
+   */
+  notInFile: string[];
 }
 
 /**
@@ -15,7 +20,8 @@ export interface ReconcileReport {
  * filter, topic), and never deletes anything.
  */
 export async function reconcile(core: PubSubCore, job: JobConfig): Promise<ReconcileReport> {
-  const report: ReconcileReport = { created: [], updated: [], unchanged: [] };
+  const report: ReconcileReport = { created: [], updated: [], unchanged: [], notInFile: [] };
+  const listed = new Set<string>();
   for (const [i, t] of job.topics.entries()) {
     const at = `topics[${i}]`;
     const input = jobTopicInput(t);
@@ -38,10 +44,13 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
     const { name, ...input } = s;
     const at = `subscriptions[${i}]`;
     if (!core.hasSubscription(name)) {
-      report.created.push((await inFile(job, at, () => core.createSubscription(name, input))).name);
+      const created = await inFile(job, at, () => core.createSubscription(name, input));
+      report.created.push(created.name);
+      listed.add(created.name);
       continue;
     }
     const current = core.getSubscription(name);
+    listed.add(current.name);
     if (current.topic === DELETED_TOPIC) {
       throw new OrderlyError(
         'FAILED_PRECONDITION',
@@ -64,6 +73,10 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
       report.updated.push(current.name);
     }
   }
+  report.notInFile = core
+    .allSubscriptions()
+    .map((s) => s.name)
+    .filter((name) => !listed.has(name));
   return report;
 }
 

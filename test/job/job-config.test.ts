@@ -313,7 +313,7 @@ describe('applying a changed job file to an existing data directory', () => {
 
     // The same file again changes nothing (no subscription is rewritten at every start).
     runtime = await JobRuntime.start(loadJob(write(job)), logger, { withExports: false });
-    expect(runtime.reconciled).toEqual({ created: [], updated: [], unchanged: expect.any(Array) });
+    expect(runtime.reconciled).toEqual({ created: [], updated: [], unchanged: expect.any(Array), notInFile: [] });
     expect(runtime.reconciled.unchanged).toHaveLength(4);
     await runtime.stop();
 
@@ -327,9 +327,11 @@ describe('applying a changed job file to an existing data directory', () => {
       created: ['projects/test-project/topics/more'],
       updated: ['projects/test-project/subscriptions/pull-sub'],
       unchanged: ['projects/test-project/topics/events', 'projects/test-project/topics/dead'],
+      // Dropped from the file, not deleted: still exporting, so the report names it (the log said nothing).
+      notInFile: ['projects/test-project/subscriptions/files'],
     });
     expect(runtime.core.getSubscription('pull-sub').ackDeadlineSeconds).toBe(30);
-    expect(runtime.core.hasSubscription('files')).toBe(true); // dropped from the file, not deleted
+    expect(runtime.core.hasSubscription('files')).toBe(true);
     await runtime.stop();
 
     const immutable = { ...job, subscriptions: [{ ...job.subscriptions[0], enableMessageOrdering: false }] };
