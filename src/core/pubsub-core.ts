@@ -855,7 +855,7 @@ export class PubSubCore {
     this.publishes.drain();
     this.closed = true;
     for (const t of this.timers) t.cancel();
-    for (const p of this.pushers.values()) p.stop();
+    await Promise.all([...this.pushers.values()].map((p) => p.drain()));
     await this.compacting?.catch(() => undefined);
     for (const rt of this.subs.values()) rt.close();
     await this.store.close();

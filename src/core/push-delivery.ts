@@ -5,6 +5,11 @@ import { checkPushAttributes, messageHeaderProblem, post, PushEgressRefused, typ
 import type { PushConfigSpec } from './subscription-config.js';
 
 const MAX_CONCURRENT_REQUESTS = 100;
+/**
+ * How long a closing core waits for the push requests still out: an answer within it is recorded (a 200
+ * acked, not pushed again after a restart); requests still out then are cut, their messages come again.
+ */
+const SHUTDOWN_GRACE_MS = 5_000;
 /** Pub/Sub's success codes for push (it names 102 too, an interim answer that never ends a request here). */
 const PUSH_SUCCESS = new Set([200, 201, 202, 204]);
 
@@ -70,6 +75,10 @@ export class PushDelivery {
    * the key again at once: its next request waits for the one out, so an endpoint never has two of a key.
    */
   private readonly keyRequests = new Map<string, Promise<void>>();
+  /** The requests out, for `drain`. */
+  private readonly requests = new Set<Promise<void>>();
+  /** Cuts the requests still out when a drain's grace has passed. */
+  private readonly cut = new AbortController();
 
   constructor(
     attach: (consumer: ConsumerSpec) => SubscriptionHandle,
@@ -112,7 +121,15 @@ export class PushDelivery {
     await this.send(m);
   }
 
-  private async send(m: ReceivedMessage): Promise<void> {
+  private send(m: ReceivedMessage): Promise<void> {
+    const request = this.request(m);
+    this.requests.add(request);
+    const forget = () => this.requests.delete(request);
+    request.then(forget, forget);
+    return request;
+  }
+
+  private async request(m: ReceivedMessage): Promise<void> {
     this.inflight++;
     const { spec, subscription } = this.handle;
     const config = spec.pushConfig!;
@@ -124,6 +141,7 @@ export class PushDelivery {
       const status = await post(config.pushEndpoint, body, headers, {
         timeoutMs: spec.ackDeadlineSeconds * 1000,
         egress: this.egress,
+        signal: this.cut.signal,
       });
       if (PUSH_SUCCESS.has(status)) failure = undefined;
       else if (status >= 200 && status < 300)
@@ -139,14 +157,28 @@ export class PushDelivery {
     } finally {
       this.inflight--;
     }
-    if (!this.handle.attached) return;
+    // A request cut by a closing core has no outcome: the message comes again after the restart.
+    if (!this.handle.attached || this.cut.signal.aborted) return;
     if (failure === undefined) await this.handle.acknowledge([m.ackId]);
     else this.handle.modifyAckDeadline([m.ackId], 0, failure);
     this.handle.kick();
   }
 
+  /** Stops pushing; the requests out still record their outcomes (the subscription lives on, e.g. as pull). */
   stop(): void {
     this.stopped = true;
     this.handle.detach();
+  }
+
+  /**
+   * Stops pushing for a core that closes: waits for the requests out to be answered and their outcomes
+   * recorded, for at most SHUTDOWN_GRACE_MS, then cuts the rest. Without it a SIGTERM waited for an endpoint
+   * that hangs up to the ack deadline (600 s), and the answers it got meanwhile were thrown away.
+   */
+  async drain(): Promise<void> {
+    this.stop();
+    const grace = setTimeout(() => this.cut.abort(), SHUTDOWN_GRACE_MS);
+    await Promise.allSettled([...this.requests]);
+    clearTimeout(grace);
   }
 }

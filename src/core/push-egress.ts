@@ -99,7 +99,7 @@ export function post(
   url: string,
   body: string | Buffer,
   headers: Record<string, string>,
-  options: { timeoutMs: number; egress: PushEgress },
+  options: { timeoutMs: number; egress: PushEgress; signal?: AbortSignal },
 ): Promise<number> {
   const target = new URL(url);
   const literal = target.hostname.replace(/^\[|\]$/g, '');
@@ -122,7 +122,9 @@ export function post(
         method: 'POST',
         headers: { ...headers, 'content-length': Buffer.byteLength(body) },
         lookup,
-        signal: AbortSignal.timeout(options.timeoutMs),
+        signal: options.signal
+          ? AbortSignal.any([AbortSignal.timeout(options.timeoutMs), options.signal])
+          : AbortSignal.timeout(options.timeoutMs),
       },
       (res: IncomingMessage) => {
         resolve(res.statusCode ?? 0);
