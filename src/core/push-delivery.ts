@@ -10,8 +10,8 @@ const MAX_CONCURRENT_REQUESTS = 100;
  * acked, not pushed again after a restart); requests still out then are cut, their messages come again.
  */
 const SHUTDOWN_GRACE_MS = 5_000;
-/** Pub/Sub's success codes for push (it names 102 too, an interim answer that never ends a request here). */
-const PUSH_SUCCESS = new Set([200, 201, 202, 204]);
+/** Pub/Sub's success codes for push; 102 (Processing) is an interim answer, an ack as soon as it comes. */
+const PUSH_SUCCESS = new Set([102, 200, 201, 202, 204]);
 
 /** The JSON body Pub/Sub POSTs to a push endpoint (wrapped form). */
 export function pushEnvelope(subscription: string, m: ReceivedMessage): unknown {
@@ -60,8 +60,8 @@ export function pushRequest(
 }
 
 /**
- * Push delivery: each message is its own HTTP POST to `pushConfig.pushEndpoint`; a 200, 201, 202 or 204
- * answer acks it (Pub/Sub's success codes),
+ * Push delivery: each message is its own HTTP POST to `pushConfig.pushEndpoint`; a 102, 200, 201, 202 or
+ * 204 answer acks it (Pub/Sub's success codes),
  * anything else (a redirect included: they are not followed) or no answer within the ack deadline nacks
  * it. At most one message per ordering key is out at a time, as Pub/Sub does for ordered push. Where
  * requests may go is `PushEgress` (no link-local or metadata addresses unless allowed).
@@ -145,7 +145,7 @@ export class PushDelivery {
       });
       if (PUSH_SUCCESS.has(status)) failure = undefined;
       else if (status >= 200 && status < 300)
-        failure = `push endpoint answered HTTP ${status}, not a success for push (200, 201, 202, 204)`;
+        failure = `push endpoint answered HTTP ${status}, not a success for push (102, 200, 201, 202, 204)`;
       else if (status >= 300 && status < 400) failure = `push endpoint answered HTTP ${status}; redirects are not followed`;
       else failure = `push endpoint answered HTTP ${status}`;
     } catch (e) {

@@ -91,7 +91,8 @@ function headerProblem(name: string, value: unknown, reserved: Set<string>): str
 export class PushEgressRefused extends Error {}
 
 /**
- * POSTs `body` (with `headers`, which name its content-type) to `url` and resolves with the HTTP status. Redirects are not followed (a 3xx is the
+ * POSTs `body` (with `headers`, which name its content-type) to `url` and resolves with the HTTP status (the
+ * final one, or an interim 102). Redirects are not followed (a 3xx is the
  * answer); unless allowed, a link-local address is refused, checked on the address actually connected
  * to, after DNS resolution, so a name that resolves there (or later rebinds there) is caught too.
  */
@@ -133,6 +134,10 @@ export function post(
         res.resume();
       },
     );
+    // An interim 102 (Processing) is an answer Pub/Sub acks on: what follows it, if anything, changes nothing.
+    req.on('information', (info) => {
+      if (info.statusCode === 102) resolve(102);
+    });
     req.on('error', reject);
     req.end(body);
   });

@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { OrderingKeyPausedError } from '../../src/core/errors.js';
@@ -184,8 +184,33 @@ describe('push delivery', () => {
     for (let i = 0; i < 200 && core.metrics('pushed').backlogMessages > 0; i++) await new Promise((r) => setTimeout(r, 10));
     expect(received.filter((d) => d === 'partial')).toHaveLength(2);
     expect(core.metrics('pushed').lastNackReason?.message).toBe(
-      'push endpoint answered HTTP 206, not a success for push (200, 201, 202, 204)',
+      'push endpoint answered HTTP 206, not a success for push (102, 200, 201, 202, 204)',
     );
+  });
+
+  it('an interim 102 (Processing) acks the message, as Pub/Sub counts it, whatever the endpoint answers after', async () => {
+    let held: ServerResponse | undefined;
+    let requests = 0;
+    server = createServer((req, res) => {
+      requests++;
+      req.resume();
+      req.on('end', () => {
+        res.writeProcessing();
+        held = res;
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    await core.createSubscription('pushed', {
+      topic: 'events',
+      pushConfig: { pushEndpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/push` },
+    });
+    await core.publish('events', [{ data: 'slow work' }]);
+    // Without the 102 counting, the message stays out until the request's timeout, the 10 s ack deadline.
+    for (let i = 0; i < 300 && core.metrics('pushed').backlogMessages > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(core.metrics('pushed').backlogMessages).toBe(0);
+    held!.writeHead(500).end();
+    expect(requests).toBe(1);
+    expect(core.metrics('pushed').counters.nacked).toBe(0);
   });
 });
 
