@@ -404,6 +404,35 @@ describe('applying a changed job file to an existing data directory', () => {
     runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { withExports: false });
     expect(runtime.core.getSubscription('pull-sub').bigqueryConfig).toBeUndefined();
     await runtime.stop();
+
+    // Nothing left to clear: the next start leaves it as it is.
+    runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { withExports: false });
+    expect(runtime.reconciled.updated).toEqual([]);
+    await runtime.stop();
+  });
+
+  it("a subscription's pushConfig and policies taken out of the file are cleared at the next start: it stops pushing", async () => {
+    const logger = createLogger();
+    const job = base();
+    const withSub = (sub: Record<string, unknown>) => ({ ...job, subscriptions: [{ name: 'orders', topic: 'events', ...sub }] });
+    const pushed = withSub({
+      pushConfig: { pushEndpoint: 'http://127.0.0.1:9/push' },
+      retryPolicy: { minimumBackoff: '5s', maximumBackoff: '30s' },
+      deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 5 },
+    });
+    let runtime = await JobRuntime.start(loadJob(write(pushed)), logger, { withExports: false });
+    expect(runtime.core.getSubscription('orders').pushConfig?.pushEndpoint).toBe('http://127.0.0.1:9/push');
+    await runtime.stop();
+
+    runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { withExports: false });
+    expect(runtime.reconciled.updated).toEqual(['projects/test-project/subscriptions/orders']);
+    const sub = runtime.core.getSubscription('orders');
+    expect([sub.pushConfig, sub.retryPolicy, sub.deadLetterPolicy]).toEqual([undefined, undefined, undefined]);
+    // A pull subscription now: Pull is not refused as on a push subscription.
+    await expect(runtime.core.pull('orders', { maxMessages: 1 })).resolves.toEqual([]);
+    await runtime.stop();
+
+    // Nothing left to clear: the next start leaves it as it is.
     runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { withExports: false });
     expect(runtime.reconciled.updated).toEqual([]);
     await runtime.stop();
