@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { OrderingKeyPausedError } from '../../src/core/errors.js';
 import { Publisher } from '../../src/core/publisher.js';
 import { pushRequest } from '../../src/core/push-delivery.js';
+import { retryDelayMs } from '../../src/core/retry-backoff.js';
 import type { ManualClock } from '../../src/core/clock.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
 import { openCore, settle, tempDir } from '../helpers/core.js';
@@ -68,7 +69,10 @@ describe('push delivery', () => {
       'events',
       ['b1', 'b2'].map((data) => ({ data, orderingKey: 'b' })),
     );
-    for (let i = 0; i < 200 && core.metrics('pushed').backlogMessages > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 200 && core.metrics('pushed').backlogMessages > 0; i++) {
+      clock.advance(100); // the push backoff before a failed message comes again
+      await new Promise((r) => setTimeout(r, 10));
+    }
     expect(core.metrics('pushed').backlogMessages).toBe(0);
     expect(overlap).toBe(false);
     expect(received.filter((r) => r.key === 'a').map((r) => r.data)).toEqual(['a1', 'a2', 'a2', 'a3']);
@@ -181,7 +185,10 @@ describe('push delivery', () => {
     expect(mostOut).toBe(1);
 
     await core.publish('events', [{ data: 'partial', orderingKey: 'p' }]);
-    for (let i = 0; i < 200 && core.metrics('pushed').backlogMessages > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 200 && core.metrics('pushed').backlogMessages > 0; i++) {
+      clock.advance(100); // the push backoff before a failed message comes again
+      await new Promise((r) => setTimeout(r, 10));
+    }
     expect(received.filter((d) => d === 'partial')).toHaveLength(2);
     expect(core.metrics('pushed').lastNackReason?.message).toBe(
       'push endpoint answered HTTP 206, not a success for push (102, 200, 201, 202, 204)',
@@ -211,6 +218,19 @@ describe('push delivery', () => {
     held!.writeHead(500).end();
     expect(requests).toBe(1);
     expect(core.metrics('pushed').counters.nacked).toBe(0);
+  });
+
+  it("a failing push backs off (Pub/Sub's push backoff, 100 ms to 60 s) even under a retryPolicy of 0 s; a longer policy wins", async () => {
+    server = createServer((_req, res) => res.writeHead(500).end());
+    const endpoint = { pushEndpoint: 'http://127.0.0.1:9/push' };
+    const zero = { minimumBackoff: 0, maximumBackoff: 0 };
+    await core.createSubscription('pushed', { topic: 'events', pushConfig: endpoint, retryPolicy: zero });
+    await core.createSubscription('pushed-slowly', { topic: 'events', pushConfig: endpoint, retryPolicy: { minimumBackoff: 10 } });
+    await core.createSubscription('pulled', { topic: 'events', retryPolicy: zero });
+    const delays = (sub: string) => [1, 2, 3, 11, 12].map((failures) => retryDelayMs(core.getSubscription(sub), failures));
+    expect(delays('pushed')).toEqual([100, 200, 400, 60_000, 60_000]);
+    expect(delays('pushed-slowly')).toEqual([10_000, 20_000, 40_000, 600_000, 600_000]);
+    expect(delays('pulled')).toEqual([0, 0, 0, 0, 0]);
   });
 });
 
