@@ -116,6 +116,13 @@ export function post(
     });
   };
   const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
+  // One controller for the timeout and the caller's signal: AbortSignal.any over AbortSignal.timeout lets
+  // the timeout be garbage collected, and a request to an endpoint that never answers then never ended.
+  const controller = new AbortController();
+  const timeout = setTimeout(() => controller.abort(), options.timeoutMs);
+  const cut = () => controller.abort();
+  if (options.signal?.aborted) cut();
+  options.signal?.addEventListener('abort', cut, { once: true });
   return new Promise((resolve, reject) => {
     const req = send(
       target,
@@ -123,9 +130,7 @@ export function post(
         method: 'POST',
         headers: { ...headers, 'content-length': Buffer.byteLength(body) },
         lookup,
-        signal: options.signal
-          ? AbortSignal.any([AbortSignal.timeout(options.timeoutMs), options.signal])
-          : AbortSignal.timeout(options.timeoutMs),
+        signal: controller.signal,
       },
       (res: IncomingMessage) => {
         resolve(res.statusCode ?? 0);
@@ -139,6 +144,11 @@ export function post(
       if (info.statusCode === 102) resolve(102);
     });
     req.on('error', reject);
+    // The exchange is over (answered and drained, or failed): the timeout and the caller's signal let go.
+    req.on('close', () => {
+      clearTimeout(timeout);
+      options.signal?.removeEventListener('abort', cut);
+    });
     req.end(body);
   });
 }

@@ -1,7 +1,10 @@
 import { PubSub } from '@google-cloud/pubsub';
 import { createServer, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
+import { DEFAULT_PUSH_EGRESS, post } from '../../src/core/push-egress.js';
 import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
 import { startServe, type ServeProcess } from '../helpers/serve-process.js';
@@ -115,4 +118,25 @@ describe('orderly serve stopping (SIGTERM) with push requests out', () => {
     expect(server.child.signalCode).toBeNull();
     expect(server.child.exitCode).toBe(0);
   }, 60_000);
+
+  it('a request the endpoint never answers still ends at its timeout when the shutdown signal is given too (after a GC)', async () => {
+    const endpoint = await heldEndpoint();
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const shutdown = new AbortController();
+    const request = post(
+      endpoint.url,
+      JSON.stringify({ message: { data: '' } }),
+      {},
+      {
+        timeoutMs: 300,
+        egress: DEFAULT_PUSH_EGRESS,
+        signal: shutdown.signal,
+      },
+    );
+    await waitFor('the push request', () => endpoint.received.length === 1);
+    // A timeout signal only combined (AbortSignal.any) is held weakly: collected, the request never ended.
+    gc();
+    await expect(request).rejects.toMatchObject({ name: 'AbortError' });
+  }, 10_000);
 });
