@@ -119,11 +119,9 @@ export function post(
   // One controller for the timeout and the caller's signal: AbortSignal.any over AbortSignal.timeout lets
   // the timeout be garbage collected, and a request to an endpoint that never answers then never ended.
   const controller = new AbortController();
-  const timeout = setTimeout(() => controller.abort(), options.timeoutMs);
   const cut = () => controller.abort();
-  if (options.signal?.aborted) cut();
-  options.signal?.addEventListener('abort', cut, { once: true });
   return new Promise((resolve, reject) => {
+    // Throws for a header Node refuses (before any timer or listener is set, which nothing would clear).
     const req = send(
       target,
       {
@@ -139,6 +137,9 @@ export function post(
         res.resume();
       },
     );
+    const timeout = setTimeout(cut, options.timeoutMs);
+    if (options.signal?.aborted) cut();
+    options.signal?.addEventListener('abort', cut, { once: true });
     // An interim 102 (Processing) is an answer Pub/Sub acks on: what follows it, if anything, changes nothing.
     req.on('information', (info) => {
       if (info.statusCode === 102) resolve(102);

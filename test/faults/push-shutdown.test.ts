@@ -1,4 +1,5 @@
 import { PubSub } from '@google-cloud/pubsub';
+import { getEventListeners } from 'node:events';
 import { createServer, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
@@ -118,6 +119,19 @@ describe('orderly serve stopping (SIGTERM) with push requests out', () => {
     expect(server.child.signalCode).toBeNull();
     expect(server.child.exitCode).toBe(0);
   }, 60_000);
+
+  it("a request Node refuses to send (a header value beyond Latin-1) leaves no listener on the caller's signal", async () => {
+    const shutdown = new AbortController();
+    const request = post(
+      'http://127.0.0.1:9/push',
+      '{}',
+      { 'x-key': '日本' },
+      { timeoutMs: 600_000, egress: DEFAULT_PUSH_EGRESS, signal: shutdown.signal },
+    );
+    await expect(request).rejects.toMatchObject({ code: 'ERR_INVALID_CHAR' });
+    // Set before the request was made, the listener (and a timer of the whole timeout) stayed for each attempt.
+    expect(getEventListeners(shutdown.signal, 'abort')).toEqual([]);
+  });
 
   it('a request the endpoint never answers still ends at its timeout when the shutdown signal is given too (after a GC)', async () => {
     const endpoint = await heldEndpoint();
