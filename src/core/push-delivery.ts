@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { ConsumerSpec, SubscriptionHandle } from './consumer.js';
 import { OrderlyError } from './errors.js';
 import type { ReceivedMessage } from './message.js';
@@ -86,6 +87,9 @@ export class PushDelivery {
     /** A failure to record the outcome (the message will be delivered again). */
     private readonly onError: (e: unknown) => void,
   ) {
+    // Each request out listens on `cut` until it ends: up to MAX_CONCURRENT_REQUESTS (more across a seek) at
+    // once, which is no leak, but past 10 Node warns of one.
+    setMaxListeners(0, this.cut.signal);
     this.handle = attach({
       affinity: 'push',
       maxPerKey: 1,

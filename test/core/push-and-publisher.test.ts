@@ -220,6 +220,38 @@ describe('push delivery', () => {
     expect(core.metrics('pushed').counters.nacked).toBe(0);
   });
 
+  it('a subscription with more than ten push requests out at once prints no EventTarget leak warning', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    const held: ServerResponse[] = [];
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => held.push(res));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      await core.createSubscription('pushed', {
+        topic: 'events',
+        pushConfig: { pushEndpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/push` },
+      });
+      await core.publish(
+        'events',
+        Array.from({ length: 12 }, (_, i) => ({ data: `m${i}` })),
+      );
+      // Each request listened on the subscription's shutdown signal: past ten, Node warned of a leak.
+      for (let i = 0; i < 500 && held.length < 12; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(held).toHaveLength(12);
+      for (const res of held) res.writeHead(204).end();
+      for (let i = 0; i < 300 && core.metrics('pushed').backlogMessages > 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(core.metrics('pushed').backlogMessages).toBe(0);
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning'))).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it("a failing push backs off (Pub/Sub's push backoff, 100 ms to 60 s) even under a retryPolicy of 0 s; a longer policy wins", async () => {
     server = createServer((_req, res) => res.writeHead(500).end());
     const endpoint = { pushEndpoint: 'http://127.0.0.1:9/push' };
