@@ -184,5 +184,8 @@ export class PushDelivery {
     const grace = setTimeout(() => this.cut.abort(), SHUTDOWN_GRACE_MS);
     await Promise.allSettled([...this.requests]);
     clearTimeout(grace);
+    // Their outcomes are recorded; what may still be open is an exchange acked on an interim 102, whose
+    // final answer nobody waits for (it would hold its socket and timer up to the ack deadline).
+    this.cut.abort();
   }
 }

@@ -252,6 +252,30 @@ describe('push delivery', () => {
     }
   });
 
+  it('closing the core cuts a request the endpoint answered 102 and then held, rather than leaving it open until the ack deadline', async () => {
+    let closed = false;
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeProcessing());
+      res.on('close', () => (closed = true));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    await core.createSubscription('pushed', {
+      topic: 'events',
+      ackDeadlineSeconds: 600,
+      pushConfig: { pushEndpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/push` },
+    });
+    await core.publish('events', [{ data: 'slow work' }]);
+    for (let i = 0; i < 300 && core.metrics('pushed').backlogMessages > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(core.metrics('pushed').backlogMessages).toBe(0);
+    // Acked on the 102, so the drain had no request to wait for: the exchange (its socket, its 600 s timer)
+    // lived on after close and kept a process that embeds the core from exiting.
+    await core.close();
+    for (let i = 0; i < 300 && !closed; i++) await new Promise((r) => setTimeout(r, 10));
+    server.closeAllConnections();
+    expect(closed).toBe(true);
+  });
+
   it("a failing push backs off (Pub/Sub's push backoff, 100 ms to 60 s) even under a retryPolicy of 0 s; a longer policy wins", async () => {
     server = createServer((_req, res) => res.writeHead(500).end());
     const endpoint = { pushEndpoint: 'http://127.0.0.1:9/push' };
