@@ -36,6 +36,13 @@ const METADATA = ['subscription_name', 'message_id', 'publish_time', 'data', 'at
 const TOPIC_SCHEMA_METADATA = ['subscription_name', 'message_id', 'publish_time', 'attributes'] as const;
 const ORDERLY_METADATA = ['ordering_key', 'sequence'] as const;
 const CDC_FIELDS = ['_CHANGE_TYPE', '_CHANGE_SEQUENCE_NUMBER'];
+/**
+ * The CDC field a message or schema field names, in any letter case as columns are: `_change_type` taken
+ * for a column, or dropped as unknown, would turn a DELETE into an insert.
+ */
+function cdcFieldOf(field: string): string | undefined {
+  return CDC_FIELDS.find((f) => f === field.toUpperCase());
+}
 /** RevisionColumns positions of a schema field without a column. */
 const DROPPED = -1;
 const CDC_FIELD = -2;
@@ -132,9 +139,7 @@ export class RowMapper {
       const filled = new Map<number, string>();
       const cdcSpelling = new Map<string, string>();
       for (const [field, value] of Object.entries(record)) {
-        // In any letter case, as columns are: `_change_type` taken for a column, or dropped as unknown,
-        // would turn a DELETE into an insert.
-        const cdcField = CDC_FIELDS.find((f) => f === field.toUpperCase());
+        const cdcField = cdcFieldOf(field);
         if (cdcField) {
           const other = cdcSpelling.get(cdcField);
           if (other !== undefined) throw new ConversionError(field, `fields "${other}" and "${field}" both name ${cdcField}`);
@@ -210,7 +215,7 @@ export class RowMapper {
     values.forEach((v, j) => {
       const i = columns.at[j]!;
       if (i >= 0) cells[i] = v;
-      else if (i === CDC_FIELD && v !== null) cdc[columns.mapping.columns[j]!.name] = v;
+      else if (i === CDC_FIELD && v !== null) cdc[cdcFieldOf(columns.mapping.columns[j]!.name)!] = v;
     });
     return cdc;
   }
@@ -231,11 +236,17 @@ export class RowMapper {
       if (e instanceof UnmappableSchemaError) throw new SchemaMismatch(`table ${table}: ${e.message}`);
       throw e;
     }
-    const expected = `the topic schema (${revision}) maps to the columns ${columnDefinitionsSql(mapping.columns.filter((c) => !CDC_FIELDS.includes(c.name)))}`;
+    const expected = `the topic schema (${revision}) maps to the columns ${columnDefinitionsSql(mapping.columns.filter((c) => !cdcFieldOf(c.name)))}`;
+    const cdcSpelling = new Map<string, string>();
     const at = mapping.columns.map((c) => {
-      if (CDC_FIELDS.includes(c.name)) {
+      const cdcField = cdcFieldOf(c.name);
+      if (cdcField) {
         if (c.duckdbType !== 'VARCHAR')
           throw new SchemaMismatch(`table ${table}: the topic schema's field ${c.name} maps to ${c.duckdbType}; CDC takes a string`);
+        const other = cdcSpelling.get(cdcField);
+        if (other !== undefined)
+          throw new SchemaMismatch(`table ${table}: the topic schema's fields "${other}" and "${c.name}" both name ${cdcField}`);
+        cdcSpelling.set(cdcField, c.name);
         return CDC_FIELD;
       }
       const i = this.byName.get(c.name) ?? this.byFoldedName.get(c.name.toLowerCase());

@@ -196,6 +196,47 @@ describe('bigqueryConfig.useTopicSchema', () => {
     expect(await sql('SELECT id, qty FROM stock ORDER BY id')).toEqual([{ id: 'a', qty: 5 }]);
   });
 
+  it("takes the topic schema's CDC fields in any letter case, as columns are, even with dropUnknownFields", async () => {
+    const change = {
+      type: 'record',
+      name: 'PetChange',
+      fields: [
+        { name: 'id', type: 'string' },
+        { name: 'name', type: ['null', 'string'] },
+        { name: '_change_type', type: 'string' },
+        { name: '_change_sequence_number', type: ['null', 'string'] },
+      ],
+    };
+    await env.core.schemas.create({ parent: 'projects/p', schemaId: 'pets', schema: { type: 'AVRO', definition: JSON.stringify(change) } });
+    await env.core.createTopic('pets', { schemaSettings: { schema: 'projects/p/schemas/pets', encoding: 'JSON' } });
+    await sql('CREATE TABLE pets(id VARCHAR PRIMARY KEY, name VARCHAR)');
+    await env.core.createSubscription('to-pets', {
+      topic: 'pets',
+      enableMessageOrdering: true,
+      bigqueryConfig: { table: 'p.main.pets', useTopicSchema: true, dropUnknownFields: true },
+    });
+    await env.exports.sync();
+    const message = (id: string, type: string, seq: string, name: string | null = null) => ({
+      data: JSON.stringify({
+        id,
+        name: name === null ? null : { string: name },
+        _change_type: type,
+        _change_sequence_number: { string: seq },
+      }),
+      orderingKey: id,
+    });
+    // Dropped as unknown fields, the changes were appended as rows: the DELETE inserted one, the stale UPSERT too.
+    await env.core.publish('pets', [
+      message('rex', 'UPSERT', '1', 'Rex'),
+      message('rex', 'UPSERT', '3', 'Max'),
+      message('rex', 'UPSERT', '2', 'stale'),
+      message('tom', 'DELETE', '1'),
+    ]);
+    await waitFor('the changes', () => env.core.metrics('to-pets').backlogMessages === 0);
+    expect(env.core.getSubscription('to-pets').state).toBe('ACTIVE');
+    expect(await sql('SELECT id, name FROM pets ORDER BY id')).toEqual([{ id: 'rex', name: 'Max' }]);
+  });
+
   it('a table whose columns do not fit the topic schema puts the subscription in SCHEMA_MISMATCH and keeps the messages', async () => {
     await sql('CREATE TABLE narrow(id VARCHAR, qty BIGINT)');
     await env.core.createSubscription('to-narrow', { topic: 'orders', bigqueryConfig: { table: 'p.main.narrow', useTopicSchema: true } });
