@@ -108,6 +108,8 @@ export class PubSubCore {
   private readonly subs = new Map<string, SubscriptionRuntime>();
   private readonly identities = new Map<string, SubscriptionIdentity>();
   private readonly pushers = new Map<string, PushDelivery>();
+  /** Pushers stopped (push config removed, subscription deleted) whose requests may still be out: a close drains them too. */
+  private readonly stoppedPushers = new Set<PushDelivery>();
   private readonly events: SubscriptionEvents;
   private readonly validators = new Set<SubscriptionValidator>();
   /** Messages published per topic name since start (for metrics). */
@@ -234,6 +236,8 @@ export class PubSubCore {
     if (!wantsPush && pusher) {
       pusher.stop();
       this.pushers.delete(runtime.name);
+      this.stoppedPushers.add(pusher);
+      void pusher.settled().then(() => this.stoppedPushers.delete(pusher));
     }
   }
 
@@ -855,7 +859,7 @@ export class PubSubCore {
     this.publishes.drain();
     this.closed = true;
     for (const t of this.timers) t.cancel();
-    await Promise.all([...this.pushers.values()].map((p) => p.drain()));
+    await Promise.all([...this.pushers.values(), ...this.stoppedPushers].map((p) => p.drain()));
     await this.compacting?.catch(() => undefined);
     for (const rt of this.subs.values()) rt.close();
     await this.store.close();

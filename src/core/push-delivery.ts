@@ -174,6 +174,11 @@ export class PushDelivery {
     this.handle.detach();
   }
 
+  /** Settles once the requests out now have ended (none starts after `stop`). */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.requests]);
+  }
+
   /**
    * Stops pushing for a core that closes: waits for the requests out to be answered and their outcomes
    * recorded, for at most SHUTDOWN_GRACE_MS, then cuts the rest. Without it a SIGTERM waited for an endpoint
@@ -182,7 +187,7 @@ export class PushDelivery {
   async drain(): Promise<void> {
     this.stop();
     const grace = setTimeout(() => this.cut.abort(), SHUTDOWN_GRACE_MS);
-    await Promise.allSettled([...this.requests]);
+    await this.settled();
     clearTimeout(grace);
     // Their outcomes are recorded; what may still be open is an exchange acked on an interim 102, whose
     // final answer nobody waits for (it would hold its socket and timer up to the ack deadline).

@@ -276,6 +276,32 @@ describe('push delivery', () => {
     expect(closed).toBe(true);
   });
 
+  it('closing the core also ends a request out for a subscription that stopped pushing (made pull), within the grace', async () => {
+    let received = false;
+    let closed = false;
+    server = createServer((req, res) => {
+      received = true;
+      req.resume();
+      res.on('close', () => (closed = true));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    await core.createSubscription('pushed', {
+      topic: 'events',
+      ackDeadlineSeconds: 600,
+      pushConfig: { pushEndpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/push` },
+    });
+    await core.publish('events', [{ data: 'held' }]);
+    for (let i = 0; i < 300 && !received; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(received).toBe(true);
+    await core.updateSubscription('pushed', { pushConfig: null });
+    // Its pusher was stopped and forgotten, so the close neither waited for its request nor cut it: the
+    // request (its socket, its 600 s timer) outlived the core, and kept orderly serve from exiting.
+    await core.close();
+    for (let i = 0; i < 300 && !closed; i++) await new Promise((r) => setTimeout(r, 10));
+    server.closeAllConnections();
+    expect(closed).toBe(true);
+  });
+
   it("a failing push backs off (Pub/Sub's push backoff, 100 ms to 60 s) even under a retryPolicy of 0 s; a longer policy wins", async () => {
     server = createServer((_req, res) => res.writeHead(500).end());
     const endpoint = { pushEndpoint: 'http://127.0.0.1:9/push' };
