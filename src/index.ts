@@ -19,3 +19,4 @@ export { ExportManager, type ExportManagerOptions } from './connector/export-man
 export type { ExportStats } from './connector/export-runner.js';
 export { registerBuiltInConnectors } from '../connectors/index.js';
 export { createLogger, type Logger } from './log.js';
+export { queryDuckDb } from './duckdb/live-query.js';
