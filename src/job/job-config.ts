@@ -415,6 +415,7 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
       const factory = getConnector(section.connector);
       if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key))
         problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
+      refuseOutputOnly(problems, at, section);
       checkSection(problems, at, section.field, (config) => factory.parseConfig(config), section.config);
     });
   });
@@ -453,6 +454,16 @@ function uniqueNames(projectId: string): (kind: 'topics' | 'subscriptions', name
 }
 
 /** A connector's section: every unknown field is reported and set aside, and the rest is checked too. */
+/**
+ * `state` is output only in Pub/Sub's bigqueryConfig and cloudStorageConfig: the API ignores it in a request,
+ * as Google's does (clients send back what they read), but in a job file it would be a setting that does
+ * nothing, whatever it says. (A third-party connector's `exportConfig` may have a `state` of its own.)
+ */
+function refuseOutputOnly(problems: string[], at: string, section: { field: string; config: unknown }): void {
+  if (section.field !== 'exportConfig' && section.config && typeof section.config === 'object' && 'state' in section.config)
+    problems.push(`${at}.${section.field}.state: output only (the sink's state, which orderly status shows), not a setting`);
+}
+
 function checkSection(problems: string[], at: string, field: string, parse: (config: unknown) => unknown, config: unknown): void {
   if (!config || typeof config !== 'object') {
     parse(config);
@@ -609,6 +620,7 @@ function checkRemote(
       const factory = getConnector(section.connector);
       if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key))
         problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
+      refuseOutputOnly(problems, at, section);
       checkSection(problems, at, section.field, (config) => factory.parseConfig(config), section.config);
     });
   });

@@ -529,6 +529,31 @@ describe('applying a changed job file to an existing data directory', () => {
 });
 
 describe('export sections', () => {
+  it("refuses the export configs' output-only state, which a job file could set to anything for no effect", () => {
+    const job = {
+      ...base(),
+      subscriptions: [
+        { name: 'table-sub', topic: 'events', bigqueryConfig: { table: 'p.main.t', state: 'NOT_FOUND' } },
+        { name: 'files', topic: 'events', cloudStorageConfig: { bucket: 'exports', state: 'banana' } },
+      ],
+    };
+    expect(problems(job)).toEqual([
+      "subscriptions[0].bigqueryConfig.state: output only (the sink's state, which orderly status shows), not a setting",
+      "subscriptions[1].cloudStorageConfig.state: output only (the sink's state, which orderly status shows), not a setting",
+    ]);
+    const remote = {
+      dataDir: './data',
+      objectStorage: { endpoint: 'http://127.0.0.1:9' },
+      remote: {
+        endpoint: '127.0.0.1:9',
+        exports: [{ subscription: 'exp-sub', cloudStorageConfig: { bucket: 'exports', state: 'ACTIVE' } }],
+      },
+    };
+    expect(problems(remote)).toEqual([
+      "remote.exports[0].cloudStorageConfig.state: output only (the sink's state, which orderly status shows), not a setting",
+    ]);
+  });
+
   it("a value checked against a field set aside for its own problem is not reported against that field's default", () => {
     const sub = (extra: Record<string, unknown>) => ({ ...base(), subscriptions: [{ name: 'exp-sub', topic: 'events', ...extra }] });
     // maximumBackoff 5s is below the given 700s, whose problem is its own; against the default 10s it said "below".
