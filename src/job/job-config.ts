@@ -105,7 +105,7 @@ const remote = z.strictObject({
   projectId: z.string().optional(),
   /** Bearer token of an `orderly serve` started with one; write `${ORDERLY_TOKEN}` rather than the token. */
   authToken: z.string().optional(),
-  /** This worker's id (default: --worker-id, ORDERLY_WORKER_ID, else <host>-<pid>). */
+  /** This worker's id, unless --worker-id or ORDERLY_WORKER_ID gives one (none of them: <host>-<pid>). */
   workerId: z
     .string()
     .regex(/^[A-Za-z0-9._-]{1,64}$/, '1-64 letters, digits, ".", "_" or "-"')
