@@ -660,13 +660,19 @@ export function readJobDocument(file: string): Record<string, unknown> {
     // Positions from a LineCounter rather than prettyErrors' multi-line excerpts: one problem, one line.
     const lineCounter = new LineCounter();
     const doc = parseDocument(text, { prettyErrors: false, lineCounter });
-    const found = [...doc.errors, ...doc.warnings];
+    const found = [...doc.errors, ...doc.warnings].sort((a, b) => a.pos[0] - b.pos[0]);
     if (found.length) {
+      // Past a broken token the parser reports every later token as unexpected too (one `${PORT}` inside
+      // `{ }` made 137 "problems"): stop at the first such error and say how many more followed.
+      const cut = found.findIndex((p) => CASCADING_YAML_ERRORS.has(p.code));
+      const shown = cut === -1 ? found : found.slice(0, cut + 1);
+      const rest = found.length - shown.length;
       throw new JobConfigError(
         file,
-        found.map((p) => {
+        shown.map((p, i) => {
           const { line, col } = lineCounter.linePos(p.pos[0]);
-          return `line ${line}, column ${col}: not valid YAML: ${p.message}`;
+          const after = i === cut && rest ? ` (then ${rest} more errors, most likely caused by this one)` : '';
+          return `line ${line}, column ${col}: not valid YAML: ${p.message}${after}`;
         }),
       );
     }
@@ -691,6 +697,9 @@ export function readJobDocument(file: string): Record<string, unknown> {
   if (shape) fail(shape);
   return value as Record<string, unknown>;
 }
+
+/** The YAML parser's errors after which the rest of the text no longer parses as written. */
+const CASCADING_YAML_ERRORS = new Set(['UNEXPECTED_TOKEN', 'MISSING_CHAR', 'BAD_INDENT', 'BLOCK_IN_FLOW', 'BAD_SCALAR_START']);
 
 /** Reads at most MAX_JOB_FILE_BYTES; a larger regular file is refused from its size, without reading it. */
 function readCapped(file: string): string {

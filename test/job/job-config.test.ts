@@ -528,6 +528,23 @@ describe('applying a changed job file to an existing data directory', () => {
   });
 });
 
+describe('YAML syntax errors', () => {
+  it('reports a broken YAML token once, not every token after it', () => {
+    // A whole-value reference inside a flow mapping is not YAML (`{` opens a mapping in flow context).
+    const file = join(dir.path, 'broken.yaml');
+    writeFileSync(file, 'metrics: { port: ${PORT} }\ntopics:\n  - name: events\n  - name: dead\nsubscriptions: []\n');
+    let found: string[] = [];
+    try {
+      loadJob(file, { PORT: '9464' });
+    } catch (e) {
+      found = (e as { problems: string[] }).problems;
+    }
+    expect(found).toEqual([
+      expect.stringMatching(/^line 1, column \d+: not valid YAML: .* \(then \d+ more errors, most likely caused by this one\)$/),
+    ]);
+  });
+});
+
 describe('export sections', () => {
   it("refuses the export configs' output-only state, which a job file could set to anything for no effect", () => {
     const job = {
