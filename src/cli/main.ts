@@ -55,8 +55,14 @@ export async function main(argv: string[]): Promise<number> {
         if (o.json && e instanceof JobConfigError) console.log(JSON.stringify({ valid: false, problems: e.problems }, null, 2));
         throw e;
       }
-      out({ valid: true, topics: job.topics.length, subscriptions: job.subscriptions.length }, o.json, () =>
-        console.log(`${file}: valid (${job.topics.length} topics, ${job.subscriptions.length} subscriptions)`),
+      // A fleet worker's job has no topics or subscriptions of its own: count what it exports instead.
+      const remoteExports = job.remote?.exports.length;
+      const counts =
+        remoteExports === undefined ? { topics: job.topics.length, subscriptions: job.subscriptions.length } : { remoteExports };
+      out({ valid: true, ...counts }, o.json, () =>
+        console.log(
+          `${file}: valid (${remoteExports === undefined ? `${counts.topics} topics, ${counts.subscriptions} subscriptions` : `${remoteExports} remote exports`})`,
+        ),
       );
     });
 
