@@ -121,7 +121,8 @@ export class PubSubCore {
   private readonly onStoreError: (e: unknown) => void;
   private readonly payloads: PayloadBudget;
   private readonly window: { messages: number; perKey: number };
-  private compacting?: Promise<unknown>;
+  /** The compaction running, if one is; never rejects (its caller is told). */
+  private compacting?: Promise<void>;
   private readonly pushEgress: PushEgress;
   private readonly snapshots: Snapshots;
   private closed = false;
@@ -642,7 +643,7 @@ export class PubSubCore {
     const rt = this.attachable(subRef);
     const at = typeof time === 'number' ? time : time.getTime();
     // A compaction in flight would raise the watermark the seek lowers.
-    await this.compacting?.catch(() => undefined);
+    await this.compacting;
     // The store waits for queued acks to land first; deliveries still out are forgotten by reset, so an
     // ack arriving during the seek finds its lease gone instead of undoing the replay.
     const lowSeq = await this.store.seek(this.record(rt), at, this.retainedAcks(rt));
@@ -677,7 +678,7 @@ export class PubSubCore {
         `snapshot ${snapshot.name} is of topic ${this.topicNameOf(snapshot.topicUid)} and subscription ${rt.name} of ${this.describeSpec(rt).topic}: a subscription can only seek to a snapshot of its own topic`,
       );
     }
-    await this.compacting?.catch(() => undefined);
+    await this.compacting;
     const lowSeq = await this.store.seekToSnapshot(this.record(rt), snapshot.uid);
     if (lowSeq === undefined) throw new NotFoundError('Snapshot', snapshot.name);
     rt.reset(lowSeq, this.sequences.last);
@@ -728,7 +729,7 @@ export class PubSubCore {
     if (!this.topicLive(rt))
       throw new FailedPreconditionError(`the topic of subscription ${rt.name} was deleted: a snapshot holds messages of a topic`);
     // A compaction planned before the snapshot existed must not run alongside it.
-    await this.compacting?.catch(() => undefined);
+    await this.compacting;
     const source = { name: rt.name, topicUid: rt.topicUid, retentionSeconds: rt.spec.messageRetentionDuration };
     const created = await this.snapshots.create(ref, source, options.labels);
     // A snapshot of this name that expired may have left its policy (expired ones are swept later): a new one starts empty.
@@ -821,10 +822,13 @@ export class PubSubCore {
    * thread. One compaction at a time; a call while one runs waits for it and then runs its own.
    */
   compact(): Promise<{ deletedMessages: number }> {
-    const run = (this.compacting ?? Promise.resolve()).catch(() => undefined).then(() => this.compactNow());
-    const tracked = run.finally(() => {
+    const run = (this.compacting ?? Promise.resolve()).then(() => this.compactNow());
+    // The caller gets the failure; the tracking promise must not reject too, or a failed compaction (a
+    // full disk) would be an unhandled rejection that ends the process, whatever `onStoreError` does.
+    const untrack = () => {
       if (this.compacting === tracked) this.compacting = undefined;
-    });
+    };
+    const tracked = run.then(untrack, untrack);
     this.compacting = tracked;
     return run;
   }
@@ -860,7 +864,7 @@ export class PubSubCore {
     this.closed = true;
     for (const t of this.timers) t.cancel();
     await Promise.all([...this.pushers.values(), ...this.stoppedPushers].map((p) => p.drain()));
-    await this.compacting?.catch(() => undefined);
+    await this.compacting;
     for (const rt of this.subs.values()) rt.close();
     await this.store.close();
   }
