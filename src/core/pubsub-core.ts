@@ -181,6 +181,7 @@ export class PubSubCore {
    * are pointed at `_deleted-schema_` first, as Pub/Sub does, and its IAM policy goes.
    */
   private persistSchema(change: SchemaChange): Promise<void> {
+    this.checkOpen();
     if (change.kind === 'put') return this.store.putSchema({ name: change.record.name, record: change.record });
     // Its topics change as an update of theirs would: a topic update started before it must not write back
     // the schema's name after this.
@@ -253,6 +254,7 @@ export class PubSubCore {
   }
 
   async createTopic(ref: string, input: TopicInput = {}): Promise<Topic> {
+    this.checkOpen();
     const name = this.topicName(ref, 'name');
     const { labels, settings } = applyTopicInput({ labels: {}, settings: {} }, input, (v, f) => this.schemas.checkTopicSettings(v, f));
     if (this.topics.has(name) || this.creating.has(name)) throw new AlreadyExistsError('Topic', name);
@@ -348,6 +350,7 @@ export class PubSubCore {
   }
 
   private topicRecord(ref: string): TopicRecord {
+    this.checkOpen();
     const name = this.topicName(ref);
     const rec = this.topics.get(name);
     if (!rec) throw new NotFoundError('Topic', name);
@@ -368,6 +371,7 @@ export class PubSubCore {
   }
 
   async createSubscription(ref: string, input: SubscriptionInput): Promise<Subscription> {
+    this.checkOpen();
     const name = this.subscriptionName(ref, 'name');
     const spec = normalizeSubscription(input, (t, field) => this.topicName(t, field));
     checkLabels(spec.labels);
@@ -515,6 +519,7 @@ export class PubSubCore {
   }
 
   private runtime(ref: string): SubscriptionRuntime {
+    this.checkOpen();
     const name = this.subscriptionName(ref);
     const rt = this.subs.get(name);
     if (!rt) throw new NotFoundError('Subscription', name);
@@ -547,7 +552,7 @@ export class PubSubCore {
   }
 
   private async append(topic: TopicRecord, messages: ValidMessage[]): Promise<string[]> {
-    if (this.closed) throw new FailedPreconditionError('the Orderly core is closed');
+    this.checkOpen();
     // Sequences are handed out synchronously, in call order, so key order = publish order; appends
     // commit in that order too (the store's writer keeps submission order).
     const stored = this.sequences.allocate(topic.uid, messages);
@@ -753,11 +758,13 @@ export class PubSubCore {
 
   /** Changes the labels and/or expireTime `patch` gives (see Snapshots.update). */
   updateSnapshot(ref: string, patch: SnapshotPatch): Promise<Snapshot> {
+    this.checkOpen();
     return this.oneUpdateAtATime(async () => this.describeSnapshot(await this.snapshots.update(ref, patch)));
   }
 
   /** Deletes the snapshot; what only it held becomes subject to compaction. Its IAM policy goes too. */
   async deleteSnapshot(ref: string): Promise<void> {
+    this.checkOpen();
     const name = this.snapshots.get(ref).name;
     await this.snapshots.delete(ref);
     await this.iam.drop(name);
@@ -822,6 +829,7 @@ export class PubSubCore {
    * thread. One compaction at a time; a call while one runs waits for it and then runs its own.
    */
   compact(): Promise<{ deletedMessages: number }> {
+    if (this.closed) return Promise.reject(closedError());
     const run = (this.compacting ?? Promise.resolve()).then(() => this.compactNow());
     // The caller gets the failure; the tracking promise must not reject too, or a failed compaction (a
     // full disk) would be an unhandled rejection that ends the process, whatever `onStoreError` does.
@@ -865,9 +873,21 @@ export class PubSubCore {
     for (const t of this.timers) t.cancel();
     await Promise.all([...this.pushers.values(), ...this.stoppedPushers].map((p) => p.drain()));
     await this.compacting;
-    for (const rt of this.subs.values()) rt.close();
+    for (const rt of this.subs.values()) rt.close(closedError());
     await this.store.close();
   }
+
+  /**
+   * Every use of a closed core fails with FAILED_PRECONDITION saying so: not NOT_FOUND for a subscription
+   * that exists, nor the closed store's untyped error, nor (an ack) a quiet "invalid ack id".
+   */
+  private checkOpen(): void {
+    if (this.closed) throw closedError();
+  }
+}
+
+function closedError(): FailedPreconditionError {
+  return new FailedPreconditionError('the Orderly core is closed');
 }
 
 function detachedError(name: string): FailedPreconditionError {
