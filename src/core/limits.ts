@@ -23,7 +23,29 @@ function where(index: number): string {
   return `messages[${index}]`;
 }
 
+/**
+ * A caller in JavaScript (or with data parsed from JSON) is not held to MessageInput's types: a number as
+ * data or ordering key failed inside Buffer with an untyped TypeError, and a string as attributes was
+ * stored as its characters (`{"0": "n", "1": "o"}`).
+ */
+function checkShape(input: MessageInput, index: number): void {
+  if (typeof input !== 'object' || input === null)
+    throw new InvalidArgumentError(where(index), `must be an object with data, attributes and/or orderingKey, got ${kindOf(input)}`);
+  const { data, attributes, orderingKey } = input as Record<keyof MessageInput, unknown>;
+  if (data !== undefined && typeof data !== 'string' && !(data instanceof Uint8Array))
+    throw new InvalidArgumentError(`${where(index)}.data`, `must be a string or bytes (a Uint8Array or Buffer), got ${kindOf(data)}`);
+  if (attributes !== undefined && (typeof attributes !== 'object' || attributes === null || Array.isArray(attributes)))
+    throw new InvalidArgumentError(`${where(index)}.attributes`, `must be an object of string values, got ${kindOf(attributes)}`);
+  if (orderingKey !== undefined && typeof orderingKey !== 'string')
+    throw new InvalidArgumentError(`${where(index)}.orderingKey`, `must be a string, got ${kindOf(orderingKey)}`);
+}
+
+function kindOf(value: unknown): string {
+  return value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value;
+}
+
 export function validateMessage(input: MessageInput, index: number): ValidMessage {
+  checkShape(input, index);
   const data =
     input.data === undefined ? Buffer.alloc(0) : typeof input.data === 'string' ? Buffer.from(input.data) : Buffer.from(input.data);
   if (data.byteLength > LIMITS.maxDataBytes) {
@@ -69,6 +91,7 @@ export function validateMessage(input: MessageInput, index: number): ValidMessag
 }
 
 export function validateBatch(inputs: MessageInput[]): ValidMessage[] {
+  if (!Array.isArray(inputs)) throw new InvalidArgumentError('messages', `must be an array of messages, got ${kindOf(inputs)}`);
   if (inputs.length === 0) throw new InvalidArgumentError('messages', 'at least one message is required');
   if (inputs.length > LIMITS.maxBatchMessages) {
     throw new InvalidArgumentError('messages', `at most ${LIMITS.maxBatchMessages} messages per publish, got ${inputs.length}`);

@@ -25,8 +25,9 @@ export class Publisher {
   ) {}
 
   publish(message: MessageInput): Promise<string> {
-    const key = message.orderingKey ?? '';
-    if (key === '') return this.core.publish(this.topic, [message]).then((ids) => ids[0]!);
+    // A caller without types may pass no object or a key that is no string: the core refuses those, naming the field.
+    const key: unknown = (message as MessageInput | null)?.orderingKey ?? '';
+    if (typeof key !== 'string' || key === '') return this.core.publish(this.topic, [message]).then((ids) => ids[0]!);
     if (this.paused.has(key)) return Promise.reject(new OrderingKeyPausedError(key));
     return new Promise((resolve, reject) => {
       const queue = this.queues.get(key);

@@ -50,6 +50,28 @@ describe('publish limits (each at and just past its bound)', () => {
     expect(ok({ data: 'x', attributes: inherited }).attributes).toEqual({});
   });
 
+  it('a message of the wrong shape (a caller without types) is INVALID_ARGUMENT naming the field, never stored as garbage', () => {
+    const refused = (input: unknown) => () => validateBatch([input as Parameters<typeof validateMessage>[0]]);
+    const invalid = (field: string, detail: string) =>
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', field, message: `${field}: ${detail}` });
+    expect(refused(null)).toThrow(invalid('messages[0]', 'must be an object with data, attributes and/or orderingKey, got null'));
+    expect(refused('text')).toThrow(invalid('messages[0]', 'must be an object with data, attributes and/or orderingKey, got string'));
+    expect(refused({ data: 123 })).toThrow(invalid('messages[0].data', 'must be a string or bytes (a Uint8Array or Buffer), got number'));
+    expect(refused({ data: { text: 'x' } })).toThrow(
+      invalid('messages[0].data', 'must be a string or bytes (a Uint8Array or Buffer), got object'),
+    );
+    expect(refused({ data: 'x', attributes: 'no' })).toThrow(
+      invalid('messages[0].attributes', 'must be an object of string values, got string'),
+    );
+    expect(refused({ data: 'x', attributes: ['v'] })).toThrow(
+      invalid('messages[0].attributes', 'must be an object of string values, got an array'),
+    );
+    expect(refused({ data: 'x', orderingKey: 5 })).toThrow(invalid('messages[0].orderingKey', 'must be a string, got number'));
+    expect(() => validateBatch({ data: 'x' } as unknown as Parameters<typeof validateBatch>[0])).toThrow(
+      invalid('messages', 'must be an array of messages, got object'),
+    );
+  });
+
   it('batch: 1000 messages accepted, 1001 refused; 10 MiB total', () => {
     const msgs = (n: number) => Array.from({ length: n }, () => ({ data: 'x' }));
     expect(validateBatch(msgs(1000))).toHaveLength(1000);

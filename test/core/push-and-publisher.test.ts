@@ -332,6 +332,19 @@ describe('publisher-side ordering', () => {
     await expect(publisher.publish({ data: 'k3', orderingKey: 'k' })).resolves.toBeDefined();
   });
 
+  it('an ordering key that is no string (a caller without types) is refused as INVALID_ARGUMENT naming it', async () => {
+    const publisher = new Publisher(core, 'events');
+    const message = { data: 'x', orderingKey: 5 } as unknown as Parameters<Publisher['publish']>[0];
+    await expect(publisher.publish(message)).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: 'messages[0].orderingKey: must be a string, got number',
+    });
+    await expect(publisher.publish(null as unknown as Parameters<Publisher['publish']>[0])).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      field: 'messages[0]',
+    });
+  });
+
   it('batches stay under the request limit counting attributes and keys, not data alone', async () => {
     // 110 valid messages of ~100 KB of attributes each (no data): one request of them would be ~11 MB.
     const attributes = Object.fromEntries(Array.from({ length: 99 }, (_, i) => [`a${i}`, 'v'.repeat(1024)]));
