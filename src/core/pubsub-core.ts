@@ -647,6 +647,10 @@ export class PubSubCore {
   async seek(subRef: string, time: Date | number): Promise<void> {
     const rt = this.attachable(subRef);
     const at = typeof time === 'number' ? time : time.getTime();
+    // An invalid Date (a time parsed from bad input) is NaN, which the store's comparisons took as "before
+    // nothing": the seek went through and made every retained message unacked.
+    if (!Number.isFinite(at))
+      throw new InvalidArgumentError('time', `must be a valid Date or milliseconds since the epoch, got ${String(time)}`);
     // A compaction in flight would raise the watermark the seek lowers.
     await this.compacting;
     // The store waits for queued acks to land first; deliveries still out are forgotten by reset, so an

@@ -678,6 +678,10 @@ describe('filters, seek, retention, flow control', () => {
     expect(texts(await pullAll('replay'))).toEqual(['2', '3']);
     await core.seek('replay', mark + 60_000);
     expect(await pullAll('replay')).toHaveLength(0);
+    // A time that is no time (an invalid Date) is refused and changes nothing: it used to replay all.
+    for (const time of [new Date('not a date'), Number.NaN, Number.POSITIVE_INFINITY])
+      await expect(core.seek('replay', time)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', field: 'time' });
+    expect(await pullAll('replay')).toHaveLength(0);
   });
 
   it('seek to a time back without retention replays only what is unacked: acked messages are gone for the subscription', async () => {
