@@ -1,4 +1,5 @@
 import type { ConsumerSpec, SubscriptionHandle } from './consumer.js';
+import { InvalidArgumentError } from './errors.js';
 import { messageSize, type ReceivedMessage } from './message.js';
 
 export interface SubscribeOptions {
@@ -46,8 +47,8 @@ export class Subscriber {
     private readonly handler: MessageHandler,
     private readonly options: SubscribeOptions,
   ) {
-    this.maxMessages = options.flowControl?.maxMessages ?? 1000;
-    this.maxBytes = options.flowControl?.maxBytes ?? 100 * 1024 * 1024;
+    this.maxMessages = positive('flowControl.maxMessages', options.flowControl?.maxMessages ?? 1000);
+    this.maxBytes = positive('flowControl.maxBytes', options.flowControl?.maxBytes ?? 100 * 1024 * 1024);
     this.handle = attach({
       affinity: options.affinity,
       keepAliveSeconds: options.maxExtensionSeconds ?? 3600,
@@ -170,4 +171,10 @@ export class Subscriber {
     }
     this.handle.detach();
   }
+}
+
+/** A limit of 0, a negative one or NaN left the subscriber no room: it was attached and never given a message. */
+function positive(field: string, value: number): number {
+  if (!(value > 0)) throw new InvalidArgumentError(field, `must be a positive number, got ${value}`);
+  return value;
 }

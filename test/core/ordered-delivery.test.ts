@@ -789,6 +789,23 @@ describe('filters, seek, retention, flow control', () => {
     expect(core.metrics('callback').backlogMessages).toBe(0);
   });
 
+  it('a flow control limit that leaves no room (0, negative, NaN) is refused, not a subscriber that never gets a message', async () => {
+    await core.createSubscription('no-room', { topic: 'orders' });
+    for (const [field, flowControl] of [
+      ['flowControl.maxMessages', { maxMessages: 0 }],
+      ['flowControl.maxMessages', { maxMessages: -1 }],
+      ['flowControl.maxBytes', { maxBytes: 0 }],
+      ['flowControl.maxBytes', { maxBytes: Number.NaN }],
+    ] as const) {
+      expect(() => core.subscribe('no-room', () => undefined, { flowControl }), field).toThrow(
+        expect.objectContaining({ code: 'INVALID_ARGUMENT', field }),
+      );
+    }
+    // Nothing was left attached: a message published now waits for a subscriber that can take it.
+    await core.publish('orders', [{ data: 'waits' }]);
+    expect(texts(await core.pull('no-room'))).toEqual(['waits']);
+  });
+
   it('a key with outstanding messages stays with its subscriber; idle keys may move', async () => {
     await core.createSubscription('aff', { topic: 'orders', enableMessageOrdering: true });
     const seen = new Map<string, Set<string>>();
