@@ -24,8 +24,15 @@ import { adoptNameKeyedProgress } from './legacy-progress.js';
 import { ProgressLog } from './progress-log.js';
 import { RowMapper, SchemaMismatch, type Cell, type Column, type Row } from './row-mapper.js';
 import { DuckDbWrittenIds } from './written-ids.js';
+import { DuckDbMemoryError, isDuckDbMemoryError } from './memory-error.js';
 
 export { DuckDbFileError } from './database-file.js';
+
+/**
+ * The writers connected through each instance. Closing an instance leaves the connections other writers
+ * hold on it working, on the same file a new instance would then open too: only a sole writer closes it.
+ */
+const writersOf = new WeakMap<DuckDBInstance, Set<DuckDbTableWriter>>();
 
 interface Pending {
   em: ExportMessage;
@@ -85,6 +92,14 @@ export class DuckDbTableWriter implements Connector {
   }
 
   async open(): Promise<void> {
+    try {
+      await this.openConnection();
+    } catch (e) {
+      throw await this.releasedOnMemoryError(e);
+    }
+  }
+
+  private async openConnection(): Promise<void> {
     if (!this.connection) {
       try {
         this.instance = await openDuckDb(this.databasePath);
@@ -114,6 +129,8 @@ export class DuckDbTableWriter implements Connector {
         throw e;
       }
       this.connection = connection;
+      const writers = writersOf.get(this.instance) ?? new Set();
+      writersOf.set(this.instance, writers.add(this));
     }
     await this.loadTable();
   }
@@ -131,6 +148,22 @@ export class DuckDbTableWriter implements Connector {
     this.mapper = undefined;
     if (this.instance) await discardDuckDb(this.databasePath, this.instance);
     throw new DuckDbFileError(this.databasePath, problem);
+  }
+
+  /**
+   * `e`, or when DuckDB ran out of memory, DuckDbMemoryError after closing this process's instance of
+   * the file if no other writer uses it: what it pinned is released, and a database a failed checkpoint
+   * invalidated is usable again only attached afresh (the runner reopens the writer, which opens a new
+   * instance). With other writers on it, the instance stays as it is (see writersOf).
+   */
+  private async releasedOnMemoryError(e: unknown): Promise<unknown> {
+    if (e instanceof DuckDbMemoryError || !isDuckDbMemoryError(e)) return e;
+    await this.inflight?.catch(() => undefined);
+    this.inflight = undefined;
+    this.closeConnection();
+    this.mapper = undefined;
+    if (this.instance && !writersOf.get(this.instance)?.size) await discardDuckDb(this.databasePath, this.instance);
+    return new DuckDbMemoryError(this.databasePath, this.config.table, e);
   }
 
   /** Reads the target table's columns and primary key; the sink is unusable without a fitting table. */
@@ -175,6 +208,14 @@ export class DuckDbTableWriter implements Connector {
    * messages here deferred. `flush` reports the last commit (`'due'` once it finished, `'all'` waiting for it).
    */
   async write(batch: ExportMessage[]): Promise<WriteResult> {
+    try {
+      return await this.writeBatch(batch);
+    } catch (e) {
+      throw await this.releasedOnMemoryError(e);
+    }
+  }
+
+  private async writeBatch(batch: ExportMessage[]): Promise<WriteResult> {
     if (!this.mapper) await this.settle(); // a failed commit may have dropped the mapper: loading needs the connection idle
     const mapper = this.mapper ?? (await this.loadTable());
     const mapped = await mapAll(mapper, batch);
@@ -379,6 +420,14 @@ export class DuckDbTableWriter implements Connector {
   }
 
   async flush(mode: 'due' | 'all'): Promise<WriteResult> {
+    try {
+      return await this.flushCommits(mode);
+    } catch (e) {
+      throw await this.releasedOnMemoryError(e);
+    }
+  }
+
+  private async flushCommits(mode: 'due' | 'all'): Promise<WriteResult> {
     if (mode === 'all' || this.inflightDone) await this.settle();
     await this.retryFailedCommit();
     if (mode === 'all') await this.settle();
@@ -388,8 +437,13 @@ export class DuckDbTableWriter implements Connector {
   async close(): Promise<void> {
     await this.inflight?.catch(() => undefined); // its failure was reported by the call that failed, or goes with this connector
     this.inflight = undefined;
+    this.closeConnection();
+  }
+
+  private closeConnection(): void {
     this.connection?.closeSync();
     this.connection = undefined;
+    if (this.instance) writersOf.get(this.instance)?.delete(this);
   }
 }
 

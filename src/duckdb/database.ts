@@ -30,7 +30,7 @@ const headerFds = new WeakMap<DuckDBInstance, number>();
  * append loop ~180 MiB) and single commits take seconds. Not stored in the file: it applies to what this
  * process writes, to new files and to files written before alike (their existing row groups stay as they are).
  */
-const ROW_GROUP_SIZE = 16_384;
+export const ROW_GROUP_SIZE = 16_384;
 
 /**
  * A 64 MB WAL before each automatic checkpoint (DuckDB's default is 16 MB): at the default, checkpoints

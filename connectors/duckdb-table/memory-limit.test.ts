@@ -1,0 +1,63 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import type { ExportMessage } from '../../src/connector/connector.js';
+import { closeDuckDb, queryDuckDb, setDuckDbLimits } from '../../src/duckdb/database.js';
+import { tempDir } from '../../test/helpers/core.js';
+import { keyedExportMessage, writerContext } from '../../test/helpers/writer-context.js';
+import { parseDuckDbTableConfig } from './config.js';
+import { DuckDbTableWriter } from './table-writer.js';
+
+let dir: ReturnType<typeof tempDir>;
+let path: string;
+
+beforeEach(() => {
+  dir = tempDir();
+  path = join(dir.path, 'export.duckdb');
+});
+afterEach(async () => {
+  setDuckDbLimits({ tableMemoryLimit: '32MiB' });
+  await closeDuckDb(path);
+  dir.remove();
+});
+
+/** A 100 KB message: DuckDB keeps rows this large pinned until a checkpoint, which needs the whole row group in memory. */
+function largeMessage(sequence: number): ExportMessage {
+  const em = keyedExportMessage('k', sequence);
+  return { ...em, message: { ...em.message, data: Buffer.from(`${sequence}:${'x'.repeat(100_000)}`) } };
+}
+
+async function openWriter(): Promise<DuckDbTableWriter> {
+  const writer = new DuckDbTableWriter(parseDuckDbTableConfig({ table: 'p.main.big' }), writerContext('big', { dataDir: dir.path }), path);
+  await writer.open();
+  return writer;
+}
+
+describe('a table export at its DuckDB memory limit', () => {
+  it('reports the memory limit as the cause and, once memory allows, writes again after reopening (the database is not left invalidated)', async () => {
+    setDuckDbLimits({ tableMemoryLimit: '16MiB' });
+    await queryDuckDb(path, 'CREATE TABLE big(data VARCHAR)');
+    const messages = Array.from({ length: 400 }, (_, i) => largeMessage(i + 1));
+    const writer = await openWriter();
+    let failure: unknown;
+    try {
+      for (let i = 0; i < messages.length; i += 20) await writer.write(messages.slice(i, i + 20));
+      await writer.flush('all');
+    } catch (e) {
+      failure = e;
+    }
+    await writer.close();
+    expect((failure as Error).name).toBe('DuckDbMemoryError');
+    expect((failure as Error).message).toMatch(/memory\.duckdbTables: 16MiB\) writing table p\.main\.big/);
+
+    // Memory enough now (the cause could as well have been another user of the instance): a new writer
+    // opens a new instance, and what the first one committed is recognised, not written twice.
+    setDuckDbLimits({ tableMemoryLimit: '256MiB' });
+    const again = await openWriter();
+    for (let i = 0; i < messages.length; i += 50) await again.write(messages.slice(i, i + 50));
+    const last = await again.flush('all');
+    await again.close();
+    expect(last.failed).toEqual([]);
+    const [counts] = await queryDuckDb(path, 'SELECT count(*) AS n, count(DISTINCT data) AS d FROM big');
+    expect(counts).toEqual({ n: 400n, d: 400n });
+  });
+});
