@@ -73,23 +73,26 @@ export class DamageFound extends Error {}
 
 /**
  * A handle on a running whole-file check: `result` resolves when it found nothing or was stopped, and
- * rejects with a DamageFound, or another error if it could not run. After `stop`, it reports nothing more.
+ * rejects with a DamageFound, or another error if it could not run. After `stop`, it reports nothing more;
+ * what `stop` returns resolves once the check's thread has ended.
  */
 export interface FileCheck {
   result: Promise<void>;
-  stop(): void;
+  stop(): Promise<void>;
 }
 
 /**
- * Runs the whole-file integrity check (store-check.ts) on a thread of its own. Stopping terminates the
- * thread, but the check is one SQLite call that runs to its end: a process exiting meanwhile waits for it
- * (as it did when the check ran on the writer thread), ~0.7 s per million messages at most.
+ * Runs the whole-file integrity check (store-check.ts) on a thread of its own. Stopping lets the thread
+ * run to its end (~0.7 s per million messages at most) instead of terminating it: better-sqlite3 aborts
+ * the whole process ("FATAL ERROR: v8::ToLocalChecked Empty MaybeLocal") when SQLite fails inside a thread
+ * being terminated, as the check did when a store was closed and its folder removed at once.
  */
 export function checkStoreFile(file: string): FileCheck {
   const worker = startWorker('store-check', { file });
   // A check still running must not keep a process that is done from exiting.
   worker.unref();
   let stopped = false;
+  const ended = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
   const result = new Promise<void>((resolve, reject) => {
     const settle = (outcome?: Error) => (stopped || !outcome ? resolve() : reject(outcome));
     worker.once('message', (found: string) => settle(found === 'ok' ? undefined : new DamageFound(`integrity check failed: ${found}`)));
@@ -100,7 +103,7 @@ export function checkStoreFile(file: string): FileCheck {
     result,
     stop: () => {
       stopped = true;
-      worker.terminate().catch(() => undefined);
+      return ended;
     },
   };
 }
@@ -113,7 +116,7 @@ function startCheck(check: (file: string) => FileCheck, file: string): FileCheck
   try {
     return check(file);
   } catch (e) {
-    return { result: Promise.reject(e instanceof Error ? e : new Error(String(e))), stop: () => undefined };
+    return { result: Promise.reject(e instanceof Error ? e : new Error(String(e))), stop: () => Promise.resolve() };
   }
 }
 
@@ -337,9 +340,11 @@ export class StoreWriter {
     return { deletedMessages };
   }
 
+  /** Also waits for the whole-file check to end: a store's folder may be removed once it closed. */
   async close(): Promise<void> {
-    this.check.stop();
+    const checkEnded = this.check.stop();
     await this.drain();
+    await checkEnded;
     await this.thread.request({ op: 'close', store: this.store }).catch(() => undefined);
   }
 }

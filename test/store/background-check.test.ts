@@ -18,19 +18,31 @@ const message = (seq: number): StoredMessage => ({
   attributes: {},
 });
 
-/** A whole-file check that reports only when the test says so. */
-function heldCheck(): FileCheck & { report: (found?: Error) => void; stopped: boolean } {
+/** A whole-file check that reports only when the test says so; its thread ends when stopped, or (`holdThread`) when the test says. */
+function heldCheck(holdThread = false): FileCheck & { report: (found?: Error) => void; end: () => void; stopped: boolean } {
   let report!: (found?: Error) => void;
+  let end!: () => void;
   const result = new Promise<void>((resolve, reject) => (report = (found) => (found ? reject(found) : resolve())));
-  const check = { result, report, stopped: false, stop: () => (check.stopped = true) };
+  const ended = new Promise<void>((resolve) => (end = resolve));
+  if (!holdThread) end();
+  const check = {
+    result,
+    report,
+    end,
+    stopped: false,
+    stop: () => {
+      check.stopped = true;
+      return ended;
+    },
+  };
   return check;
 }
 
 /** A store file with the schema, and a writer on it whose check the test holds. */
-async function writerWithHeldCheck() {
+async function writerWithHeldCheck(holdThread = false) {
   await SqliteStore.open(dir.path).close();
   const file = join(dir.path, 'orderly.sqlite');
-  const check = heldCheck();
+  const check = heldCheck(holdThread);
   const failures: [string, WriterFailure][] = [];
   const writer = new StoreWriter(
     file,
@@ -125,12 +137,25 @@ describe("the store's whole-file check runs beside its writes", () => {
     await writer.close();
   });
 
+  it("a writer closes only once its check's thread has ended, so the store's folder may go right after", async () => {
+    // The check's thread was terminated instead, mid-call: better-sqlite3 aborted the whole process when
+    // SQLite then failed in it (the folder removed), "FATAL ERROR: v8::ToLocalChecked Empty MaybeLocal".
+    const { check, writer } = await writerWithHeldCheck(true);
+    let closed = false;
+    const closing = writer.close().then(() => (closed = true));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect([check.stopped, closed]).toEqual([true, false]);
+    check.end();
+    await closing;
+    expect(closed).toBe(true);
+  });
+
   it('the real check: finds nothing in a sound store; once stopped, it reports nothing', async () => {
     await SqliteStore.open(dir.path).close();
     const file = join(dir.path, 'orderly.sqlite');
     await expect(checkStoreFile(file).result).resolves.toBeUndefined();
     const stopped = checkStoreFile(join(dir.path, 'no-such-file.sqlite'));
-    stopped.stop();
+    void stopped.stop();
     await expect(stopped.result).resolves.toBeUndefined();
     await expect(checkStoreFile(join(dir.path, 'no-such-file.sqlite')).result).rejects.toThrow(/its thread failed/);
   });
