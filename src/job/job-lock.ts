@@ -35,14 +35,23 @@ const held = new Map<string, Database.Database>();
 function hold(dataDir: string): boolean {
   const key = resolve(dataDir);
   if (held.has(key)) return true;
-  const db = new Database(join(dataDir, HOLD_FILE), { timeout: 0 });
+  const file = join(dataDir, HOLD_FILE);
+  const created = !existsSync(file);
+  let db: Database.Database | undefined;
   try {
+    db = new Database(file, { timeout: 0 });
     // Never committed: the exclusive lock is held until the database is closed.
     db.exec('BEGIN EXCLUSIVE');
   } catch (e) {
-    db.close();
-    if ((e as { code?: string }).code === 'SQLITE_BUSY') return false;
-    throw new OrderlyError('FAILED_PRECONDITION', `cannot lock ${join(dataDir, HOLD_FILE)}: ${(e as Error).message}`);
+    db?.close();
+    const code = (e as { code?: string }).code ?? '';
+    if (code === 'SQLITE_BUSY') return false;
+    // A file this start made and could not lock (a full disk) is not left behind.
+    if (created) for (const f of [file, `${file}-journal`]) rmSync(f, { force: true });
+    throw new OrderlyError(
+      code.startsWith('SQLITE_FULL') ? 'RESOURCE_EXHAUSTED' : 'FAILED_PRECONDITION',
+      `cannot lock the data directory ${dataDir} (${file}): ${(e as Error).message}`,
+    );
   }
   held.set(key, db);
   return true;
