@@ -103,6 +103,9 @@ export function checkStoreFile(file: string): FileCheck {
     result,
     stop: () => {
       stopped = true;
+      // Whoever waits for the end must be kept waiting by it: an unref'd thread let a process whose last
+      // work was that wait exit at once (code 13, a top-level await left unsettled).
+      worker.ref();
       return ended;
     },
   };
