@@ -9,6 +9,11 @@ import type { ManualClock } from '../../src/core/clock.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
 import { openCore, settle, tempDir } from '../helpers/core.js';
 
+/** Waits until `done()` holds, for at most 3 s (the caller's expect says whether it did). */
+async function within3s(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 300 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
+}
+
 let dir: ReturnType<typeof tempDir>;
 let core: PubSubCore;
 let clock: ManualClock;
@@ -26,6 +31,16 @@ afterEach(async () => {
 describe('push delivery', () => {
   let server: Server;
   afterEach(() => new Promise<void>((r) => server.close(() => r())));
+
+  /** Listens with `endpoint` and creates `pushed`, pushing to it with a 600 s ack deadline. */
+  async function pushWithLongDeadline(endpoint: Server): Promise<void> {
+    await new Promise<void>((r) => endpoint.listen(0, '127.0.0.1', r));
+    await core.createSubscription('pushed', {
+      topic: 'events',
+      ackDeadlineSeconds: 600,
+      pushConfig: { pushEndpoint: `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/push` },
+    });
+  }
 
   it('POSTs the Pub/Sub envelope, one outstanding message per key, 2xx acks and errors redeliver', async () => {
     const received: { key: string; data: string; attempt?: number }[] = [];
@@ -213,7 +228,7 @@ describe('push delivery', () => {
     });
     await core.publish('events', [{ data: 'slow work' }]);
     // Without the 102 counting, the message stays out until the request's timeout, the 10 s ack deadline.
-    for (let i = 0; i < 300 && core.metrics('pushed').backlogMessages > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await within3s(() => core.metrics('pushed').backlogMessages === 0);
     expect(core.metrics('pushed').backlogMessages).toBe(0);
     held!.writeHead(500).end();
     expect(requests).toBe(1);
@@ -243,7 +258,7 @@ describe('push delivery', () => {
       for (let i = 0; i < 500 && held.length < 12; i++) await new Promise((r) => setTimeout(r, 10));
       expect(held).toHaveLength(12);
       for (const res of held) res.writeHead(204).end();
-      for (let i = 0; i < 300 && core.metrics('pushed').backlogMessages > 0; i++) await new Promise((r) => setTimeout(r, 10));
+      await within3s(() => core.metrics('pushed').backlogMessages === 0);
       expect(core.metrics('pushed').backlogMessages).toBe(0);
       await new Promise((r) => setImmediate(r));
       expect(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning'))).toEqual([]);
@@ -259,19 +274,14 @@ describe('push delivery', () => {
       req.on('end', () => res.writeProcessing());
       res.on('close', () => (closed = true));
     });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    await core.createSubscription('pushed', {
-      topic: 'events',
-      ackDeadlineSeconds: 600,
-      pushConfig: { pushEndpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/push` },
-    });
+    await pushWithLongDeadline(server);
     await core.publish('events', [{ data: 'slow work' }]);
-    for (let i = 0; i < 300 && core.metrics('pushed').backlogMessages > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await within3s(() => core.metrics('pushed').backlogMessages === 0);
     expect(core.metrics('pushed').backlogMessages).toBe(0);
     // Acked on the 102, so the drain had no request to wait for: the exchange (its socket, its 600 s timer)
     // lived on after close and kept a process that embeds the core from exiting.
     await core.close();
-    for (let i = 0; i < 300 && !closed; i++) await new Promise((r) => setTimeout(r, 10));
+    await within3s(() => closed);
     server.closeAllConnections();
     expect(closed).toBe(true);
   });
@@ -284,20 +294,15 @@ describe('push delivery', () => {
       req.resume();
       res.on('close', () => (closed = true));
     });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    await core.createSubscription('pushed', {
-      topic: 'events',
-      ackDeadlineSeconds: 600,
-      pushConfig: { pushEndpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}/push` },
-    });
+    await pushWithLongDeadline(server);
     await core.publish('events', [{ data: 'held' }]);
-    for (let i = 0; i < 300 && !received; i++) await new Promise((r) => setTimeout(r, 10));
+    await within3s(() => received);
     expect(received).toBe(true);
     await core.updateSubscription('pushed', { pushConfig: null });
     // Its pusher was stopped and forgotten, so the close neither waited for its request nor cut it: the
     // request (its socket, its 600 s timer) outlived the core, and kept orderly serve from exiting.
     await core.close();
-    for (let i = 0; i < 300 && !closed; i++) await new Promise((r) => setTimeout(r, 10));
+    await within3s(() => closed);
     server.closeAllConnections();
     expect(closed).toBe(true);
   });
