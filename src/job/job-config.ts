@@ -453,7 +453,6 @@ function uniqueNames(projectId: string): (kind: 'topics' | 'subscriptions', name
   };
 }
 
-/** A connector's section: every unknown field is reported and set aside, and the rest is checked too. */
 /**
  * `state` is output only in Pub/Sub's bigqueryConfig and cloudStorageConfig: the API ignores it in a request,
  * as Google's does (clients send back what they read), but in a job file it would be a setting that does
@@ -464,6 +463,7 @@ function refuseOutputOnly(problems: string[], at: string, section: { field: stri
     problems.push(`${at}.${section.field}.state: output only (the sink's state, which orderly status shows), not a setting`);
 }
 
+/** A connector's section: every unknown field is reported and set aside, and the rest is checked too. */
 function checkSection(problems: string[], at: string, field: string, parse: (config: unknown) => unknown, config: unknown): void {
   if (!config || typeof config !== 'object') {
     parse(config);
