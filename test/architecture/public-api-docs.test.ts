@@ -1,10 +1,7 @@
 import ts from 'typescript';
-import { fileURLToPath } from 'node:url';
 import { relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
-
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const ENTRIES = ['src/index.ts', 'src/connector/index.ts', 'src/testing/index.ts'];
+import { ENTRIES, publicApiProgram, root } from './public-api-program.js';
 /**
  * Modules whose public members (what the package's entry points export, and their members) must carry a
  * doc comment, which editors show on hover. The rest of the public API (the core's and the store's
@@ -18,22 +15,12 @@ const DOCUMENTED = [
 
 describe('the public API', () => {
   it('has a doc comment on every member of the documented modules', () => {
-    const program = ts.createProgram(
-      ENTRIES.map((e) => `${root}/${e}`),
-      {
-        module: ts.ModuleKind.NodeNext,
-        moduleResolution: ts.ModuleResolutionKind.NodeNext,
-        target: ts.ScriptTarget.ES2022,
-        allowImportingTsExtensions: true,
-        noEmit: true,
-      },
-    );
-    const checker = program.getTypeChecker();
+    const { checker, entrySymbol } = publicApiProgram();
     const documented = (s: ts.Symbol) =>
       ts.displayPartsToString(s.getDocumentationComment(checker)).trim() !== '' || s.getJsDocTags().length > 0;
     const missing = new Set<string>();
     for (const entry of ENTRIES) {
-      for (const exported of checker.getExportsOfModule(checker.getSymbolAtLocation(program.getSourceFile(`${root}/${entry}`)!)!)) {
+      for (const exported of checker.getExportsOfModule(entrySymbol(entry))) {
         const symbol = exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported;
         const file = relative(root, symbol.declarations?.[0]?.getSourceFile().fileName ?? '');
         if (!DOCUMENTED.some((m) => m.test(file))) continue;

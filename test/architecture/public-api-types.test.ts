@@ -1,29 +1,15 @@
 import ts from 'typescript';
-import { fileURLToPath } from 'node:url';
 import { relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
-
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const ENTRIES = ['src/index.ts', 'src/connector/index.ts', 'src/testing/index.ts'];
+import { ENTRIES, publicApiProgram, root } from './public-api-program.js';
 /** The entry points a connector author imports: every type their exports name must be importable. */
 const AUTHOR_ENTRIES = ['src/connector/index.ts', 'src/testing/index.ts'];
 
 describe('the connector-facing API', () => {
   it('exports every type its exports name (a type only reachable through a member cannot be named outside the package)', () => {
-    const program = ts.createProgram(
-      ENTRIES.map((e) => `${root}/${e}`),
-      {
-        module: ts.ModuleKind.NodeNext,
-        moduleResolution: ts.ModuleResolutionKind.NodeNext,
-        target: ts.ScriptTarget.ES2022,
-        allowImportingTsExtensions: true,
-        noEmit: true,
-      },
-    );
-    const checker = program.getTypeChecker();
+    const { checker, entrySymbol } = publicApiProgram();
     const resolve = (s: ts.Symbol) => (s.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(s) : s);
-    const exportsOf = (entry: string) =>
-      checker.getExportsOfModule(checker.getSymbolAtLocation(program.getSourceFile(`${root}/${entry}`)!)!).map(resolve);
+    const exportsOf = (entry: string) => checker.getExportsOfModule(entrySymbol(entry)).map(resolve);
     const exported = new Set(ENTRIES.flatMap(exportsOf));
     const ours = (d: ts.Declaration) => {
       const file = relative(root, d.getSourceFile().fileName);
