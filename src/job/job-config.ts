@@ -412,11 +412,7 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
         (checked && exportSection(checked)) ??
         exportSection({ bigqueryConfig: s.bigqueryConfig, cloudStorageConfig: s.cloudStorageConfig });
       if (!section) return;
-      const factory = getConnector(section.connector);
-      if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key))
-        problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
-      refuseOutputOnly(problems, at, section);
-      checkSection(problems, at, section.field, (config) => factory.parseConfig(config), section.config);
+      checkExportSection(problems, at, section, sections);
     });
   });
   // Its exports are checked even when another of its fields is invalid (that one the schema reports).
@@ -451,6 +447,20 @@ function uniqueNames(projectId: string): (kind: 'topics' | 'subscriptions', name
     if (first === undefined) seen.set(full, i);
     else throw new InvalidArgumentError('name', `${JSON.stringify(name)} is also ${kind}[${first}]'s: each is listed once`);
   };
+}
+
+/** A subscription's (or remote export's) export section: the job settings its connector needs, and the section itself. */
+function checkExportSection(
+  problems: string[],
+  at: string,
+  section: { connector: string; field: string; config: unknown },
+  sections: ReadonlySet<string>,
+): void {
+  const factory = getConnector(section.connector);
+  if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key))
+    problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
+  refuseOutputOnly(problems, at, section);
+  checkSection(problems, at, section.field, (config) => factory.parseConfig(config), section.config);
 }
 
 /**
@@ -617,11 +627,7 @@ function checkRemote(
       problems.push(`${at}.${schemaField}: a remote topic's schema is not read; leave useTopicSchema unset for a remote export`);
     check(problems, at, () => {
       const section = exportSection(e)!;
-      const factory = getConnector(section.connector);
-      if (factory.requiresSettings && factory.settings && !sections.has(factory.settings.key))
-        problems.push(`${at}.${section.field}: needs the job's ${factory.requiresSettings}`);
-      refuseOutputOnly(problems, at, section);
-      checkSection(problems, at, section.field, (config) => factory.parseConfig(config), section.config);
+      checkExportSection(problems, at, section, sections);
     });
   });
   const names = remote.exports.map((e) =>
