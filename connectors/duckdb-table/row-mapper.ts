@@ -132,7 +132,8 @@ export class RowMapper {
     const cells: Cell[] = new Array<Cell>(this.columns.length).fill(DEFAULT);
     const at = this.at;
     const m = em.message;
-    let cdc: Record<string, unknown> = {};
+    // Only a message that sets a CDC field gets an object for them (no allocation per plain row).
+    let cdc: Record<string, unknown> | undefined;
     if (this.config.useTopicSchema) cdc = this.topicSchemaCells(em, cells);
     if (this.config.useTableSchema) {
       const record = parseJsonObject(m.data);
@@ -144,7 +145,7 @@ export class RowMapper {
           const other = cdcSpelling.get(cdcField);
           if (other !== undefined) throw new ConversionError(field, `fields "${other}" and "${field}" both name ${cdcField}`);
           cdcSpelling.set(cdcField, field);
-          cdc[cdcField] = value;
+          (cdc ??= {})[cdcField] = value;
           continue;
         }
         // Column names are case-insensitive in DuckDB and BigQuery: `orderid` fills OrderId.
@@ -179,8 +180,8 @@ export class RowMapper {
       if (at.ordering_key !== undefined) cells[at.ordering_key] = m.orderingKey;
       if (at.sequence !== undefined) cells[at.sequence] = BigInt(m.sequence);
     }
-    const changeType = cdc._CHANGE_TYPE;
-    if (changeType !== undefined) return this.change(cdc, cells, changeType);
+    const changeType = cdc?._CHANGE_TYPE;
+    if (cdc && changeType !== undefined) return this.change(cdc, cells, changeType);
     this.refuseNulls(cells, true);
     return { kind: 'append', cells };
   }
