@@ -1,4 +1,4 @@
-import pino, { type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
@@ -7,21 +7,38 @@ export type { Logger };
  * they appear in a logged object.
  */
 export function createLogger(options: { level?: string; name?: string } = {}): Logger {
-  return pino({
-    name: options.name ?? 'orderly',
-    level: options.level ?? process.env.ORDERLY_LOG_LEVEL ?? (process.env.VITEST ? 'silent' : 'info'),
-    redact: {
-      paths: [
-        '*.secretAccessKey',
-        '*.accessKeyId',
-        '*.sessionToken',
-        '*.password',
-        '*.credentials',
-        'credentials',
-        '*.authToken',
-        'authToken',
-      ],
-      censor: '[redacted]',
+  return pino(
+    {
+      name: options.name ?? 'orderly',
+      level: options.level ?? process.env.ORDERLY_LOG_LEVEL ?? (process.env.VITEST ? 'silent' : 'info'),
+      redact: {
+        paths: [
+          '*.secretAccessKey',
+          '*.accessKeyId',
+          '*.sessionToken',
+          '*.password',
+          '*.credentials',
+          'credentials',
+          '*.authToken',
+          'authToken',
+        ],
+        censor: '[redacted]',
+      },
     },
+    standardOutput(),
+  );
+}
+
+/**
+ * Standard output, written synchronously (a line per state change, never per message), that stops logging
+ * once a write fails. pino's own destination buffers and, when a write fails with anything but EPIPE,
+ * throws the error as uncaught and retries the buffered lines at exit forever: a job whose terminal hung up
+ * (EIO) never ended, holding its data directory's lock.
+ */
+function standardOutput(): DestinationStream {
+  const destination = pino.destination({ dest: 1, sync: true });
+  destination.on('error', () => {
+    destination.write = () => true;
   });
+  return destination;
 }

@@ -68,7 +68,7 @@ export async function main(argv: string[]): Promise<number> {
 
   program
     .command('run')
-    .description('run a job until SIGINT/SIGTERM: store, exports, metrics; shutdown drains and finalizes files')
+    .description('run a job until SIGINT/SIGTERM/SIGHUP: store, exports, metrics; shutdown drains and finalizes files')
     .argument('<job>', 'job file')
     .option(
       '--worker-id <id>',
@@ -106,6 +106,7 @@ export async function main(argv: string[]): Promise<number> {
       await runtime.stop();
       clearTimeout(timer);
       logger.info('stopped');
+      if (signal === 'SIGHUP') endByHangUp();
       // The job is done and its lock released. What may still be pending is the remote client's retries
       // of acks to an endpoint that is gone (google-gax backs off for minutes): those messages come again
       // and are found written, so the process ends now rather than when the retries give up.
@@ -336,8 +337,10 @@ export async function main(argv: string[]): Promise<number> {
           console.error(`orderly serve: WARNING: ${host} is reachable from other machines; only callers with the token get in`);
         const address = hostPort(host, bound);
         console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${address} (PUBSUB_EMULATOR_HOST=${address})${auth}`);
-        if ((await untilStopSignal(runtime)) === 'failure') process.exitCode = 1;
+        const signal = await untilStopSignal(runtime);
+        if (signal === 'failure') process.exitCode = 1;
         await runtime.stop();
+        if (signal === 'SIGHUP') endByHangUp();
       },
     );
 
@@ -446,14 +449,29 @@ function ignoreEpipe(e: NodeJS.ErrnoException): void {
   if (e.code !== 'EPIPE') throw e;
 }
 
+/**
+ * Signals that stop a job with its drain. SIGHUP too: Node's default for it ends the process at once (a
+ * closed terminal, a supervisor's hang-up), leaving open files unfinished and the lock file behind, and a
+ * running job has nothing to reload (it does not reread its file).
+ */
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/**
+ * Ends a process stopped by SIGHUP (the job stopped, its lock released) by the signal's default action, so
+ * its parent sees it end by the signal. An exit would abort instead when the terminal has hung up: Node
+ * restores the terminal's modes at exit and asserts on the EIO the hung-up terminal answers.
+ */
+function endByHangUp(): void {
+  process.kill(process.pid, 'SIGHUP');
+}
+
 /** A stop signal, or the job failing on its own (then the process ends with exit code 1). */
-function untilStopSignal(runtime: JobRuntime): Promise<'SIGINT' | 'SIGTERM' | 'failure'> {
+function untilStopSignal(runtime: JobRuntime): Promise<(typeof STOP_SIGNALS)[number] | 'failure'> {
   // Signal listeners do not keep a process alive: a job with nothing else pending (no export, endpoint or
   // metrics, only pull subscriptions) ended at once, exit code 13, its lock left behind.
   const alive = setInterval(() => undefined, 2 ** 31 - 1);
-  return new Promise<'SIGINT' | 'SIGTERM' | 'failure'>((resolve) => {
-    process.once('SIGINT', () => resolve('SIGINT'));
-    process.once('SIGTERM', () => resolve('SIGTERM'));
+  return new Promise<(typeof STOP_SIGNALS)[number] | 'failure'>((resolve) => {
+    for (const signal of STOP_SIGNALS) process.once(signal, () => resolve(signal));
     void runtime.failure.then(() => resolve('failure'));
   }).finally(() => clearInterval(alive));
 }

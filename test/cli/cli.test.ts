@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -171,6 +171,62 @@ describe('orderly CLI', () => {
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
       expect(existsSync(join(dir.path, 'data', 'orderly.lock'))).toBe(false);
+      dir.remove();
+    }
+  }, 120_000);
+
+  it('run stops on SIGHUP with the drain SIGTERM has, then ends by the signal; its lock is removed', async () => {
+    const dir = tempDir();
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(job, stringify({ dataDir: './data', topics: [{ name: 'events' }], subscriptions: [{ name: 'sub', topic: 'events' }] }));
+    const child = spawn(process.execPath, [bin, 'run', job], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+      env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' },
+    });
+    let log = '';
+    child.stdout.on('data', (chunk: Buffer) => (log += chunk.toString()));
+    const exited = new Promise<string | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+    try {
+      const lock = join(dir.path, 'data', 'orderly.lock');
+      await waitFor('the job to run', () => log.includes('job running'), 30_000);
+      // Node's default for SIGHUP ended the process at once: no drain, the lock file left behind.
+      child.kill('SIGHUP');
+      expect(await exited).toBe('SIGHUP');
+      expect(log).toMatch(/"signal":"SIGHUP".*stopping/);
+      expect(log).toContain('"msg":"stopped"');
+      expect(existsSync(lock)).toBe(false);
+    } finally {
+      child.kill('SIGKILL');
+      dir.remove();
+    }
+  }, 120_000);
+
+  it('run stops on SIGTERM when its standard output fails (here a full disk: /dev/full)', async () => {
+    const dir = tempDir();
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(job, stringify({ dataDir: './data', topics: [{ name: 'events' }], subscriptions: [{ name: 'sub', topic: 'events' }] }));
+    // As a hung-up terminal (EIO): pino's destination threw the write error as uncaught and retried its lines
+    // at exit forever, so the job never ended and kept its data directory locked.
+    const full = openSync('/dev/full', 'w');
+    const child = spawn(process.execPath, [bin, 'run', job], {
+      stdio: ['ignore', full, 'ignore'],
+      env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' },
+    });
+    closeSync(full);
+    let code: number | null | undefined;
+    child.on('exit', (exitCode) => (code = exitCode));
+    try {
+      const lock = join(dir.path, 'data', 'orderly.lock');
+      // Its log cannot say when it runs: the kernel can, once it catches SIGHUP (SigCgt, bit 1 from 1), which
+      // the job does from when it runs (Node itself catches SIGINT and SIGTERM from its start).
+      const caught = () => BigInt(`0x${/SigCgt:\s*([0-9a-f]+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]}`);
+      await waitFor('the job to run', () => existsSync(lock) && (caught() & 1n) === 1n, 30_000);
+      child.kill('SIGTERM');
+      await waitFor('the job to end', () => code !== undefined, 30_000);
+      expect(code).toBe(0);
+      expect(existsSync(lock)).toBe(false);
+    } finally {
+      child.kill('SIGKILL');
       dir.remove();
     }
   }, 120_000);
