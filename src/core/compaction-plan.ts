@@ -1,4 +1,4 @@
-import type { CompactionPlan } from '../store/store.js';
+import type { CompactionPlan, TopicCompaction } from '../store/store.js';
 
 /** What compaction needs to know of a subscription. */
 export interface CompactionView {
@@ -25,11 +25,13 @@ export interface SnapshotHold {
 }
 
 /**
- * Which messages no subscription can be given again: below every subscription's lowest held message
- * (unless one of them retains acked messages for seek, or the message is within the topic's own
- * messageRetentionDuration, which keeps it for seek too), or past the longest retention of the topic and
- * its subscriptions. `fannedOutSeq` bounds it: messages not yet handed to the subscriptions are never dropped;
- * and a live snapshot keeps every message it can still restore (its topic's messages above its lowSeq).
+ * Which messages no subscription can be given again. A subscription still needs a message above its
+ * lowest held one (any acked one too if it retains acked messages for seek) unless the message is past
+ * that subscription's own messageRetentionDuration: one nobody reads stops holding messages once they
+ * expire for it, as in Pub/Sub, however long the other subscriptions of the topic keep theirs. The topic's
+ * own messageRetentionDuration keeps its recent messages for seek, acked or not. `fannedOutSeq` bounds it:
+ * messages not yet handed to the subscriptions are never dropped; and a live snapshot keeps every message it
+ * can still restore (its topic's messages above its lowSeq).
  */
 export function compactionPlan(
   subscriptions: Iterable<CompactionView>,
@@ -39,28 +41,42 @@ export function compactionPlan(
   snapshots: Iterable<SnapshotHold> = [],
 ): CompactionPlan {
   const watermarks = new Map<string, number>();
-  const deleteUpTo = new Map<number, number>();
-  const deletePublishedBefore = new Map<number, number>();
-  const keepPublishedSince = new Map<number, number>();
-  const retainAcked = new Set<number>();
-  const retention = new Map<number, number>();
+  const byTopic = new Map<number, TopicCompaction>();
+  const topicOf = (uid: number) => {
+    const t = byTopic.get(uid) ?? { upTo: fannedOutSeq, publishedBefore: Number.MAX_SAFE_INTEGER, needs: [] };
+    byTopic.set(uid, t);
+    return t;
+  };
   for (const s of subscriptions) {
     const low = s.lowestHeldSeq();
     const mark = low === undefined ? fannedOutSeq : low - 1;
     watermarks.set(s.name, mark);
-    deleteUpTo.set(s.topicUid, Math.min(deleteUpTo.get(s.topicUid) ?? Infinity, mark));
-    if (s.retainAckedMessages) retainAcked.add(s.topicUid);
-    retention.set(s.topicUid, Math.max(retention.get(s.topicUid) ?? 0, s.messageRetentionDuration));
+    topicOf(s.topicUid).needs.push([s.retainAckedMessages ? 0 : mark, now - s.messageRetentionDuration * 1000]);
   }
   for (const t of topics) {
-    if (!deleteUpTo.has(t.uid)) deleteUpTo.set(t.uid, fannedOutSeq);
-    if (t.messageRetentionDuration === undefined) continue;
-    keepPublishedSince.set(t.uid, now - t.messageRetentionDuration * 1000);
-    retention.set(t.uid, Math.max(retention.get(t.uid) ?? 0, t.messageRetentionDuration));
+    const plan = topicOf(t.uid);
+    if (t.messageRetentionDuration !== undefined) plan.publishedBefore = now - t.messageRetentionDuration * 1000;
   }
-  for (const uid of retainAcked) deleteUpTo.delete(uid);
-  for (const [uid, seconds] of retention) deletePublishedBefore.set(uid, now - seconds * 1000);
+  for (const plan of byTopic.values()) plan.needs = fewestNeeds(plan.needs);
   const keepFromSeq = new Map<number, number>();
   for (const s of snapshots) keepFromSeq.set(s.topicUid, Math.min(keepFromSeq.get(s.topicUid) ?? Infinity, s.lowSeq + 1));
-  return { watermarks, deleteUpTo, deletePublishedBefore, keepFromSeq, keepPublishedSince };
+  return { watermarks, topics: byTopic, keepFromSeq };
+}
+
+/** Conditions per topic in compaction's query at most: SQLite refuses an expression deeper than 1000. */
+const MAX_NEEDS = 64;
+
+/**
+ * The same needs in as few conditions: one that another keeps entirely (after an earlier seq, from an
+ * earlier time) goes; past MAX_NEEDS, the latest fold into one keeping what each of them kept (and
+ * possibly more: compaction then deletes less, never something still needed).
+ */
+function fewestNeeds(needs: [afterSeq: number, since: number][]): [afterSeq: number, since: number][] {
+  const front: [number, number][] = [];
+  for (const need of [...needs].sort((a, b) => a[1] - b[1] || a[0] - b[0]))
+    if (!front.length || need[0] < front[front.length - 1]![0]) front.push(need);
+  if (front.length <= MAX_NEEDS) return front;
+  const rest = front.splice(MAX_NEEDS - 1);
+  front.push([rest[rest.length - 1]![0], rest[0]![1]]);
+  return front;
 }

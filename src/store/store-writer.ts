@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { StoreFullError, type CompactionPlan, type StoredMessage } from './store.js';
+import { StoreFullError, type CompactionPlan, type StoredMessage, type TopicCompaction } from './store.js';
 
 /** The writes that happen per message; everything else is rare and runs on the store's own connection. */
 export type StoreWrite =
@@ -32,10 +32,8 @@ export type PackedRow =
 /** A CompactionPlan as it crosses to the thread (maps as entry lists). */
 export interface WirePlan {
   watermarks: [string, number][];
-  deleteUpTo: [number, number][];
-  deletePublishedBefore: [number, number][];
+  topics: [number, TopicCompaction][];
   keepFromSeq: [number, number][];
-  keepPublishedSince: [number, number][];
 }
 
 /** What the main thread asks of the writer thread; each request is answered once, by id. */
@@ -334,10 +332,8 @@ export class StoreWriter {
       store: this.store,
       plan: {
         watermarks: [...plan.watermarks],
-        deleteUpTo: [...plan.deleteUpTo],
-        deletePublishedBefore: [...plan.deletePublishedBefore],
+        topics: [...plan.topics],
         keepFromSeq: [...plan.keepFromSeq],
-        keepPublishedSince: [...plan.keepPublishedSince],
       },
     });
     return { deletedMessages };

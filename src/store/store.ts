@@ -237,17 +237,22 @@ export interface Store {
 export interface CompactionPlan {
   /** Subscription name -> new lowSeq (only ever raised by compaction). */
   watermarks: Map<string, number>;
-  /** Topic uid -> delete its messages with seq <= this. */
-  deleteUpTo: Map<number, number>;
-  /** Topic uid -> delete its messages published before this time (retention). */
-  deletePublishedBefore: Map<number, number>;
+  /** Topic uid -> which of its messages to delete. */
+  topics: Map<number, TopicCompaction>;
   /** Topic uid -> keep its messages with seq >= this, whatever the rules above say (a live snapshot holds them). */
   keepFromSeq: Map<number, number>;
-  /**
-   * Topic uid -> keep its messages published at or after this time, acked or not (the topic's own
-   * messageRetentionDuration): `deleteUpTo` spares them; `deletePublishedBefore` is never later.
-   */
-  keepPublishedSince: Map<number, number>;
+}
+
+/**
+ * A topic's messages with seq <= `upTo` published before `publishedBefore` (the topic's own
+ * messageRetentionDuration keeps the later ones, acked or not) are deleted unless a subscription needs
+ * them: each entry of `needs` is one subscription, needing the messages with seq > afterSeq published at
+ * or after `since` (past its lowest held message, within its messageRetentionDuration).
+ */
+export interface TopicCompaction {
+  upTo: number;
+  publishedBefore: number;
+  needs: [afterSeq: number, since: number][];
 }
 
 /**

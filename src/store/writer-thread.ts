@@ -192,21 +192,10 @@ async function compact(store: number, plan: WirePlan): Promise<number> {
     });
   // What a live snapshot holds stays, whatever the acks or the retention say.
   const keepFrom = new Map(plan.keepFromSeq);
-  const below = (uid: number) => keepFrom.get(uid) ?? Number.MAX_SAFE_INTEGER;
-  // A topic's own retention keeps its recent messages even when every subscription acked them (seek).
-  const keepSince = new Map(plan.keepPublishedSince);
-  for (const [uid, upTo] of plan.deleteUpTo) {
-    const since = keepSince.get(uid) ?? Number.MAX_SAFE_INTEGER;
-    for (
-      let n: number;
-      (n = deleteChunk('topic_uid = ? AND seq <= ? AND seq < ? AND publish_time < ?', [uid, upTo, below(uid), since])) > 0;
-    ) {
-      deleted += n;
-      await yieldToMessages();
-    }
-  }
-  for (const [uid, before] of plan.deletePublishedBefore) {
-    for (let n: number; (n = deleteChunk('topic_uid = ? AND publish_time < ? AND seq < ?', [uid, before, below(uid)])) > 0;) {
+  for (const [uid, { upTo, publishedBefore, needs }] of plan.topics) {
+    const unneeded = needs.map(() => ' AND (seq <= ? OR publish_time < ?)').join('');
+    const params = [uid, upTo, keepFrom.get(uid) ?? Number.MAX_SAFE_INTEGER, publishedBefore, ...needs.flat()];
+    for (let n: number; (n = deleteChunk(`topic_uid = ? AND seq <= ? AND seq < ? AND publish_time < ?${unneeded}`, params)) > 0;) {
       deleted += n;
       await yieldToMessages();
     }

@@ -92,15 +92,7 @@ describe("the store's whole-file check runs beside its writes", () => {
     const { check, failures, writer } = await writerWithHeldCheck();
     await writer.submit({ kind: 'append', messages: [message(1)] });
     let compacted = false;
-    const compaction = writer
-      .compact({
-        watermarks: new Map(),
-        deleteUpTo: new Map(),
-        deletePublishedBefore: new Map(),
-        keepFromSeq: new Map(),
-        keepPublishedSince: new Map(),
-      })
-      .then(() => (compacted = true));
+    const compaction = writer.compact({ watermarks: new Map(), topics: new Map(), keepFromSeq: new Map() }).then(() => (compacted = true));
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(compacted).toBe(false);
     check.report();

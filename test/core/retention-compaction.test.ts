@@ -1,0 +1,106 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/core/clock.js';
+import { compactionPlan } from '../../src/core/compaction-plan.js';
+import { PubSubCore } from '../../src/core/pubsub-core.js';
+import { SqliteStore } from '../../src/store/sqlite-store.js';
+import { tempDir } from '../helpers/core.js';
+
+/**
+ * Compaction and each subscription's own messageRetentionDuration: a message past a subscription's
+ * retention is no longer held for it, whatever the topic's other subscriptions keep.
+ */
+let dir: ReturnType<typeof tempDir>;
+let clock: ManualClock;
+let core: PubSubCore;
+
+beforeEach(async () => {
+  dir = tempDir();
+  clock = new ManualClock();
+  // Compaction runs only when the test calls it, so its count is the test's.
+  core = await PubSubCore.open({
+    store: SqliteStore.open(dir.path, { durability: 'process' }),
+    clock,
+    projectId: 'p',
+    compactEveryMs: 30 * 86_400_000,
+  });
+  await core.createTopic('events');
+});
+afterEach(async () => {
+  await core.close();
+  dir.remove();
+});
+
+async function drain(sub: string): Promise<string[]> {
+  const got = await core.pull(sub, { maxMessages: 100 });
+  await core.acknowledge(
+    sub,
+    got.map((m) => m.ackId),
+  );
+  return got.map((m) => m.message.data.toString());
+}
+
+describe('compaction with per-subscription retention', () => {
+  it('a subscription nobody reads stops holding messages once they are past its own messageRetentionDuration', async () => {
+    // 'read' (the default retention, 7 days) acks everything; 'unread' (10 minutes) is never read.
+    await core.createSubscription('read', { topic: 'events', enableMessageOrdering: true });
+    await core.createSubscription('unread', { topic: 'events', enableMessageOrdering: true, messageRetentionDuration: '10m' });
+    await core.publish('events', [
+      { data: 'old-1', orderingKey: 'k' },
+      { data: 'old-2', orderingKey: 'k' },
+    ]);
+    clock.advance(9 * 60_000);
+    await core.publish('events', [{ data: 'young', orderingKey: 'k' }]);
+    expect(await drain('read')).toEqual(['old-1', 'old-2', 'young']);
+    expect((await core.compact()).deletedMessages).toBe(0);
+    clock.advance(61_000);
+    // Acked by 'read', expired for 'unread': nobody can be given them again (they held the store for 7 days).
+    expect((await core.compact()).deletedMessages).toBe(2);
+    expect(await drain('unread')).toEqual(['young']);
+  });
+
+  it('a subscription retaining acked messages, and the topic retention, still keep theirs', async () => {
+    await core.updateTopic('events', { messageRetentionDuration: '20m' });
+    await core.createSubscription('retains', { topic: 'events', retainAckedMessages: true, messageRetentionDuration: '15m' });
+    await core.createSubscription('unread', { topic: 'events', messageRetentionDuration: '10m' });
+    await core.publish('events', [{ data: 'a' }]);
+    expect(await drain('retains')).toEqual(['a']);
+    clock.advance(11 * 60_000);
+    expect((await core.compact()).deletedMessages).toBe(0);
+    clock.advance(5 * 60_000);
+    // Past 'retains''s 15 minutes, within the topic's 20.
+    expect((await core.compact()).deletedMessages).toBe(0);
+    clock.advance(5 * 60_000);
+    expect((await core.compact()).deletedMessages).toBe(1);
+  });
+});
+
+describe('compactionPlan', () => {
+  const view = (name: string, low: number, retentionSeconds: number) => ({
+    name,
+    topicUid: 1,
+    retainAckedMessages: false,
+    messageRetentionDuration: retentionSeconds,
+    lowestHeldSeq: () => low,
+  });
+
+  it("keeps one condition per distinct need, and at most 64 (SQLite's expression depth) for any number of subscriptions", () => {
+    const now = 10_000_000;
+    const same = compactionPlan([view('a', 11, 600), view('b', 21, 600), view('c', 31, 700)], [], 100, now);
+    // 'b' needs nothing 'a' does not (a later seq, the same retention).
+    expect(same.topics.get(1)?.needs).toEqual([
+      [30, now - 700_000],
+      [10, now - 600_000],
+    ]);
+    const many = Array.from({ length: 2000 }, (_, i) => view(`s${i}`, 1000 + i, 600 + i));
+    const needs = compactionPlan(many, [], 5000, now).topics.get(1)!.needs;
+    expect(needs).toHaveLength(64);
+    // Whatever any subscription needs (seq > its mark, published since its cutoff) some condition keeps.
+    for (const [i, s] of many.entries()) {
+      const [afterSeq, since] = [s.lowestHeldSeq() - 1, now - s.messageRetentionDuration * 1000];
+      expect(
+        needs.some(([a, t]) => a <= afterSeq && t <= since),
+        `s${i}`,
+      ).toBe(true);
+    }
+  });
+});
