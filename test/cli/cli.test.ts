@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, type StdioOptions } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -28,6 +28,17 @@ function publishUsers(job: string, file: string, ...options: string[]): Promise<
   return orderly('publish', job, '--topic', 'events', '--file', file, '--ordering-key-field', 'user', ...options, '--json');
 }
 
+/**
+ * `orderly run` of a job with one topic and one pull subscription in a new directory, logging at info:
+ * nothing but its signal handlers keeps it running.
+ */
+function runPullOnlyJob(stdio: StdioOptions) {
+  const dir = tempDir();
+  const job = join(dir.path, 'job.yaml');
+  writeFileSync(job, stringify({ dataDir: './data', topics: [{ name: 'events' }], subscriptions: [{ name: 'sub', topic: 'events' }] }));
+  const child = spawn(process.execPath, [bin, 'run', job], { stdio, env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' } });
+  return { dir, job, child };
+}
 describe('orderly CLI', () => {
   it('--help lists every command, and each command has help with an example', async () => {
     const { stdout } = await orderly('--help');
@@ -153,10 +164,7 @@ describe('orderly CLI', () => {
   }, 120_000);
 
   it('run keeps a job without exports, endpoint or metrics running; status says how to read it', async () => {
-    const dir = tempDir();
-    const job = join(dir.path, 'job.yaml');
-    writeFileSync(job, stringify({ dataDir: './data', topics: [{ name: 'events' }], subscriptions: [{ name: 'sub', topic: 'events' }] }));
-    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const { dir, job, child } = runPullOnlyJob(['ignore', 'ignore', 'pipe']);
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
     try {
       const lock = join(dir.path, 'data', 'orderly.lock');
@@ -176,15 +184,9 @@ describe('orderly CLI', () => {
   }, 120_000);
 
   it('run stops on SIGHUP with the drain SIGTERM has, then ends by the signal; its lock is removed', async () => {
-    const dir = tempDir();
-    const job = join(dir.path, 'job.yaml');
-    writeFileSync(job, stringify({ dataDir: './data', topics: [{ name: 'events' }], subscriptions: [{ name: 'sub', topic: 'events' }] }));
-    const child = spawn(process.execPath, [bin, 'run', job], {
-      stdio: ['ignore', 'pipe', 'ignore'],
-      env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' },
-    });
+    const { dir, child } = runPullOnlyJob(['ignore', 'pipe', 'ignore']);
     let log = '';
-    child.stdout.on('data', (chunk: Buffer) => (log += chunk.toString()));
+    child.stdout!.on('data', (chunk: Buffer) => (log += chunk.toString()));
     const exited = new Promise<string | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
     try {
       const lock = join(dir.path, 'data', 'orderly.lock');
@@ -202,16 +204,10 @@ describe('orderly CLI', () => {
   }, 120_000);
 
   it('run stops on SIGTERM when its standard output fails (here a full disk: /dev/full)', async () => {
-    const dir = tempDir();
-    const job = join(dir.path, 'job.yaml');
-    writeFileSync(job, stringify({ dataDir: './data', topics: [{ name: 'events' }], subscriptions: [{ name: 'sub', topic: 'events' }] }));
     // As a hung-up terminal (EIO): pino's destination threw the write error as uncaught and retried its lines
     // at exit forever, so the job never ended and kept its data directory locked.
     const full = openSync('/dev/full', 'w');
-    const child = spawn(process.execPath, [bin, 'run', job], {
-      stdio: ['ignore', full, 'ignore'],
-      env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' },
-    });
+    const { dir, child } = runPullOnlyJob(['ignore', full, 'ignore']);
     closeSync(full);
     let code: number | null | undefined;
     child.on('exit', (exitCode) => (code = exitCode));
