@@ -299,6 +299,25 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it('fills STRUCT entries named in any letter case, as columns are, also inside lists (dropUnknownFields had left them NULL)', async () => {
+    await sql(`CREATE TABLE nested(id VARCHAR, addr STRUCT(city VARCHAR, "Zip Code" VARCHAR, geo STRUCT(lat DOUBLE)),
+      lines STRUCT(sku VARCHAR, qty INTEGER)[])`);
+    await exportWithDeadLetters('p.main.nested', { useTableSchema: true, dropUnknownFields: true });
+    await env.core.publish('events', [
+      { data: '{"id":"a","addr":{"City":"Lyon","zip code":"69001","GEO":{"Lat":45.76},"floor":3},"lines":[{"SKU":"x","Qty":2}]}' },
+      { data: '{"id":"b","addr":{"city":"Nice","CITY":"Nice"}}' },
+    ]);
+    await waitFor('the row and the dead letter', async () => backlog('to-table') === 0 && backlog('dead-sub') === 1);
+    expect(await sql('SELECT id, addr::VARCHAR addr, lines::VARCHAR lines FROM nested')).toEqual([
+      {
+        id: 'a',
+        addr: "{'city': Lyon, 'Zip Code': 69001, 'geo': {'lat': 45.76}}",
+        lines: "[{'sku': x, 'qty': 2}]",
+      },
+    ]);
+    expect(await deadLetterReasons(1)).toEqual(['addr.CITY: fields "city" and "CITY" both name the entry "city"']);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [

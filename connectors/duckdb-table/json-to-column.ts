@@ -7,6 +7,7 @@ import {
   structValue,
   timestampTZValue,
   timestampValue,
+  type DuckDBStructType,
   type DuckDBType,
   type DuckDBValue,
 } from '@duckdb/node-api';
@@ -144,15 +145,25 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
       if (typeof value !== 'object' || Array.isArray(value)) throw fail('an object');
       const struct = type;
       const entries: Record<string, DuckDBValue> = {};
-      const fields = value as Record<string, unknown>;
-      struct.entryNames.forEach((name, i) => {
-        entries[name] = toColumnValue(fields[name], struct.entryTypes[i]!, `${path}.${name}`, options);
-      });
-      if (!options.dropUnknownFields) {
-        const unknown = Object.keys(fields).filter((k) => !struct.entryNames.includes(k));
-        if (unknown.length)
-          throw new ConversionError(`${path}.${unknown[0]}`, 'no such field in the STRUCT column (set dropUnknownFields to ignore it)');
+      // Field names in any letter case, as for columns (BigQuery's and DuckDB's names are case-insensitive):
+      // `City` fills the entry city instead of being an unknown field, which dropUnknownFields left NULL.
+      const given = new Map<number, string>();
+      for (const field of Object.keys(value)) {
+        const i = entryIndexes(struct).get(field.toLowerCase());
+        if (i === undefined) {
+          if (options.dropUnknownFields) continue;
+          throw new ConversionError(`${path}.${field}`, 'no such field in the STRUCT column (set dropUnknownFields to ignore it)');
+        }
+        const other = given.get(i);
+        if (other !== undefined)
+          throw new ConversionError(`${path}.${field}`, `fields "${other}" and "${field}" both name the entry "${struct.entryNames[i]}"`);
+        given.set(i, field);
       }
+      struct.entryNames.forEach((name, i) => {
+        const field = given.get(i);
+        const v = field === undefined ? undefined : (value as Record<string, unknown>)[field];
+        entries[name] = toColumnValue(v, struct.entryTypes[i]!, `${path}.${field ?? name}`, options);
+      });
       return structValue(entries);
     }
     case DuckDBTypeId.LIST: {
@@ -163,6 +174,14 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
     default:
       throw new ConversionError(path, `Orderly cannot write JSON into a ${type.toString()} column`);
   }
+}
+
+/** A STRUCT type's entry positions by lower-case name (DuckDB refuses two entries differing only in case), built once per column type. */
+const foldedEntries = new WeakMap<DuckDBStructType, Map<string, number>>();
+function entryIndexes(struct: DuckDBStructType): Map<string, number> {
+  let byName = foldedEntries.get(struct);
+  if (!byName) foldedEntries.set(struct, (byName = new Map(struct.entryNames.map((name, i) => [name.toLowerCase(), i]))));
+  return byName;
 }
 
 function timestampMicros(value: unknown): bigint | undefined {
