@@ -318,6 +318,29 @@ describe('bigqueryConfig.useTableSchema', () => {
     expect(await deadLetterReasons(1)).toEqual(['addr.CITY: fields "city" and "CITY" both name the entry "city"']);
   });
 
+  it('a DECIMAL in exponent notation is scaled by its digits, not its exponent: a huge exponent fits or fails its message alone', async () => {
+    await sql('CREATE TABLE amounts(id VARCHAR, amount DECIMAL(10,2))');
+    await exportWithDeadLetters('p.main.amounts', { useTableSchema: true });
+    // 10^1000000000 is past what a BigInt holds: the RangeError failed the sink, again on every retry.
+    await env.core.publish('events', [
+      { data: '{"id":"tiny","amount":"1e-1000000000"}' },
+      { data: '{"id":"huge","amount":"-1e1000000000"}' },
+      { data: '{"id":"zero","amount":"0e99999999999999999999"}' },
+      { data: '{"id":"half","amount":"0.5e-2"}' },
+      { data: '{"id":"edge","amount":"9.99999999e7"}' },
+    ]);
+    await waitFor('the rows and the dead letter', async () => backlog('to-table') === 0 && backlog('dead-sub') === 1);
+    expect(await sql('SELECT id, amount::VARCHAR amount FROM amounts ORDER BY rowid')).toEqual([
+      { id: 'tiny', amount: '0.00' },
+      { id: 'zero', amount: '0.00' },
+      { id: 'half', amount: '0.01' },
+      { id: 'edge', amount: '99999999.90' },
+    ]);
+    expect(await deadLetterReasons(1)).toEqual([
+      'amount: -1e1000000000 does not fit a DECIMAL(10,2) column (10 digits, 2 after the point)',
+    ]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [

@@ -115,8 +115,8 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
               : '';
       if (!DECIMAL_TEXT.test(text)) throw fail('a number');
       const { width, scale } = type;
-      const unscaled = scaledDecimal(text, scale);
-      if ((unscaled < 0n ? -unscaled : unscaled) >= 10n ** BigInt(width))
+      const unscaled = scaledDecimal(text, scale, width);
+      if (unscaled === undefined || (unscaled < 0n ? -unscaled : unscaled) >= 10n ** BigInt(width))
         throw new ConversionError(path, `${text} does not fit a ${type.toString()} column (${width} digits, ${scale} after the point)`);
       return decimalValue(unscaled, width, scale);
     }
@@ -213,15 +213,28 @@ function calendarMs(year: number, month: number, day: number): number | undefine
   return date.getTime();
 }
 
-/** A decimal text as an integer scaled by 10^scale, rounded half away from zero as DuckDB casts it. */
-function scaledDecimal(text: string, scale: number): bigint {
+/**
+ * A decimal text as an integer scaled by 10^scale, rounded half away from zero as DuckDB casts it, or
+ * undefined when it has more than `width` digits before rounding could matter. The power of ten is bounded
+ * by the digits and the width, not the exponent: `1e-100000000` had the writer compute 10^100000000 (8 s
+ * with every subscription of the process waiting), and `1e-1000000000` threw RangeError, failing the sink
+ * on every retry instead of the message.
+ */
+function scaledDecimal(text: string, scale: number, width: number): bigint | undefined {
   const [, sign, whole = '', fraction = '', exponent = '0'] = /^(-?)(\d*)\.?(\d*)(?:[eE]([+-]?\d+))?$/.exec(text)!;
   const digits = `${whole}${fraction}`.replace(/^0+(?=\d)/, '') || '0';
+  if (digits === '0') return 0n;
   // The digits' value is digits * 10^(exponent - fraction.length); scaled, the power is shift.
   const shift = Number(exponent) - fraction.length + scale;
   let unscaled: bigint;
-  if (shift >= 0) unscaled = BigInt(digits) * 10n ** BigInt(shift);
-  else {
+  if (shift >= 0) {
+    // Nonzero digits times 10^shift have at least shift + 1 digits.
+    if (shift >= width) return undefined;
+    unscaled = BigInt(digits) * 10n ** BigInt(shift);
+  } else if (-shift > digits.length) {
+    // Less than a tenth of the last place: rounds to zero.
+    unscaled = 0n;
+  } else {
     const divisor = 10n ** BigInt(-shift);
     const n = BigInt(digits);
     unscaled = n / divisor + ((n % divisor) * 2n >= divisor ? 1n : 0n);
