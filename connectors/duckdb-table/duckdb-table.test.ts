@@ -341,6 +341,36 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it('a column added or renamed while exporting takes its fields from the next batch on, not dead-lettered as unknown', async () => {
+    await sql('CREATE TABLE altered(id VARCHAR, a INTEGER)');
+    await exportWithDeadLetters('p.main.altered', { useTableSchema: true });
+    await env.core.publish('events', [{ data: '{"id":"1","a":1}' }]);
+    await waitFor('the first row', async () => backlog('to-table') === 0);
+    await sql('ALTER TABLE altered ADD COLUMN note VARCHAR; ALTER TABLE altered RENAME COLUMN a TO qty');
+    await env.core.publish('events', [{ data: '{"id":"2","qty":2,"note":"n"}' }]);
+    await waitFor('the second row', async () => backlog('to-table') === 0 && (await sql('SELECT count(*) n FROM altered'))[0]!.n === 2n);
+    expect(await sql('SELECT * FROM altered ORDER BY rowid')).toEqual([
+      { id: '1', qty: 1, note: null },
+      { id: '2', qty: 2, note: 'n' },
+    ]);
+    expect(backlog('dead-sub')).toBe(0);
+  });
+
+  it("a renamed column takes the field of its new name, not the old one's (dropUnknownFields had left it silently wrong)", async () => {
+    await sql('CREATE TABLE renamed(id VARCHAR, a INTEGER)');
+    await exportWithDeadLetters('p.main.renamed', { useTableSchema: true, dropUnknownFields: true });
+    await env.core.publish('events', [{ data: '{"id":"1","a":1}' }]);
+    await waitFor('the first row', async () => backlog('to-table') === 0);
+    // Same type: the appender has nothing to refuse.
+    await sql('ALTER TABLE renamed RENAME COLUMN a TO qty');
+    await env.core.publish('events', [{ data: '{"id":"2","a":99,"qty":2}' }]);
+    await waitFor('the second row', async () => (await sql('SELECT count(*) n FROM renamed'))[0]!.n === 2n);
+    expect(await sql('SELECT * FROM renamed ORDER BY rowid')).toEqual([
+      { id: '1', qty: 1 },
+      { id: '2', qty: 2 },
+    ]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [
@@ -587,10 +617,10 @@ describe('pipelined commits (a batch commits in the background while the next on
     // transaction, which then failed ("Current transaction is aborted") and put the export in RESOURCE_ERROR.
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
-    const connection = (writer as unknown as { connection: { run: (sql: string) => Promise<unknown> } }).connection;
+    const connection = (writer as unknown as { connection: { run: (sql: string, ...rest: unknown[]) => Promise<unknown> } }).connection;
     const run = connection.run.bind(connection);
-    connection.run = async (sql: string) => {
-      const result = await run(sql);
+    connection.run = async (sql: string, ...rest: unknown[]) => {
+      const result = await run(sql, ...rest);
       if (sql === 'BEGIN TRANSACTION') {
         gc();
         // Native finalizers run in a later task.

@@ -56,6 +56,8 @@ type Mapped = Row | ConversionError | SchemaMismatch;
 export class DuckDbTableWriter implements Connector {
   private connection?: DuckDBConnection;
   private mapper?: RowMapper;
+  /** The table's definition the mapper was built from (see tableDefinition). */
+  private mappedDefinition?: string;
   readonly counters = { rowsAppended: 0 };
   private progress?: ProgressLog;
   private readonly writtenIds: DuckDbWrittenIds;
@@ -170,6 +172,8 @@ export class DuckDbTableWriter implements Connector {
   private async loadTable(): Promise<RowMapper> {
     const connection = this.connection!;
     const { schema, tableName, table } = this.config;
+    // Read first: an ALTER between it and the columns read below makes the next batch load them again.
+    this.mappedDefinition = await this.tableDefinition();
     const info = await connection.runAndReadAll(
       'SELECT column_name, is_nullable, column_default FROM information_schema.columns WHERE table_catalog = current_database() AND table_schema = $1 AND table_name = $2 ORDER BY ordinal_position',
       [schema, tableName],
@@ -201,6 +205,33 @@ export class DuckDbTableWriter implements Connector {
   }
 
   /**
+   * The table's definition as DuckDB prints it back (`CREATE TABLE ...`: column names, types, NOT NULL,
+   * defaults, key), or undefined when it does not exist. Read through the writer's connection: only while
+   * no commit runs on it.
+   */
+  private async tableDefinition(): Promise<string | undefined> {
+    const reader = await this.connection!.runAndReadAll(
+      'SELECT sql FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = $1 AND table_name = $2',
+      [this.config.schema, this.config.tableName],
+    );
+    const sql = reader.getRows()[0]?.[0];
+    return sql === undefined || sql === null ? undefined : String(sql);
+  }
+
+  /**
+   * Drops the mapper when the table was altered since it was built, so the batch is mapped by the
+   * table's columns as they are now. An added column had its fields refused as unknown (dead-lettered, or
+   * dropped by dropUnknownFields) until some append failed; a renamed one took the fields of its old name
+   * and left those of its new name unknown, with dropUnknownFields silently NULL.
+   */
+  private async dropMapperIfTableChanged(): Promise<void> {
+    if (!this.mapper) return;
+    const definition = await this.tableDefinition();
+    // A table that is gone is the commit's to find (NOT_FOUND, the batch kept for its retry).
+    if (definition !== undefined && definition !== this.mappedDefinition) this.mapper = undefined;
+  }
+
+  /**
    * Pipelined: the batch is mapped while the previous one commits (DuckDB commits on its own threads),
    * then its rows are appended and committed in the background once that commit is done, and the call
    * reports what finished meanwhile (the previous batch). Commits stay one at a time and in order, so
@@ -220,6 +251,7 @@ export class DuckDbTableWriter implements Connector {
     const mapper = this.mapper ?? (await this.loadTable());
     const mapped = await mapAll(mapper, batch);
     await this.settle();
+    await this.dropMapperIfTableChanged();
     await this.retryFailedCommit();
     await this.begin(batch, this.mapper === mapper ? mapped : undefined);
     return this.report();
