@@ -60,4 +60,42 @@ describe('a table export at its DuckDB memory limit', () => {
     const [counts] = await queryDuckDb(path, 'SELECT count(*) AS n, count(DISTINCT data) AS d FROM big');
     expect(counts).toEqual({ n: 400n, d: 400n });
   });
+
+  it("names what a wide table's columns need: 120 small columns ran out at 32 MiB, the reason naming only messages over ~10 KB", async () => {
+    const columns = Array.from({ length: 120 }, (_, i) => `c${i}`);
+    await queryDuckDb(path, `CREATE TABLE wide(${columns.map((c) => `${c} INTEGER`).join(', ')})`);
+    // ~1 KB each: well under the ~10 KB the reason named.
+    const messages = Array.from({ length: 4000 }, (_, i) => {
+      const em = keyedExportMessage('k', i + 1);
+      return { ...em, message: { ...em.message, data: Buffer.from(JSON.stringify(Object.fromEntries(columns.map((c) => [c, i])))) } };
+    });
+    const open = async () => {
+      const writer = new DuckDbTableWriter(
+        parseDuckDbTableConfig({ table: 'p.main.wide', useTableSchema: true }),
+        writerContext('wide', { dataDir: dir.path }),
+        path,
+      );
+      await writer.open();
+      return writer;
+    };
+    const writer = await open();
+    let failure: unknown;
+    try {
+      for (let i = 0; i < messages.length; i += 500) await writer.write(messages.slice(i, i + 500));
+      await writer.flush('all');
+    } catch (e) {
+      failure = e;
+    }
+    await writer.close();
+    expect((failure as Error).name).toBe('DuckDbMemoryError');
+    expect((failure as Error).message).toContain('its 120 stored columns need about 60 MiB by themselves');
+
+    setDuckDbLimits({ tableMemoryLimit: '128MiB' });
+    const again = await open();
+    for (let i = 0; i < messages.length; i += 500) await again.write(messages.slice(i, i + 500));
+    const last = await again.flush('all');
+    await again.close();
+    expect(last.failed).toEqual([]);
+    expect(await queryDuckDb(path, 'SELECT count(*) AS n, count(DISTINCT c0) AS d FROM wide')).toEqual([{ n: 4000n, d: 4000n }]);
+  });
 });

@@ -160,12 +160,13 @@ export class DuckDbTableWriter implements Connector {
    */
   private async releasedOnMemoryError(e: unknown): Promise<unknown> {
     if (e instanceof DuckDbMemoryError || !isDuckDbMemoryError(e)) return e;
+    const columns = this.mapper?.columns.map((c) => c.type);
     await this.inflight?.catch(() => undefined);
     this.inflight = undefined;
     this.closeConnection();
     this.mapper = undefined;
     if (this.instance && !writersOf.get(this.instance)?.size) await discardDuckDb(this.databasePath, this.instance);
-    return new DuckDbMemoryError(this.databasePath, this.config.table, e);
+    return new DuckDbMemoryError(this.databasePath, this.config.table, e, columns);
   }
 
   /** Reads the target table's columns and primary key; the sink is unusable without a fitting table. */
