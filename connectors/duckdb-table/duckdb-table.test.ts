@@ -371,6 +371,33 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it("takes BigQuery's TIME strings into a TIME column (every message setting one had failed), and refuses what is not a time of day", async () => {
+    await sql('CREATE TABLE times(id VARCHAR, t TIME)');
+    await exportWithDeadLetters('p.main.times', { useTableSchema: true });
+    await env.core.publish(
+      'events',
+      [
+        '{"id":"a","t":"08:30"}',
+        '{"id":"b","t":"23:59:59.999999"}',
+        '{"id":"c","t":" 00:00:01.1234567 "}',
+        '{"id":"d","t":"24:00:00"}',
+        '{"id":"e","t":"8:30"}',
+        '{"id":"f","t":3600}',
+      ].map((data) => ({ data })),
+    );
+    await waitFor('the rows and three dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 3);
+    expect(await sql('SELECT id, t::VARCHAR t FROM times ORDER BY id')).toEqual([
+      { id: 'a', t: '08:30:00' },
+      { id: 'b', t: '23:59:59.999999' },
+      { id: 'c', t: '00:00:01.123456' },
+    ]);
+    expect(await deadLetterReasons(3)).toEqual([
+      't: expected a time of day (HH:MM[:SS[.ffffff]]) for a TIME column, got "24:00:00"',
+      't: expected a time of day (HH:MM[:SS[.ffffff]]) for a TIME column, got "8:30"',
+      't: expected a time of day (HH:MM[:SS[.ffffff]]) for a TIME column, got 3600',
+    ]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [

@@ -7,6 +7,7 @@ import {
   structValue,
   timestampTZValue,
   timestampValue,
+  timeValue,
   type DuckDBStructType,
   type DuckDBType,
   type DuckDBValue,
@@ -50,7 +51,7 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
  * appender takes for a column of `type`, as BigQuery's table-schema mapping does: integers from JSON
  * integers or integer strings (range-checked), floats from numbers or decimal strings (in the column's
  * range), DECIMAL exactly from numbers or decimal strings, booleans, strings, TIMESTAMP from ISO 8601
- * strings of real dates or epoch microseconds, DATE from `YYYY-MM-DD`, BLOB from base64, JSON columns
+ * strings of real dates or epoch microseconds, DATE from `YYYY-MM-DD`, TIME from `HH:MM[:SS[.ffffff]]`, BLOB from base64, JSON columns
  * from any value, STRUCT from objects, LIST from arrays. Anything else raises ConversionError naming the
  * field, so the message fails alone rather than the sink.
  */
@@ -138,6 +139,11 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
       if (ms === undefined) throw fail('a date (YYYY-MM-DD)');
       return dateValue(Math.round(ms / 86_400_000));
     }
+    case DuckDBTypeId.TIME: {
+      const micros = timeOfDayMicros(value);
+      if (micros === undefined) throw fail('a time of day (HH:MM[:SS[.ffffff]])');
+      return timeValue(micros);
+    }
     case DuckDBTypeId.BLOB:
       if (typeof value !== 'string' || !BASE64.test(value)) throw fail('base64 bytes (standard alphabet, padded)');
       return blobValue(Buffer.from(value, 'base64'));
@@ -182,6 +188,20 @@ function entryIndexes(struct: DuckDBStructType): Map<string, number> {
   let byName = foldedEntries.get(struct);
   if (!byName) foldedEntries.set(struct, (byName = new Map(struct.entryNames.map((name, i) => [name.toLowerCase(), i]))));
   return byName;
+}
+
+/**
+ * Microseconds since midnight of a BigQuery TIME string (`HH:MM[:SS[.ffffff]]`, 00:00 to 23:59:59.999999),
+ * digits past the microsecond dropped as for TIMESTAMP; undefined for anything else (every such value had
+ * failed its message: the TIME column was not taken at all).
+ */
+function timeOfDayMicros(value: unknown): bigint | undefined {
+  const parts = typeof value === 'string' ? /^(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?$/.exec(value.trim()) : null;
+  if (!parts) return undefined;
+  const [, h, mi, sec = '0', fraction = ''] = parts;
+  if (Number(h) > 23 || Number(mi) > 59 || Number(sec) > 59) return undefined;
+  const seconds = (Number(h) * 60 + Number(mi)) * 60 + Number(sec);
+  return BigInt(seconds) * 1_000_000n + BigInt(fraction.slice(0, 6).padEnd(6, '0'));
 }
 
 function timestampMicros(value: unknown): bigint | undefined {
