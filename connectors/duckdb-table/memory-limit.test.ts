@@ -26,10 +26,27 @@ function largeMessage(sequence: number): ExportMessage {
   return { ...em, message: { ...em.message, data: Buffer.from(`${sequence}:${'x'.repeat(100_000)}`) } };
 }
 
-async function openWriter(): Promise<DuckDbTableWriter> {
-  const writer = new DuckDbTableWriter(parseDuckDbTableConfig({ table: 'p.main.big' }), writerContext('big', { dataDir: dir.path }), path);
+async function openWriter(table: string, config: { useTableSchema?: boolean } = {}): Promise<DuckDbTableWriter> {
+  const writer = new DuckDbTableWriter(
+    parseDuckDbTableConfig({ table: `p.main.${table}`, ...config }),
+    writerContext(table, { dataDir: dir.path }),
+    path,
+  );
   await writer.open();
   return writer;
+}
+
+/** Writes `messages` in batches of `batch` and flushes; the error that stopped it, if any. */
+async function writeAll(writer: DuckDbTableWriter, messages: ExportMessage[], batch: number): Promise<unknown> {
+  try {
+    for (let i = 0; i < messages.length; i += batch) await writer.write(messages.slice(i, i + batch));
+    await writer.flush('all');
+    return undefined;
+  } catch (e) {
+    return e;
+  } finally {
+    await writer.close();
+  }
 }
 
 describe('a table export at its DuckDB memory limit', () => {
@@ -37,26 +54,14 @@ describe('a table export at its DuckDB memory limit', () => {
     setDuckDbLimits({ tableMemoryLimit: '16MiB' });
     await queryDuckDb(path, 'CREATE TABLE big(data VARCHAR)');
     const messages = Array.from({ length: 400 }, (_, i) => largeMessage(i + 1));
-    const writer = await openWriter();
-    let failure: unknown;
-    try {
-      for (let i = 0; i < messages.length; i += 20) await writer.write(messages.slice(i, i + 20));
-      await writer.flush('all');
-    } catch (e) {
-      failure = e;
-    }
-    await writer.close();
+    const failure = await writeAll(await openWriter('big'), messages, 20);
     expect((failure as Error).name).toBe('DuckDbMemoryError');
     expect((failure as Error).message).toMatch(/memory\.duckdbTables: 16MiB\) writing table p\.main\.big/);
 
     // Memory enough now (the cause could as well have been another user of the instance): a new writer
     // opens a new instance, and what the first one committed is recognised, not written twice.
     setDuckDbLimits({ tableMemoryLimit: '256MiB' });
-    const again = await openWriter();
-    for (let i = 0; i < messages.length; i += 50) await again.write(messages.slice(i, i + 50));
-    const last = await again.flush('all');
-    await again.close();
-    expect(last.failed).toEqual([]);
+    expect(await writeAll(await openWriter('big'), messages, 50)).toBeUndefined();
     const [counts] = await queryDuckDb(path, 'SELECT count(*) AS n, count(DISTINCT data) AS d FROM big');
     expect(counts).toEqual({ n: 400n, d: 400n });
   });
@@ -69,33 +74,12 @@ describe('a table export at its DuckDB memory limit', () => {
       const em = keyedExportMessage('k', i + 1);
       return { ...em, message: { ...em.message, data: Buffer.from(JSON.stringify(Object.fromEntries(columns.map((c) => [c, i])))) } };
     });
-    const open = async () => {
-      const writer = new DuckDbTableWriter(
-        parseDuckDbTableConfig({ table: 'p.main.wide', useTableSchema: true }),
-        writerContext('wide', { dataDir: dir.path }),
-        path,
-      );
-      await writer.open();
-      return writer;
-    };
-    const writer = await open();
-    let failure: unknown;
-    try {
-      for (let i = 0; i < messages.length; i += 500) await writer.write(messages.slice(i, i + 500));
-      await writer.flush('all');
-    } catch (e) {
-      failure = e;
-    }
-    await writer.close();
+    const failure = await writeAll(await openWriter('wide', { useTableSchema: true }), messages, 500);
     expect((failure as Error).name).toBe('DuckDbMemoryError');
     expect((failure as Error).message).toContain('its 120 stored columns need about 60 MiB by themselves');
 
     setDuckDbLimits({ tableMemoryLimit: '128MiB' });
-    const again = await open();
-    for (let i = 0; i < messages.length; i += 500) await again.write(messages.slice(i, i + 500));
-    const last = await again.flush('all');
-    await again.close();
-    expect(last.failed).toEqual([]);
+    expect(await writeAll(await openWriter('wide', { useTableSchema: true }), messages, 500)).toBeUndefined();
     expect(await queryDuckDb(path, 'SELECT count(*) AS n, count(DISTINCT c0) AS d FROM wide')).toEqual([{ n: 4000n, d: 4000n }]);
   });
 });
