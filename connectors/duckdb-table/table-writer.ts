@@ -55,6 +55,8 @@ type Mapped = Row | ConversionError | SchemaMismatch;
  */
 export class DuckDbTableWriter implements Connector {
   private connection?: DuckDBConnection;
+  /** A second connection, to read the table's definition while a commit runs on `connection`. */
+  private catalogConnection?: DuckDBConnection;
   private mapper?: RowMapper;
   /** The table's definition the mapper was built from (see tableDefinition). */
   private mappedDefinition?: string;
@@ -131,6 +133,7 @@ export class DuckDbTableWriter implements Connector {
         throw e;
       }
       this.connection = connection;
+      this.catalogConnection = await connectToDuckDb(this.instance);
       const writers = writersOf.get(this.instance) ?? new Set();
       writersOf.set(this.instance, writers.add(this));
     }
@@ -145,8 +148,7 @@ export class DuckDbTableWriter implements Connector {
   private async checkFile(): Promise<void> {
     const problem = this.instance ? databaseFileProblem(this.databasePath, this.instance) : undefined;
     if (problem === undefined) return;
-    this.connection?.closeSync();
-    this.connection = undefined;
+    this.closeConnection();
     this.mapper = undefined;
     if (this.instance) await discardDuckDb(this.databasePath, this.instance);
     throw new DuckDbFileError(this.databasePath, problem);
@@ -174,7 +176,7 @@ export class DuckDbTableWriter implements Connector {
     const connection = this.connection!;
     const { schema, tableName, table } = this.config;
     // Read first: an ALTER between it and the columns read below makes the next batch load them again.
-    this.mappedDefinition = await this.tableDefinition();
+    this.mappedDefinition = await this.tableDefinition(connection);
     const info = await connection.runAndReadAll(
       'SELECT column_name, is_nullable, column_default FROM information_schema.columns WHERE table_catalog = current_database() AND table_schema = $1 AND table_name = $2 ORDER BY ordinal_position',
       [schema, tableName],
@@ -207,29 +209,16 @@ export class DuckDbTableWriter implements Connector {
 
   /**
    * The table's definition as DuckDB prints it back (`CREATE TABLE ...`: column names, types, NOT NULL,
-   * defaults, key), or undefined when it does not exist. Read through the writer's connection: only while
-   * no commit runs on it.
+   * defaults, key), or undefined when it does not exist. Through the writer's connection only while no
+   * commit runs on it.
    */
-  private async tableDefinition(): Promise<string | undefined> {
-    const reader = await this.connection!.runAndReadAll(
+  private async tableDefinition(connection: DuckDBConnection): Promise<string | undefined> {
+    const reader = await connection.runAndReadAll(
       'SELECT sql FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = $1 AND table_name = $2',
       [this.config.schema, this.config.tableName],
     );
     const sql = reader.getRows()[0]?.[0];
     return sql === undefined || sql === null ? undefined : String(sql);
-  }
-
-  /**
-   * Drops the mapper when the table was altered since it was built, so the batch is mapped by the
-   * table's columns as they are now. An added column had its fields refused as unknown (dead-lettered, or
-   * dropped by dropUnknownFields) until some append failed; a renamed one took the fields of its old name
-   * and left those of its new name unknown, with dropUnknownFields silently NULL.
-   */
-  private async dropMapperIfTableChanged(): Promise<void> {
-    if (!this.mapper) return;
-    const definition = await this.tableDefinition();
-    // A table that is gone is the commit's to find (NOT_FOUND, the batch kept for its retry).
-    if (definition !== undefined && definition !== this.mappedDefinition) this.mapper = undefined;
   }
 
   /**
@@ -250,9 +239,17 @@ export class DuckDbTableWriter implements Connector {
   private async writeBatch(batch: ExportMessage[]): Promise<WriteResult> {
     if (!this.mapper) await this.settle(); // a failed commit may have dropped the mapper: loading needs the connection idle
     const mapper = this.mapper ?? (await this.loadTable());
+    // Read beside the previous batch's commit, on a connection of its own: read after it, on the writer's,
+    // it took 15-25% off the export's rate (bench/duckdb-export.ts). A read that fails leaves the check to
+    // the commit (a table gone is NOT_FOUND there, the batch kept for its retry).
+    const definition = this.tableDefinition(this.catalogConnection!).catch(() => this.mappedDefinition);
     const mapped = await mapAll(mapper, batch);
     await this.settle();
-    await this.dropMapperIfTableChanged();
+    // Altered since the mapper was built (library use: the table can only change from this process): the
+    // batch is mapped by the columns as they are now. An added column's fields were refused as unknown,
+    // and a renamed one took its old name's fields, leaving its new name's unknown (NULL with dropUnknownFields).
+    const now = await definition;
+    if (now !== undefined && now !== this.mappedDefinition) this.mapper = undefined;
     await this.retryFailedCommit();
     await this.begin(batch, this.mapper === mapper ? mapped : undefined);
     return this.report();
@@ -476,6 +473,8 @@ export class DuckDbTableWriter implements Connector {
   private closeConnection(): void {
     this.connection?.closeSync();
     this.connection = undefined;
+    this.catalogConnection?.closeSync();
+    this.catalogConnection = undefined;
     if (this.instance) writersOf.get(this.instance)?.delete(this);
   }
 }
