@@ -32,8 +32,8 @@ export function createLogger(options: { level?: string; name?: string } = {}): L
 /**
  * Standard output, written synchronously (a line per state change, never per message), that stops logging
  * once a write fails. pino's own destination buffers and, when a write fails with anything but EPIPE,
- * throws the error as uncaught and retries the buffered lines at exit forever: a job whose terminal hung up
- * (EIO) never ended, holding its data directory's lock.
+ * retries the buffered lines at exit forever: a job whose terminal hung up (EIO) stopped on SIGTERM but
+ * its process never ended.
  */
 function standardOutput(): DestinationStream {
   const destination = pino.destination({ dest: 1, sync: true });

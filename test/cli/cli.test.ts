@@ -204,8 +204,8 @@ describe('orderly CLI', () => {
   }, 120_000);
 
   it('run stops on SIGTERM when its standard output fails (here a full disk: /dev/full)', async () => {
-    // As a hung-up terminal (EIO): pino's destination threw the write error as uncaught and retried its lines
-    // at exit forever, so the job never ended and kept its data directory locked.
+    // As a hung-up terminal (EIO): pino's destination retried its lines at exit forever, so the job stopped
+    // but its process never ended.
     const full = openSync('/dev/full', 'w');
     const { dir, child } = runPullOnlyJob(['ignore', full, 'ignore']);
     closeSync(full);
