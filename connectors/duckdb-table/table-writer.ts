@@ -96,11 +96,7 @@ export class DuckDbTableWriter implements Connector {
   }
 
   async open(): Promise<void> {
-    try {
-      await this.openConnection();
-    } catch (e) {
-      throw await this.releasedOnMemoryError(e);
-    }
+    await this.releasingOnMemoryError(() => this.openConnection());
   }
 
   private async openConnection(): Promise<void> {
@@ -155,20 +151,25 @@ export class DuckDbTableWriter implements Connector {
   }
 
   /**
-   * `e`, or when DuckDB ran out of memory, DuckDbMemoryError after closing this process's instance of
-   * the file if no other writer uses it: what it pinned is released, and a database a failed checkpoint
-   * invalidated is usable again only attached afresh (the runner reopens the writer, which opens a new
-   * instance). With other writers on it, the instance stays as it is (see writersOf).
+   * Runs `work` (a call of the connector contract). When DuckDB runs out of memory in it, the failure is a
+   * DuckDbMemoryError, after closing this process's instance of the file if no other writer uses it: what
+   * it pinned is released, and a database a failed checkpoint invalidated is usable again only attached
+   * afresh (the runner reopens the writer, which opens a new instance). With other writers on it, the
+   * instance stays as it is (see writersOf).
    */
-  private async releasedOnMemoryError(e: unknown): Promise<unknown> {
-    if (e instanceof DuckDbMemoryError || !isDuckDbMemoryError(e)) return e;
-    const columns = this.mapper?.columns.map((c) => c.type);
-    await this.inflight?.catch(() => undefined);
-    this.inflight = undefined;
-    this.closeConnection();
-    this.mapper = undefined;
-    if (this.instance && !writersOf.get(this.instance)?.size) await discardDuckDb(this.databasePath, this.instance);
-    return new DuckDbMemoryError(this.databasePath, this.config.table, e, columns);
+  private async releasingOnMemoryError<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (e) {
+      if (e instanceof DuckDbMemoryError || !isDuckDbMemoryError(e)) throw e;
+      const columns = this.mapper?.columns.map((c) => c.type);
+      await this.inflight?.catch(() => undefined);
+      this.inflight = undefined;
+      this.closeConnection();
+      this.mapper = undefined;
+      if (this.instance && !writersOf.get(this.instance)?.size) await discardDuckDb(this.databasePath, this.instance);
+      throw new DuckDbMemoryError(this.databasePath, this.config.table, e, columns);
+    }
   }
 
   /** Reads the target table's columns and primary key; the sink is unusable without a fitting table. */
@@ -228,12 +229,8 @@ export class DuckDbTableWriter implements Connector {
    * each key's rows are committed in order; a key whose message failed in the previous commit has its
    * messages here deferred. `flush` reports the last commit (`'due'` once it finished, `'all'` waiting for it).
    */
-  async write(batch: ExportMessage[]): Promise<WriteResult> {
-    try {
-      return await this.writeBatch(batch);
-    } catch (e) {
-      throw await this.releasedOnMemoryError(e);
-    }
+  write(batch: ExportMessage[]): Promise<WriteResult> {
+    return this.releasingOnMemoryError(() => this.writeBatch(batch));
   }
 
   private async writeBatch(batch: ExportMessage[]): Promise<WriteResult> {
@@ -449,12 +446,8 @@ export class DuckDbTableWriter implements Connector {
     appender.endRow();
   }
 
-  async flush(mode: 'due' | 'all'): Promise<WriteResult> {
-    try {
-      return await this.flushCommits(mode);
-    } catch (e) {
-      throw await this.releasedOnMemoryError(e);
-    }
+  flush(mode: 'due' | 'all'): Promise<WriteResult> {
+    return this.releasingOnMemoryError(() => this.flushCommits(mode));
   }
 
   private async flushCommits(mode: 'due' | 'all'): Promise<WriteResult> {
