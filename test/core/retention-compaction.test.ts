@@ -3,7 +3,7 @@ import { ManualClock } from '../../src/core/clock.js';
 import { compactionPlan } from '../../src/core/compaction-plan.js';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from '../helpers/core.js';
+import { pullAndAck, tempDir } from '../helpers/core.js';
 
 /**
  * Compaction and each subscription's own messageRetentionDuration: a message past a subscription's
@@ -30,15 +30,6 @@ afterEach(async () => {
   dir.remove();
 });
 
-async function drain(sub: string): Promise<string[]> {
-  const got = await core.pull(sub, { maxMessages: 100 });
-  await core.acknowledge(
-    sub,
-    got.map((m) => m.ackId),
-  );
-  return got.map((m) => m.message.data.toString());
-}
-
 describe('compaction with per-subscription retention', () => {
   it('a subscription nobody reads stops holding messages once they are past its own messageRetentionDuration', async () => {
     // 'read' (the default retention, 7 days) acks everything; 'unread' (10 minutes) is never read.
@@ -50,12 +41,12 @@ describe('compaction with per-subscription retention', () => {
     ]);
     clock.advance(9 * 60_000);
     await core.publish('events', [{ data: 'young', orderingKey: 'k' }]);
-    expect(await drain('read')).toEqual(['old-1', 'old-2', 'young']);
+    expect(await pullAndAck(core, 'read')).toEqual(['old-1', 'old-2', 'young']);
     expect((await core.compact()).deletedMessages).toBe(0);
     clock.advance(61_000);
     // Acked by 'read', expired for 'unread': nobody can be given them again (they held the store for 7 days).
     expect((await core.compact()).deletedMessages).toBe(2);
-    expect(await drain('unread')).toEqual(['young']);
+    expect(await pullAndAck(core, 'unread')).toEqual(['young']);
   });
 
   it('a subscription retaining acked messages, and the topic retention, still keep theirs', async () => {
@@ -63,7 +54,7 @@ describe('compaction with per-subscription retention', () => {
     await core.createSubscription('retains', { topic: 'events', retainAckedMessages: true, messageRetentionDuration: '15m' });
     await core.createSubscription('unread', { topic: 'events', messageRetentionDuration: '10m' });
     await core.publish('events', [{ data: 'a' }]);
-    expect(await drain('retains')).toEqual(['a']);
+    expect(await pullAndAck(core, 'retains')).toEqual(['a']);
     clock.advance(11 * 60_000);
     expect((await core.compact()).deletedMessages).toBe(0);
     clock.advance(5 * 60_000);

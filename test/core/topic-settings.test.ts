@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
-import { openCore, settle, tempDir } from '../helpers/core.js';
+import { openCore, pullAndAck, settle, tempDir } from '../helpers/core.js';
 
 /**
  * Topics' own settings (issue #13): messageRetentionDuration kept and used by compaction and seek,
@@ -23,15 +23,6 @@ async function restart(): Promise<void> {
   ({ core } = await openCore(dir.path, clock));
 }
 
-async function pullTexts(sub: string): Promise<string[]> {
-  const got = await core.pull(sub, { maxMessages: 100 });
-  await core.acknowledge(
-    sub,
-    got.map((m) => m.ackId),
-  );
-  return got.map((m) => m.message.data.toString());
-}
-
 afterEach(async () => {
   await core?.close();
   dir?.remove();
@@ -48,17 +39,17 @@ describe('topic messageRetentionDuration', () => {
     clock.advance(1_000);
     const mark = clock.now();
     await core.publish('kept', [{ data: 'a' }, { data: 'b' }]);
-    expect((await pullTexts('kept-sub')).sort()).toEqual(['a', 'b', 'old']);
+    expect((await pullAndAck(core, 'kept-sub')).sort()).toEqual(['a', 'b', 'old']);
     await settle(core);
     expect((await core.compact()).deletedMessages).toBe(0);
     await core.seek('kept-sub', mark);
-    expect((await pullTexts('kept-sub')).sort()).toEqual(['a', 'b']);
+    expect((await pullAndAck(core, 'kept-sub')).sort()).toEqual(['a', 'b']);
     // Past the topic's retention they go, like any acked message (the clock also runs the background compaction).
     clock.advance(3_601_000);
     await settle(core);
     await core.compact();
     await core.seek('kept-sub', mark);
-    expect(await pullTexts('kept-sub')).toEqual([]);
+    expect(await pullAndAck(core, 'kept-sub')).toEqual([]);
   });
 
   it('without a topic retention, compaction drops what every subscription acked (the seek finds nothing)', async () => {
@@ -68,11 +59,11 @@ describe('topic messageRetentionDuration', () => {
     await core.createSubscription('plain-sub', { topic: 'plain' });
     const mark = clock.now();
     await core.publish('plain', [{ data: 'a' }]);
-    expect(await pullTexts('plain-sub')).toEqual(['a']);
+    expect(await pullAndAck(core, 'plain-sub')).toEqual(['a']);
     await settle(core);
     expect((await core.compact()).deletedMessages).toBe(1);
     await core.seek('plain-sub', mark);
-    expect(await pullTexts('plain-sub')).toEqual([]);
+    expect(await pullAndAck(core, 'plain-sub')).toEqual([]);
   });
 
   it('is checked (10 minutes to 31 days), returned, shown on subscriptions, kept across restarts, and cleared by null', async () => {

@@ -33,6 +33,16 @@ export async function settle(core: PubSubCore): Promise<void> {
   }
 }
 
+/** One pull of up to 100 messages, acked at once: their data as text. */
+export async function pullAndAck(core: PubSubCore, sub: string): Promise<string[]> {
+  const got = await core.pull(sub, { maxMessages: 100 });
+  await core.acknowledge(
+    sub,
+    got.map((m) => m.ackId),
+  );
+  return got.map((m) => m.message.data.toString());
+}
+
 /** A local TCP port nothing listens on (taken, then released). */
 export function closedPort(): Promise<number> {
   return new Promise((resolve) => {
