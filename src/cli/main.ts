@@ -83,6 +83,7 @@ export async function main(argv: string[]): Promise<number> {
       const job = await loadJobFile(file);
       const { JobRuntime } = await import('../job/job-runtime.js');
       const runtime = await JobRuntime.start(job, logger, { serveMetrics: true, workerId: o.workerId });
+      const stopSignal = untilStopSignal(runtime);
       logger.info(
         { ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort, worker: runtime.workerId },
         'job running',
@@ -94,7 +95,7 @@ export async function main(argv: string[]): Promise<number> {
           { subscriptions: runtime.reconciled.notInFile },
           'subscriptions of the data directory that the job file does not list (removed or renamed in it, or created through the API) go on receiving messages and exporting; delete the ones no longer wanted through the API (orderly serve --data-dir)',
         );
-      const signal = await untilStopSignal(runtime);
+      const signal = await stopSignal;
       logger.info({ signal }, 'stopping: finishing writes, finalizing open files');
       if (signal === 'failure') process.exitCode = 1;
       // Not unref'd: a connector call that never returns leaves nothing else pending, and Node would exit
@@ -336,8 +337,9 @@ export async function main(argv: string[]): Promise<number> {
         if (!isLoopback(host))
           console.error(`orderly serve: WARNING: ${host} is reachable from other machines; only callers with the token get in`);
         const address = hostPort(host, bound);
+        const stopSignal = untilStopSignal(runtime);
         console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${address} (PUBSUB_EMULATOR_HOST=${address})${auth}`);
-        const signal = await untilStopSignal(runtime);
+        const signal = await stopSignal;
         if (signal === 'failure') process.exitCode = 1;
         await runtime.stop();
         if (signal === 'SIGHUP') endByHangUp();
@@ -465,7 +467,11 @@ function endByHangUp(): void {
   process.kill(process.pid, 'SIGHUP');
 }
 
-/** A stop signal, or the job failing on its own (then the process ends with exit code 1). */
+/**
+ * A stop signal, or the job failing on its own (then the process ends with exit code 1). Called before the
+ * job says it runs: a signal sent on that line (as a supervisor or a test does) found no handler yet, and
+ * SIGHUP's default ended the process without the drain.
+ */
 function untilStopSignal(runtime: JobRuntime): Promise<(typeof STOP_SIGNALS)[number] | 'failure'> {
   // Signal listeners do not keep a process alive: a job with nothing else pending (no export, endpoint or
   // metrics, only pull subscriptions) ended at once, exit code 13, its lock left behind.
