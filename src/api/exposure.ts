@@ -14,6 +14,14 @@ export function isLoopback(host: string): boolean {
   return isIP(h) === 6 && /^(0*:)*:?0*1$/.test(h);
 }
 
+/**
+ * The token in ORDERLY_TOKEN. Set but empty (`ORDERLY_TOKEN=` in a unit file, or a shell's `$(cat missing-file)`)
+ * counts as unset, as `${VAR:-...}` does: no token on loopback, a refusal off it, instead of "too short".
+ */
+export function tokenFromEnvironment(): string | undefined {
+  return process.env.ORDERLY_TOKEN || undefined;
+}
+
 export interface Exposure {
   host: string;
   allowRemote?: boolean;
@@ -41,4 +49,16 @@ export function checkExposure(e: Exposure, flags: { allowRemote: string; authTok
 /** `host:port` as a URL or PUBSUB_EMULATOR_HOST spells it: an IPv6 address in brackets (`[::1]:8085`). */
 export function hostPort(host: string, port: number): string {
   return isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/**
+ * Where a client on this machine reaches a server bound to `host`: the loopback address for a bind to every
+ * interface (0.0.0.0, ::), which is a listening address, not one to dial (Windows and macOS refuse to connect
+ * to it; PUBSUB_EMULATOR_HOST=0.0.0.0:8085 fails there).
+ */
+export function localHostPort(host: string, port: number): string {
+  const bare = host.replace(/^\[|\]$/g, '');
+  if (bare === '0.0.0.0') return hostPort('127.0.0.1', port);
+  if (isIP(bare) === 6 && /^[0:]*$/.test(bare)) return hostPort('::1', port);
+  return hostPort(bare, port);
 }

@@ -2,7 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
-import { hostPort, isLoopback } from '../api/exposure.js';
+import { hostPort, isLoopback, localHostPort, tokenFromEnvironment } from '../api/exposure.js';
 import { OrderlyError } from '../core/errors.js';
 import { projectOf, resourceName, shortId } from '../core/names.js';
 import { packageFile } from '../package-file.js';
@@ -148,7 +148,7 @@ export async function main(argv: string[]): Promise<number> {
           : await (await import('../job/job-runtime.js')).JobRuntime.start(job, await createLogger(), { withExports: false });
         const publish: PublishBatch = runtime
           ? (messages) => runtime.core.publish(topic, messages)
-          : (messages) => publishOverRest(running!.endpoint!, topic, messages, job.endpoint?.authToken ?? process.env.ORDERLY_TOKEN);
+          : (messages) => publishOverRest(running!.endpoint!, topic, messages, job.endpoint?.authToken ?? tokenFromEnvironment());
         try {
           const report = await publishFile(publish, { ...o, progress: !o.json && process.stderr.isTTY });
           out(report, o.json, () => {
@@ -325,7 +325,7 @@ export async function main(argv: string[]): Promise<number> {
           host: o.host ?? job.endpoint?.host ?? '127.0.0.1',
           port,
           allowRemote: o.allowRemote ?? job.endpoint?.allowRemote ?? false,
-          authToken: o.authToken ?? process.env.ORDERLY_TOKEN ?? job.endpoint?.authToken,
+          authToken: o.authToken ?? tokenFromEnvironment() ?? job.endpoint?.authToken,
           idleTimeoutSeconds,
         };
         const flags = { allowRemote: '--allow-remote', authToken: '--auth-token or ORDERLY_TOKEN' };
@@ -336,9 +336,10 @@ export async function main(argv: string[]): Promise<number> {
         const auth = endpoint.authToken ? '; every call needs "authorization: Bearer <token>"' : '';
         if (!isLoopback(host))
           console.error(`orderly serve: WARNING: ${host} is reachable from other machines; only callers with the token get in`);
-        const address = hostPort(host, bound);
         const stopSignal = untilStopSignal(runtime);
-        console.log(`orderly serve: Pub/Sub API (gRPC and REST) on ${address} (PUBSUB_EMULATOR_HOST=${address})${auth}`);
+        console.log(
+          `orderly serve: Pub/Sub API (gRPC and REST) on ${hostPort(host, bound)} (PUBSUB_EMULATOR_HOST=${localHostPort(host, bound)})${auth}`,
+        );
         const signal = await stopSignal;
         if (signal === 'failure') process.exitCode = 1;
         await runtime.stop();

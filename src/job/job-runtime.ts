@@ -1,6 +1,6 @@
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
-import { hostPort } from '../api/exposure.js';
+import { localHostPort } from '../api/exposure.js';
 import type { ConnectorSettings } from '../connector/connector.js';
 import { ExportManager, type ExportManagerOptions } from '../connector/export-manager.js';
 import { settingsSections } from '../connector/registry.js';
@@ -148,7 +148,7 @@ export class JobRuntime {
         // Tell other commands where to reach this job (status reads /status, publish the endpoint).
         acquireLock(dataDir, {
           metrics: metricsUrl,
-          endpoint: endpointPort === undefined ? undefined : hostPort(job.endpoint!.host, endpointPort),
+          endpoint: endpointPort === undefined ? undefined : localHostPort(job.endpoint!.host, endpointPort),
         });
       }
       return new JobRuntime(

@@ -8,7 +8,7 @@ import { SUBSCRIPTION_STATES } from '../core/consumer.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import { projectOf, shortId } from '../core/names.js';
 import { bearerCheck, UNAUTHENTICATED_MESSAGE } from '../api/bearer-auth.js';
-import { hostPort } from '../api/exposure.js';
+import { localHostPort } from '../api/exposure.js';
 import { unexpectedErrorCount } from './unexpected-errors.js';
 
 /**
@@ -306,7 +306,7 @@ export async function serveMetrics(
     );
     server.listen(port, host, resolve);
   });
-  // An IPv6 address is bracketed in a URL (http://[::1]:9464).
-  const url = `http://${hostPort(host, (server.address() as AddressInfo).port)}`;
+  // The URL `orderly status` reads: bracketed when IPv6 (http://[::1]:9464), loopback for a bind to every interface.
+  const url = `http://${localHostPort(host, (server.address() as AddressInfo).port)}`;
   return { url, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }

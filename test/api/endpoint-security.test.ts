@@ -34,6 +34,9 @@ describe('the endpoint off loopback needs an opt-in and a token (issue #9.6)', (
         ORDERLY_TOKEN: '',
       });
       expect(noToken.code).toBe(2);
+      // An empty ORDERLY_TOKEN is no token (not a too short one): the refusal says what is missing.
+      expect(noToken.out).toContain('that needs both --allow-remote and a token');
+      expect(noToken.out).not.toContain('at least 16 characters');
       const shortToken = await orderly(['serve', '--auth-token', 'short', '--port', '0', '--data-dir', dir.path]);
       expect(shortToken.code).toBe(2);
       expect(shortToken.out).toContain('at least 16 characters');
@@ -104,6 +107,19 @@ describe('the endpoint off loopback needs an opt-in and a token (issue #9.6)', (
       expect((await fetch(url, { method: 'PUT', body: '{}' })).status).toBe(401);
       expect((await fetch(url, { method: 'PUT', body: '{}', headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
       expect(server.output()).not.toContain(TOKEN);
+      // 0.0.0.0 is where it listens, not an address to dial: clients on this machine are pointed at loopback.
+      expect(server.output()).toContain(`on 0.0.0.0:${server.port} (PUBSUB_EMULATOR_HOST=127.0.0.1:${server.port})`);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('an empty ORDERLY_TOKEN counts as unset: serve on loopback starts without a token', async () => {
+    const server = await startServe([], { ORDERLY_TOKEN: '' });
+    try {
+      const url = `http://127.0.0.1:${server.port}/v1/projects/local/topics/local-topic`;
+      expect((await fetch(url, { method: 'PUT', body: '{}' })).status).toBe(200);
+      expect(server.output()).not.toContain('every call needs');
     } finally {
       await server.stop();
     }
