@@ -14,10 +14,15 @@ interface Pending {
  * in call order (what arrives while a batch is in flight forms the next batch). When a publish fails,
  * the key pauses: its queued and later publishes fail with `OrderingKeyPausedError` until
  * `resumePublishing(key)`. Otherwise a retry could land message 2 before message 1.
+ *
+ * Publishes queued behind a key's batch in flight are sent after it: `await publisher.flush()` before
+ * closing the core, or the core refuses them as closed.
  */
 export class Publisher {
   private readonly paused = new Set<string>();
   private readonly queues = new Map<string, Pending[]>();
+  /** Publishes and key drains not settled yet; each removes itself when it settles, and never rejects. */
+  private readonly inFlight = new Set<Promise<void>>();
 
   constructor(
     private readonly core: PubSubCore,
@@ -27,18 +32,37 @@ export class Publisher {
   publish(message: MessageInput): Promise<string> {
     // A caller without types may pass no object or a key that is no string: the core refuses those, naming the field.
     const key: unknown = (message as MessageInput | null)?.orderingKey ?? '';
-    if (typeof key !== 'string' || key === '') return this.core.publish(this.topic, [message]).then((ids) => ids[0]!);
+    if (typeof key !== 'string' || key === '') {
+      const published = this.core.publish(this.topic, [message]).then((ids) => ids[0]!);
+      this.track(published.then(ignore, ignore));
+      return published;
+    }
     if (this.paused.has(key)) return Promise.reject(new OrderingKeyPausedError(key));
     return new Promise((resolve, reject) => {
       const queue = this.queues.get(key);
       if (queue) return void queue.push({ message, resolve, reject });
       this.queues.set(key, [{ message, resolve, reject }]);
       // drain settles every pending publish itself; if it failed anyway, what is still queued fails with it.
-      this.drain(key).catch((e: unknown) => {
-        for (const p of this.queues.get(key) ?? []) p.reject(e);
-        this.queues.delete(key);
-      });
+      this.track(
+        this.drain(key).catch((e: unknown) => {
+          for (const p of this.queues.get(key) ?? []) p.reject(e);
+          this.queues.delete(key);
+        }),
+      );
     });
+  }
+
+  /**
+   * Resolves once every publish called before it has settled (published or failed: each publish's own
+   * promise says which), those queued behind a batch in flight included. Never rejects.
+   */
+  async flush(): Promise<void> {
+    await Promise.all([...this.inFlight]);
+  }
+
+  private track(settled: Promise<void>): void {
+    this.inFlight.add(settled);
+    void settled.then(() => this.inFlight.delete(settled));
   }
 
   private async drain(key: string): Promise<void> {
@@ -71,6 +95,8 @@ export class Publisher {
     this.paused.delete(orderingKey);
   }
 }
+
+function ignore(): void {}
 
 /**
  * Up to 1000 messages, and about 9 MiB so the request stays under Pub/Sub's 10 MiB limit, counted as the

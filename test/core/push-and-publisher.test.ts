@@ -374,6 +374,22 @@ describe('publisher-side ordering', () => {
     expect(got).toEqual(Array.from({ length: 110 }, (_, i) => i));
   });
 
+  it('flush waits for the publishes queued behind a batch in flight: closing the core after it refuses none', async () => {
+    await core.createSubscription('kept', { topic: 'events', enableMessageOrdering: true });
+    const publisher = new Publisher(core, 'events');
+    // The first goes out alone; the other 29 of key k queue behind it (the next batch), as does nothing of the unkeyed one.
+    const published = [
+      ...Array.from({ length: 30 }, (_, i) => publisher.publish({ data: String(i), orderingKey: 'k' })),
+      publisher.publish({ data: 'plain' }),
+    ];
+    await publisher.flush();
+    await core.close();
+    expect(await Promise.all(published)).toHaveLength(31);
+    ({ core, clock } = await openCore(dir.path));
+    const got = await core.pull('kept', { maxMessages: 100 });
+    expect(got.map((m) => m.message.data.toString()).sort()).toEqual([...Array.from({ length: 30 }, (_, i) => String(i)), 'plain'].sort());
+  });
+
   it('messages published on one key in one tick keep call order', async () => {
     await core.createSubscription('seq-check', { topic: 'events', enableMessageOrdering: true });
     const publisher = new Publisher(core, 'events');
