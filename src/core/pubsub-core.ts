@@ -27,6 +27,7 @@ import { SubscriptionEvents, type SubscriptionListener } from './subscription-ev
 import type { SubscriptionMetrics } from './subscription-metrics.js';
 import { SubscriptionRuntime } from './subscription-runtime.js';
 import { PublishQueue } from './publish-queue.js';
+import { ProcessKeepAlive } from './process-keep-alive.js';
 import { applyTopicInput, checkTopicSchemaUse, topicSettings, type TopicInput, type TopicSettings } from './topic-config.js';
 import { isAckIdForm } from './lease-manager.js';
 
@@ -126,6 +127,7 @@ export class PubSubCore {
   private readonly pushEgress: PushEgress;
   private readonly snapshots: Snapshots;
   private closed = false;
+  private readonly keepAlive = new ProcessKeepAlive();
   private readonly publishes = new PublishQueue();
   /**
    * Topics and subscriptions whose creation is under way (stored, not yet in `topics`/`subs`): a second
@@ -640,7 +642,13 @@ export class PubSubCore {
   /** Streaming/callback delivery; see `Subscriber`. */
   subscribe(subRef: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscriber {
     const runtime = this.pullable(subRef);
-    return new Subscriber((spec) => runtime.attach(spec, true), handler, options);
+    const release = this.keepAlive.hold();
+    try {
+      return new Subscriber((spec) => runtime.attach(spec, true), handler, options, release);
+    } catch (e) {
+      release();
+      throw e;
+    }
   }
 
   /** Messages published before `time` become acked, later ones unacked (if still retained). */
@@ -878,6 +886,8 @@ export class PubSubCore {
     await Promise.all([...this.pushers.values(), ...this.stoppedPushers].map((p) => p.drain()));
     await this.compacting;
     for (const rt of this.subs.values()) rt.close(closedError());
+    // Subscribers left open deliver nothing more: they no longer hold the process.
+    this.keepAlive.releaseAll();
     await this.store.close();
   }
 

@@ -46,6 +46,8 @@ export class Subscriber {
     attach: (consumer: ConsumerSpec) => SubscriptionHandle,
     private readonly handler: MessageHandler,
     private readonly options: SubscribeOptions,
+    /** Lets the process end (the core holds it while this subscriber is open). */
+    private readonly release: () => void,
   ) {
     this.maxMessages = positive('flowControl.maxMessages', options.flowControl?.maxMessages ?? 1000);
     this.maxBytes = positive('flowControl.maxBytes', options.flowControl?.maxBytes ?? 100 * 1024 * 1024);
@@ -170,6 +172,7 @@ export class Subscriber {
       await Promise.allSettled([...this.running]);
     }
     this.handle.detach();
+    this.release();
   }
 }
 
