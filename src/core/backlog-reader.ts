@@ -47,6 +47,12 @@ const COUNT_RANGE = 10_000;
  * rows, against ~0.1 s unfiltered.
  */
 const FILTERED_COUNT_RANGE = 2_500;
+/**
+ * Rows an expiry step passes at most (`expireSome`), unfiltered: it reads each row's publish time, then
+ * counts the range's unacked rows, twice a count step's work, so half its range. On a 1M expired backlog
+ * with no consumer a step took 1.7 ms (median; 5.5 ms at the 99th percentile on the shared 2-core machine).
+ */
+const EXPIRY_RANGE = COUNT_RANGE / 2;
 
 /**
  * Reads one subscription's backlog from the store lazily, so memory holds a window of it, never all of
@@ -84,6 +90,11 @@ export class BacklogReader {
   private restartSeq: number;
   /** The unread rows' hottest keys as `countRest` found them, valid while the cursor stays where it was then. */
   private unreadKeys?: { cursor: number; keys: { orderingKey: string; backlog: number }[] };
+  /**
+   * Every row after the cursor was published at or after this, as far as expiry (`expireSome`) knows: none
+   * of them is past retention before retention passes it.
+   */
+  private publishedFrom = -Infinity;
 
   constructor(
     private readonly store: Store,
@@ -110,7 +121,48 @@ export class BacklogReader {
     this.unread = 0;
     this.firstMatch = undefined;
     this.countedUpTo = lowSeq;
+    this.publishedFrom = -Infinity;
     this.countSome();
+  }
+
+  /**
+   * Moves the cursor past the next range of unread rows published before `before` (past the
+   * subscription's retention) and takes them out of the count: with nobody reading, they would otherwise
+   * stay in the backlog for good. Only a run from the cursor on: a row still live ends it, so no live row is
+   * ever passed (publish times rise with seqs; one out of order waits for its turn to be read). True while
+   * more may be expired now.
+   */
+  expireSome(before: number): boolean {
+    if (!this.expiryDue(before)) return false;
+    const run = this.store.expiredRun(this.source.topicUid, this.cursor, before, this.sink.matching ? FILTERED_COUNT_RANGE : EXPIRY_RANGE);
+    if (run.upTo > this.cursor) this.pass(run.upTo);
+    this.publishedFrom = run.more ? -Infinity : (run.liveFrom ?? before);
+    return run.more;
+  }
+
+  /** Rows after the cursor may be past retention at `before`: an `expireSome` step is due. */
+  expiryDue(before: number): boolean {
+    return this.behind && before > this.publishedFrom;
+  }
+
+  /** The rows up to `upTo` expired unread: the counted ones leave the count, and none is read. */
+  private pass(upTo: number): void {
+    const from = this.cursor;
+    const counted = this.countIn(from, Math.min(upTo, this.countedUpTo)) + this.countIn(Math.max(from, this.restartSeq), upTo);
+    this.unread = Math.max(0, this.unread - counted);
+    this.cursor = upTo;
+    if (this.firstMatch !== undefined && this.firstMatch <= upTo) this.firstMatch = undefined;
+    if (this.cursor >= this.restartSeq) this.resumed.clear();
+  }
+
+  /** The unacked rows with from < seq <= to that the count has (of a filtered subscription, those that match). */
+  private countIn(from: number, to: number): number {
+    if (to <= from) return 0;
+    const matching = this.sink.matching;
+    if (!matching) return this.store.countUnacked(this.source, from, to);
+    let n = 0;
+    for (const row of this.store.unackedAttributes(this.source, from, to)) if (matching(row.attributes)) n++;
+    return n;
   }
 
   /** Counts the next range of the backlog's unacked messages (for the metric); true while more remain. */
@@ -253,11 +305,13 @@ export class BacklogReader {
   }
 
   /**
-   * Counts the rest of the start's (or seek's) backlog now, so `waiting` is exact (~0.1 s per million
-   * messages), and with `hotKeys` its hottest keys that are not read yet (~0.3 s per million): a core that
-   * reads nothing (offline status) knows no key otherwise, a running one only the keys in its window.
+   * Counts the rest of the start's (or seek's) backlog now, those published before `before` expired first,
+   * so `waiting` is exact (~0.1 s per million messages), and with `hotKeys` its hottest keys that are not
+   * read yet (~0.3 s per million): a core that reads nothing (offline status) knows no key otherwise, a
+   * running one only the keys in its window.
    */
-  countRest(hotKeys = 0): void {
+  countRest(before: number, hotKeys = 0): void {
+    while (this.expireSome(before));
     while (this.countSome());
     if (hotKeys > 0 && this.behind)
       this.unreadKeys = { cursor: this.cursor, keys: this.store.unackedByKey(this.source, this.cursor, this.restartSeq, hotKeys) };

@@ -51,11 +51,17 @@ export class KeyQueue {
     return this.items[this.head];
   }
 
-  /** Hands out the next undelivered entry, or undefined; acked ones (see `rewindTo`) are passed over. */
-  takeNext(): Entry | undefined {
+  /** The next undelivered entry, not handed out yet; acked ones (see `rewindTo`) are passed over. */
+  peekNext(): Entry | undefined {
     while (this.next < this.items.length && this.items[this.next]!.acked) this.next++;
-    if (this.next >= this.items.length) return undefined;
-    return this.items[this.next++];
+    return this.items[this.next];
+  }
+
+  /** Hands out the next undelivered entry, or undefined. */
+  takeNext(): Entry | undefined {
+    const entry = this.peekNext();
+    if (entry) this.next++;
+    return entry;
   }
 
   /**

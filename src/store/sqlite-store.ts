@@ -13,6 +13,7 @@ import {
   type BacklogRow,
   type BacklogSource,
   type CompactionPlan,
+  type ExpiredRun,
   type IamPolicyRow,
   type RetainedAcks,
   type SchemaRow,
@@ -192,6 +193,15 @@ export class SqliteStore implements Store {
         )
         .raw(),
       firstPublishTimeAfter: db.prepare('SELECT publish_time FROM messages WHERE topic_uid = ? AND seq > ? ORDER BY seq LIMIT 1').pluck(),
+      // expiredRun: the end of a range of `limit` messages (the index alone), the first one in it still
+      // live (which stops there), and the last message when fewer than `limit` are left.
+      nthSeqAfter: db.prepare('SELECT seq FROM messages WHERE topic_uid = ? AND seq > ? ORDER BY seq LIMIT 1 OFFSET ?').pluck(),
+      firstLiveIn: db
+        .prepare(
+          'SELECT seq, publish_time FROM messages WHERE topic_uid = ? AND seq > ? AND seq <= ? AND publish_time >= ? ORDER BY seq LIMIT 1',
+        )
+        .raw(),
+      lastSeqAfter: db.prepare('SELECT max(seq) FROM messages WHERE topic_uid = ? AND seq > ?').pluck(),
       // One statement for a publish's new keys: a query per key cost 10-40 ms per 1000 keys on the event
       // loop (the longest step of a backlog's first publishes), this one 3-6 ms.
       lastKeySeqs: db
@@ -694,6 +704,14 @@ export class SqliteStore implements Store {
 
   firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined {
     return (this.stmt.firstPublishTimeAfter.get(topicUid, afterSeq) as number | undefined) ?? undefined;
+  }
+
+  expiredRun(topicUid: number, afterSeq: number, before: number, limit: number): ExpiredRun {
+    const end = this.stmt.nthSeqAfter.get(topicUid, afterSeq, limit - 1) as number | undefined;
+    const live = this.stmt.firstLiveIn.get(topicUid, afterSeq, end ?? Number.MAX_SAFE_INTEGER, before) as [number, number] | undefined;
+    if (live) return { upTo: live[0] - 1, more: false, liveFrom: live[1] };
+    if (end !== undefined) return { upTo: end, more: true };
+    return { upTo: (this.stmt.lastSeqAfter.get(topicUid, afterSeq) as number | null) ?? afterSeq, more: false };
   }
 
   async seek(sub: SubscriptionRecord, time: number, retained: RetainedAcks): Promise<number> {

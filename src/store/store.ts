@@ -223,6 +223,13 @@ export interface Store {
   /** Publish time of the topic's first message after `afterSeq`, if any. */
   firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined;
   /**
+   * Where the run of the topic's messages published before `before` that follows `afterSeq` ends, looking
+   * at `limit` messages at most: `upTo` is its last seq (`afterSeq` if there is none), `more` says all
+   * `limit` were in it (it may go on), and `liveFrom` is the publish time of the message that ended it.
+   * Bounded by `limit`: the core calls it a step a turn.
+   */
+  expiredRun(topicUid: number, afterSeq: number, before: number, limit: number): ExpiredRun;
+  /**
    * Marks messages published before `time` acked and the later ones unacked — those later ones that are
    * acked now only if a retention keeps them (`retained`; the others stay acked). Returns the new lowSeq.
    */
@@ -231,6 +238,12 @@ export interface Store {
   compact(plan: CompactionPlan): Promise<{ deletedMessages: number }>;
 
   close(): Promise<void>;
+}
+
+export interface ExpiredRun {
+  upTo: number;
+  more: boolean;
+  liveFrom?: number;
 }
 
 /** Computed by the core, which alone knows what is in flight; the store only carries it out. */
