@@ -92,7 +92,8 @@ export class BacklogReader {
   private unreadKeys?: { cursor: number; keys: { orderingKey: string; backlog: number }[] };
   /**
    * Every row after the cursor was published at or after this, as far as expiry (`expireSome`) knows: none
-   * of them is past retention before retention passes it.
+   * of them is past retention before retention passes it, and compaction may delete by retention what was
+   * published before it without the count going wrong (`passedBefore`).
    */
   private publishedFrom = -Infinity;
 
@@ -143,6 +144,11 @@ export class BacklogReader {
   /** Rows after the cursor may be past retention at `before`: an `expireSome` step is due. */
   expiryDue(before: number): boolean {
     return this.behind && before > this.publishedFrom;
+  }
+
+  /** Publish time before which no row after the cursor is in the count (for compaction); any time while caught up. */
+  get passedBefore(): number {
+    return this.behind ? this.publishedFrom : Infinity;
   }
 
   /** The rows up to `upTo` expired unread: the counted ones leave the count, and none is read. */

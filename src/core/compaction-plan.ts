@@ -9,6 +9,12 @@ export interface CompactionView {
   messageRetentionDuration: number;
   /** Lowest seq the subscription may still deliver; undefined if it holds nothing. */
   lowestHeldSeq(): number | undefined;
+  /**
+   * Publish time before which the messages it has not read are out of its backlog count. Retention deletes
+   * nothing later for it: a row deleted before its expiry passed it would stay counted (and keep the oldest
+   * age) until the subscription read that far or restarted.
+   */
+  expiredBefore: number;
 }
 
 /** What compaction needs to know of a topic. */
@@ -51,7 +57,7 @@ export function compactionPlan(
     const low = s.lowestHeldSeq();
     const mark = low === undefined ? fannedOutSeq : low - 1;
     watermarks.set(s.name, mark);
-    topicOf(s.topicUid).needs.push([s.retainAckedMessages ? 0 : mark, now - s.messageRetentionDuration * 1000]);
+    topicOf(s.topicUid).needs.push([s.retainAckedMessages ? 0 : mark, Math.min(now - s.messageRetentionDuration * 1000, s.expiredBefore)]);
   }
   for (const t of topics) {
     const plan = topicOf(t.uid);

@@ -863,6 +863,7 @@ export class PubSubCore {
       retainAckedMessages: rt.spec.retainAckedMessages && !rt.detached,
       messageRetentionDuration: rt.detached ? 0 : rt.spec.messageRetentionDuration,
       lowestHeldSeq: () => (rt.detached ? undefined : rt.lowestHeldSeq()),
+      expiredBefore: rt.detached ? Infinity : rt.expiredBefore,
     }));
     const topics = [...this.topics.values()].map((t) => ({
       uid: t.uid,

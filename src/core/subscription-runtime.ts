@@ -676,6 +676,10 @@ export class SubscriptionRuntime implements BacklogSink {
     this.reader.countRest(this.retentionStart(), this.spec.enableMessageOrdering && !this.spec.filter ? hotKeys : 0);
   }
 
+  /** Publish time before which the rows the backlog reader has not read are out of its count (see BacklogReader.passedBefore). */
+  get expiredBefore(): number {
+    return this.reader.passedBefore;
+  }
 
   metrics(topN = 10): SubscriptionMetrics {
     let backlogMessages = 0;

@@ -114,6 +114,22 @@ describe('a subscription nobody reads', () => {
     expect(running.backlog).toBe(40);
   });
 
+  it('counts exactly when a compaction runs while the expiry of a long backlog is under way', async () => {
+    await core.createSubscription('unread', { topic: 'events', messageRetentionDuration: '10m' });
+    const start = clock.now();
+    // More than one expiry step takes (10,000 rows): the rest expire in the next turns.
+    await publish('old', 25_000);
+    clock.advance(6 * 60_000);
+    await publish('young', 40);
+    await settle(core);
+    clock.advance(start + RETENTION_MS + 50 - clock.now());
+    await core.compact();
+    await pass(1_000);
+    expect(status('unread').backlog).toBe(40);
+    await core.compact();
+    expect(status('unread').backlog).toBe(40);
+  });
+
   it('a seek back within retention brings back and counts the messages still retained, not the expired ones', async () => {
     await core.createSubscription('unread', { topic: 'events', retainAckedMessages: true, messageRetentionDuration: '10m' });
     const start = clock.now();

@@ -72,6 +72,7 @@ describe('compactionPlan', () => {
     retainAckedMessages: false,
     messageRetentionDuration: retentionSeconds,
     lowestHeldSeq: () => low,
+    expiredBefore: Infinity,
   });
 
   it("keeps one condition per distinct need, and at most 64 (SQLite's expression depth) for any number of subscriptions", () => {
