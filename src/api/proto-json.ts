@@ -230,6 +230,11 @@ function singleToJson(field: protobuf.Field, v: unknown, original: unknown): unk
 
 // ---- well-known types ----
 
+/** Whether a message type is written as JSON of its own (a string for a Duration, any object for a Struct) rather than as its fields. */
+export function isWellKnown(type: protobuf.Type): boolean {
+  return WELL_KNOWN[type.fullName] !== undefined;
+}
+
 interface WellKnown {
   noun: string;
   fromJson(json: unknown, at: string): unknown;

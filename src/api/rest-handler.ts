@@ -69,7 +69,7 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     }
     const alt = query.get('alt');
     if (alt !== null && alt !== 'json') throw new InvalidArgumentError('alt', `only "json" is served, got ${JSON.stringify(alt)}`);
-    const fields = parseFieldSelector(query.get('fields') ?? '');
+    const fields = parseFieldSelector(query.get('fields') ?? '', matched.responseType);
     const body = await readBody(req);
     const request = restRequest(matched, matched.pattern.exec(path)!, body, query);
     const handler = handlers[matched.service]?.[matched.rpc];

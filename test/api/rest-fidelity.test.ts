@@ -225,6 +225,35 @@ describe('REST answers from the same mapping as gRPC', () => {
     expect((await rest('GET', `${P}/topics/partial`)).json.labels).toEqual({ env: 'dev', team: 'a' });
   });
 
+  it('a fields selection of a field the answer lacks is refused, as Google refuses it, and so is one nesting without end', async () => {
+    await rest('PUT', `${P}/topics/selected`, { labels: { env: 'dev' } });
+    const unknown = await rest('PATCH', `${P}/topics/selected?fields=name,nmae`, {
+      topic: { labels: { env: 'prod' } },
+      updateMask: 'labels',
+    });
+    expect(unknown.status).toBe(400);
+    expect(unknown.json.error).toMatchObject({
+      status: 'INVALID_ARGUMENT',
+      message: 'fields: invalid field selection nmae (Topic has no field nmae)',
+    });
+    expect((await rest('GET', `${P}/topics/selected`)).json.labels).toEqual({ env: 'dev' });
+    // Inside lists, messages and scalars alike; a map's keys and Orderly's extensions take any name.
+    expect((await rest('GET', `${P}/topics?fields=topics(name,bogus)`)).json.error.message).toBe(
+      'fields: invalid field selection topics/bogus (Topic has no field bogus)',
+    );
+    expect((await rest('GET', `${P}/topics/selected?fields=name/first`)).json.error.message).toBe(
+      'fields: invalid field selection name/first (name has no fields)',
+    );
+    expect((await rest('GET', `${P}/topics/selected?fields=messageRetentionDuration(seconds)`)).json.error.message).toBe(
+      'fields: invalid field selection messageRetentionDuration/seconds (messageRetentionDuration has no fields)',
+    );
+    expect((await rest('GET', `${P}/topics/selected?fields=labels/env,labels/other`)).json).toEqual({ labels: { env: 'dev' } });
+    // Nested past any answer's depth: a 400, not the parser's stack overflowing into a 500.
+    const deep = await rest('GET', `${P}/topics/selected?fields=${'a('.repeat(5000)}b${')'.repeat(5000)}`);
+    expect(deep.status).toBe(400);
+    expect(deep.json.error.message).toMatch(/^fields: nests deeper than 32 fields at position/);
+  });
+
   it("schemas over Google's JSON API paths: get, list, commit, revisions, rollback, deleteRevision, validate", async () => {
     const name = 'projects/rest-fidelity/schemas/evolving';
     await rest('POST', `${P}/schemas?schemaId=evolving`, { type: 'AVRO', definition: AVRO });
