@@ -51,12 +51,11 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
   const handlers = pubsubHandlers(core);
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    if (options.authorization && !options.authorization(req.headers.authorization))
-      throw new Refused(401, 'UNAUTHENTICATED', UNAUTHENTICATED_MESSAGE);
-    const url = req.url ?? '';
-    const queryAt = url.indexOf('?');
-    const path = queryAt < 0 ? url : url.slice(0, queryAt);
-    const query = new URLSearchParams(queryAt < 0 ? '' : url.slice(queryAt + 1));
+    const { path, query } = splitUrl(req.url);
+    // Google's JSON APIs take the token as the access_token system parameter too (for clients that cannot set headers).
+    const accessToken = query.get('access_token');
+    const credentials = req.headers.authorization ?? (accessToken === null ? undefined : `Bearer ${accessToken}`);
+    if (options.authorization && !options.authorization(credentials)) throw new Refused(401, 'UNAUTHENTICATED', UNAUTHENTICATED_MESSAGE);
     const forPath = routes.filter((r) => r.pattern.test(path));
     const matched = forPath.find((r) => r.method === req.method);
     if (!matched) {
@@ -102,7 +101,7 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
       } else if (e instanceof OrderlyError) {
         [status, code] = [HTTP_STATUS[e.code], e.code];
       } else {
-        options.logger?.error({ err: e, method: req.method, path: req.url }, 'internal error in a REST request');
+        options.logger?.error({ err: e, method: req.method, path: loggable(req.url) }, 'internal error in a REST request');
         [status, code] = [500, 'INTERNAL'];
       }
       const message = e instanceof OrderlyError || e instanceof Refused ? e.message : 'Orderly internal error (logged by the server)';
@@ -111,6 +110,19 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
       res.writeHead(status, headers).end(JSON.stringify({ error: { code: status, message, status: code, ...details } }));
     });
   };
+}
+
+function splitUrl(url = ''): { path: string; query: URLSearchParams } {
+  const queryAt = url.indexOf('?');
+  return { path: queryAt < 0 ? url : url.slice(0, queryAt), query: new URLSearchParams(queryAt < 0 ? '' : url.slice(queryAt + 1)) };
+}
+
+/** The request URL without the value of an access_token parameter: a token is never logged. */
+function loggable(url: string | undefined): string {
+  const { path, query } = splitUrl(url);
+  if (!query.has('access_token')) return url ?? '';
+  query.set('access_token', 'REDACTED');
+  return `${path}?${query.toString()}`;
 }
 
 /** Aborts when the connection closes before the response was sent: the client went away. */

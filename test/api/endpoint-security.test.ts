@@ -327,6 +327,19 @@ describe('a bearer token is checked on every call (issue #9.6)', () => {
     expect((await fetch(url, { headers: { authorization: `bearer ${TOKEN}` } })).status).toBe(200);
   });
 
+  it('REST: the token may come as the access_token query parameter, as Google takes it; a wrong one is 401', async () => {
+    const url = `http://${server.host}/v1/projects/auth/topics/query-topic`;
+    expect((await fetch(`${url}?access_token=${encodeURIComponent(TOKEN)}`, { method: 'PUT', body: '{}' })).status).toBe(200);
+    const wrong = await fetch(`${url}?access_token=wrong-token-0123456789abcdef`);
+    expect(wrong.status).toBe(401);
+    expect((await wrong.json()).error).toMatchObject({ code: 401, status: 'UNAUTHENTICATED' });
+    // The header, when sent, is the credential: a right query parameter does not make up for a wrong header.
+    const both = await fetch(`${url}?access_token=${encodeURIComponent(TOKEN)}`, {
+      headers: { authorization: 'Bearer wrong-token-0123456789abcdef' },
+    });
+    expect(both.status).toBe(401);
+  });
+
   it('gRPC: calls and streams without the token are UNAUTHENTICATED', async () => {
     const api = rawPubsubClients(server.host);
     try {
