@@ -149,12 +149,22 @@ function queryFields(route: RestRoute, query: URLSearchParams): [string, unknown
       throw new InvalidArgumentError(name, 'unknown query parameter (this method takes its fields in the request body)');
     const field = fieldAt(route.requestType, name);
     if (!field) throw new InvalidArgumentError(name, 'unknown field');
-    const v = field.type === 'bool' && (value === 'true' || value === 'false') ? value === 'true' : value;
+    const v = queryValue(field, value);
     if (field.repeated) fields.set(name, [...((fields.get(name) as unknown[]) ?? []), v]);
     else if (fields.has(name)) throw new InvalidArgumentError(name, 'is given twice in the query string (it takes one value)');
     else fields.set(name, v);
   }
   return [...fields];
+}
+
+/**
+ * A query parameter's text as the JSON value it stands for: a query string has only text, so an enum's
+ * number (`view=2`, which Google's transcoding takes as readily as `view=FULL`) and a boolean are spelled there.
+ */
+function queryValue(field: protobuf.Field, value: string): unknown {
+  if (field.type === 'bool' && (value === 'true' || value === 'false')) return value === 'true';
+  if (field.resolvedType instanceof protobuf.Enum && /^-?\d{1,10}$/.test(value)) return Number(value);
+  return value;
 }
 
 function fieldAt(type: protobuf.Type, path: string): protobuf.Field | undefined {

@@ -291,6 +291,23 @@ describe('REST answers from the same mapping as gRPC', () => {
     expect((await rest('GET', `${P}/schemas/evolving`)).status).toBe(404);
   });
 
+  it('an enum in the query string may be given by number, as by name: view=2 is view=FULL', async () => {
+    await rest('POST', `${P}/schemas?schemaId=viewed`, { type: 'AVRO', definition: AVRO });
+    const byName = await rest('GET', `${P}/schemas?view=FULL`);
+    const byNumber = await rest('GET', `${P}/schemas?view=2`);
+    expect(byNumber.status).toBe(200);
+    expect(byNumber.json).toEqual(byName.json);
+    expect(byNumber.json.schemas).toContainEqual(
+      expect.objectContaining({ name: 'projects/rest-fidelity/schemas/viewed', definition: AVRO }),
+    );
+    expect((await rest('GET', `${P}/schemas/viewed:listRevisions?view=1`)).json).toEqual(
+      (await rest('GET', `${P}/schemas/viewed:listRevisions?view=BASIC`)).json,
+    );
+    const unknown = await rest('GET', `${P}/schemas/viewed?view=7`);
+    expect(unknown.status).toBe(400);
+    expect(unknown.json.error.message).toBe('view: must be one of SCHEMA_VIEW_UNSPECIFIED, BASIC, FULL, got 7');
+  });
+
   it('IAM on topics, subscriptions and schemas: stored with an etag, every permission granted, a stale etag refused', async () => {
     await rest('PUT', `${P}/topics/guarded`, {});
     const empty = await rest('GET', `${P}/topics/guarded:getIamPolicy?options.requestedPolicyVersion=3`);
