@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { gunzip } from 'node:zlib';
 import { InvalidArgumentError, OrderlyError, type StatusCode } from '../core/errors.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
@@ -136,10 +137,51 @@ function gone(res: ServerResponse): AbortSignal {
   return controller.signal;
 }
 
-/** The JSON body, or undefined when there is none; refuses more than MAX_REST_BODY bytes without reading them. */
-function readBody(req: IncomingMessage): Promise<unknown> {
-  const tooLarge = () => new Refused(413, 'INVALID_ARGUMENT', `request body over ${MAX_REST_BODY} bytes`);
-  if (Number(req.headers['content-length']) > MAX_REST_BODY) return Promise.reject(tooLarge());
+const tooLarge = () => new Refused(413, 'INVALID_ARGUMENT', `request body over ${MAX_REST_BODY} bytes`);
+
+/**
+ * The JSON body, or undefined when there is none; refuses more than MAX_REST_BODY bytes without reading
+ * them. A gzip body (`content-encoding: gzip`, which Google's front ends take) is inflated to at most
+ * MAX_REST_BODY bytes; another coding is refused before the body is read rather than parsed as if plain.
+ */
+async function readBody(req: IncomingMessage): Promise<unknown> {
+  const gzipped = contentCoding(req.headers['content-encoding']) === 'gzip';
+  if (Number(req.headers['content-length']) > MAX_REST_BODY) throw tooLarge();
+  const raw = await readRaw(req);
+  const body = gzipped && raw ? await inflate(raw) : raw;
+  if (!body?.length) return undefined;
+  // Decoded leniently, bytes that are not UTF-8 would reach names and attributes as U+FFFD.
+  if (!isUtf8(body)) throw new InvalidArgumentError('request body', 'is not valid UTF-8');
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (e) {
+    throw new InvalidArgumentError('request body', `is not JSON: ${(e as Error).message.slice(0, 200)}`);
+  }
+}
+
+/** `gzip`, or undefined for a plain body; anything else is 415. */
+function contentCoding(header: string | undefined): 'gzip' | undefined {
+  const codings = (header ?? '')
+    .split(',')
+    .map((c) => c.trim().toLowerCase())
+    .filter((c) => c !== '' && c !== 'identity');
+  if (codings.length === 0) return undefined;
+  if (codings.length === 1 && (codings[0] === 'gzip' || codings[0] === 'x-gzip')) return 'gzip';
+  throw new Refused(415, 'INVALID_ARGUMENT', `content-encoding ${JSON.stringify(header)} is not served (gzip or none)`);
+}
+
+function inflate(body: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) =>
+    gunzip(body, { maxOutputLength: MAX_REST_BODY }, (e, inflated) => {
+      if (!e) resolve(inflated);
+      else if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') reject(tooLarge());
+      else reject(new InvalidArgumentError('request body', `is not valid gzip (content-encoding: gzip): ${e.message}`));
+    }),
+  );
+}
+
+/** The body's bytes as sent, or undefined when there are none. */
+function readRaw(req: IncomingMessage): Promise<Buffer | undefined> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -154,15 +196,7 @@ function readBody(req: IncomingMessage): Promise<unknown> {
     req.once('error', reject);
     req.once('end', () => {
       if (size > MAX_REST_BODY) return;
-      if (!size) return resolve(undefined);
-      const body = Buffer.concat(chunks);
-      // Decoded leniently, bytes that are not UTF-8 would reach names and attributes as U+FFFD.
-      if (!isUtf8(body)) return reject(new InvalidArgumentError('request body', 'is not valid UTF-8'));
-      try {
-        resolve(JSON.parse(body.toString('utf8')));
-      } catch (e) {
-        reject(new InvalidArgumentError('request body', `is not JSON: ${(e as Error).message.slice(0, 200)}`));
-      }
+      resolve(size ? Buffer.concat(chunks) : undefined);
     });
   });
 }

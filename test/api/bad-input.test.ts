@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { request } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { servePerFile } from '../helpers/serve-process.js';
 
@@ -235,6 +236,34 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
       for (let i = 0; i < 15; i++) req.write(chunk);
     });
     expect(status).toBe(413);
+  });
+
+  it('a gzip body (content-encoding: gzip) is inflated, as Google takes it; bad gzip, a bomb and other codings are refused', async () => {
+    const send = async (body: Buffer | string, encoding: string) => {
+      const res = await fetch(`http://${server.host}/v1/projects/bad-input/topics/orders:publish`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-encoding': encoding },
+        body: typeof body === 'string' ? body : new Uint8Array(body),
+      });
+      return { status: res.status, json: await res.json() };
+    };
+    const message = JSON.stringify({ messages: [{ data: Buffer.from('zipped').toString('base64'), attributes: { via: 'gzip' } }] });
+    const sent = await send(gzipSync(message), 'gzip');
+    expect(sent.status).toBe(200);
+    expect(sent.json.messageIds).toHaveLength(1);
+    expect((await send(gzipSync(message), 'identity, x-gzip')).status).toBe(200);
+    expectInvalid(await send(message, 'gzip'), 'request body', /not valid gzip/);
+    // Small on the wire, over 14 MiB inflated.
+    const bomb = await send(gzipSync(Buffer.alloc(15 * 1024 * 1024, 0x20)), 'gzip');
+    expect(bomb.status).toBe(413);
+    expect(bomb.json.error).toMatchObject({ code: 413, status: 'INVALID_ARGUMENT' });
+    // A coding that is not served is refused, not read as plain JSON.
+    const brotli = await send(message, 'br');
+    expect(brotli.status).toBe(415);
+    expect(brotli.json.error).toMatchObject({ code: 415, status: 'INVALID_ARGUMENT', message: expect.stringContaining('"br"') });
+    const pulled = await rest('POST', '/v1/projects/bad-input/subscriptions/orders-sub:pull', { maxMessages: 10 });
+    const zipped = pulled.json.receivedMessages.filter((m: any) => m.message.attributes?.via === 'gzip');
+    expect(zipped.map((m: any) => Buffer.from(m.message.data, 'base64').toString())).toEqual(['zipped', 'zipped']);
   });
 });
 
