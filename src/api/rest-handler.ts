@@ -12,6 +12,7 @@ import { pubsubHandlers } from './pubsub-services.js';
 import { pubsubRoot } from './pubsub-proto.js';
 import { restRequest, restRoutes } from './rest-routes.js';
 import { rpcCall } from './rpc.js';
+import { systemParameter } from './system-parameters.js';
 import { errorInfoJson } from './status-details.js';
 
 const HTTP_STATUS: Record<StatusCode, number> = {
@@ -54,22 +55,24 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const { path, query } = splitUrl(req.url);
     // Google's JSON APIs take the token as the access_token system parameter too (for clients that cannot set headers).
-    const accessToken = query.get('access_token');
-    const credentials = req.headers.authorization ?? (accessToken === null ? undefined : `Bearer ${accessToken}`);
+    const accessToken = systemParameter('accessToken', query, req.headers);
+    const credentials = req.headers.authorization ?? (accessToken === undefined ? undefined : `Bearer ${accessToken}`);
     if (options.authorization && !options.authorization(credentials)) throw new Refused(401, 'UNAUTHENTICATED', UNAUTHENTICATED_MESSAGE);
+    const method = (req.method === 'POST' && systemParameter('httpMethod', query, req.headers)?.toUpperCase()) || req.method;
     const forPath = routes.filter((r) => r.pattern.test(path));
-    const matched = forPath.find((r) => r.method === req.method);
+    const matched = forPath.find((r) => r.method === method);
     if (!matched) {
       const allowed = [...new Set(forPath.map((r) => r.method))].sort();
       throw new Refused(
         404,
         'NOT_FOUND',
-        allowed.length ? `no method ${req.method} on ${path} (allowed: ${allowed.join(', ')})` : `no such path: ${path}`,
+        allowed.length ? `no method ${method} on ${path} (allowed: ${allowed.join(', ')})` : `no such path: ${path}`,
       );
     }
-    const alt = query.get('alt');
-    if (alt !== null && alt !== 'json') throw new InvalidArgumentError('alt', `only "json" is served, got ${JSON.stringify(alt)}`);
-    const fields = parseFieldSelector(query.get('fields') ?? '', matched.responseType);
+    const alt = systemParameter('alt', query, req.headers);
+    if (alt !== undefined && alt !== 'json') throw new InvalidArgumentError('alt', `only "json" is served, got ${JSON.stringify(alt)}`);
+    const fields = parseFieldSelector(systemParameter('fields', query, req.headers) ?? '', matched.responseType);
+    const pretty = systemParameter('prettyPrint', query, req.headers);
     const body = await readBody(req);
     const request = restRequest(matched, matched.pattern.exec(path)!, body, query);
     const handler = handlers[matched.service]?.[matched.rpc];
@@ -83,7 +86,6 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
       return;
     }
     const response = fields ? selectFields(answer, fields) : answer;
-    const pretty = query.get('prettyPrint');
     res
       .writeHead(200, { 'content-type': 'application/json; charset=utf-8' })
       .end(pretty === 'true' ? JSON.stringify(response, null, 2) : JSON.stringify(response));

@@ -2,6 +2,7 @@ import protobuf from 'protobufjs';
 import { InvalidArgumentError } from '../core/errors.js';
 import { fromProtoJson } from './proto-json.js';
 import type { ProtoObject } from './pubsub-messages.js';
+import { SYSTEM_PARAMETERS } from './system-parameters.js';
 
 /**
  * Pub/Sub's REST API as HTTP/JSON transcoding of its gRPC methods, read from the `google.api.http`
@@ -25,9 +26,6 @@ export interface RestRoute {
 const SERVICES = ['google.pubsub.v1.Publisher', 'google.pubsub.v1.Subscriber', 'google.pubsub.v1.SchemaService', 'google.iam.v1.IAMPolicy'];
 const IAM_RESOURCES = ['topics', 'subscriptions', 'snapshots', 'schemas'];
 const VERBS = ['get', 'put', 'post', 'patch', 'delete'] as const;
-
-/** Query parameters every Google JSON API takes (`alt=json`, `prettyPrint`, ...); they name no request field. */
-export const SYSTEM_PARAMETERS = new Set(['alt', 'fields', 'prettyPrint', '$.xgafv', 'key', 'access_token', 'quotaUser']);
 
 interface HttpRule {
   get?: string;

@@ -254,6 +254,44 @@ describe('REST answers from the same mapping as gRPC', () => {
     expect(deep.json.error.message).toMatch(/^fields: nests deeper than 32 fields at position/);
   });
 
+  it('system parameters in every spelling Google takes: $fields and X-Goog-FieldMask, $alt, $prettyPrint, X-HTTP-Method-Override', async () => {
+    const call = async (method: string, path: string, headers: Record<string, string> = {}, body?: unknown) => {
+      const res = await fetch(`http://${server.host}${path}`, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      return { status: res.status, text: await res.text() };
+    };
+    await rest('PUT', `${P}/topics/spelled`, { labels: { env: 'dev' } });
+    const name = 'projects/rest-fidelity/topics/spelled';
+    expect(await call('GET', `${P}/topics/spelled?%24fields=name`)).toEqual({ status: 200, text: JSON.stringify({ name }) });
+    expect(await call('GET', `${P}/topics/spelled`, { 'x-goog-fieldmask': 'name' })).toEqual({
+      status: 200,
+      text: JSON.stringify({ name }),
+    });
+    expect(await call('GET', `${P}/topics/spelled?%24alt=json&%24prettyPrint=true&fields=name`)).toEqual({
+      status: 200,
+      text: JSON.stringify({ name }, null, 2),
+    });
+    // A proxy that passes only POST: the header (or $httpMethod) names the method meant.
+    const patched = await call(
+      'POST',
+      `${P}/topics/spelled`,
+      { 'x-http-method-override': 'PATCH' },
+      { topic: { labels: { env: 'prod' } }, updateMask: 'labels' },
+    );
+    expect(patched.status).toBe(200);
+    expect(JSON.parse(patched.text).labels).toEqual({ env: 'prod' });
+    expect(JSON.parse((await call('POST', `${P}/topics/spelled?%24httpMethod=GET&fields=labels`)).text)).toEqual({
+      labels: { env: 'prod' },
+    });
+    // Two spellings that disagree: refused, not one of them picked.
+    const both = await call('GET', `${P}/topics/spelled?fields=name`, { 'x-goog-fieldmask': 'labels' });
+    expect(both.status).toBe(400);
+    expect(JSON.parse(both.text).error.message).toBe('fields: is given with different values (as fields, $fields, x-goog-fieldmask)');
+  });
+
   it("schemas over Google's JSON API paths: get, list, commit, revisions, rollback, deleteRevision, validate", async () => {
     const name = 'projects/rest-fidelity/schemas/evolving';
     await rest('POST', `${P}/schemas?schemaId=evolving`, { type: 'AVRO', definition: AVRO });
