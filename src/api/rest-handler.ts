@@ -115,7 +115,11 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
   };
 }
 
-function splitUrl(url = ''): { path: string; query: URLSearchParams } {
+/** `http://host` before the path: the absolute form of a request target, which a server must accept as well (RFC 9112 §3.2.2). */
+const ABSOLUTE_FORM = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/;
+
+function splitUrl(target = ''): { path: string; query: URLSearchParams } {
+  const url = target.replace(ABSOLUTE_FORM, '');
   const queryAt = url.indexOf('?');
   return { path: queryAt < 0 ? url : url.slice(0, queryAt), query: new URLSearchParams(queryAt < 0 ? '' : url.slice(queryAt + 1)) };
 }

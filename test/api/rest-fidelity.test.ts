@@ -1,4 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
+import { request } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { loadPubsubProto } from '../../src/api/pubsub-proto.js';
 import { servePerFile } from '../helpers/serve-process.js';
@@ -290,6 +291,21 @@ describe('REST answers from the same mapping as gRPC', () => {
     const both = await call('GET', `${P}/topics/spelled?fields=name`, { 'x-goog-fieldmask': 'labels' });
     expect(both.status).toBe(400);
     expect(JSON.parse(both.text).error.message).toBe('fields: is given with different values (as fields, $fields, x-goog-fieldmask)');
+  });
+
+  it('a request target in absolute form (http://host/v1/...) is served as its path is, as HTTP/1.1 servers must', async () => {
+    await rest('PUT', `${P}/topics/absolute`, { labels: { via: 'origin-form' } });
+    const [hostname, port] = server.host.split(':');
+    const answer = await new Promise<{ status: number; json: any }>((resolve, reject) => {
+      const req = request({ hostname, port, path: `http://pubsub.googleapis.com${P}/topics/absolute?fields=labels` }, (res) => {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, json: JSON.parse(text) }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(answer).toEqual({ status: 200, json: { labels: { via: 'origin-form' } } });
   });
 
   it("schemas over Google's JSON API paths: get, list, commit, revisions, rollback, deleteRevision, validate", async () => {
