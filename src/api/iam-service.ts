@@ -39,6 +39,10 @@ export function iamHandlers(core: PubSubCore): Record<string, RpcHandler> {
     },
     TestIamPermissions: async (r) => {
       resource(r);
+      // As IAM refuses them: granting "*" back would tell the caller it may do anything, of any service.
+      r.permissions.forEach((p, i) => {
+        if (p.includes('*')) throw new InvalidArgumentError(`permissions[${i}]`, `wildcards are not allowed, got ${JSON.stringify(p)}`);
+      });
       return { permissions: r.permissions };
     },
   });

@@ -400,6 +400,12 @@ describe('REST answers from the same mapping as gRPC', () => {
       permissions: ['pubsub.topics.publish', 'pubsub.topics.attachSubscription'],
     });
     expect(tested.json).toEqual({ permissions: ['pubsub.topics.publish', 'pubsub.topics.attachSubscription'] });
+    // IAM refuses wildcards in a permission (google.iam.v1.TestIamPermissionsRequest).
+    for (const wildcard of ['*', 'pubsub.*', 'pubsub.topics.*'])
+      expect(await rest('POST', `${P}/topics/guarded:testIamPermissions`, { permissions: ['pubsub.topics.get', wildcard] })).toMatchObject({
+        status: 400,
+        json: { error: { status: 'INVALID_ARGUMENT', message: `permissions[1]: wildcards are not allowed, got "${wildcard}"` } },
+      });
     expect((await rest('GET', `${P}/subscriptions/nope:getIamPolicy`)).status).toBe(404);
     // A deleted topic's policy goes with it.
     await rest('DELETE', `${P}/topics/guarded`);
