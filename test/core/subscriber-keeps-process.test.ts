@@ -9,10 +9,20 @@ const entry = fileURLToPath(new URL('../../dist/src/index.js', import.meta.url))
 let dir: ReturnType<typeof tempDir>;
 afterEach(() => dir.remove());
 
-/** Runs a script using the built package, as a user's program would, to its end. */
-function runScript(script: string): Promise<{ code: number | null; out: string }> {
+/**
+ * Runs a script using the built package, as a user's program would, to its end: `body` runs with `core`
+ * open on a fresh store, with topic `events` and its subscription `events-sub`.
+ */
+function runScript(body: string): Promise<{ code: number | null; out: string }> {
   const file = join(dir.path, 'script.mjs');
-  writeFileSync(file, script);
+  writeFileSync(
+    file,
+    `import { PubSubCore, SqliteStore } from ${JSON.stringify(entry)};
+    const core = await PubSubCore.open({ store: SqliteStore.open(${JSON.stringify(join(dir.path, 'data'))}) });
+    await core.createTopic('events');
+    await core.createSubscription('events-sub', { topic: 'events' });
+    ${body}`,
+  );
   return new Promise((resolve) => {
     const child = execFile(process.execPath, [file], { timeout: 30_000 }, (_e, stdout, stderr) =>
       resolve({ code: child.exitCode, out: stdout + stderr }),
@@ -24,10 +34,6 @@ it('an open subscriber keeps the process running, as an open StreamingPull strea
   dir = tempDir();
   // The message is published by an unref'd timer: only the subscriber can keep the process alive until it fires.
   const { code, out } = await runScript(`
-    import { PubSubCore, SqliteStore } from ${JSON.stringify(entry)};
-    const core = await PubSubCore.open({ store: SqliteStore.open(${JSON.stringify(join(dir.path, 'data'))}) });
-    await core.createTopic('events');
-    await core.createSubscription('events-sub', { topic: 'events' });
     const subscriber = core.subscribe('events-sub', async (m) => {
       console.log('received ' + m.message.data.toString());
       await subscriber.close();
@@ -42,10 +48,6 @@ it('an open subscriber keeps the process running, as an open StreamingPull strea
 it('a core closed with a subscriber still open lets the process end', async () => {
   dir = tempDir();
   const { code, out } = await runScript(`
-    import { PubSubCore, SqliteStore } from ${JSON.stringify(entry)};
-    const core = await PubSubCore.open({ store: SqliteStore.open(${JSON.stringify(join(dir.path, 'data'))}) });
-    await core.createTopic('events');
-    await core.createSubscription('events-sub', { topic: 'events' });
     core.subscribe('events-sub', () => undefined);
     await core.close();
     console.log('closed');
