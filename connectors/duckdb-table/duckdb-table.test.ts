@@ -398,6 +398,36 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it('takes canonical UUID strings in any case into a UUID column and a list of them (every such message had failed), refusing other forms', async () => {
+    await sql('CREATE TABLE ids(id VARCHAR, u UUID NOT NULL, us UUID[])');
+    await exportWithDeadLetters('p.main.ids', { useTableSchema: true });
+    const u = '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d';
+    await env.core.publish(
+      'events',
+      [
+        { id: 'a', u },
+        { id: 'b', u: u.toUpperCase(), us: [u, 'ffffffff-ffff-ffff-ffff-ffffffffffff', null] },
+        { id: 'c', u: `{${u}}` },
+        { id: 'd', u: u.replaceAll('-', '') },
+        { id: 'e', u: 7 },
+        { id: 'f', u: null },
+        { id: 'g', u, us: [u, `${u}0`] },
+      ].map((doc) => ({ data: JSON.stringify(doc) })),
+    );
+    await waitFor('the rows and five dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 5);
+    expect(await sql('SELECT id, u::VARCHAR u, us::VARCHAR us FROM ids ORDER BY id')).toEqual([
+      { id: 'a', u, us: null },
+      { id: 'b', u, us: `[${u}, ffffffff-ffff-ffff-ffff-ffffffffffff, NULL]` },
+    ]);
+    expect(await deadLetterReasons(5)).toEqual([
+      'u: column "u" is NOT NULL and the message has no value for it',
+      'u: expected a UUID (8-4-4-4-12 hexadecimal digits) for a UUID column, got "0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d"',
+      'u: expected a UUID (8-4-4-4-12 hexadecimal digits) for a UUID column, got "{0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d}"',
+      'u: expected a UUID (8-4-4-4-12 hexadecimal digits) for a UUID column, got 7',
+      `us[1]: expected a UUID (8-4-4-4-12 hexadecimal digits) for a UUID column, got "${u}0"`,
+    ]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [

@@ -8,6 +8,7 @@ import {
   timestampTZValue,
   timestampValue,
   timeValue,
+  uuidValue,
   type DuckDBStructType,
   type DuckDBType,
   type DuckDBValue,
@@ -45,15 +46,18 @@ export interface ConversionOptions {
 
 /** Standard base64, padded: what BigQuery takes for BYTES in JSON. */
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/** The canonical UUID text only: DuckDB's cast would also take braces or no dashes, forms a producer's bug makes. */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * Converts one JSON value (as parseJsonText reads it: integers past 2^53 as bigints) to what the DuckDB
  * appender takes for a column of `type`, as BigQuery's table-schema mapping does: integers from JSON
  * integers or integer strings (range-checked), floats from numbers or decimal strings (in the column's
  * range), DECIMAL exactly from numbers or decimal strings, booleans, strings, TIMESTAMP from ISO 8601
- * strings of real dates or epoch microseconds, DATE from `YYYY-MM-DD`, TIME from `HH:MM[:SS[.ffffff]]`, BLOB from base64, JSON columns
- * from any value, STRUCT from objects, LIST from arrays. Anything else raises ConversionError naming the
- * field, so the message fails alone rather than the sink.
+ * strings of real dates or epoch microseconds, DATE from `YYYY-MM-DD`, TIME from `HH:MM[:SS[.ffffff]]`,
+ * BLOB from base64, UUID from its canonical text, JSON columns from any value, STRUCT from objects, LIST
+ * from arrays. Anything else raises ConversionError naming the field, so the message fails alone rather
+ * than the sink.
  */
 export function toColumnValue(value: unknown, type: DuckDBType, path: string, options: ConversionOptions): DuckDBValue {
   if (value === null || value === undefined) return null;
@@ -147,6 +151,9 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
     case DuckDBTypeId.BLOB:
       if (typeof value !== 'string' || !BASE64.test(value)) throw fail('base64 bytes (standard alphabet, padded)');
       return blobValue(Buffer.from(value, 'base64'));
+    case DuckDBTypeId.UUID:
+      if (typeof value !== 'string' || !UUID.test(value)) throw fail('a UUID (8-4-4-4-12 hexadecimal digits)');
+      return uuidValue(BigInt(`0x${value.replaceAll('-', '')}`));
     case DuckDBTypeId.STRUCT: {
       if (typeof value !== 'object' || Array.isArray(value)) throw fail('an object');
       const struct = type;
