@@ -428,6 +428,36 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it('takes integers 0 to 2^128-1 into a UHUGEINT column, exactly, as numbers or strings (every such message had failed)', async () => {
+    await sql('CREATE TABLE counters(id VARCHAR, n UHUGEINT)');
+    await exportWithDeadLetters('p.main.counters', { useTableSchema: true });
+    const max = (2n ** 128n - 1n).toString();
+    await env.core.publish(
+      'events',
+      [
+        '{"id":"a","n":0}',
+        `{"id":"b","n":${max}}`,
+        `{"id":"c","n":"${max}"}`,
+        '{"id":"d","n":18446744073709551617}',
+        '{"id":"e","n":-1}',
+        `{"id":"f","n":"${2n ** 128n}"}`,
+        '{"id":"g","n":1.5}',
+      ].map((data) => ({ data })),
+    );
+    await waitFor('the rows and three dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 3);
+    expect(await sql('SELECT id, n::VARCHAR n FROM counters ORDER BY id')).toEqual([
+      { id: 'a', n: '0' },
+      { id: 'b', n: max },
+      { id: 'c', n: max },
+      { id: 'd', n: '18446744073709551617' },
+    ]);
+    expect(await deadLetterReasons(3)).toEqual([
+      `n: -1 is out of range for a UHUGEINT column (0 to ${max})`,
+      `n: ${2n ** 128n} is out of range for a UHUGEINT column (0 to ${max})`,
+      'n: expected an integer for a UHUGEINT column, got 1.5',
+    ]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [

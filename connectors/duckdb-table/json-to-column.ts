@@ -37,6 +37,7 @@ const INTEGER_RANGES: Partial<Record<DuckDBTypeId, [bigint, bigint]>> = {
   [DuckDBTypeId.USMALLINT]: [0n, 65535n],
   [DuckDBTypeId.UINTEGER]: [0n, 4294967295n],
   [DuckDBTypeId.UBIGINT]: [0n, 2n ** 64n - 1n],
+  [DuckDBTypeId.UHUGEINT]: [0n, 2n ** 128n - 1n],
 };
 
 export interface ConversionOptions {
@@ -76,7 +77,8 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
     case DuckDBTypeId.UTINYINT:
     case DuckDBTypeId.USMALLINT:
     case DuckDBTypeId.UINTEGER:
-    case DuckDBTypeId.UBIGINT: {
+    case DuckDBTypeId.UBIGINT:
+    case DuckDBTypeId.UHUGEINT: {
       let n: bigint;
       if (typeof value === 'bigint') n = value;
       else if (typeof value === 'number' && Number.isInteger(value)) n = BigInt(value);
