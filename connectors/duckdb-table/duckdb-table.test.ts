@@ -458,6 +458,40 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it('takes timestamps into TIMESTAMP_S, _MS and _NS columns to their precision (every such message had failed), and refuses what is out of their range', async () => {
+    await sql('CREATE TABLE instants(id VARCHAR, s TIMESTAMP_S, ms TIMESTAMP_MS, ns TIMESTAMP_NS)');
+    await exportWithDeadLetters('p.main.instants', { useTableSchema: true });
+    const all = (t: unknown) => ({ s: t, ms: t, ns: t });
+    await env.core.publish(
+      'events',
+      [
+        { id: 'a', ...all('2026-11-30T08:00:01.1234567891Z') },
+        { id: 'b', ...all('1969-12-31T23:59:59.9999999Z') },
+        { id: 'c', ...all('2026-11-30 10:00:01.5+02:00') },
+        { id: 'd', ...all(1_500_001) },
+        { id: 'e', ns: '2262-04-11T23:47:16.854775806Z' },
+        { id: 'f', ns: '1677-09-21T23:59:59.999999999Z' },
+        { id: 'g', ns: '2262-04-11T23:47:16.854775807Z' },
+        { id: 'h', ms: '2026-02-30T00:00:00Z' },
+        { id: 'i', s: '9999-12-31T23:59:59Z' },
+      ].map((doc) => ({ data: JSON.stringify(doc) })),
+    );
+    await waitFor('the rows and three dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 3);
+    expect(await sql('SELECT id, s::VARCHAR s, ms::VARCHAR ms, ns::VARCHAR ns FROM instants ORDER BY id')).toEqual([
+      { id: 'a', s: '2026-11-30 08:00:01', ms: '2026-11-30 08:00:01.123', ns: '2026-11-30 08:00:01.123456789' },
+      { id: 'b', s: '1969-12-31 23:59:59', ms: '1969-12-31 23:59:59.999', ns: '1969-12-31 23:59:59.9999999' },
+      { id: 'c', s: '2026-11-30 08:00:01', ms: '2026-11-30 08:00:01.5', ns: '2026-11-30 08:00:01.5' },
+      { id: 'd', s: '1970-01-01 00:00:01', ms: '1970-01-01 00:00:01.5', ns: '1970-01-01 00:00:01.500001' },
+      { id: 'e', s: null, ms: null, ns: '2262-04-11 23:47:16.854775806' },
+      { id: 'i', s: '9999-12-31 23:59:59', ms: null, ns: null },
+    ]);
+    expect(await deadLetterReasons(3)).toEqual([
+      'ms: expected an ISO 8601 timestamp of a real date and time, or epoch microseconds for a TIMESTAMP_MS column, got "2026-02-30T00:00:00Z"',
+      'ns: "1677-09-21T23:59:59.999999999Z" is out of range for a TIMESTAMP_NS column',
+      'ns: "2262-04-11T23:47:16.854775807Z" is out of range for a TIMESTAMP_NS column',
+    ]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [

@@ -7,6 +7,9 @@ import {
   structValue,
   timestampTZValue,
   timestampValue,
+  timestampMillisValue,
+  timestampNanosValue,
+  timestampSecondsValue,
   timeValue,
   uuidValue,
   type DuckDBStructType,
@@ -47,6 +50,12 @@ export interface ConversionOptions {
 
 /** Standard base64, padded: what BigQuery takes for BYTES in JSON. */
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/**
+ * DuckDB's TIMESTAMP_NS range, 1677-09-22 to 2262-04-11 23:47:16.854775806: earlier nanoseconds fit its
+ * 64 bits but the table could not be read back ("Date out of range in timestamp_ns conversion").
+ */
+const MIN_TIMESTAMP_NS = -9_223_286_400_000_000_000n;
+const MAX_TIMESTAMP_NS = 2n ** 63n - 2n;
 /** The canonical UUID text only: DuckDB's cast would also take braces or no dashes, forms a producer's bug makes. */
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -54,11 +63,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * Converts one JSON value (as parseJsonText reads it: integers past 2^53 as bigints) to what the DuckDB
  * appender takes for a column of `type`, as BigQuery's table-schema mapping does: integers from JSON
  * integers or integer strings (range-checked), floats from numbers or decimal strings (in the column's
- * range), DECIMAL exactly from numbers or decimal strings, booleans, strings, TIMESTAMP from ISO 8601
- * strings of real dates or epoch microseconds, DATE from `YYYY-MM-DD`, TIME from `HH:MM[:SS[.ffffff]]`,
- * BLOB from base64, UUID from its canonical text, JSON columns from any value, STRUCT from objects, LIST
- * from arrays. Anything else raises ConversionError naming the field, so the message fails alone rather
- * than the sink.
+ * range), DECIMAL exactly from numbers or decimal strings, booleans, strings, TIMESTAMP (and TIMESTAMP_S,
+ * _MS, _NS, to their precision) from ISO 8601 strings of real dates or epoch microseconds, DATE from
+ * `YYYY-MM-DD`, TIME from `HH:MM[:SS[.ffffff]]`, BLOB from base64, UUID from its canonical text, JSON
+ * columns from any value, STRUCT from objects, LIST from arrays. Anything else raises ConversionError
+ * naming the field, so the message fails alone rather than the sink.
  */
 export function toColumnValue(value: unknown, type: DuckDBType, path: string, options: ConversionOptions): DuckDBValue {
   if (value === null || value === undefined) return null;
@@ -133,11 +142,29 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
       if (value instanceof NumberText) return value.text;
       throw fail('a string');
     case DuckDBTypeId.TIMESTAMP:
-    case DuckDBTypeId.TIMESTAMP_TZ: {
+    case DuckDBTypeId.TIMESTAMP_TZ:
+    case DuckDBTypeId.TIMESTAMP_S:
+    case DuckDBTypeId.TIMESTAMP_MS:
+    case DuckDBTypeId.TIMESTAMP_NS: {
       const micros = timestampMicros(value);
       if (micros === undefined) throw fail('an ISO 8601 timestamp of a real date and time, or epoch microseconds');
-      if (!timestampInRange(micros)) throw new ConversionError(path, `${describe(value)} is out of range for a ${type.toString()} column`);
-      return type.typeId === DuckDBTypeId.TIMESTAMP ? timestampValue(micros) : timestampTZValue(micros);
+      if (!timestampInRange(micros)) throw outOfRange(value, type, path);
+      switch (type.typeId) {
+        case DuckDBTypeId.TIMESTAMP:
+          return timestampValue(micros);
+        case DuckDBTypeId.TIMESTAMP_TZ:
+          return timestampTZValue(micros);
+        // Digits past the column's precision are dropped, as TIMESTAMP drops those past the microsecond.
+        case DuckDBTypeId.TIMESTAMP_S:
+          return timestampSecondsValue(floorDivide(micros, 1_000_000n));
+        case DuckDBTypeId.TIMESTAMP_MS:
+          return timestampMillisValue(floorDivide(micros, 1000n));
+        default: {
+          const nanos = micros * 1000n + nanosPastMicros(value);
+          if (nanos < MIN_TIMESTAMP_NS || nanos > MAX_TIMESTAMP_NS) throw outOfRange(value, type, path);
+          return timestampNanosValue(nanos);
+        }
+      }
     }
     case DuckDBTypeId.DATE: {
       const m = typeof value === 'string' ? /^(\d{4})-(\d{2})-(\d{2})$/.exec(value) : null;
@@ -231,6 +258,26 @@ function timestampMicros(value: unknown): bigint | undefined {
   const fraction = /\.(\d+)/.exec(text)?.[1] ?? '';
   const extraMicros = fraction.length > 3 ? Number(fraction.slice(3, 6).padEnd(3, '0')) : 0;
   return BigInt(ms) * 1000n + BigInt(extraMicros);
+}
+
+/** Built only when thrown: a closure made per cell would cost every TIMESTAMP cell of the export. */
+function outOfRange(value: unknown, type: DuckDBType, path: string): ConversionError {
+  return new ConversionError(path, `${describe(value)} is out of range for a ${type.toString()} column`);
+}
+
+/**
+ * The nanoseconds a timestamp string gives past its microsecond (fraction digits 7 to 9; later ones are
+ * dropped); none for epoch microseconds.
+ */
+function nanosPastMicros(value: unknown): bigint {
+  const fraction = typeof value === 'string' ? (/\.(\d+)/.exec(value)?.[1] ?? '') : '';
+  return BigInt(fraction.slice(6, 9).padEnd(3, '0'));
+}
+
+/** a / b rounded down (bigint division rounds toward zero): 1969-12-31T23:59:59.5 is in the second 23:59:59, not 1970's first. */
+function floorDivide(a: bigint, b: bigint): bigint {
+  const q = a / b;
+  return a % b < 0n ? q - 1n : q;
 }
 
 /** Milliseconds since 1970 of a real calendar date (proleptic Gregorian), or undefined for one like February 30th. */
