@@ -492,6 +492,35 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it('takes arrays of exactly N elements into a fixed-size ARRAY column, also inside a list (every such message had failed), naming N and the count otherwise', async () => {
+    await sql('CREATE TABLE vectors(id VARCHAR, v INTEGER[3], pairs DOUBLE[2][])');
+    await exportWithDeadLetters('p.main.vectors', { useTableSchema: true });
+    await env.core.publish(
+      'events',
+      [
+        { id: 'a', v: [1, 2, 3] },
+        { id: 'b', v: [1, null, '3'], pairs: [[1.5, 2], null, [3, 4]] },
+        { id: 'c', v: [1, 2] },
+        { id: 'd', v: [1, 2, 3, 4] },
+        { id: 'e', v: '1,2,3' },
+        { id: 'f', pairs: [[1.5, 2], [1]] },
+        { id: 'g', v: [1, 2, 'x'] },
+      ].map((doc) => ({ data: JSON.stringify(doc) })),
+    );
+    await waitFor('the rows and five dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 5);
+    expect(await sql('SELECT id, v::VARCHAR v, pairs::VARCHAR pairs FROM vectors ORDER BY id')).toEqual([
+      { id: 'a', v: '[1, 2, 3]', pairs: null },
+      { id: 'b', v: '[1, NULL, 3]', pairs: '[[1.5, 2.0], NULL, [3.0, 4.0]]' },
+    ]);
+    expect(await deadLetterReasons(5)).toEqual([
+      'pairs[1]: a DOUBLE[2] column takes exactly 2 elements, got 1',
+      'v: a INTEGER[3] column takes exactly 3 elements, got 2',
+      'v: a INTEGER[3] column takes exactly 3 elements, got 4',
+      'v: expected an array for a INTEGER[3] column, got "1,2,3"',
+      'v[2]: expected an integer for a INTEGER column, got "x"',
+    ]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [

@@ -1,4 +1,5 @@
 import {
+  arrayValue,
   blobValue,
   dateValue,
   decimalValue,
@@ -66,7 +67,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * range), DECIMAL exactly from numbers or decimal strings, booleans, strings, TIMESTAMP (and TIMESTAMP_S,
  * _MS, _NS, to their precision) from ISO 8601 strings of real dates or epoch microseconds, DATE from
  * `YYYY-MM-DD`, TIME from `HH:MM[:SS[.ffffff]]`, BLOB from base64, UUID from its canonical text, JSON
- * columns from any value, STRUCT from objects, LIST from arrays. Anything else raises ConversionError
+ * columns from any value, STRUCT from objects, LIST and fixed-size ARRAY from arrays. Anything else raises ConversionError
  * naming the field, so the message fails alone rather than the sink.
  */
 export function toColumnValue(value: unknown, type: DuckDBType, path: string, options: ConversionOptions): DuckDBValue {
@@ -208,10 +209,15 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
       });
       return structValue(entries);
     }
-    case DuckDBTypeId.LIST: {
+    case DuckDBTypeId.LIST:
+    case DuckDBTypeId.ARRAY: {
       if (!Array.isArray(value)) throw fail('an array');
+      // The appender refuses another length too, but with the whole batch in its transaction: checked here, the message fails alone.
+      if (type.typeId === DuckDBTypeId.ARRAY && value.length !== type.length)
+        throw new ConversionError(path, `a ${type.toString()} column takes exactly ${type.length} elements, got ${value.length}`);
       const item = type.valueType;
-      return listValue(value.map((v, i) => toColumnValue(v, item, `${path}[${i}]`, options)));
+      const items = value.map((v, i) => toColumnValue(v, item, `${path}[${i}]`, options));
+      return type.typeId === DuckDBTypeId.LIST ? listValue(items) : arrayValue(items);
     }
     default:
       throw new ConversionError(path, `Orderly cannot write JSON into a ${type.toString()} column`);
