@@ -521,6 +521,38 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it("takes objects into MAP columns, keys converted to the key type, also inside a STRUCT (every such message had failed), refusing keys that are not the key type's", async () => {
+    await sql('CREATE TABLE maps(id VARCHAR, tags MAP(VARCHAR, INTEGER), names MAP(INTEGER, VARCHAR), s STRUCT(m MAP(VARCHAR, UUID)))');
+    await exportWithDeadLetters('p.main.maps', { useTableSchema: true });
+    const u = '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d';
+    await env.core.publish(
+      'events',
+      [
+        { id: 'a', tags: { x: 1, y: '2', z: null }, names: { '1': 'one', '-2': 'minus two' } },
+        { id: 'b', tags: {}, s: { m: { k: u } } },
+        { id: 'c', names: { '1.5': 'x' } },
+        { id: 'd', names: { '1': 'a', '01': 'b' } },
+        { id: 'e', tags: [1, 2] },
+        { id: 'f', tags: { x: 'y' } },
+        { id: 'g', names: { '99999999999': 'x' } },
+        { id: 'h', s: { m: { k: 'not a uuid' } } },
+      ].map((doc) => ({ data: JSON.stringify(doc) })),
+    );
+    await waitFor('the rows and six dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 6);
+    expect(await sql('SELECT id, tags::VARCHAR tags, names::VARCHAR AS names, s::VARCHAR AS s FROM maps ORDER BY id')).toEqual([
+      { id: 'a', tags: '{x=1, y=2, z=NULL}', names: '{1=one, -2=minus two}', s: null },
+      { id: 'b', tags: '{}', names: null, s: `{'m': {k=${u}}}` },
+    ]);
+    expect(await deadLetterReasons(6)).toEqual([
+      'names key "1.5": expected an integer for a INTEGER column, got "1.5"',
+      'names key "99999999999": 99999999999 is out of range for a INTEGER column (-2147483648 to 2147483647)',
+      'names: keys "1" and "01" are both the key 1',
+      's.m["k"]: expected a UUID (8-4-4-4-12 hexadecimal digits) for a UUID column, got "not a uuid"',
+      'tags: expected an object for a MAP(VARCHAR, INTEGER) column, got [1,2]',
+      'tags["x"]: expected an integer for a INTEGER column, got "y"',
+    ]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [

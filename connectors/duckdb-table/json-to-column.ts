@@ -5,6 +5,7 @@ import {
   decimalValue,
   DuckDBTypeId,
   listValue,
+  mapValue,
   structValue,
   timestampTZValue,
   timestampValue,
@@ -67,7 +68,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * range), DECIMAL exactly from numbers or decimal strings, booleans, strings, TIMESTAMP (and TIMESTAMP_S,
  * _MS, _NS, to their precision) from ISO 8601 strings of real dates or epoch microseconds, DATE from
  * `YYYY-MM-DD`, TIME from `HH:MM[:SS[.ffffff]]`, BLOB from base64, UUID from its canonical text, JSON
- * columns from any value, STRUCT from objects, LIST and fixed-size ARRAY from arrays. Anything else raises ConversionError
+ * columns from any value, STRUCT and MAP from objects, LIST and fixed-size ARRAY from arrays. Anything else raises ConversionError
  * naming the field, so the message fails alone rather than the sink.
  */
 export function toColumnValue(value: unknown, type: DuckDBType, path: string, options: ConversionOptions): DuckDBValue {
@@ -208,6 +209,22 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
         entries[name] = toColumnValue(v, struct.entryTypes[i]!, `${path}.${field ?? name}`, options);
       });
       return structValue(entries);
+    }
+    case DuckDBTypeId.MAP: {
+      if (typeof value !== 'object' || Array.isArray(value) || value instanceof NumberText) throw fail('an object');
+      const { keyType, valueType } = type;
+      // Two names of one key ("1" and "01" for an INTEGER key) would make a MAP DuckDB refuses to build.
+      const fieldOfKey = new Map<string, string>();
+      return mapValue(
+        Object.entries(value).map(([field, v]) => {
+          const key = toColumnValue(field, keyType, `${path} key ${JSON.stringify(field)}`, options);
+          const other = fieldOfKey.get(String(key));
+          if (other !== undefined)
+            throw new ConversionError(path, `keys ${JSON.stringify(other)} and ${JSON.stringify(field)} are both the key ${String(key)}`);
+          fieldOfKey.set(String(key), field);
+          return { key, value: toColumnValue(v, valueType, `${path}[${JSON.stringify(field)}]`, options) };
+        }),
+      );
     }
     case DuckDBTypeId.LIST:
     case DuckDBTypeId.ARRAY: {
