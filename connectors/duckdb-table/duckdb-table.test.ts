@@ -553,6 +553,20 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it('a number with more digits than a double holds is not an object: it fails its message for a STRUCT column or as the data (dropUnknownFields had written NULLs)', async () => {
+    await exportWithDeadLetters('p.main.orders', { useTableSchema: true, dropUnknownFields: true });
+    await env.core.publish(
+      'events',
+      ['{"order_id":"a","address":1.00000000000000000001}', '1.00000000000000000001', '{"order_id":"ok"}'].map((data) => ({ data })),
+    );
+    await waitFor('a row and two dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 2);
+    expect(await sql('SELECT order_id FROM orders')).toEqual([{ order_id: 'ok' }]);
+    expect(await deadLetterReasons(2)).toEqual([
+      'address: expected an object for a STRUCT("city" VARCHAR, "zip" VARCHAR) column, got 1.00000000000000000001',
+      'data: message data must be a JSON object to map its fields to columns (useTableSchema)',
+    ]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [

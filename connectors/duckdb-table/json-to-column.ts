@@ -18,7 +18,7 @@ import {
   type DuckDBType,
   type DuckDBValue,
 } from '@duckdb/node-api';
-import { DECIMAL_TEXT, NumberText } from '../../src/schema/json-text.js';
+import { DECIMAL_TEXT, isJsonObject, NumberText, type JsonValue } from '../../src/schema/json-text.js';
 import { timestampInRange } from '../../src/schema/type-mapping.js';
 
 /** A value that does not fit its column; fails that message only. */
@@ -186,7 +186,7 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
       if (typeof value !== 'string' || !UUID.test(value)) throw fail('a UUID (8-4-4-4-12 hexadecimal digits)');
       return uuidValue(BigInt(`0x${value.replaceAll('-', '')}`));
     case DuckDBTypeId.STRUCT: {
-      if (typeof value !== 'object' || Array.isArray(value)) throw fail('an object');
+      if (!isJsonObject(value as JsonValue)) throw fail('an object');
       const struct = type;
       const entries: Record<string, DuckDBValue> = {};
       // Field names in any letter case, as for columns (BigQuery's and DuckDB's names are case-insensitive):
@@ -211,7 +211,7 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
       return structValue(entries);
     }
     case DuckDBTypeId.MAP: {
-      if (typeof value !== 'object' || Array.isArray(value) || value instanceof NumberText) throw fail('an object');
+      if (!isJsonObject(value as JsonValue)) throw fail('an object');
       const { keyType, valueType } = type;
       // Two names of one key ("1" and "01" for an INTEGER key) would make a MAP DuckDB refuses to build.
       const fieldOfKey = new Map<string, string>();

@@ -42,8 +42,9 @@ export function parseJsonText(text: string, options: { exactNumbers?: boolean } 
   return value;
 }
 
+/** A NumberText is an object to JavaScript, not to JSON: taken for one, `1.00000000000000000001` read as a STRUCT of NULLs. */
 export function isJsonObject(value: JsonValue | undefined): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof NumberText);
 }
 
 /** Short rendering of a value for error messages. */
