@@ -567,6 +567,27 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it("refuses epoch microseconds before DuckDB's first timestamp, 290309-12-22 (BC), which had been stored and then could not be read back", async () => {
+    await sql('CREATE TABLE early(id VARCHAR, t TIMESTAMP, ms TIMESTAMP_MS)');
+    await exportWithDeadLetters('p.main.early', { useTableSchema: true });
+    await env.core.publish(
+      'events',
+      [
+        '{"id":"a","t":-9223372022400000000,"ms":-9223372022400000000}',
+        '{"id":"b","t":-9223372022400000001}',
+        '{"id":"c","ms":-9223372036854775000}',
+      ].map((data) => ({ data })),
+    );
+    await waitFor('a row and two dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 2);
+    expect(await sql('SELECT id, t::VARCHAR t, ms::VARCHAR ms FROM early')).toEqual([
+      { id: 'a', t: '290309-12-22 (BC) 00:00:00', ms: '290309-12-22 (BC) 00:00:00' },
+    ]);
+    expect(await deadLetterReasons(2)).toEqual([
+      'ms: -9223372036854775000 is out of range for a TIMESTAMP_MS column',
+      't: -9223372022400000001 is out of range for a TIMESTAMP column',
+    ]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [

@@ -241,11 +241,17 @@ function avroMapped(type: AvroType, path: string, visiting: Set<AvroType>): Mapp
   }
 }
 
-const MAX_MICROS = 2n ** 63n - 1n;
+/**
+ * DuckDB's timestamps, 290309-12-22 (BC) 00:00:00 to 294247-01-10 04:00:54.775806, in microseconds from
+ * 1970. The 64 bits reach a little earlier (their extremes are ±infinity), but a value stored there could
+ * not be read back as text ("Date out of range in timestamp conversion"), nor at all from a TIMESTAMP_MS.
+ */
+const MIN_MICROS = -9_223_372_022_400_000_000n;
+const MAX_MICROS = 2n ** 63n - 2n;
 
-/** Whether DuckDB has a timestamp this many microseconds from 1970: it keeps the two extreme 64-bit values for ±infinity. */
+/** Whether DuckDB has a timestamp this many microseconds from 1970. */
 export function timestampInRange(micros: bigint): boolean {
-  return micros < MAX_MICROS && micros > -MAX_MICROS;
+  return micros >= MIN_MICROS && micros <= MAX_MICROS;
 }
 
 /**
