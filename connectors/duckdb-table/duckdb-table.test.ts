@@ -588,6 +588,31 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it('takes the values of an ENUM column, also in a list (every such message had failed), refusing any other string, case included', async () => {
+    await sql("CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy'); CREATE TABLE moods(id VARCHAR, m mood, history mood[])");
+    await exportWithDeadLetters('p.main.moods', { useTableSchema: true });
+    await env.core.publish(
+      'events',
+      [
+        { id: 'a', m: 'ok' },
+        { id: 'b', history: ['sad', null, 'happy'] },
+        { id: 'c', m: 'OK' },
+        { id: 'd', m: 1 },
+        { id: 'e', history: ['toString'] },
+      ].map((doc) => ({ data: JSON.stringify(doc) })),
+    );
+    await waitFor('the rows and three dead letters', async () => backlog('to-table') === 0 && backlog('dead-sub') === 3);
+    expect(await sql('SELECT id, m::VARCHAR m, history::VARCHAR history FROM moods ORDER BY id')).toEqual([
+      { id: 'a', m: 'ok', history: null },
+      { id: 'b', m: null, history: '[sad, NULL, happy]' },
+    ]);
+    expect(await deadLetterReasons(3)).toEqual([
+      'history[0]: expected one of the ENUM column\'s 3 values ("sad", "ok", "happy"), got "toString"',
+      'm: expected one of the ENUM column\'s 3 values ("sad", "ok", "happy"), got "OK"',
+      'm: expected one of the ENUM column\'s 3 values ("sad", "ok", "happy"), got 1',
+    ]);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [

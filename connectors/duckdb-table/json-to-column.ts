@@ -67,9 +67,10 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * integers or integer strings (range-checked), floats from numbers or decimal strings (in the column's
  * range), DECIMAL exactly from numbers or decimal strings, booleans, strings, TIMESTAMP (and TIMESTAMP_S,
  * _MS, _NS, to their precision) from ISO 8601 strings of real dates or epoch microseconds, DATE from
- * `YYYY-MM-DD`, TIME from `HH:MM[:SS[.ffffff]]`, BLOB from base64, UUID from its canonical text, JSON
- * columns from any value, STRUCT and MAP from objects, LIST and fixed-size ARRAY from arrays. Anything else raises ConversionError
- * naming the field, so the message fails alone rather than the sink.
+ * `YYYY-MM-DD`, TIME from `HH:MM[:SS[.ffffff]]`, BLOB from base64, ENUM from its values, UUID from its
+ * canonical text, JSON columns from any value, STRUCT and MAP from objects, LIST and fixed-size ARRAY from
+ * arrays. Anything else raises ConversionError naming the field, so the message fails alone rather than
+ * the sink.
  */
 export function toColumnValue(value: unknown, type: DuckDBType, path: string, options: ConversionOptions): DuckDBValue {
   if (value === null || value === undefined) return null;
@@ -182,6 +183,16 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
     case DuckDBTypeId.BLOB:
       if (typeof value !== 'string' || !BASE64.test(value)) throw fail('base64 bytes (standard alphabet, padded)');
       return blobValue(Buffer.from(value, 'base64'));
+    case DuckDBTypeId.ENUM:
+      if (typeof value !== 'string' || type.valueIndexes[value] === undefined) {
+        // An ENUM may have millions of members: the message names a few, not the whole type.
+        const some = type.values.slice(0, 5).map((v) => JSON.stringify(v));
+        throw new ConversionError(
+          path,
+          `expected one of the ENUM column's ${type.values.length} values (${some.join(', ')}${type.values.length > 5 ? ', ...' : ''}), got ${describe(value)}`,
+        );
+      }
+      return value;
     case DuckDBTypeId.UUID:
       if (typeof value !== 'string' || !UUID.test(value)) throw fail('a UUID (8-4-4-4-12 hexadecimal digits)');
       return uuidValue(BigInt(`0x${value.replaceAll('-', '')}`));
@@ -229,7 +240,8 @@ export function toColumnValue(value: unknown, type: DuckDBType, path: string, op
     case DuckDBTypeId.LIST:
     case DuckDBTypeId.ARRAY: {
       if (!Array.isArray(value)) throw fail('an array');
-      // The appender refuses another length too, but with the whole batch in its transaction: checked here, the message fails alone.
+      // The appender refuses another length too, but with the whole batch in its transaction ("Failed to
+      // cast value", no data error: it would stall the export); checked here, the message fails alone.
       if (type.typeId === DuckDBTypeId.ARRAY && value.length !== type.length)
         throw new ConversionError(path, `a ${type.toString()} column takes exactly ${type.length} elements, got ${value.length}`);
       const item = type.valueType;
