@@ -613,6 +613,31 @@ describe('bigqueryConfig.useTableSchema', () => {
     ]);
   });
 
+  it("fills a default the appender cannot (gen_random_uuid(), nextval) where a message leaves the column out: such a table's export had stalled", async () => {
+    await sql(`CREATE SEQUENCE serial; CREATE TABLE generated(
+      id UUID DEFAULT gen_random_uuid(), n BIGINT NOT NULL DEFAULT nextval('serial'), kind VARCHAR DEFAULT 'plain', name VARCHAR)`);
+    await exportWithDeadLetters('p.main.generated', { useTableSchema: true });
+    const given = '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d';
+    await env.core.publish(
+      'events',
+      [{ name: 'a' }, { name: 'b' }, { name: 'c', id: given, n: 100 }, { name: 'd' }].map((doc) => ({ data: JSON.stringify(doc) })),
+    );
+    await waitFor('the rows', async () => backlog('to-table') === 0);
+    const rows = await sql('SELECT name, id::VARCHAR id, n, kind FROM generated ORDER BY name');
+    expect(rows.map((r) => [r.name, r.kind])).toEqual([
+      ['a', 'plain'],
+      ['b', 'plain'],
+      ['c', 'plain'],
+      ['d', 'plain'],
+    ]);
+    expect(rows[2]).toMatchObject({ id: given, n: 100n });
+    const generatedIds = [rows[0], rows[1], rows[3]].map((r) => r!.id);
+    expect(new Set(generatedIds).size).toBe(3);
+    for (const id of generatedIds) expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    expect(new Set([rows[0], rows[1], rows[3]].map((r) => r!.n))).toEqual(new Set([1n, 2n, 3n]));
+    expect(backlog('dead-sub')).toBe(0);
+  });
+
   it('bad JSON and unconvertible values fail only their message, with a reason naming the field', async () => {
     await exportWithDeadLetters('p.main.orders', { useTableSchema: true });
     await env.core.publish('events', [

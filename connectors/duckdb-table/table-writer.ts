@@ -17,6 +17,7 @@ import { quoteIdent } from '../../src/duckdb/sql.js';
 import { oneAtATime } from '../../src/duckdb/one-at-a-time.js';
 import { appendCell } from './append-cell.js';
 import { CdcApplier, type Change } from './cdc-apply.js';
+import { computedDefaults, fillComputedDefaults, type ComputedDefault } from './computed-defaults.js';
 import type { DuckDbTableConfig } from './config.js';
 import { databaseFileProblem, DuckDbFileError } from './database-file.js';
 import { ConversionError } from './json-to-column.js';
@@ -58,6 +59,8 @@ export class DuckDbTableWriter implements Connector {
   /** A second connection, to read the table's definition while a commit runs on `connection`. */
   private catalogConnection?: DuckDBConnection;
   private mapper?: RowMapper;
+  /** The target table's columns whose default the appender cannot fill, read with the mapper. */
+  private computed: ComputedDefault[] = [];
   /** The table's definition the mapper was built from (see tableDefinition). */
   private mappedDefinition?: string;
   readonly counters = { rowsAppended: 0 };
@@ -194,6 +197,12 @@ export class DuckDbTableWriter implements Connector {
       hasDefault: dflt !== null,
     }));
     appender.closeSync();
+    this.computed = await computedDefaults(
+      connection,
+      schema,
+      tableName,
+      rows.flatMap(([, , dflt], index) => (dflt === null ? [] : [{ index, sql: String(dflt) }])),
+    );
     const pk = await connection.runAndReadAll(
       "SELECT constraint_column_names FROM duckdb_constraints() WHERE database_name = current_database() AND schema_name = $1 AND table_name = $2 AND constraint_type = 'PRIMARY KEY'",
       [schema, tableName],
@@ -396,6 +405,12 @@ export class DuckDbTableWriter implements Connector {
     let progressCommitted: () => void;
     const slicer = new LoopSlicer();
     try {
+      if (this.computed.length)
+        await fillComputedDefaults(
+          connection,
+          this.computed,
+          pending.flatMap(({ row }) => (row.kind === 'append' ? [row.cells] : [])),
+        );
       appender = await connection.createAppender(this.config.tableName, this.config.schema);
       // Appends and runs of changes keep their order; a run of changes is applied set-wise.
       let changes: Change[] = [];
