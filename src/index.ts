@@ -11,6 +11,7 @@ export {
   StoreCorruptError,
   StoreFullError,
   StoreIdentityError,
+  StoreInUseError,
   StoreUnwritableError,
   type Store,
   type SubscriptionRecord,

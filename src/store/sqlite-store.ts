@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { durableRename, syncFile, writeFileAtomic } from './durable-file.js';
 import { quoteIdent } from '../duckdb/sql.js';
@@ -9,6 +9,7 @@ import {
   StoreCheckError,
   StoreCorruptError,
   StoreIdentityError,
+  StoreInUseError,
   StoreUnwritableError,
   type BacklogRow,
   type BacklogSource,
@@ -33,6 +34,9 @@ const APPLICATION_ID = 0x4f52444c; // "ORDL"
  */
 const SCHEMA_VERSION = 4;
 const PAGE_SIZE = 32 * 1024;
+/** The store files open in this process (real paths), each by one SqliteStore until it is closed. */
+const openStores = new Set<string>();
+
 /** The reading connection's page cache: 128 pages, room for the B-tree interiors and the pages a scan is on. */
 const READER_CACHE_KIB = 4096;
 /** A subscription's (@sub) unacked messages of its topic (@topic) with seq in (@after, @upTo], as `m`. */
@@ -222,6 +226,9 @@ export class SqliteStore implements Store {
   static open(dataDir: string, options: SqliteStoreOptions = {}): SqliteStore {
     mkdirSync(dataDir, { recursive: true });
     const file = join(dataDir, STORE_FILE);
+    // By the directory's real path: the same store reached through a symlink or a relative path is the same.
+    const inUse = join(realpathSync(dataDir), STORE_FILE);
+    if (openStores.has(inUse)) throw new StoreInUseError(file);
     const marker = join(dataDir, STORE_ID_FILE);
     const expectedId = readStoreId(marker);
     if (!existsSync(file)) {
@@ -250,9 +257,13 @@ export class SqliteStore implements Store {
       throw new StoreCorruptError(file, e);
     }
     if (expectedId === undefined) writeFileAtomic(marker, storeIdFile(store.id));
+    openStores.add(inUse);
+    store.inUse = inUse;
     return store;
   }
 
+  /** This store's entry in `openStores`, until it is closed. */
+  private inUse?: string;
   private readonly fatalListeners: ((error: Error) => void)[] = [];
   private fatal?: Error;
 
@@ -771,8 +782,12 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
-    await this.writer.close();
-    this.db.close();
+    try {
+      await this.writer.close();
+      this.db.close();
+    } finally {
+      if (this.inUse !== undefined) openStores.delete(this.inUse);
+    }
   }
 }
 

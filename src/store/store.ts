@@ -287,6 +287,21 @@ export class StoreFullError extends OrderlyError {
   }
 }
 
+/**
+ * The store is open already in this process (another `SqliteStore.open` of the same directory, not closed):
+ * two cores on one store would each number and write messages as if alone (the second one's first
+ * publish failed with an untyped SQLITE_CONSTRAINT). Another process is kept out by the CLI's job lock.
+ */
+export class StoreInUseError extends OrderlyError {
+  constructor(readonly file: string) {
+    super(
+      'FAILED_PRECONDITION',
+      `the Orderly store at ${file} is already open in this process: share that SqliteStore (and its PubSubCore), or close it first`,
+    );
+    this.name = 'StoreInUseError';
+  }
+}
+
 export class StoreCorruptError extends Error {
   /**
    * `foundRunning`: found by the whole-file check that runs beside the writes after opening, so what was
