@@ -216,7 +216,10 @@ export class RowMapper {
     values.forEach((v, j) => {
       const i = columns.at[j]!;
       if (i >= 0) cells[i] = v;
-      else if (i === CDC_FIELD && v !== null) cdc[cdcFieldOf(columns.mapping.columns[j]!.name)!] = v;
+      else if (i === CDC_FIELD && v !== null && !(v === '' && columns.mapping.columns[j]!.implicitPresence))
+        // A proto3 CDC field declared without `optional` decodes as "" when unset; BigQuery's Storage
+        // Write API reads rows with proto2 semantics, where a default is not on the wire: no value.
+        cdc[cdcFieldOf(columns.mapping.columns[j]!.name)!] = v;
     });
     return cdc;
   }

@@ -34,6 +34,11 @@ export interface MappedColumn {
   /** DuckDB SQL type, identifiers quoted. */
   duckdbType: string;
   nullable: boolean;
+  /**
+   * A proto3 scalar without presence: unset is not on the wire, and neither is its default (0, "",
+   * false), so a decoded default may be either.
+   */
+  implicitPresence: boolean;
 }
 
 export interface TableMapping {
@@ -70,7 +75,12 @@ interface Mapped {
 export function mapSchemaToTable(schema: CompiledSchema): TableMapping {
   const fields = schema.type === 'AVRO' ? avroColumns(schema.avro) : protoColumns(schema.message);
   return {
-    columns: fields.map((f) => ({ name: f.name, duckdbType: f.mapped.sql, nullable: f.nullable })),
+    columns: fields.map((f) => ({
+      name: f.name,
+      duckdbType: f.mapped.sql,
+      nullable: f.nullable,
+      implicitPresence: f.implicitPresence === true,
+    })),
     row(decoded) {
       if (decoded.type !== schema.type)
         throw new Error(`a ${decoded.type} message cannot fill columns mapped from a ${schema.type} schema`);
@@ -92,6 +102,7 @@ interface FieldColumn {
   name: string;
   mapped: Mapped;
   nullable: boolean;
+  implicitPresence?: boolean;
 }
 
 const direct = (sql: string): Mapped => ({ sql, convert: (v) => v as DuckDBValue });
@@ -360,7 +371,8 @@ function messageFields(type: protobuf.Type, path: string, visiting: Set<protobuf
     } else if (f.repeated) {
       mapped = list(value);
     }
-    return { name: f.name, mapped, nullable: !f.required && hasPresence(f) };
+    const presence = hasPresence(f);
+    return { name: f.name, mapped, nullable: !f.required && presence, implicitPresence: !presence && !f.required && !f.repeated && !f.map };
   });
   visiting.delete(type);
   return columns;

@@ -196,6 +196,49 @@ describe('bigqueryConfig.useTopicSchema', () => {
     expect(await sql('SELECT id, qty FROM stock ORDER BY id')).toEqual([{ id: 'a', qty: 5 }]);
   });
 
+  it('takes a proto3 CDC field declared without optional and left unset as no value, as BigQuery reads it', async () => {
+    // Unset, such a field is not on the wire and decodes as "": BigQuery's Storage Write API reads rows
+    // with proto2 semantics (a default is not encoded), so it sees no _CHANGE_SEQUENCE_NUMBER, or no
+    // _CHANGE_TYPE (a plain row), not an empty one that every such message would fail on.
+    await env.core.schemas.create({
+      parent: 'projects/p',
+      schemaId: 'stock-proto',
+      schema: {
+        type: 'PROTOCOL_BUFFER',
+        definition:
+          'syntax = "proto3"; message StockChange { string id = 1; int64 qty = 2; string _CHANGE_TYPE = 3; string _CHANGE_SEQUENCE_NUMBER = 4; }',
+      },
+    });
+    await env.core.createTopic('stock', { schemaSettings: { schema: 'projects/p/schemas/stock-proto', encoding: 'JSON' } });
+    await env.core.createTopic('stock-dead');
+    await env.core.createSubscription('stock-dead-sub', { topic: 'stock-dead' });
+    await sql('CREATE TABLE stock(id VARCHAR PRIMARY KEY, qty BIGINT NOT NULL)');
+    await env.core.createSubscription('to-stock', {
+      topic: 'stock',
+      enableMessageOrdering: true,
+      deadLetterPolicy: { deadLetterTopic: 'stock-dead', maxDeliveryAttempts: 5 },
+      bigqueryConfig: { table: 'p.main.stock', useTopicSchema: true },
+    });
+    await env.exports.sync();
+    const message = (fields: Record<string, unknown>) => ({ data: JSON.stringify(fields), orderingKey: String(fields.id) });
+    await env.core.publish('stock', [
+      message({ id: 'a', qty: 1, _CHANGE_TYPE: 'UPSERT' }),
+      message({ id: 'a', qty: 5, _CHANGE_TYPE: 'UPSERT', _CHANGE_SEQUENCE_NUMBER: '' }),
+      message({ id: 'b', qty: 2, _CHANGE_TYPE: 'UPSERT', _CHANGE_SEQUENCE_NUMBER: '2' }),
+      message({ id: 'b', qty: 3, _CHANGE_TYPE: 'UPSERT', _CHANGE_SEQUENCE_NUMBER: '1' }), // older than 2: ignored
+      message({ id: 'c', qty: 7 }), // no _CHANGE_TYPE: a plain row
+      message({ id: 'a', _CHANGE_TYPE: 'DELETE' }),
+      message({ id: 'd', qty: 4, _CHANGE_TYPE: 'UPSERT' }),
+    ]);
+    await waitFor('the changes', () => env.core.metrics('to-stock').backlogMessages === 0);
+    expect(await env.core.pull('stock-dead-sub', { maxMessages: 10 })).toEqual([]);
+    expect(await sql('SELECT id, qty FROM stock ORDER BY id')).toEqual([
+      { id: 'b', qty: 2n },
+      { id: 'c', qty: 7n },
+      { id: 'd', qty: 4n },
+    ]);
+  });
+
   it("takes the topic schema's CDC fields in any letter case, as columns are, even with dropUnknownFields", async () => {
     const change = {
       type: 'record',
