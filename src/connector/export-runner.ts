@@ -526,7 +526,8 @@ export class ExportRunner {
 
   /**
    * Runs a connector call, retrying it with backoff while it throws SinkStateError (the subscription shows
-   * that state meanwhile). Undefined if stopped first. Any other error propagates.
+   * that state meanwhile). Undefined if stopped first: then nothing delivered is written any more.
+   * Any other error propagates.
    */
   private async untilUsable<T>(call: () => Promise<T>): Promise<T | undefined> {
     for (;;) {
@@ -537,7 +538,13 @@ export class ExportRunner {
       } catch (e) {
         if (!(e instanceof SinkStateError)) throw e;
         this.unusable(e);
-        if (!(await this.pause())) return undefined;
+        if (!(await this.pause())) {
+          // The refused messages come again after a restart. Written now, the deliveries after them would
+          // put a key's later messages in the sink first, and a sink that keeps a key's progress as its
+          // highest sequence written (the DuckDB table) would take the refused ones for written.
+          this.pending.length = 0;
+          return undefined;
+        }
       }
     }
   }

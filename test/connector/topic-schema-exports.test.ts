@@ -291,6 +291,36 @@ describe('bigqueryConfig.useTopicSchema', () => {
     );
     expect(env.core.metrics('to-narrow').backlogMessages).toBe(1);
   });
+  it('a stop while a new revision has no column loses nothing: after ALTER TABLE and a restart every row is there, in key order', async () => {
+    await sql(`CREATE TABLE grown(id VARCHAR, qty INTEGER, total DECIMAL(10,2), placed TIMESTAMPTZ, note VARCHAR, tags VARCHAR[],
+      status VARCHAR, ordering_key VARCHAR, sequence BIGINT, subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, attributes JSON)`);
+    await env.core.createSubscription('to-grown', {
+      topic: 'orders',
+      enableMessageOrdering: true,
+      bigqueryConfig: { table: 'p.main.grown', useTopicSchema: true, writeMetadata: true },
+    });
+    await env.exports.sync();
+    await env.core.publish('orders', [{ data: order('a', 1), orderingKey: 'k' }]);
+    await waitFor('the first row', async () => Number((await sql('SELECT count(*) n FROM grown'))[0]!.n) === 1);
+    await env.core.schemas.commit({ name: 'projects/p/schemas/order', schema: { type: 'AVRO', definition: JSON.stringify(ORDER_V2) } });
+    await env.core.publish('orders', [{ data: order('b', 2, { channel: 'app' }), orderingKey: 'k' }]);
+    await waitFor('SCHEMA_MISMATCH', () => env.core.getSubscription('to-grown').state === 'SCHEMA_MISMATCH');
+    // Delivered while the sink refuses b (no channel column): they wait behind it.
+    await env.core.publish('orders', [{ data: order('c', 3), orderingKey: 'k' }]);
+    await env.core.publish('orders', [{ data: order('d', 4), orderingKey: 'other' }]);
+    await waitFor('the deliveries', () => (env.exports.runner('to-grown')?.outstanding ?? 0) === 3);
+    await env.close();
+    await queryDuckDb(env.duckdbPath, 'ALTER TABLE grown ADD COLUMN channel VARCHAR');
+    env = await openExport(dir.path, { objectStorage: s3.settings });
+    await waitFor('the backlog', () => env.core.metrics('to-grown').backlogMessages === 0);
+    expect(await sql('SELECT id, channel, ordering_key, sequence FROM grown ORDER BY ordering_key, sequence')).toEqual([
+      { id: 'a', channel: null, ordering_key: 'k', sequence: 1n },
+      { id: 'b', channel: 'app', ordering_key: 'k', sequence: 2n },
+      { id: 'c', channel: null, ordering_key: 'k', sequence: 3n },
+      { id: 'd', channel: null, ordering_key: 'other', sequence: 1n },
+    ]);
+  });
+
   it("a backlog message is still written by its revision after the topic's schema was cleared", async () => {
     // The table does not exist yet: the message stays in the backlog while the schema is cleared.
     await env.core.createSubscription('to-late', { topic: 'orders', bigqueryConfig: { table: 'p.main.late', useTopicSchema: true } });
