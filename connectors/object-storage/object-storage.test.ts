@@ -687,6 +687,30 @@ describe('export to S3 (real HTTP server)', () => {
     await expect(view).rejects.toThrow(`cannot read ${name} from bucket ${bucket}: it is missing from the bucket`);
   });
 
+  it('a query view whose object was written over in the bucket by another file refuses it, naming the object and both sizes', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { parquetConfig: {} });
+    await env.core.publish('events', keyed(10, 2));
+    await finish(10);
+    const [name] = await s3.list(bucket);
+    const exported = (await s3.get(bucket, name!)).length;
+    // A user's own Parquet file uploaded under the object's name, before any query cached the object.
+    const forged = join(dir.path, 'forged.parquet');
+    await queryDuckDb(join(dir.path, 'forge.duckdb'), `COPY (SELECT 1 AS forged) TO '${forged}' (FORMAT parquet)`);
+    const body = readFileSync(forged);
+    await s3.minio.putObject(bucket, name!, body);
+    const view = parquetView({
+      subscription: 'projects/p/subscriptions/to-s3',
+      identity: { uid: env.core.identity('to-s3').uid, adoptsNameKeyedProgress: false },
+      config: parseObjectStorageConfig({ bucket, parquetConfig: {} }),
+      settings: { dataDir: dir.path, objectStorage: s3.settings },
+    });
+    // It was read as the object: the view answered 1 row (of NULL data) for the 10 messages, with no word.
+    await expect(view).rejects.toThrow(
+      `cannot read ${name} from bucket ${bucket}: it is ${body.length} bytes, the manifest lists ${exported}`,
+    );
+  });
+
   it('a subscription whose format changed keeps a clean audit, and its query view reads only its Parquet objects', async () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { parquetConfig: { writeMetadata: true } });

@@ -101,6 +101,13 @@ async function cacheObjects(target: ExportTarget<ObjectStorageConfig>, entries: 
             const why = (e as Error).name === 'NoSuchKey' ? 'it is missing from the bucket' : (e as Error).message;
             throw new Error(`cannot read ${entry.object} from bucket ${entry.bucket}: ${why}`, { cause: e });
           });
+        // An object written over since it was committed (a user's upload under its name) is not what the
+        // manifest lists: read as it, its rows went into the view silently, metadata columns NULL.
+        if (body.length !== entry.bytes)
+          throw new Error(
+            `cannot read ${entry.object} from bucket ${entry.bucket}: it is ${body.length} bytes, the manifest lists ${entry.bytes} ` +
+              '(written over since it was exported; orderly audit reports it)',
+          );
         mkdirSync(dirname(file), { recursive: true });
         // Whole or not at all: a cached file cut short by a crash would be read as the object.
         writeFileAtomic(file, body, { sync: false });
