@@ -161,7 +161,12 @@ async function lastResult(
   readOnly: boolean,
   onRows?: RowSink,
 ): Promise<Record<string, unknown>[]> {
-  const statements = await connection.extractStatements(sql);
+  const statements = await connection.extractStatements(sql).catch((e: unknown) => {
+    // DuckDB's whole answer to SQL that holds no statement (`;`, a comment alone).
+    if ((e as Error).message === 'Error in native callback')
+      throw new OrderlyError('INVALID_ARGUMENT', 'the query holds no statement (only comments or semicolons): give the query to run');
+    throw e;
+  });
   let rows: Record<string, unknown>[] = [];
   for (let i = 0; i < statements.count; i++) {
     // Each is prepared once those before it ran: it may read what they made (a temp table).

@@ -77,4 +77,12 @@ describe('orderly query views', () => {
       /plain does not exist[\s\S]*views not available: projects\/orderly-local\/subscriptions\/plain: /,
     );
   });
+
+  it('a query of comments or semicolons alone is an invalid argument saying so (it was "Error in native callback")', async () => {
+    for (const sql of [';;', '/* nothing */', '-- nothing'])
+      await expect(queryJob(runtime, sql)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: 'the query holds no statement (only comments or semicolons): give the query to run',
+      });
+  });
 });
