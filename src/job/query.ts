@@ -41,7 +41,7 @@ export async function queryJob(
     // A database of the job's own for queries takes the query limit (memory.duckdb), not a table export's.
     const connection = await connectDuckDb(path, runtime.queryDatabase ? 'tables' : 'other');
     try {
-      return await runWithViews(connection, prepared, sql, false, onRows);
+      return await runWithViews(connection, prepared, sql, false, onNote, onRows);
     } finally {
       connection.closeSync();
     }
@@ -55,7 +55,7 @@ export async function queryJob(
     const connection = await instance.connect();
     try {
       await lockDown(connection, prepared.files);
-      return await runWithViews(connection, prepared, sql, true, onRows);
+      return await runWithViews(connection, prepared, sql, true, onNote, onRows);
     } catch (e) {
       const message = (e as Error).message;
       if (/read-only mode|file system operations are disabled|configuration has been locked|disabled through configuration/.test(message)) {
@@ -75,9 +75,11 @@ export type RowSink = (rows: Record<string, unknown>[]) => Promise<void> | void;
 
 const READ_ONLY = '(orderly query is read-only: it cannot change the database or touch other files; use --write to allow that)';
 
-/** The views of the exports: statements to make them, the files they read, and those that could not be made (why). */
+/** The views of the exports: what each selects, the files they read, and those that could not be made (why). */
 interface PreparedViews {
-  views: { subscription: string; sql: string }[];
+  views: { subscription: string; select: string }[];
+  /** The job's project: its subscriptions' views are named by their ids (queryViewNames). */
+  projectId: string;
   files: string[];
   unavailable: string[];
   /** What views leave out of their sinks (QueryView.leftOut), each with its subscription. */
@@ -110,15 +112,9 @@ async function queryViews(runtime: JobRuntime): Promise<PreparedViews> {
   // A fleet's remote exports: what every worker wrote, read from the sink.
   for (const found of remoteExportTargets(runtime.job, runtime.connectorSettings))
     await offer(found.target.subscription, () => found.factory.queryView?.(found.target));
-  const names = queryViewNames(
-    offered.map((o) => o.subscription),
-    core.projectId,
-  );
   return {
-    views: offered.map((o) => ({
-      subscription: o.subscription,
-      sql: `CREATE OR REPLACE TEMP VIEW ${quoteIdent(names.get(o.subscription)!)} AS ${o.select}`,
-    })),
+    views: offered,
+    projectId: core.projectId,
     files,
     unavailable,
     notes,
@@ -185,7 +181,7 @@ async function lastResult(
 }
 
 /**
- * Makes the views it can and runs `sql`. A view that cannot be made fails only a query that needs it: the
+ * Makes the views it can (named around the database's own tables: queryViewNames) and runs `sql`. A view that cannot be made fails only a query that needs it: the
  * error then says which views are missing and why.
  */
 async function runWithViews(
@@ -193,12 +189,18 @@ async function runWithViews(
   prepared: PreparedViews,
   sql: string,
   readOnly: boolean,
+  onNote: (note: string) => void,
   onRows?: RowSink,
 ): Promise<Record<string, unknown>[]> {
   const unavailable = [...prepared.unavailable];
+  const subscriptions = prepared.views.map((v) => v.subscription);
+  const names = queryViewNames(subscriptions, prepared.projectId, await mainSchemaNames(connection));
+  for (const [subscription, name] of queryViewNames(subscriptions, prepared.projectId))
+    if (names.get(subscription) !== name)
+      onNote(`${subscription}: its view is ${quoteIdent(names.get(subscription)!)}: the database has a table or view named ${name}`);
   for (const v of prepared.views) {
     try {
-      await connection.run(v.sql);
+      await connection.run(`CREATE OR REPLACE TEMP VIEW ${quoteIdent(names.get(v.subscription)!)} AS ${v.select}`);
     } catch (e) {
       unavailable.push(`${v.subscription}: ${(e as Error).message}`);
     }
@@ -210,6 +212,18 @@ async function runWithViews(
     if (!unavailable.length || !/does not exist/.test((e as Error).message)) throw e;
     throw new OrderlyError('FAILED_PRECONDITION', `${(e as Error).message}\n(views not available: ${unavailable.join('; ')})`);
   }
+}
+
+/**
+ * The tables and views of the database's main schema, the one unqualified names reach: a view of the same
+ * name would hide them.
+ */
+async function mainSchemaNames(connection: DuckDBConnection): Promise<string[]> {
+  const reader = await connection.runAndReadAll(
+    `SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'
+     UNION ALL SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main' AND NOT internal`,
+  );
+  return reader.getRows().map(([name]) => String(name));
 }
 
 /**

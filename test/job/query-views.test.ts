@@ -78,6 +78,27 @@ describe('orderly query views', () => {
     );
   });
 
+  it("never hides a table of the database: a view whose name the database's main schema holds takes the full name, with a note", async () => {
+    const { core } = runtime;
+    await core.createTopic('events');
+    await core.createSubscription('orders', {
+      topic: 'events',
+      exportConfig: { connector: 'jsonl-file', path: join(dir.path, 'o.jsonl') },
+    });
+    await core.publish('events', [{ data: 'exported' }]);
+    await waitFor('the export', () => core.metrics('orders').backlogMessages === 0);
+    await queryJob(runtime, "CREATE TABLE ORDERS AS SELECT 'table row' AS data");
+    const notes: string[] = [];
+    const read = (sql: string) => queryJob(runtime, sql, (note) => notes.push(note));
+    // The view stood in front of the table, under both names: the table could not be read at all.
+    expect(await read('SELECT data FROM orders')).toEqual([{ data: 'table row' }]);
+    expect(await read('SELECT data FROM main.orders')).toEqual([{ data: 'table row' }]);
+    expect(await read('SELECT data FROM "projects/orderly-local/subscriptions/orders"')).toEqual([{ data: 'exported' }]);
+    expect(notes[0]).toBe(
+      'projects/orderly-local/subscriptions/orders: its view is "projects/orderly-local/subscriptions/orders": the database has a table or view named orders',
+    );
+  });
+
   it('a query of comments or semicolons alone is an invalid argument saying so (it was "Error in native callback")', async () => {
     for (const sql of [';;', '/* nothing */', '-- nothing'])
       await expect(queryJob(runtime, sql)).rejects.toMatchObject({
