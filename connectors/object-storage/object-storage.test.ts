@@ -687,6 +687,29 @@ describe('export to S3 (real HTTP server)', () => {
     await expect(view).rejects.toThrow(`cannot read ${name} from bucket ${bucket}: it is missing from the bucket`);
   });
 
+  it('a query view of an export with no object yet has the columns its objects will have, and no rows', async () => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, { parquetConfig: { writeMetadata: true } });
+    const target = {
+      subscription: 'projects/p/subscriptions/to-s3',
+      identity: { uid: env.core.identity('to-s3').uid, adoptsNameKeyedProgress: false },
+      config: parseObjectStorageConfig({ bucket, parquetConfig: { writeMetadata: true } }),
+      settings: { dataDir: dir.path, objectStorage: s3.settings },
+    };
+    const columns = async () =>
+      queryDuckDb(
+        join(dir.path, 'view.duckdb'),
+        `SELECT column_name, column_type FROM (DESCRIBE (${(await parquetView(target))!.select}))`,
+      );
+    const empty = await columns();
+    // It had one column, data, of no type: a query naming ordering_key failed with "not found".
+    const grouped = `SELECT ordering_key, max(sequence) AS last FROM (${(await parquetView(target))!.select}) GROUP BY ALL`;
+    expect(await queryDuckDb(join(dir.path, 'view.duckdb'), grouped)).toEqual([]);
+    await env.core.publish('events', keyed(2, 1));
+    await finish(2);
+    expect(empty).toEqual(await columns());
+  });
+
   it('a query view whose object was written over in the bucket by another file refuses it, naming the object and both sizes', async () => {
     const bucket = await s3.bucket();
     await exportTo(bucket, { parquetConfig: {} });

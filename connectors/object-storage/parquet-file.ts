@@ -10,8 +10,19 @@ import { quoteString } from '../../src/duckdb/sql.js';
 
 export type ParquetCompression = 'UNCOMPRESSED' | 'GZIP' | 'SNAPPY';
 
-const METADATA_COLUMNS = `subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMPTZ, attributes VARCHAR,
-  data BLOB, ordering_key VARCHAR, sequence BIGINT`;
+/** The columns of a Parquet file, name and DuckDB type, with and without metadata. */
+export function parquetColumns(writeMetadata: boolean): [name: string, type: string][] {
+  if (!writeMetadata) return [['data', 'BLOB']];
+  return [
+    ['subscription_name', 'VARCHAR'],
+    ['message_id', 'VARCHAR'],
+    ['publish_time', 'TIMESTAMPTZ'],
+    ['attributes', 'VARCHAR'],
+    ['data', 'BLOB'],
+    ['ordering_key', 'VARCHAR'],
+    ['sequence', 'BIGINT'],
+  ];
+}
 
 let scratch: Promise<DuckDBInstance> | undefined;
 let tables = 0;
@@ -53,7 +64,8 @@ export class ParquetFile {
   static async create(path: string, writeMetadata: boolean, compression: ParquetCompression): Promise<ParquetFile> {
     const connection = await (await scratchDb()).connect();
     const table = `file_${++tables}`;
-    await connection.run(`CREATE TABLE ${table}(${writeMetadata ? METADATA_COLUMNS : 'data BLOB'})`);
+    const columns = parquetColumns(writeMetadata).map(([name, type]) => `${name} ${type}`);
+    await connection.run(`CREATE TABLE ${table}(${columns.join(', ')})`);
     return new ParquetFile(connection, table, await connection.createAppender(table), path, writeMetadata, compression);
   }
 

@@ -10,6 +10,7 @@ import type { ObjectStorageConfig } from './config.js';
 import { Manifest, type ManifestObject } from './manifest.js';
 import { manifestView } from './manifest-view.js';
 import { manifestPath } from './object-writer.js';
+import { parquetColumns } from './parquet-file.js';
 import { createS3Client, s3Connection } from './s3-client.js';
 
 /**
@@ -40,7 +41,12 @@ export async function parquetView(target: ExportTarget<ObjectStorageConfig>): Pr
       'changed, or by a worker whose job file gives another format'
     : undefined;
   const files = await cacheObjects(target, entries);
-  if (!files.length) return { files, select: 'SELECT NULL AS data WHERE false', leftOut };
+  // No object yet: no rows, but the columns its objects will have, so a query written for them answers
+  // nothing rather than failing ("column ordering_key not found").
+  if (!files.length) {
+    const columns = [...parquetColumns(target.config.format.writeMetadata), ['file_row_number', 'BIGINT'], ['filename', 'VARCHAR']];
+    return { files, select: `SELECT ${columns.map(([name, type]) => `NULL::${type} AS ${name}`).join(', ')} WHERE false`, leftOut };
+  }
   // By name: files written with and without writeMetadata have different columns.
   const read = `SELECT * FROM read_parquet([${files.map(quoteString).join(', ')}], filename = true, file_row_number = true, union_by_name = true)`;
   const left = superseded.flatMap((rows, i) => rows.map((row) => `(${quoteString(files[i]!)}, ${row})`));
