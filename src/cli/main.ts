@@ -133,9 +133,10 @@ export async function main(argv: string[]): Promise<number> {
         // A bare id is in the job's project; a full name may be any project's. Checked once here: the core
         // and the endpoint refuse a bad name as INVALID_ARGUMENT, which would refuse each line in turn.
         const topic = resourceName('topics', o.topic, job.projectId, '--topic');
-        const { readLock } = await import('../job/job-lock.js');
+        const { heldBriefly, readLock } = await import('../job/job-lock.js');
         const { publishFile } = await import('./publish-file.js');
         const running = readLock(job.dataDir);
+        if (running?.briefly) throw heldBriefly(job.dataDir, running);
         if (running && !running.endpoint) {
           throw new OrderlyError(
             'FAILED_PRECONDITION',
@@ -180,7 +181,9 @@ export async function main(argv: string[]): Promise<number> {
         );
         return;
       }
-      const running = (await import('../job/job-lock.js')).readLock(job.dataDir);
+      const { heldBriefly, readLock } = await import('../job/job-lock.js');
+      const running = readLock(job.dataDir);
+      if (running?.briefly) throw heldBriefly(job.dataDir, running);
       let status: ReturnType<typeof statusOf>;
       if (running?.metrics)
         status = await (await import('../job/status-endpoint.js')).readStatus<typeof status>(running.metrics, job.metrics?.authToken);

@@ -13,6 +13,11 @@ export interface LockInfo {
   metrics?: string;
   /** host:port of the running job's Pub/Sub endpoint, if it serves one. */
   endpoint?: string;
+  /**
+   * Held by a command that opens the directory for its own work and lets go when done (query, audit,
+   * status, publish), not by a running job: it serves nothing, and waiting for it is the remedy.
+   */
+  briefly?: boolean;
 }
 
 const procfs = existsSync('/proc/self/stat');
@@ -95,6 +100,7 @@ export function acquireLock(dataDir: string, info: Omit<LockInfo, 'pid' | 'start
   const running = readLock(dataDir);
   if (!free || (running && running.pid !== process.pid)) {
     if (free && !holding) unhold(dataDir);
+    if (running?.briefly) throw heldBriefly(dataDir, running);
     // Held, but its lock file not written yet: a job starting at this very moment.
     const who = running ? ` (pid ${running.pid})` : '';
     throw new OrderlyError(
@@ -124,6 +130,14 @@ export function acquireLock(dataDir: string, info: Omit<LockInfo, 'pid' | 'start
     rmSync(file, { force: true });
     unhold(dataDir);
   };
+}
+
+/** The refusal while another command holds the directory briefly (LockInfo.briefly): it was called a running job. */
+export function heldBriefly(dataDir: string, lock: LockInfo): OrderlyError {
+  return new OrderlyError(
+    'FAILED_PRECONDITION',
+    `the data directory ${dataDir} is in use by another orderly command (pid ${lock.pid}: a query, audit, status or publish), not a running job; try again once it has finished`,
+  );
 }
 
 /**

@@ -83,7 +83,7 @@ export class JobRuntime {
       }
       // Only once the lock is this process's: a start refused because the worker runs already must not
       // remove that worker's folder on its way out.
-      const releaseLock = acquireLock(dataDir);
+      const releaseLock = acquireLock(dataDir, options.withExports === false ? { briefly: true } : {});
       cleanups.push(workerId ? leaveWorkerDir(dataDir, releaseLock) : releaseLock);
       limitHeapGrowth(job.memory.heapGrowthPercent);
       // Before any section opens a DuckDB database (the duckdb section runs its init statements). In a

@@ -1,9 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { acquireLock, processIdentity, readLock } from '../../src/job/job-lock.js';
+import { bareJob } from '../../src/job/job-config.js';
+import { JobRuntime } from '../../src/job/job-runtime.js';
+import { createLogger } from '../../src/log.js';
 import { tempDir } from '../helpers/core.js';
 
 let dir: ReturnType<typeof tempDir>;
@@ -36,6 +41,30 @@ describe('the data directory lock', () => {
     writeLock({ pid, startTime: processIdentity(pid)?.startTime });
     expect(readLock(dir.path)?.pid).toBe(pid);
     expect(() => acquireLock(dir.path)).toThrow(`the data directory ${dir.path} is in use by a running job (pid ${pid}); stop it first`);
+  });
+
+  it('a command holding the directory for its own work (query, audit, status, publish) is named as one, not as a running job', async () => {
+    const runtime = await JobRuntime.start(bareJob(dir.path), createLogger(), { withExports: false });
+    expect(JSON.parse(readFileSync(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid, briefly: true });
+    await runtime.stop();
+    const pid = await sleeper();
+    writeLock({ pid, startTime: processIdentity(pid)?.startTime, briefly: true });
+    const busy =
+      `orderly: the data directory ${dir.path} is in use by another orderly command (pid ${pid}: a query, audit, status or publish), ` +
+      'not a running job; try again once it has finished';
+    // A second query was told "in use by a running job", status that the job "serves no status", and publish
+    // that "the job is running without a Pub/Sub endpoint".
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(job, 'dataDir: .\ntopics: [{ name: events }]\n');
+    const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));
+    const orderly = (...args: string[]) =>
+      promisify(execFile)(process.execPath, [bin, ...args], { encoding: 'utf8' }).then(
+        () => 'exit 0',
+        (e: { stderr: string }) => e.stderr.trim(),
+      );
+    expect(await orderly('query', job, 'SELECT 1')).toBe(busy);
+    expect(await orderly('status', job)).toBe(busy);
+    expect(await orderly('publish', job, '--topic', 'events', '--file', job)).toBe(busy);
   });
 
   it('a job starting at this moment (its lock file not written yet) keeps a second start out: two starts at once both ran the directory', async () => {
