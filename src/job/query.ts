@@ -5,6 +5,7 @@ import type { QueryView } from '../connector/capabilities.js';
 import { OrderlyError } from '../core/errors.js';
 import { connectDuckDb, duckDbSettings } from '../duckdb/database.js';
 import { quoteIdent, quoteString } from '../duckdb/sql.js';
+import { answerColumns, answerRows } from './answer-columns.js';
 import { exportTargetOf } from './export-target.js';
 import type { JobRuntime } from './job-runtime.js';
 import { remoteExportTargets } from './remote-job.js';
@@ -172,10 +173,13 @@ async function lastResult(
     if (onRows && i === statements.count - 1) {
       // Materialized in DuckDB (which can spill it), read a chunk at a time: a streamed result ends quietly
       // at an error (@duckdb/node-api's fetchChunk answers an empty chunk), a truncated answer with exit 0.
-      for await (const chunk of (await statement.run()).yieldRowObjectJson()) await onRows(chunk);
+      const result = await statement.run();
+      const keys = answerColumns(result.columnNames());
+      for await (const chunk of result.yieldRowsJson()) await onRows(answerRows(keys, chunk));
       return [];
     }
-    rows = (await statement.runAndReadAll()).getRowObjectsJson();
+    const reader = await statement.runAndReadAll();
+    rows = answerRows(answerColumns(reader.columnNames()), reader.getRowsJson());
   }
   return rows;
 }

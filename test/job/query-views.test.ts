@@ -99,6 +99,16 @@ describe('orderly query views', () => {
     );
   });
 
+  it('answers every column, also a repeated name beside a column called name:1, and one called __proto__', async () => {
+    const sql = 'SELECT 1 AS a, 2 AS a, 3 AS "a:1", 4 AS "__proto__"';
+    // The repeated a was answered as a:1 and overwritten by the column a:1 (2 lost); __proto__ vanished.
+    const expected = '[{"a":1,"a:2":2,"a:1":3,"__proto__":4}]';
+    expect(JSON.stringify(await queryJob(runtime, sql))).toBe(expected);
+    const streamed: Record<string, unknown>[] = [];
+    await queryJob(runtime, sql, undefined, (rows) => void streamed.push(...rows));
+    expect(JSON.stringify(streamed)).toBe(expected);
+  });
+
   it('a query of comments or semicolons alone is an invalid argument saying so (it was "Error in native callback")', async () => {
     for (const sql of [';;', '/* nothing */', '-- nothing'])
       await expect(queryJob(runtime, sql)).rejects.toMatchObject({
