@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { hostPort, isLoopback, localHostPort, tokenFromEnvironment } from '../api/exposure.js';
 import { OrderlyError } from '../core/errors.js';
+import { holdProcess } from '../core/process-keep-alive.js';
 import { projectOf, resourceName, shortId } from '../core/names.js';
 import { packageFile } from '../package-file.js';
 import type { MessageInput } from '../core/message.js';
@@ -133,10 +134,9 @@ export async function main(argv: string[]): Promise<number> {
         // A bare id is in the job's project; a full name may be any project's. Checked once here: the core
         // and the endpoint refuse a bad name as INVALID_ARGUMENT, which would refuse each line in turn.
         const topic = resourceName('topics', o.topic, job.projectId, '--topic');
-        const { heldBriefly, readLock } = await import('../job/job-lock.js');
+        const { runningJobLock } = await import('../job/job-lock.js');
         const { publishFile } = await import('./publish-file.js');
-        const running = readLock(job.dataDir);
-        if (running?.briefly) throw heldBriefly(job.dataDir, running);
+        const running = runningJobLock(job.dataDir);
         if (running && !running.endpoint) {
           throw new OrderlyError(
             'FAILED_PRECONDITION',
@@ -181,9 +181,7 @@ export async function main(argv: string[]): Promise<number> {
         );
         return;
       }
-      const { heldBriefly, readLock } = await import('../job/job-lock.js');
-      const running = readLock(job.dataDir);
-      if (running?.briefly) throw heldBriefly(job.dataDir, running);
+      const running = (await import('../job/job-lock.js')).runningJobLock(job.dataDir);
       let status: ReturnType<typeof statusOf>;
       if (running?.metrics)
         status = await (await import('../job/status-endpoint.js')).readStatus<typeof status>(running.metrics, job.metrics?.authToken);
@@ -479,9 +477,9 @@ function endByHangUp(): void {
 function untilStopSignal(runtime: JobRuntime): Promise<(typeof STOP_SIGNALS)[number] | 'failure'> {
   // Signal listeners do not keep a process alive: a job with nothing else pending (no export, endpoint or
   // metrics, only pull subscriptions) ended at once, exit code 13, its lock left behind.
-  const alive = setInterval(() => undefined, 2 ** 31 - 1);
+  const release = holdProcess();
   return new Promise<(typeof STOP_SIGNALS)[number] | 'failure'>((resolve) => {
     for (const signal of STOP_SIGNALS) process.once(signal, () => resolve(signal));
     void runtime.failure.then(() => resolve('failure'));
-  }).finally(() => clearInterval(alive));
+  }).finally(release);
 }

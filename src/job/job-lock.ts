@@ -132,8 +132,18 @@ export function acquireLock(dataDir: string, info: Omit<LockInfo, 'pid' | 'start
   };
 }
 
+/**
+ * The lock of the job running on `dataDir`, if one runs, for a command that would reach it (its status, its
+ * endpoint): a command holding the directory briefly runs no job to reach, and is refused as what it is.
+ */
+export function runningJobLock(dataDir: string): LockInfo | undefined {
+  const lock = readLock(dataDir);
+  if (lock?.briefly) throw heldBriefly(dataDir, lock);
+  return lock;
+}
+
 /** The refusal while another command holds the directory briefly (LockInfo.briefly): it was called a running job. */
-export function heldBriefly(dataDir: string, lock: LockInfo): OrderlyError {
+function heldBriefly(dataDir: string, lock: LockInfo): OrderlyError {
   return new OrderlyError(
     'FAILED_PRECONDITION',
     `the data directory ${dataDir} is in use by another orderly command (pid ${lock.pid}: a query, audit, status or publish), not a running job; try again once it has finished`,
