@@ -1,8 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
-import { PubSubCore } from '../../src/core/pubsub-core.js';
-import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { pullAndAck, settle, tempDir } from '../helpers/core.js';
+import type { PubSubCore } from '../../src/core/pubsub-core.js';
+import { openCore, pullAndAck, settle, tempDir } from '../helpers/core.js';
 
 /**
  * A subscription nobody reads: its messages past messageRetentionDuration leave its backlog count and its
@@ -18,14 +17,8 @@ let clock: ManualClock;
 let core: PubSubCore;
 
 async function open(): Promise<PubSubCore> {
-  return PubSubCore.open({
-    store: SqliteStore.open(dir.path, { durability: 'process' }),
-    clock,
-    projectId: 'p',
-    memory: MEMORY,
-    // Compaction runs only when a test calls it.
-    compactEveryMs: 30 * 86_400_000,
-  });
+  // Compaction runs only when a test calls it.
+  return (await openCore(dir.path, clock, { memory: MEMORY, compactEveryMs: 30 * 86_400_000 })).core;
 }
 
 /**

@@ -485,13 +485,13 @@ describe('filters, seek, retention, flow control', () => {
     beforeEach(async () => {
       // A window of 100 messages: most of the backlog stays in the store.
       await core.close();
-      ({ core } = await openCore(dir.path, clock, { messagesPerSubscription: 100 }));
+      ({ core } = await openCore(dir.path, clock, { memory: { messagesPerSubscription: 100 } }));
       await core.createSubscription('eu-only', { topic: 'orders', filter: 'attributes.region = "eu"' });
     });
 
     it("of an ordered key over its share of the window, with messages the filter refuses among the key's", async () => {
       await core.close();
-      ({ core } = await openCore(dir.path, clock, { messagesPerKey: 2 }));
+      ({ core } = await openCore(dir.path, clock, { memory: { messagesPerKey: 2 } }));
       await core.createSubscription('kept', { topic: 'orders', enableMessageOrdering: true, filter: 'attributes.keep = "y"' });
       for (let i = 0; i < 10; i++)
         await core.publish('orders', [{ data: `m${i}`, orderingKey: 'k', attributes: { keep: i % 2 ? 'n' : 'y' } }]);
@@ -539,7 +539,7 @@ describe('filters, seek, retention, flow control', () => {
       const firstEu = clock.now();
       await store.append(stored(200, 'eu'));
       await store.close();
-      ({ core } = await openCore(dir.path, clock, { messagesPerSubscription: 100 }));
+      ({ core } = await openCore(dir.path, clock, { memory: { messagesPerSubscription: 100 } }));
       core.countBacklogs();
       expect(core.metrics('eu-only')).toMatchObject({ backlogMessages: 200, oldestUnackedPublishTime: firstEu });
       await settle(core);

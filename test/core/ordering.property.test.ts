@@ -42,7 +42,7 @@ describe.each([
       fc.asyncProperty(fc.array(op, { minLength: 5, maxLength: 60 }), async (ops) => {
         const dir = tempDir();
         const clock = new ManualClock();
-        let { core } = await openCore(dir.path, clock, memory);
+        let { core } = await openCore(dir.path, clock, { memory });
         await core.createTopic('t-prop');
         await core.createSubscription('ordered', { topic: 't-prop', enableMessageOrdering: true });
         await core.createSubscription('unordered', { topic: 't-prop' });
@@ -124,7 +124,7 @@ describe.each([
               await core.compact();
             } else if (o.kind === 'restart') {
               await core.close();
-              ({ core } = await openCore(dir.path, clock, memory));
+              ({ core } = await openCore(dir.path, clock, { memory }));
               outstanding = [];
             }
           }

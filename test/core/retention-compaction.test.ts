@@ -1,9 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { compactionPlan } from '../../src/core/compaction-plan.js';
-import { PubSubCore } from '../../src/core/pubsub-core.js';
-import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { pullAndAck, tempDir } from '../helpers/core.js';
+import type { PubSubCore } from '../../src/core/pubsub-core.js';
+import { openCore, pullAndAck, tempDir } from '../helpers/core.js';
 
 /**
  * Compaction and each subscription's own messageRetentionDuration: a message past a subscription's
@@ -17,12 +16,7 @@ beforeEach(async () => {
   dir = tempDir();
   clock = new ManualClock();
   // Compaction runs only when the test calls it, so its count is the test's.
-  core = await PubSubCore.open({
-    store: SqliteStore.open(dir.path, { durability: 'process' }),
-    clock,
-    projectId: 'p',
-    compactEveryMs: 30 * 86_400_000,
-  });
+  ({ core } = await openCore(dir.path, clock, { compactEveryMs: 30 * 86_400_000 }));
   await core.createTopic('events');
 });
 afterEach(async () => {

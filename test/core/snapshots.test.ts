@@ -1,9 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import type { ReceivedMessage } from '../../src/core/message.js';
-import { PubSubCore } from '../../src/core/pubsub-core.js';
-import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from '../helpers/core.js';
+import type { PubSubCore } from '../../src/core/pubsub-core.js';
+import { openCore, tempDir } from '../helpers/core.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -13,14 +12,7 @@ let clock: ManualClock;
 let core: PubSubCore;
 
 /** Coarse timers: these tests move the clock by days. */
-const open = () =>
-  PubSubCore.open({
-    store: SqliteStore.open(dir.path, { durability: 'process' }),
-    clock,
-    projectId: 'p',
-    tickMs: 60_000,
-    compactEveryMs: DAY * 30,
-  });
+const open = async () => (await openCore(dir.path, clock, { tickMs: 60_000, compactEveryMs: DAY * 30 })).core;
 async function restart(): Promise<void> {
   await core.close();
   core = await open();

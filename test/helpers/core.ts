@@ -3,8 +3,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ManualClock } from '../../src/core/clock.js';
-import type { MemoryOptions } from '../../src/core/memory-budget.js';
-import { PubSubCore } from '../../src/core/pubsub-core.js';
+import { PubSubCore, type CoreOptions } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 
 export function tempDir(prefix = 'orderly-test-'): { path: string; remove(): void } {
@@ -12,13 +11,13 @@ export function tempDir(prefix = 'orderly-test-'): { path: string; remove(): voi
   return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
 }
 
-/** A core on a real SQLite store in `dir`, driven by a manual clock. */
+/** A core on a real SQLite store in `dir`, driven by a manual clock; `options` as the core takes them (memory, timers). */
 export async function openCore(
   dir: string,
   clock = new ManualClock(),
-  memory?: MemoryOptions,
+  options: Omit<CoreOptions, 'store' | 'clock' | 'projectId'> = {},
 ): Promise<{ core: PubSubCore; clock: ManualClock }> {
-  const core = await PubSubCore.open({ store: SqliteStore.open(dir, { durability: 'process' }), clock, projectId: 'p', memory });
+  const core = await PubSubCore.open({ store: SqliteStore.open(dir, { durability: 'process' }), clock, projectId: 'p', ...options });
   return { core, clock };
 }
 
