@@ -8,6 +8,7 @@ import { JobRuntime } from '../job/job-runtime.js';
 import { queryJob } from '../job/query.js';
 import { createLogger } from '../log.js';
 import { packageFile } from '../package-file.js';
+import { answerTable } from './answer-table.js';
 import { printAudit } from './print-audit.js';
 import { publishFile } from './publish-file.js';
 
@@ -61,23 +62,26 @@ export async function runDemo(o: { dataDir?: string }): Promise<void> {
       );
     });
 
+    const printQuery = async (sql: string) => {
+      let columns: string[] = [];
+      const rows: Record<string, unknown>[] = [];
+      await queryJob(runtime, sql, undefined, (chunk, answerColumns) => {
+        columns = answerColumns;
+        rows.push(...chunk);
+      });
+      console.log(answerTable(columns, rows));
+    };
     console.log('\nThe DuckDB table (CDC applied per order: one row per live order):');
-    console.table(
-      await queryJob(
-        runtime,
-        'SELECT status, count(*) AS orders, round(sum(amount), 2) AS amount FROM analytics.orders GROUP BY status ORDER BY orders DESC',
-      ),
+    await printQuery(
+      'SELECT status, count(*) AS orders, round(sum(amount), 2) AS amount FROM analytics.orders GROUP BY status ORDER BY orders DESC',
     );
     console.log('The Parquet files (view orders_to_parquet over the exported objects):');
-    console.table(
-      await queryJob(
-        runtime,
-        `SELECT count(*) AS records, count(DISTINCT ordering_key) AS orders, count(DISTINCT filename) AS files,
+    await printQuery(
+      `SELECT count(*) AS records, count(DISTINCT ordering_key) AS orders, count(DISTINCT filename) AS files,
                 count(*) FILTER (WHERE prev IS NOT NULL AND sequence <> prev + 1) AS order_breaks
          FROM (SELECT ordering_key, sequence, filename,
                       lag(sequence) OVER (PARTITION BY ordering_key ORDER BY sequence) AS prev
                FROM orders_to_parquet)`,
-      ),
     );
     console.log('Order audit of the Parquet files:');
     printAudit(await auditExport(runtime, 'orders-to-parquet'));

@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
+import { answerTable } from './answer-table.js';
 import { hostPort, isLoopback, localHostPort, tokenFromEnvironment } from '../api/exposure.js';
 import { OrderlyError } from '../core/errors.js';
 import { holdProcess } from '../core/process-keep-alive.js';
@@ -269,9 +270,11 @@ export async function main(argv: string[]): Promise<number> {
       // crashed the process with V8's out-of-memory trace).
       const jsonOut = o.json ? jsonArrayWriter(process.stdout) : undefined;
       const shown: Record<string, unknown>[] = [];
+      let columns: string[] = [];
       let more = 0;
-      const onRows = (rows: Record<string, unknown>[]) => {
+      const onRows = (rows: Record<string, unknown>[], answerColumns: string[]) => {
         if (jsonOut) return jsonOut.write(rows);
+        columns = answerColumns;
         for (const row of rows)
           if (shown.length < TABLE_ROWS) shown.push(row);
           else more++;
@@ -279,7 +282,7 @@ export async function main(argv: string[]): Promise<number> {
       const note = (text: string) => console.error(`orderly: note: ${text}`);
       await withJob(job, (runtime) => queryJob(runtime, sql, note, onRows), { readOnly: !o.write });
       if (jsonOut) return jsonOut.end();
-      console.table(shown);
+      console.log(answerTable(columns, shown, shown.length + more));
       if (more)
         note(`the table shows the first ${TABLE_ROWS} rows; ${more} more not shown (narrow the query, or use --json for every row)`);
     });

@@ -31,7 +31,8 @@ export async function queryJob(
   onNote: (note: string) => void = () => undefined,
   /**
    * Given the answer's rows a chunk at a time from DuckDB's result (then the promise resolves to []), so
-   * an answer of any size never has to be held at once; without it the rows are returned.
+   * an answer of any size never has to be held at once, with the answer's column names (it is called once
+   * with no rows for an answer without any); without it the rows are returned.
    */
   onRows?: RowSink,
 ): Promise<Record<string, unknown>[]> {
@@ -71,8 +72,8 @@ export async function queryJob(
   }
 }
 
-/** Takes an answer's rows, a chunk at a time (see queryJob). */
-export type RowSink = (rows: Record<string, unknown>[]) => Promise<void> | void;
+/** Takes an answer's rows, a chunk at a time, and its column names (see queryJob). */
+export type RowSink = (rows: Record<string, unknown>[], columns: string[]) => Promise<void> | void;
 
 const READ_ONLY = '(orderly query is read-only: it cannot change the database or touch other files; use --write to allow that)';
 
@@ -175,7 +176,12 @@ async function lastResult(
       // at an error (@duckdb/node-api's fetchChunk answers an empty chunk), a truncated answer with exit 0.
       const result = await statement.run();
       const keys = answerColumns(result.columnNames());
-      for await (const chunk of result.yieldRowsJson()) await onRows(answerRows(keys, chunk));
+      let answered = false;
+      for await (const chunk of result.yieldRowsJson()) {
+        answered = true;
+        await onRows(answerRows(keys, chunk), keys);
+      }
+      if (!answered) await onRows([], keys);
       return [];
     }
     const reader = await statement.runAndReadAll();
