@@ -12,6 +12,7 @@ import { checkLabels } from '../core/labels.js';
 import { resourceName } from '../core/names.js';
 import { applyTopicInput, topicSchemaField, type TopicInput } from '../core/topic-config.js';
 import { normalizeSubscription } from '../core/subscription-config.js';
+import { checkJobSchemas, jobSchemaEntry, jobSchemaName, jobTopicSchemaSettings, type JobSchema } from './job-schemas.js';
 import { importPlugins, unloadedPlugins } from './plugins.js';
 import { DEFAULT_HEAP_GROWTH_PERCENT } from './heap-growth.js';
 
@@ -203,9 +204,13 @@ export const jobSchema = z.strictObject({
         labels: labels.optional(),
         /** Pub/Sub's topic retention (10 min–31 days): acked messages stay this long, for seeks back. */
         messageRetentionDuration: duration.optional(),
+        /** The topic's schema (one of `schemas`); left out, the topic keeps what the API gave it. */
+        schemaSettings: jobTopicSchemaSettings.optional(),
       }),
     )
     .default([]),
+  /** SchemaService schemas, created, or given a new revision when their definition changes (docs/schemas.md). */
+  schemas: z.array(jobSchemaEntry).default([]),
   subscriptions: z.array(subscription).default([]),
   remote: remote.optional(),
 });
@@ -214,11 +219,15 @@ export const jobSchema = z.strictObject({
  * A validated job: the job's own settings, the connectors' settings sections present in the file (validated
  * by their sections, by key), and the file it came from (absolute).
  */
-export type JobConfig = z.infer<typeof jobSchema> & { file: string; sections: Readonly<Record<string, unknown>> };
+export type JobConfig = Omit<z.infer<typeof jobSchema>, 'schemas'> & {
+  schemas: JobSchema[];
+  file: string;
+  sections: Readonly<Record<string, unknown>>;
+};
 
 /** A job with nothing but a data directory (`orderly serve` without a job file). */
 export function bareJob(dataDir: string): JobConfig {
-  return { ...jobSchema.parse({ dataDir }), file: '(none)', sections: {} };
+  return { ...jobSchema.parse({ dataDir }), schemas: [], file: '(none)', sections: {} };
 }
 
 export class JobConfigError extends OrderlyError {
@@ -325,7 +334,7 @@ function parseSubstituted(raw: Record<string, unknown>, file: string, substituti
   // The checks beyond the file's shape run on every part that has the right shape once its unknown keys
   // are set aside, so one run lists every problem: a typo does not hide a range error, nor a bad id both.
   const present = new Set(sections.filter((section) => substituted[section.key] !== undefined).map((section) => section.key));
-  checkSettings(withoutPaths(own, unknownKeys), present, problems);
+  const { definitions } = checkSettings(withoutPaths(own, unknownKeys), present, base, problems);
   if (own.remote && (substituted.objectStorage as { embedded?: unknown } | undefined)?.embedded === true) {
     problems.push(
       'objectStorage.embedded: each worker would run its own S3 server; remote exports need object storage every worker reaches (endpoint:)',
@@ -338,24 +347,33 @@ function parseSubstituted(raw: Record<string, unknown>, file: string, substituti
     if (section.key in values && section.resolvePaths)
       values[section.key] = section.resolvePaths(values[section.key], (path) => resolve(base, path));
   }
-  return { ...job, file: resolve(file), sections: values };
+  const schemas = job.schemas.map(({ name, type }, i) => ({ name, type, definition: definitions[i]! }));
+  return { ...job, schemas, file: resolve(file), sections: values };
 }
 
 const topic = jobSchema.shape.topics.unwrap().element;
 
 /**
  * A topic entry as the core takes it. The file states the topic's labels and retention whole: one it
- * leaves out is cleared. Its schema settings are not the file's (the API sets them) and stay as they are.
+ * leaves out is cleared. Its schemaSettings, when given, are whole too; left out, the topic keeps those the
+ * API gave it (a topic's schema may be managed there). `projectId`: the project of a bare schema id.
  */
-export function jobTopicInput(t: z.infer<typeof topic>): TopicInput {
-  return { labels: t.labels ?? {}, messageRetentionDuration: t.messageRetentionDuration ?? null };
+export function jobTopicInput(t: z.infer<typeof topic>, projectId: string): TopicInput {
+  const input = topicBasics(t);
+  if (t.schemaSettings)
+    input.schemaSettings = { ...t.schemaSettings, schema: jobSchemaName(t.schemaSettings.schema, projectId, 'schemaSettings.schema') };
+  return input;
 }
 
 /** The labels and retention a topic entry asks for, checked as the core checks them (ranges, label rules). */
 export function jobTopicSettings(t: z.infer<typeof topic>): { labels: Record<string, string>; messageRetentionDuration?: number } {
-  // A job file sets no schemaSettings, so their check is never reached.
-  const { labels, settings } = applyTopicInput({ labels: {}, settings: {} }, jobTopicInput(t), () => ({}) as never);
+  // Without schemaSettings, whose check needs the data directory's schemas: the schema check is never reached.
+  const { labels, settings } = applyTopicInput({ labels: {}, settings: {} }, topicBasics(t), () => ({}) as never);
   return { labels, messageRetentionDuration: settings.messageRetentionDuration };
+}
+
+function topicBasics(t: z.infer<typeof topic>): TopicInput {
+  return { labels: t.labels ?? {}, messageRetentionDuration: t.messageRetentionDuration ?? null };
 }
 
 /**
@@ -363,7 +381,12 @@ export function jobTopicSettings(t: z.infer<typeof topic>): { labels: Record<str
  * exposure — on every part of `doc` (the job's own keys) that has the right shape. `sections`: the
  * connectors' settings sections the file has.
  */
-function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<string>, problems: string[]): void {
+function checkSettings(
+  doc: Record<string, unknown>,
+  sections: ReadonlySet<string>,
+  base: string,
+  problems: string[],
+): { definitions: (string | undefined)[] } {
   const part = <T>(schema: z.ZodType<T>, value: unknown): T | undefined => {
     const r = schema.safeParse(value);
     return r.success ? r.data : undefined;
@@ -381,6 +404,7 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
     }
   };
   const listedOnce = uniqueNames(projectId);
+  const schemas = checkJobSchemas(list(doc.schemas), base, projectId, problems);
   list(doc.topics).forEach((raw, i) => {
     const name = (raw as { name?: unknown } | null)?.name;
     // Named even when the rest of the entry has problems: its subscriptions are not reported as dangling.
@@ -390,6 +414,13 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
     }
     const t = part(topic, raw);
     if (t) check(problems, `topics[${i}]`, () => jobTopicSettings(t));
+    const ref = t?.schemaSettings?.schema;
+    if (ref !== undefined)
+      check(problems, `topics[${i}]`, () => {
+        const field = 'schemaSettings.schema';
+        if (!schemas.names.has(jobSchemaName(ref, projectId, field)))
+          throw new InvalidArgumentError(field, `no schema "${ref}" in schemas`);
+      });
   });
   list(doc.subscriptions).forEach((raw, i) => {
     const at = `subscriptions[${i}]`;
@@ -433,6 +464,7 @@ function checkSettings(doc: Record<string, unknown>, sections: ReadonlySet<strin
   const metrics = part(jobSchema.shape.metrics, doc.metrics);
   if (metrics)
     check(problems, 'metrics', () => checkExposure(metrics, { allowRemote: 'metrics.allowRemote', authToken: 'metrics.authToken' }));
+  return { definitions: schemas.definitions };
 }
 
 /**
@@ -607,9 +639,9 @@ function checkRemote(
   problems: string[],
 ): void {
   const count = (value: unknown) => (Array.isArray(value) ? value.length : 0);
-  if (count(doc.topics) || count(doc.subscriptions)) {
+  if (count(doc.topics) || count(doc.subscriptions) || count(doc.schemas)) {
     problems.push(
-      'remote: a job that exports from a remote Pub/Sub runs as a fleet worker; put local topics and subscriptions in another job file',
+      'remote: a job that exports from a remote Pub/Sub runs as a fleet worker; put local topics, subscriptions and schemas in another job file',
     );
   }
   remote.exports.forEach((e, i) => {

@@ -1,7 +1,10 @@
 import { DELETED_TOPIC, type PubSubCore } from '../core/pubsub-core.js';
 import { CLEARED_SECTIONS, checkImmutable, normalizeSubscription } from '../core/subscription-config.js';
 import { InvalidArgumentError, OrderlyError } from '../core/errors.js';
+import { compileSchema } from '../schema/schema-definition.js';
+import { parseSchemaName } from '../schema/schema-name.js';
 import { JobConfigError, jobTopicInput, jobTopicSettings, type JobConfig } from './job-config.js';
+import { jobSchemaName, type JobSchema } from './job-schemas.js';
 
 export interface ReconcileReport {
   created: string[];
@@ -16,24 +19,29 @@ export interface ReconcileReport {
 
 /**
  * Brings the data directory in line with the job file: creates what is new, updates mutable fields (a
- * topic's labels and retention, a subscription's settings), refuses to change fixed ones (ordering,
- * filter, topic), and never deletes anything.
+ * schema's definition, as a new revision; a topic's labels, retention and schema settings; a
+ * subscription's settings), refuses to change fixed ones (a schema's type; ordering, filter, topic), and
+ * never deletes anything.
  */
 export async function reconcile(core: PubSubCore, job: JobConfig): Promise<ReconcileReport> {
   const report: ReconcileReport = { created: [], updated: [], unchanged: [], notInFile: [] };
   const listed = new Set<string>();
+  // Before the topics, whose schemaSettings name them.
+  for (const [i, s] of job.schemas.entries()) await reconcileSchema(core, job, i, s, report);
   for (const [i, t] of job.topics.entries()) {
     const at = `topics[${i}]`;
-    const input = jobTopicInput(t);
+    const input = jobTopicInput(t, core.projectId);
     if (!core.hasTopic(t.name)) {
       report.created.push((await inFile(job, at, () => core.createTopic(t.name, input))).name);
       continue;
     }
     const current = core.getTopic(t.name);
     const wanted = jobTopicSettings(t);
+    const wantedSchema = input.schemaSettings && (await inFile(job, at, async () => core.schemas.checkTopicSettings(input.schemaSettings)));
     const same =
       JSON.stringify(sorted(current.labels)) === JSON.stringify(sorted(wanted.labels)) &&
-      current.messageRetentionDuration === wanted.messageRetentionDuration;
+      current.messageRetentionDuration === wanted.messageRetentionDuration &&
+      (!wantedSchema || JSON.stringify(sorted(current.schemaSettings)) === JSON.stringify(sorted(wantedSchema)));
     if (same) report.unchanged.push(current.name);
     else {
       await inFile(job, at, () => core.updateTopic(t.name, input));
@@ -78,6 +86,34 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
     .map((s) => s.name)
     .filter((name) => !listed.has(name));
   return report;
+}
+
+/**
+ * A `schemas` entry: created when missing; when its newest revision's definition is not the file's, the
+ * file's is committed as a new revision (refused, naming the entry, when incompatible with the earlier
+ * ones, as CommitSchema refuses it). A schema's type cannot change.
+ */
+async function reconcileSchema(core: PubSubCore, job: JobConfig, i: number, s: JobSchema, report: ReconcileReport): Promise<void> {
+  const at = `schemas[${i}]`;
+  const name = jobSchemaName(s.name, core.projectId, 'name');
+  const schema = { type: s.type, definition: s.definition };
+  if (!core.schemas.has(name)) {
+    const { project, id } = parseSchemaName(name, 'name');
+    await inFile(job, at, () => core.schemas.create({ parent: `projects/${project}`, schemaId: id, schema }));
+    report.created.push(name);
+    return;
+  }
+  const current = core.schemas.get(name, 'FULL');
+  if (current.type !== s.type)
+    throw new OrderlyError(
+      'FAILED_PRECONDITION',
+      `${at} (${name}): the data directory's schema is ${current.type}, and a schema's type cannot change; give this entry another name`,
+    );
+  if (current.definition === compileSchema(s.type, s.definition).definition) report.unchanged.push(name);
+  else {
+    await inFile(job, at, () => core.schemas.commit({ name, schema }));
+    report.updated.push(name);
+  }
 }
 
 /**

@@ -528,6 +528,96 @@ describe('applying a changed job file to an existing data directory', () => {
   });
 });
 
+describe('schemas in the job file', () => {
+  const avro = (fields: unknown[]) => JSON.stringify({ type: 'record', name: 'Order', fields });
+  const id = { name: 'id', type: 'string' };
+  const schemaJob = (
+    schema: Record<string, unknown>,
+    schemaSettings: Record<string, unknown> | undefined = { schema: 'order', encoding: 'JSON' },
+  ) => ({
+    projectId: 'test-project',
+    dataDir: './data',
+    schemas: [{ name: 'order', type: 'AVRO', ...schema }],
+    topics: [{ name: 'orders', ...(schemaSettings && { schemaSettings }) }],
+    subscriptions: [{ name: 'files', topic: 'orders', cloudStorageConfig: { bucket: 'exports', avroConfig: { useTopicSchema: true } } }],
+  });
+
+  it('bring up a topic with a schema and an export writing with it from the file alone; a changed definition is a new revision', async () => {
+    writeFileSync(join(dir.path, 'order.avsc'), avro([id]));
+    const logger = createLogger();
+    let runtime = await JobRuntime.start(loadJob(write(schemaJob({ definitionFile: 'order.avsc' }))), logger, { withExports: false });
+    try {
+      expect(runtime.reconciled.created).toEqual([
+        'projects/test-project/schemas/order',
+        'projects/test-project/topics/orders',
+        'projects/test-project/subscriptions/files',
+      ]);
+      expect(runtime.core.getTopic('orders').schemaSettings).toEqual({ schema: 'projects/test-project/schemas/order', encoding: 'JSON' });
+      // The schema is honoured: a message that does not conform is refused at publish.
+      await expect(runtime.core.publish('orders', [{ data: '{"id": 1}' }])).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      await runtime.core.publish('orders', [{ data: '{"id": "a"}' }]);
+    } finally {
+      await runtime.stop();
+    }
+
+    // A field added with a default (compatible): a new revision; the topic unchanged.
+    const withNote = avro([id, { name: 'note', type: 'string', default: '' }]);
+    runtime = await JobRuntime.start(loadJob(write(schemaJob({ definition: withNote }))), logger, { withExports: false });
+    try {
+      expect(runtime.reconciled.updated).toEqual(['projects/test-project/schemas/order']);
+      const revisions = runtime.core.schemas.listRevisions({ name: 'projects/test-project/schemas/order', view: 'FULL' }).schemas;
+      expect(revisions.map((r) => JSON.parse(r.definition!).fields.length)).toEqual([2, 1]);
+    } finally {
+      await runtime.stop();
+    }
+
+    // The same definition again changes nothing; a topic entry without schemaSettings keeps the topic's.
+    runtime = await JobRuntime.start(loadJob(write(schemaJob({ definition: withNote }, undefined))), logger, { withExports: false });
+    try {
+      expect(runtime.reconciled.updated).toEqual([]);
+      expect(runtime.core.getTopic('orders').schemaSettings?.schema).toBe('projects/test-project/schemas/order');
+    } finally {
+      await runtime.stop();
+    }
+
+    // A field removed without a default is incompatible with the earlier revisions, as CommitSchema says.
+    const incompatible = write(schemaJob({ definition: avro([{ name: 'other', type: 'string' }]) }));
+    await expect(JobRuntime.start(loadJob(incompatible), logger, { withExports: false })).rejects.toThrow(
+      /^.*job\.yaml: 1 problem\n {2}schemas\[0\]\.schema\.definition: the new revision is incompatible with revision/,
+    );
+    const retyped = write(schemaJob({ type: 'PROTOCOL_BUFFER', definition: 'syntax = "proto3"; message Order { string id = 1; }' }));
+    await expect(JobRuntime.start(loadJob(retyped), logger, { withExports: false })).rejects.toMatchObject({
+      code: 'FAILED_PRECONDITION',
+      message: expect.stringContaining("schemas[0] (projects/test-project/schemas/order): the data directory's schema is AVRO"),
+    });
+  });
+
+  it('are checked by validate: the definition, where it comes from, and the schemas topics name', () => {
+    expect(problems(schemaJob({ definition: '{"type": "record"}' }))).toEqual([expect.stringMatching(/^schemas\[0\]\.definition: /)]);
+    expect(problems(schemaJob({ definition: avro([id]), definitionFile: 'x.avsc' }))).toEqual([
+      'schemas[0].definition: give exactly one of definition (the text) and definitionFile (a file beside the job file)',
+    ]);
+    expect(problems(schemaJob({}))).toEqual([
+      'schemas[0].definition: give exactly one of definition (the text) and definitionFile (a file beside the job file)',
+    ]);
+    expect(problems(schemaJob({ definitionFile: 'missing.avsc' }))).toEqual([
+      expect.stringMatching(/^schemas\[0\]\.definitionFile: cannot read .*missing\.avsc: ENOENT/),
+    ]);
+    expect(problems(schemaJob({ definition: avro([id]) }, { schema: 'nope', encoding: 'JSON' }))).toEqual([
+      'topics[0].schemaSettings.schema: no schema "nope" in schemas',
+    ]);
+    expect(problems(schemaJob({ definition: avro([id]) }, { schema: 'order', encoding: 'XML' }))).toEqual([
+      expect.stringMatching(/^topics\[0\]\.schemaSettings\.encoding: /),
+    ]);
+    const once = schemaJob({ definition: avro([id]) });
+    const twice = {
+      ...once,
+      schemas: [...once.schemas, { name: 'projects/test-project/schemas/order', type: 'AVRO', definition: avro([id]) }],
+    };
+    expect(problems(twice)).toEqual(['schemas[1].name: projects/test-project/schemas/order is listed twice in schemas']);
+  });
+});
+
 describe('YAML syntax errors', () => {
   it('reports a broken YAML token once, not every token after it', () => {
     // A whole-value reference inside a flow mapping is not YAML (`{` opens a mapping in flow context).
