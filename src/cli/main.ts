@@ -59,13 +59,13 @@ export async function main(argv: string[]): Promise<number> {
       }
       // A fleet worker's job has no topics or subscriptions of its own: count what it exports instead.
       const remoteExports = job.remote?.exports.length;
-      const counts =
-        remoteExports === undefined ? { topics: job.topics.length, subscriptions: job.subscriptions.length } : { remoteExports };
-      out({ valid: true, ...counts }, o.json, () =>
-        console.log(
-          `${file}: valid (${remoteExports === undefined ? `${counts.topics} topics, ${counts.subscriptions} subscriptions` : `${remoteExports} remote exports`})`,
-        ),
-      );
+      const counts: Record<string, number> =
+        remoteExports === undefined
+          ? { topics: job.topics.length, subscriptions: job.subscriptions.length, schemas: job.schemas.length }
+          : { remoteExports };
+      const said = { topics: 'topic', subscriptions: 'subscription', schemas: 'schema', remoteExports: 'remote export' };
+      const listed = Object.entries(counts).map(([key, n]) => `${n} ${said[key as keyof typeof said]}${n === 1 ? '' : 's'}`);
+      out({ valid: true, ...counts }, o.json, () => console.log(`${file}: valid (${listed.join(', ')})`));
     });
 
   program

@@ -77,7 +77,10 @@ describe('orderly CLI', () => {
       ],
     });
     const ok = await orderly('validate', 'fixtures/demo/job.yaml', '--json');
-    expect(JSON.parse(ok.stdout)).toEqual({ valid: true, topics: 2, subscriptions: 2 });
+    expect(JSON.parse(ok.stdout)).toEqual({ valid: true, topics: 2, subscriptions: 2, schemas: 0 });
+    expect((await orderly('validate', 'fixtures/demo/job.yaml')).stdout).toBe(
+      'fixtures/demo/job.yaml: valid (2 topics, 2 subscriptions, 0 schemas)\n',
+    );
     // A fleet worker's job: it said "valid (0 topics, 0 subscriptions)", as if it would do nothing.
     const fleet = join(dir.path, 'fleet.yaml');
     writeFileSync(
@@ -87,7 +90,7 @@ describe('orderly CLI', () => {
         remote: { endpoint: '127.0.0.1:9', exports: [{ subscription: 'orders-export', cloudStorageConfig: { bucket: 'exports' } }] },
       }),
     );
-    expect((await orderly('validate', fleet)).stdout).toBe(`${fleet}: valid (1 remote exports)\n`);
+    expect((await orderly('validate', fleet)).stdout).toBe(`${fleet}: valid (1 remote export)\n`);
     expect(JSON.parse((await orderly('validate', fleet, '--json')).stdout)).toEqual({ valid: true, remoteExports: 1 });
     dir.remove();
   });
