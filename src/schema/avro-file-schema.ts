@@ -175,9 +175,16 @@ interface Slot {
   convert(value: ProtoValue): AvroValue;
 }
 
+/**
+ * A message's Avro record name: its full name, except that a message outside a package named like an Avro
+ * primitive (`message long`), which Avro cannot name a record, takes a trailing `_`.
+ */
 function fullName(type: protobuf.ReflectionObject): string {
-  return type.fullName.replace(/^\./, '');
+  const name = type.fullName.replace(/^\./, '');
+  return AVRO_PRIMITIVES.has(name) ? `${name}_` : name;
 }
+
+const AVRO_PRIMITIVES = new Set(['null', 'boolean', 'int', 'long', 'float', 'double', 'bytes', 'string']);
 
 function recordSchema(
   message: protobuf.Type,

@@ -277,6 +277,16 @@ describe('Avro files for a Protocol Buffer topic schema', () => {
     ),
   );
 
+  it('a message named like an Avro primitive type (outside a package) is a record named with a trailing _', async () => {
+    const named = compileSchema('PROTOCOL_BUFFER', 'syntax = "proto3"; message long { int32 x = 1; string s = 2; }');
+    const layout = avroFileLayout(named, false);
+    expect((layout.schema as { name: string }).name).toBe('long_');
+    const { records } = await readFile(
+      await writeFile(layout, [layout.record(decodeMessage(named, 'JSON', Buffer.from('{"x": 7}')), meta(1, ''))]),
+    );
+    expect(records).toEqual([{ x: 7, s: '' }]);
+  });
+
   it('a recursive message with metadata: only the top-level record has the metadata fields', async () => {
     const tree = compileSchema('PROTOCOL_BUFFER', 'syntax = "proto3"; message A { int32 x = 1; repeated A kids = 9; }');
     const layout = avroFileLayout(tree, true);
