@@ -41,10 +41,16 @@ export function fromProtoJson(type: protobuf.Type, json: unknown, at = ''): Prot
   return shaped;
 }
 
-export function toProtoJson(type: protobuf.Type, value: object | undefined): Record<string, unknown> {
+/** How an answer's JSON spells what proto3 JSON leaves a choice in. */
+export interface JsonAnswerOptions {
+  /** Enums as their numbers (REST's `alt=json;enum-encoding=int`, which Google's clients send), not names. */
+  numericEnums?: boolean;
+}
+
+export function toProtoJson(type: protobuf.Type, value: object | undefined, options: JsonAnswerOptions = {}): Record<string, unknown> {
   const original = (value ?? {}) as ProtoObject;
   const shaped: ProtoObject = type.toObject(type.fromObject(original), MESSAGE_SHAPE);
-  return messageToJson(type, shaped, original);
+  return messageToJson(type, shaped, original, options);
 }
 
 // ---- decoding ----
@@ -182,7 +188,12 @@ function scalarFromJson(type: string, value: unknown, where: string): unknown {
 
 // ---- encoding ----
 
-function messageToJson(type: protobuf.Type, shaped: ProtoObject, original: ProtoObject | undefined): Record<string, unknown> {
+function messageToJson(
+  type: protobuf.Type,
+  shaped: ProtoObject,
+  original: ProtoObject | undefined,
+  options: JsonAnswerOptions,
+): Record<string, unknown> {
   const wellKnown = WELL_KNOWN[type.fullName];
   if (wellKnown) return wellKnown.toJson(shaped) as Record<string, unknown>;
   const out: Record<string, unknown> = {};
@@ -194,12 +205,14 @@ function messageToJson(type: protobuf.Type, shaped: ProtoObject, original: Proto
       // A map of strings as given (see fieldFromJson): protobufjs's copy would have lost a `__proto__` key.
       const entries = Object.entries(field.type === 'string' && isObject(from) ? from : v);
       if (entries.length)
-        out[field.name] = Object.fromEntries(entries.map(([k, x]) => [k, singleToJson(field, x, (from as ProtoObject | undefined)?.[k])]));
+        out[field.name] = Object.fromEntries(
+          entries.map(([k, x]) => [k, singleToJson(field, x, (from as ProtoObject | undefined)?.[k], options)]),
+        );
     } else if (field.repeated) {
       if ((v as unknown[]).length)
-        out[field.name] = (v as unknown[]).map((x, i) => singleToJson(field, x, (from as unknown[] | undefined)?.[i]));
+        out[field.name] = (v as unknown[]).map((x, i) => singleToJson(field, x, (from as unknown[] | undefined)?.[i], options));
     } else if ((field.partOf && shaped[field.partOf.name] === field.name) || !isDefault(field, v)) {
-      out[field.name] = singleToJson(field, v, from);
+      out[field.name] = singleToJson(field, v, from, options);
     }
   }
   for (const key of JSON_EXTENSIONS[type.fullName.slice(1)] ?? []) {
@@ -220,9 +233,10 @@ function isDefault(field: protobuf.Field, v: unknown): boolean {
 
 const INT64_TYPES = new Set(['int64', 'uint64', 'sint64', 'fixed64', 'sfixed64']);
 
-function singleToJson(field: protobuf.Field, v: unknown, original: unknown): unknown {
+function singleToJson(field: protobuf.Field, v: unknown, original: unknown, options: JsonAnswerOptions): unknown {
   const t = field.resolvedType;
-  if (t instanceof protobuf.Type) return messageToJson(t, v as ProtoObject, original as ProtoObject | undefined);
+  if (t instanceof protobuf.Type) return messageToJson(t, v as ProtoObject, original as ProtoObject | undefined, options);
+  if (t instanceof protobuf.Enum && options.numericEnums && typeof v === 'string') return t.values[v] ?? v;
   if (field.type === 'bytes') return Buffer.from(v as Uint8Array).toString('base64');
   if (typeof v === 'number' && !Number.isFinite(v)) return String(v);
   return v;

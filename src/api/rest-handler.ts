@@ -42,6 +42,9 @@ export interface RestOptions {
   logger?: Logger;
 }
 
+/** `alt`: JSON with enums as numbers. */
+const NUMERIC_ENUMS = 'json;enum-encoding=int';
+
 /**
  * Pub/Sub's REST/JSON v1 API, as Google's emulator serves it beside gRPC: each route is a gRPC method
  * transcoded by its `google.api.http` annotation (rest-routes.ts), the body and query are decoded as
@@ -70,7 +73,9 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
       );
     }
     const alt = systemParameter('alt', query, req.headers);
-    if (alt !== undefined && alt !== 'json') throw new InvalidArgumentError('alt', `only "json" is served, got ${JSON.stringify(alt)}`);
+    // Google's clients over REST (google-gax's fallback) ask for every call's enums as numbers.
+    if (alt !== undefined && alt !== 'json' && alt !== NUMERIC_ENUMS)
+      throw new InvalidArgumentError('alt', `only "json" (or "${NUMERIC_ENUMS}") is served, got ${JSON.stringify(alt)}`);
     const fields = parseFieldSelector(systemParameter('fields', query, req.headers) ?? '', matched.responseType);
     const pretty = systemParameter('prettyPrint', query, req.headers);
     const body = await readBody(req);
@@ -79,7 +84,7 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     if (!handler) throw new Refused(501, 'UNIMPLEMENTED', `Orderly does not implement ${matched.service}.${matched.rpc} yet`);
     const signal = gone(res);
     const { call, unanswered } = rpcCall(signal);
-    const answer = toProtoJson(matched.responseType, (await handler(request, call)) ?? {});
+    const answer = toProtoJson(matched.responseType, (await handler(request, call)) ?? {}, { numericEnums: alt === NUMERIC_ENUMS });
     // The connection may be destroyed already while its 'close' is still to come.
     if (signal.aborted || req.socket.destroyed) {
       unanswered();

@@ -1,4 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
+import { PubSub, v1, type ClientConfig } from '@google-cloud/pubsub';
+import { OAuth2Client } from 'google-auth-library';
 import { request } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { loadPubsubProto } from '../../src/api/pubsub-proto.js';
@@ -494,5 +496,33 @@ describe('REST answers from the same mapping as gRPC', () => {
       maxMessages: 10,
     });
     expect(Object.entries(receivedMessages[0].message.attributes as Record<string, string>)).toEqual(Object.entries(attributes));
+  });
+});
+
+describe("Google's client over REST (its fallback transport, as where gRPC cannot run)", () => {
+  it('creates, publishes, pulls and acks: it asks for enums as numbers, which it was refused (400 on $alt)', async () => {
+    const authClient = new OAuth2Client();
+    authClient.setCredentials({ access_token: 'local', expiry_date: Date.now() + 3_600_000 });
+    // google-gax declares its own copy of google-auth-library's types (it pins a version): the same class.
+    const options = { fallback: 'rest' as const, protocol: 'http', authClient: authClient as unknown as ClientConfig['authClient'] };
+    const pubsub = new PubSub({ projectId: 'rest-client', apiEndpoint: server.host, ...options });
+    const subscriber = new v1.SubscriberClient({ servicePath: '127.0.0.1', port: server.port, ...options });
+    try {
+      const [topic] = await pubsub.createTopic('orders');
+      const [subscription] = await topic.createSubscription('orders-pull', { enableMessageOrdering: true });
+      expect((await subscription.getMetadata())[0]).toMatchObject({ state: 'ACTIVE', enableMessageOrdering: true });
+      topic.setPublishOptions({ messageOrdering: true });
+      for (const n of [1, 2, 3]) await topic.publishMessage({ data: Buffer.from(`m${n}`), orderingKey: 'k' });
+      const [pulled] = await subscriber.pull({ subscription: subscription.name, maxMessages: 10 });
+      const received = pulled.receivedMessages ?? [];
+      expect(received.map((m) => m.message?.data?.toString())).toEqual(['m1', 'm2', 'm3']);
+      await subscriber.acknowledge({ subscription: subscription.name, ackIds: received.map((m) => m.ackId!) });
+    } finally {
+      await subscriber.close();
+      await pubsub.close();
+    }
+    // What it asks for: the answer's enums as numbers (Subscription.State.ACTIVE = 1).
+    const res = await fetch(`http://${server.host}/v1/projects/rest-client/subscriptions/orders-pull?$alt=json%3Benum-encoding=int`);
+    expect(((await res.json()) as { state: unknown }).state).toBe(1);
   });
 });
