@@ -119,7 +119,8 @@ export function restRequest(route: RestRoute, match: RegExpExecArray, body: unkn
     if (body !== undefined) json = body as Record<string, unknown>;
   } else if (route.body) {
     if (body !== undefined) json[route.body] = body;
-  } else if (body !== undefined && body !== null) {
+  } else if (body !== undefined && body !== null && body !== '') {
+    // "" is what Google's clients send over REST as the body of a POST that takes none (DetachSubscription).
     if (typeof body !== 'object' || Array.isArray(body))
       throw new InvalidArgumentError('request body', 'must be a JSON object (this method takes no body)');
     const [extra] = Object.keys(body);

@@ -517,6 +517,9 @@ describe("Google's client over REST (its fallback transport, as where gRPC canno
       const received = pulled.receivedMessages ?? [];
       expect(received.map((m) => m.message?.data?.toString())).toEqual(['m1', 'm2', 'm3']);
       await subscriber.acknowledge({ subscription: subscription.name, ackIds: received.map((m) => m.ackId!) });
+      // A POST without a body: the client sends "" (it was refused: "must be a JSON object").
+      await pubsub.detachSubscription(subscription.name);
+      expect((await subscription.getMetadata())[0].detached).toBe(true);
     } finally {
       await subscriber.close();
       await pubsub.close();
