@@ -1,8 +1,16 @@
 import { DELETED_TOPIC, type PubSubCore } from '../core/pubsub-core.js';
-import { CLEARED_SECTIONS, checkImmutable, normalizeSubscription } from '../core/subscription-config.js';
-import { InvalidArgumentError, OrderlyError } from '../core/errors.js';
+import {
+  CLEARED_SECTIONS,
+  checkImmutable,
+  normalizeSubscription,
+  type SubscriptionInput,
+  type SubscriptionSpec,
+} from '../core/subscription-config.js';
+import { checkTopicSchemaUse, type TopicSettings } from '../core/topic-config.js';
+import { FailedPreconditionError, InvalidArgumentError } from '../core/errors.js';
 import { compileSchema } from '../schema/schema-definition.js';
-import { parseSchemaName } from '../schema/schema-name.js';
+import { DELETED_SCHEMA, parseSchemaName } from '../schema/schema-name.js';
+import type { TopicSchemaSettings } from '../schema/schema-registry.js';
 import { JobConfigError, jobTopicInput, jobTopicSettings, type JobConfig } from './job-config.js';
 import { jobSchemaName, type JobSchema } from './job-schemas.js';
 
@@ -21,12 +29,17 @@ export interface ReconcileReport {
  * Brings the data directory in line with the job file: creates what is new, updates mutable fields (a
  * schema's definition, as a new revision; a topic's labels, retention and schema settings; a
  * subscription's settings), refuses to change fixed ones (a schema's type; ordering, filter, topic), and
- * never deletes anything.
+ * never deletes anything. A refused file changes nothing: every entry is checked
+ * against the data directory before the first change, and all refusals are reported at once, naming the
+ * file. Applied entry by entry, a refusal at a later entry left the topics and subscriptions before it
+ * created for good, and such a subscription went on receiving messages and exporting them once the file
+ * was put back, into the same table or bucket as the one it was meant to replace.
  */
 export async function reconcile(core: PubSubCore, job: JobConfig): Promise<ReconcileReport> {
+  const plan = planChanges(core, job);
   const report: ReconcileReport = { created: [], updated: [], unchanged: [], notInFile: [] };
-  const listed = new Set<string>();
-  // Before the topics, whose schemaSettings name them.
+  // Before the topics, whose schemaSettings name them. A commit the registry refuses (incompatible with
+  // the earlier revisions) is only found here: only schemas listed before it have changed then.
   for (const [i, s] of job.schemas.entries()) await reconcileSchema(core, job, i, s, report);
   for (const [i, t] of job.topics.entries()) {
     const at = `topics[${i}]`;
@@ -48,37 +61,20 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
       report.updated.push(current.name);
     }
   }
-  for (const [i, s] of job.subscriptions.entries()) {
-    const { name, ...input } = s;
-    const at = `subscriptions[${i}]`;
-    if (!core.hasSubscription(name)) {
-      const created = await inFile(job, at, () => core.createSubscription(name, input));
+  const listed = new Set<string>();
+  for (const step of plan) {
+    if (step.kind === 'create') {
+      const created = await inFile(job, step.at, () => core.createSubscription(step.name, step.input));
       report.created.push(created.name);
       listed.add(created.name);
-      continue;
-    }
-    const current = core.getSubscription(name);
-    listed.add(current.name);
-    if (current.topic === DELETED_TOPIC) {
-      throw new OrderlyError(
-        'FAILED_PRECONDITION',
-        `${at} (${name}): its topic was deleted while it existed (through the API), which leaves it without a topic for good, as in Pub/Sub; delete the subscription (DELETE through \`orderly serve --data-dir ${job.dataDir}\`, which reads no job file) or give this entry another name`,
-      );
-    }
-    const wanted = normalizeSubscription(input, (t, field) => core.topicName(t, field), { existing: current });
-    try {
-      checkImmutable(current, wanted);
-    } catch (e) {
-      throw new OrderlyError('FAILED_PRECONDITION', `${at} (${name}): ${(e as Error).message}`);
-    }
-    // State, not settings (the topic's retention is the topic's): a job file cannot hold them, so comparing
-    // them would rewrite every subscription at every start.
-    const { state: _state, name: _name, detached: _detached, topicMessageRetentionDuration: _topicRetention, ...currentSpec } = current;
-    if (JSON.stringify(sorted(currentSpec)) === JSON.stringify(sorted(wanted))) report.unchanged.push(current.name);
-    else {
-      // The file states the subscription whole: a policy or export section it leaves out is cleared.
-      await inFile(job, at, () => core.updateSubscription(name, { ...CLEARED_SECTIONS, ...wanted }));
-      report.updated.push(current.name);
+    } else {
+      listed.add(step.current);
+      if (step.kind === 'unchanged') report.unchanged.push(step.current);
+      else {
+        // The file states the subscription whole: a policy or export section it leaves out is cleared.
+        await inFile(job, step.at, () => core.updateSubscription(step.name, { ...CLEARED_SECTIONS, ...step.wanted }));
+        report.updated.push(step.current);
+      }
     }
   }
   report.notInFile = core
@@ -88,10 +84,89 @@ export async function reconcile(core: PubSubCore, job: JobConfig): Promise<Recon
   return report;
 }
 
+type SubscriptionStep = { at: string; name: string } & (
+  | { kind: 'create'; input: SubscriptionInput }
+  | { kind: 'update'; current: string; wanted: SubscriptionSpec }
+  | { kind: 'unchanged'; current: string }
+);
+
+/**
+ * What reconcile will do to each subscription of the file, once every entry has passed what the data
+ * directory refuses: a schema's type changed, a change to a fixed field, a subscription whose topic was
+ * deleted, an export that writes with its topic's schema on a topic that will have none. Throws them all
+ * at once, naming the file.
+ */
+function planChanges(core: PubSubCore, job: JobConfig): SubscriptionStep[] {
+  const problems: string[] = [];
+  for (const [i, s] of job.schemas.entries()) {
+    const name = jobSchemaName(s.name, core.projectId, 'name');
+    const type = core.schemas.has(name) ? core.schemas.get(name, 'BASIC').type : s.type;
+    if (type !== s.type)
+      problems.push(
+        `schemas[${i}] (${name}): the data directory's schema is ${type}, and a schema's type cannot change; give this entry another name`,
+      );
+  }
+  // A topic's schema settings as they will be once the file's topics are applied.
+  const fileSchemas = new Map<string, TopicSchemaSettings>();
+  for (const t of job.topics) {
+    const schemaSettings = jobTopicInput(t, core.projectId).schemaSettings;
+    if (schemaSettings) fileSchemas.set(core.topicName(t.name), schemaSettings as unknown as TopicSchemaSettings);
+  }
+  const topicSettings = (topic: string): TopicSettings => {
+    const fromFile = fileSchemas.get(topic);
+    if (fromFile) return { schemaSettings: fromFile };
+    return core.hasTopic(topic) ? core.getTopic(topic) : {};
+  };
+  const steps: SubscriptionStep[] = [];
+  for (const [i, s] of job.subscriptions.entries()) {
+    const { name, ...input } = s;
+    const at = `subscriptions[${i}]`;
+    try {
+      const step = planSubscription(core, job, at, name, input, topicSettings);
+      if (step) steps.push(step);
+    } catch (e) {
+      if (e instanceof InvalidArgumentError) problems.push(`${at}.${e.message}`);
+      else if (e instanceof FailedPreconditionError) problems.push(`${at} (${name}): ${e.message}`);
+      else throw e;
+    }
+  }
+  if (problems.length) throw new JobConfigError(job.file, problems);
+  return steps;
+}
+
+function planSubscription(
+  core: PubSubCore,
+  job: JobConfig,
+  at: string,
+  name: string,
+  input: SubscriptionInput,
+  topicSettings: (topic: string) => TopicSettings,
+): SubscriptionStep {
+  if (!core.hasSubscription(name)) {
+    const spec = normalizeSubscription(input, (t, field) => core.topicName(t, field));
+    checkTopicSchemaUse(spec, spec.topic, topicSettings(spec.topic), DELETED_SCHEMA);
+    return { kind: 'create', at, name, input };
+  }
+  const current = core.getSubscription(name);
+  if (current.topic === DELETED_TOPIC) {
+    throw new FailedPreconditionError(
+      `its topic was deleted while it existed (through the API), which leaves it without a topic for good, as in Pub/Sub; delete the subscription (DELETE through \`orderly serve --data-dir ${job.dataDir}\`, which reads no job file) or give this entry another name`,
+    );
+  }
+  const wanted = normalizeSubscription(input, (t, field) => core.topicName(t, field), { existing: current });
+  checkImmutable(current, wanted);
+  // State, not settings (the topic's retention is the topic's): a job file cannot hold them, so comparing
+  // them would rewrite every subscription at every start.
+  const { state: _state, name: _name, detached: _detached, topicMessageRetentionDuration: _topicRetention, ...currentSpec } = current;
+  if (JSON.stringify(sorted(currentSpec)) === JSON.stringify(sorted(wanted))) return { kind: 'unchanged', at, name, current: current.name };
+  checkTopicSchemaUse(wanted, wanted.topic, topicSettings(wanted.topic), DELETED_SCHEMA);
+  return { kind: 'update', at, name, current: current.name, wanted };
+}
+
 /**
  * A `schemas` entry: created when missing; when its newest revision's definition is not the file's, the
  * file's is committed as a new revision (refused, naming the entry, when incompatible with the earlier
- * ones, as CommitSchema refuses it). A schema's type cannot change.
+ * ones, as CommitSchema refuses it). Its type was checked by planChanges.
  */
 async function reconcileSchema(core: PubSubCore, job: JobConfig, i: number, s: JobSchema, report: ReconcileReport): Promise<void> {
   const at = `schemas[${i}]`;
@@ -101,15 +176,7 @@ async function reconcileSchema(core: PubSubCore, job: JobConfig, i: number, s: J
     const { project, id } = parseSchemaName(name, 'name');
     await inFile(job, at, () => core.schemas.create({ parent: `projects/${project}`, schemaId: id, schema }));
     report.created.push(name);
-    return;
-  }
-  const current = core.schemas.get(name, 'FULL');
-  if (current.type !== s.type)
-    throw new OrderlyError(
-      'FAILED_PRECONDITION',
-      `${at} (${name}): the data directory's schema is ${current.type}, and a schema's type cannot change; give this entry another name`,
-    );
-  if (current.definition === compileSchema(s.type, s.definition).definition) report.unchanged.push(name);
+  } else if (core.schemas.get(name, 'FULL').definition === compileSchema(s.type, s.definition).definition) report.unchanged.push(name);
   else {
     await inFile(job, at, () => core.schemas.commit({ name, schema }));
     report.updated.push(name);

@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { loadJob, MAX_JOB_FILE_BYTES } from '../../src/job/job-config.js';
+import { JobConfigError, loadJob, MAX_JOB_FILE_BYTES } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';
 import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
@@ -338,6 +338,41 @@ describe('applying a changed job file to an existing data directory', () => {
     await expect(JobRuntime.start(loadJob(write(immutable)), logger, { withExports: false })).rejects.toThrow(
       'subscriptions[0] (pull-sub): enableMessageOrdering cannot be changed after creation (is true); create a new subscription instead',
     );
+  });
+
+  it('a refused file changes nothing: what its earlier entries add is not created, and every refusal is named with the file', async () => {
+    const logger = createLogger();
+    const job = base();
+    await (await JobRuntime.start(loadJob(write(job)), logger, { withExports: false })).stop();
+
+    // An edit that renames the ordered subscription into a copy and, further down, changes what cannot change.
+    const refused = {
+      ...job,
+      topics: [...job.topics, { name: 'more' }],
+      subscriptions: [
+        { name: 'pull-sub-v2', topic: 'events', enableMessageOrdering: true },
+        { ...job.subscriptions[0], enableMessageOrdering: false },
+        { ...job.subscriptions[1], filter: 'attributes:region' },
+      ],
+    };
+    const file = write(refused);
+    const error = await JobRuntime.start(loadJob(file), logger, { withExports: false }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(JobConfigError);
+    expect((error as JobConfigError).file).toBe(file);
+    expect((error as JobConfigError).problems).toEqual([
+      'subscriptions[1] (pull-sub): enableMessageOrdering cannot be changed after creation (is true); create a new subscription instead',
+      'subscriptions[2] (files): filter cannot be changed after creation (is ""); create a new subscription instead',
+    ]);
+
+    // The file put back finds the data directory as it left it: no topic or subscription made by the refused start.
+    const runtime = await JobRuntime.start(loadJob(write(job)), logger, { withExports: false });
+    expect(runtime.reconciled).toEqual({ created: [], updated: [], unchanged: expect.any(Array), notInFile: [] });
+    expect(runtime.core.hasTopic('more')).toBe(false);
+    expect(runtime.core.hasSubscription('pull-sub-v2')).toBe(false);
+    await runtime.stop();
   });
 
   it("a topic's labels and retention follow the file: set, changed and cleared at the next start (they had been left as first created)", async () => {
