@@ -61,20 +61,21 @@ export class LocalManifestLog implements ManifestLog {
 
   async recover(): Promise<void> {
     // Uploaded (or half-uploaded) but never committed: its messages were not acked and will be written
-    // again, so the object goes rather than stand as a duplicate outside the manifest.
-    for (const object of this.manifest.unfinished()) {
+    // again, so the object goes rather than stand as a duplicate outside the manifest. It is in the bucket
+    // it was uploaded to, whatever the job file names now.
+    for (const { object, bucket = this.bucket } of this.manifest.unfinished()) {
       try {
-        await this.s3.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: object }));
+        await this.s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: object }));
       } catch (e) {
-        throw new BucketFailure(classifyS3Error(e, this.bucket));
+        throw new BucketFailure(classifyS3Error(e, bucket));
       }
       await this.manifest.discard(object);
-      this.logger.info({ object }, 'removed an object uploaded before a crash but never committed');
+      this.logger.info({ bucket, object }, 'removed an object uploaded before a crash but never committed');
     }
   }
 
   async markPending(entry: ManifestObject): Promise<void> {
-    await this.manifest.markPending(entry.object, entry.counter);
+    await this.manifest.markPending(entry.object, entry.counter, entry.bucket);
   }
 
   async commit(entry: ManifestObject): Promise<void> {

@@ -45,8 +45,19 @@ export interface ManifestObject {
   worker?: string;
 }
 
+/**
+ * An upload that started: its bucket is the one the subscription wrote to then, which a job file edited
+ * before the next start may have changed (lines written before it was recorded have none).
+ */
+export interface PendingUpload {
+  object: string;
+  bucket?: string;
+}
+
 type Line =
-  { type: 'pending'; object: string; counter?: number } | { type: 'discarded'; object: string } | ({ type: 'committed' } & ManifestObject);
+  | ({ type: 'pending'; counter?: number } & PendingUpload)
+  | { type: 'discarded'; object: string }
+  | ({ type: 'committed' } & ManifestObject);
 
 /** A manifest line that is not a complete entry, before the last line: damage, never repaired silently. */
 export class ManifestCorruptError extends Error {
@@ -93,7 +104,7 @@ export class Manifest {
   /** Set when a failed append could not be cut back off; every later append refuses. */
   private broken?: Error;
   private readonly objects = new Map<string, ManifestObject>();
-  private readonly pending = new Set<string>();
+  private readonly pending = new Map<string, PendingUpload>();
   private highestCounter = 0;
   /** Bytes of a torn last line cut off when the manifest was opened (0 if none). */
   readonly repairedBytes: number = 0;
@@ -130,7 +141,7 @@ export class Manifest {
   private replay(line: Line): void {
     if ('counter' in line && line.counter !== undefined) this.highestCounter = Math.max(this.highestCounter, line.counter);
     if (line.type === 'pending') {
-      this.pending.add(line.object);
+      this.pending.set(line.object, { object: line.object, bucket: line.bucket });
       return;
     }
     this.pending.delete(line.object);
@@ -189,8 +200,8 @@ export class Manifest {
     }
   }
 
-  markPending(object: string, counter?: number): Promise<void> {
-    return this.append({ type: 'pending', object, counter });
+  markPending(object: string, counter?: number, bucket?: string): Promise<void> {
+    return this.append({ type: 'pending', object, counter, bucket });
   }
 
   commit(entry: ManifestObject): Promise<void> {
@@ -202,8 +213,8 @@ export class Manifest {
   }
 
   /** Uploads that started and never committed (a crash or a failed upload). */
-  unfinished(): string[] {
-    return [...this.pending];
+  unfinished(): PendingUpload[] {
+    return [...this.pending.values()];
   }
 
   /** The objects committed when the manifest was opened, in name order (the order their file names put them in). */

@@ -924,4 +924,28 @@ describe('restart recovery', () => {
     expect(Manifest.readOnly(writer.manifestPath).unfinished()).toEqual([]);
     dir.remove();
   });
+
+  it('an upload a crash left uncommitted is removed from the bucket it went to, after the job file changed the bucket', async () => {
+    const dir = tempDir();
+    const before = await s3.bucket();
+    const after = await s3.bucket();
+    const first = make(dir.path, before);
+    await first.open();
+    await first.write([msg('K', 1)]);
+    expect((await first.flush('all')).written).toHaveLength(1);
+    await first.close();
+    // The crash came between the upload and its commit: the manifest ends with the object's pending line.
+    const lines = readFileSync(first.manifestPath, 'utf8').trimEnd().split('\n');
+    expect(lines.map((l) => (JSON.parse(l) as { type: string }).type)).toEqual(['pending', 'committed']);
+    writeFileSync(first.manifestPath, `${lines[0]}\n`);
+    expect(await s3.list(before)).toHaveLength(1);
+
+    const restarted = make(dir.path, after);
+    await restarted.open();
+    await restarted.close();
+    // Its messages were never acked and come again: the copy in the old bucket would stand outside the manifest.
+    expect(await s3.list(before)).toEqual([]);
+    expect(Manifest.readOnly(first.manifestPath).unfinished()).toEqual([]);
+    dir.remove();
+  });
 });
