@@ -812,6 +812,13 @@ function substituteEnv(value: unknown, substitution: Substitution, path: string,
       references.set(path, scalar);
       if (typed.has(path)) return scalar;
     }
+    // A shell form (`${NAME:-default}`, `${NAME?}`) is not substituted: kept as text, it became the setting
+    // itself (a literal token, key or filename prefix) with nothing saying so.
+    for (const [reference, inner] of value.matchAll(/\$\{([^}]*)\}/g))
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(inner!))
+        problems.push(
+          `${path || '(root)'}: ${reference} is not a reference Orderly substitutes: only \${NAME} is (letters, digits and _; no default or other shell form)`,
+        );
     return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => {
       const v = env[name];
       if (v === undefined) problems.push(`${path || '(root)'}: environment variable ${name} is not set`);

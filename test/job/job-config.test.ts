@@ -184,6 +184,22 @@ describe('job file validation', () => {
     expect(loadJob(write(job), { S3_URL: 'http://x:1', KEY_ID: 'k' }).sections.objectStorage).toMatchObject({ endpoint: 'http://x:1' });
   });
 
+  it('refuses a ${...} it does not substitute (a shell default) rather than keep it as the setting', () => {
+    const job = {
+      ...base(),
+      objectStorage: { endpoint: '${S3_URL}', accessKeyId: '${KEY_ID:-minio}' },
+      subscriptions: [
+        { name: 'files', topic: 'events', cloudStorageConfig: { bucket: 'exports', filenamePrefix: '${ENV:-prod}/orders/' } },
+      ],
+    };
+    expect(problems(job, { S3_URL: 'http://127.0.0.1:9000', KEY_ID: 'k', ENV: 'test' })).toEqual([
+      'subscriptions[0].cloudStorageConfig.filenamePrefix: ${ENV:-prod} is not a reference Orderly substitutes: only ${NAME} is (letters, digits and _; no default or other shell form)',
+      'objectStorage.accessKeyId: ${KEY_ID:-minio} is not a reference Orderly substitutes: only ${NAME} is (letters, digits and _; no default or other shell form)',
+    ]);
+    // A variable's value is not read for references: a secret may hold "${".
+    expect(problems({ ...base(), objectStorage: { secretAccessKey: '${SECRET}' } }, { SECRET: 'a${b:-c}' })).toEqual([]);
+  });
+
   it("checks topics' and subscriptions' labels by Google Cloud's rules", () => {
     const job = base();
     expect(
