@@ -11,6 +11,7 @@ import { packageFile } from '../package-file.js';
 import type { MessageInput } from '../core/message.js';
 import type { JobConfig } from '../job/job-config.js';
 import type { JobRuntime } from '../job/job-runtime.js';
+import type { Logger } from '../log.js';
 import type { statusOf } from '../job/metrics.js';
 import type { PublishBatch } from './publish-file.js';
 
@@ -90,13 +91,7 @@ export async function main(argv: string[]): Promise<number> {
         { ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort, worker: runtime.workerId },
         'job running',
       );
-      // A subscription renamed in the file is a new one: the old one would go on exporting, into the same
-      // table or bucket, with nothing in the log naming it.
-      if (runtime.reconciled.notInFile.length)
-        logger.warn(
-          { subscriptions: runtime.reconciled.notInFile },
-          'subscriptions of the data directory that the job file does not list (removed or renamed in it, or created through the API) go on receiving messages and exporting; delete the ones no longer wanted through the API (orderly serve --data-dir)',
-        );
+      warnOfUnlisted(logger, runtime);
       const signal = await stopSignal;
       logger.info({ signal }, 'stopping: finishing writes, finalizing open files');
       if (signal === 'failure') process.exitCode = 1;
@@ -335,6 +330,8 @@ export async function main(argv: string[]): Promise<number> {
         const flags = { allowRemote: '--allow-remote', authToken: '--auth-token or ORDERLY_TOKEN' };
         const { JobRuntime } = await import('../job/job-runtime.js');
         const runtime = await JobRuntime.start({ ...job, endpoint }, logger, { serveMetrics: true, endpointFlags: flags });
+        // Without a job file every subscription is the API's: none is missing from a file.
+        if (o.config) warnOfUnlisted(logger, runtime);
         const bound = runtime.endpointPort!;
         const { host } = endpoint;
         const auth = endpoint.authToken ? '; every call needs "authorization: Bearer <token>"' : '';
@@ -398,6 +395,18 @@ function jsonArrayWriter(stream: NodeJS.WriteStream) {
     },
     end: () => write(first ? '[]\n' : '\n]\n'),
   };
+}
+
+/**
+ * A subscription renamed in the file is a new one: the old one would go on exporting, into the same table
+ * or bucket, with nothing in the log naming it (the same for one removed from the file).
+ */
+function warnOfUnlisted(logger: Logger, runtime: JobRuntime): void {
+  if (runtime.reconciled.notInFile.length)
+    logger.warn(
+      { subscriptions: runtime.reconciled.notInFile },
+      'subscriptions of the data directory that the job file does not list (removed or renamed in it, or created through the API) go on receiving messages and exporting; delete the ones no longer wanted through the API (orderly serve --data-dir)',
+    );
 }
 
 /** Invalid job files (JobConfigError) and arguments, and names the job does not have: exit 2. */
