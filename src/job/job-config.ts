@@ -697,7 +697,7 @@ export function readJobDocument(file: string): Record<string, unknown> {
   } else {
     // Positions from a LineCounter rather than prettyErrors' multi-line excerpts: one problem, one line.
     const lineCounter = new LineCounter();
-    const doc = parseDocument(text, { prettyErrors: false, lineCounter });
+    const doc = parseDocument(text, { prettyErrors: false, lineCounter, merge: true });
     const found = [...doc.errors, ...doc.warnings].sort((a, b) => a.pos[0] - b.pos[0]);
     if (found.length) {
       // Past a broken token the parser reports every later token as unexpected too (one `${PORT}` inside

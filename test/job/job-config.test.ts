@@ -303,6 +303,26 @@ describe('job files that are not a tree of settings', () => {
     expect(loadJob(file).topics).toHaveLength(2);
   });
 
+  it("takes YAML merge keys (<<), as compose files use them: a shared block's settings, overridden by the keys beside it", () => {
+    const file = join(dir.path, 'job.yaml');
+    writeFileSync(
+      file,
+      [
+        'topics: [{ name: events }]',
+        'subscriptions:',
+        '  - &export { name: first, topic: events, ackDeadlineSeconds: 20, labels: { team: sales } }',
+        '  - { <<: *export, name: second, ackDeadlineSeconds: 30 }',
+        '  - { <<: [*export], name: third }',
+        '',
+      ].join('\n'),
+    );
+    expect(loadJob(file, {}).subscriptions.map(({ name, ackDeadlineSeconds, labels }) => ({ name, ackDeadlineSeconds, labels }))).toEqual([
+      { name: 'first', ackDeadlineSeconds: 20, labels: { team: 'sales' } },
+      { name: 'second', ackDeadlineSeconds: 30, labels: { team: 'sales' } },
+      { name: 'third', ackDeadlineSeconds: 20, labels: { team: 'sales' } },
+    ]);
+  });
+
   it('still accepts aliases that share a block', () => {
     const file = join(dir.path, 'job.yaml');
     writeFileSync(
