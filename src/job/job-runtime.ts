@@ -28,6 +28,7 @@ export class JobRuntime {
     readonly job: JobConfig,
     readonly core: PubSubCore,
     readonly exports: ExportManager,
+    /** What reconcile did: nothing when started `readOnly`, which takes the data directory as it stands. */
     readonly reconciled: ReconcileReport,
     /** What every connector of the job is given: the data directory and what the settings sections provide. */
     readonly connectorSettings: ConnectorSettings,
@@ -47,7 +48,8 @@ export class JobRuntime {
 
   /**
    * `withExports: false` opens everything but starts no export (status, query, publish);
-   * `readOnly` (read-only queries) also has the settings sections change nothing (see SectionContext);
+   * `readOnly` (read-only queries) also has the settings sections change nothing (see SectionContext), and
+   * the data directory is not reconciled with the file;
    * `serveMetrics` (run, serve) also serves the metrics and, if the job has one, the Pub/Sub endpoint;
    * `endpointFlags` names its exposure settings as the user gave them (CLI flags) in error messages;
    * `exportRunner` tunes every export runner (batch sizes, budget, flush interval, backoff: tests).
@@ -113,7 +115,9 @@ export class JobRuntime {
         push: { allowLinkLocal: job.push.allowLinkLocal },
       });
       cleanups.push(() => core.close());
-      const reconciled = await reconcile(core, job);
+      // A read-only query changes nothing: reconciled, an edited file would create subscriptions (which then
+      // export, a renamed one into the same table again) and change export sections.
+      const reconciled = readOnly ? { created: [], updated: [], unchanged: [], notInFile: [] } : await reconcile(core, job);
       const flowControl = job.remote?.flowControl;
       const exports = new ExportManager({
         core,

@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { stringify } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
@@ -141,6 +141,32 @@ describe('a read-only query', () => {
 });
 
 describe('orderly query (the command)', () => {
+  it('without --write, leaves the data directory as it stands whatever the job file says now: nothing created, no export changed', async () => {
+    const original = parse(readFileSync(job, 'utf8')) as { subscriptions: Record<string, unknown>[] };
+    const edited = join(dir.path, 'edited.yaml');
+    writeFileSync(
+      edited,
+      stringify({
+        ...original,
+        subscriptions: [
+          // A rename in progress: reconciled, the new name would export every later message into the table again.
+          { name: 'to-table-v2', topic: 'events', bigqueryConfig: { table: 'query-test.main.events', writeMetadata: true } },
+          { name: 'to-files', topic: 'events', cloudStorageConfig: { bucket: 'files', avroConfig: { writeMetadata: true } } },
+        ],
+      }),
+    );
+    const r = await orderly('query', edited, 'SELECT count(*) AS n FROM to_files', '--json');
+    expect(r.stderr).toBe('');
+    expect(JSON.parse(r.stdout)).toEqual([{ n: String(MESSAGES) }]);
+
+    const runtime = await JobRuntime.start(loadJob(job), createLogger(), { withExports: false });
+    try {
+      expect(runtime.reconciled).toMatchObject({ created: [], updated: [], notInFile: [] });
+    } finally {
+      await runtime.stop();
+    }
+  }, 120_000);
+
   it('refuses COPY and DROP TABLE without --write (exit 1), and runs them with it', async () => {
     const out = join(dir.path, 'copied.csv');
     const copy = await query(`COPY (SELECT 1 AS one) TO '${out}'`);
@@ -200,6 +226,8 @@ describe('orderly query (the command)', () => {
         subscriptions,
       }),
     );
+    // A read-only query takes the data directory as it stands: status creates the file's subscriptions.
+    expect((await orderly('status', file)).code).toBe(0);
     const avro = await orderly('query', file, 'SELECT count(*) FROM to_avro');
     expect(avro.code).toBe(1);
     // It said only: Table with name to_avro does not exist! Did you mean "pg_proc"?
