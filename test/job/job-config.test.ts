@@ -658,8 +658,9 @@ describe('schemas in the job file', () => {
     );
     const retyped = write(schemaJob({ type: 'PROTOCOL_BUFFER', definition: 'syntax = "proto3"; message Order { string id = 1; }' }));
     await expect(JobRuntime.start(loadJob(retyped), logger, { withExports: false })).rejects.toMatchObject({
-      code: 'FAILED_PRECONDITION',
-      message: expect.stringContaining("schemas[0] (projects/test-project/schemas/order): the data directory's schema is AVRO"),
+      problems: [
+        "schemas[0] (projects/test-project/schemas/order): the data directory's schema is AVRO, and a schema's type cannot change; give this entry another name",
+      ],
     });
   });
 
