@@ -8,7 +8,7 @@ import { systemClock, type Clock } from './clock.js';
 import { compactionPlan } from './compaction-plan.js';
 import type { ConsumerSpec, SubscriptionHandle, SubscriptionState } from './consumer.js';
 import { deadLetterAttributes } from './dead-letter.js';
-import { AlreadyExistsError, FailedPreconditionError, InvalidArgumentError, NotFoundError } from './errors.js';
+import { AlreadyExistsError, FailedPreconditionError, InvalidArgumentError, NotFoundError, OrderlyError } from './errors.js';
 import { checkLabels } from './labels.js';
 import type { Entry } from './key-queue.js';
 import { validateBatch, type ValidMessage } from './limits.js';
@@ -579,9 +579,28 @@ export class PubSubCore {
     if (!dlt) return false;
     const m = source.withPayload(entry);
     if (!m) return false;
-    const attributes = deadLetterAttributes(source.name, m, entry.failures, entry.lastError);
-    // Forwarded as is: Pub/Sub does not apply publish limits to dead-lettering.
+    let attributes = deadLetterAttributes(source.name, m, entry.failures, entry.lastError);
+    // Publish limits do not apply to dead-lettering, as in Pub/Sub, but the dead-letter topic's schema does:
+    // its subscribers are promised conforming messages stamped with the schema revision (the exports decode
+    // by it). A message that does not conform stays in its subscription and is retried, as when the
+    // dead-letter topic is gone.
+    const schema = topicSettings(dlt.settings).schemaSettings;
+    if (schema) {
+      const stamp = this.schemaStamp(schema, m.data);
+      if (!stamp) return false;
+      attributes = { ...attributes, ...stamp };
+    }
     return this.append(dlt, [{ data: m.data, attributes, orderingKey: m.orderingKey }]).then(() => undefined);
+  }
+
+  /** The schema attributes `data` gets on a topic with `schema`; undefined if it does not conform (or the schema is deleted). */
+  private schemaStamp(schema: TopicSchemaSettings, data: Buffer): Record<string, string> | undefined {
+    try {
+      return this.schemas.validateForTopic(schema, data).attributes;
+    } catch (e) {
+      if (e instanceof OrderlyError && (e.code === 'INVALID_ARGUMENT' || e.code === 'NOT_FOUND')) return undefined;
+      throw e;
+    }
   }
 
   // ---- delivery ----

@@ -436,6 +436,41 @@ describe('delivery attempts, retry backoff and dead letters', () => {
     expect(dead!.message.attributes.CloudPubSubDeadLetterSourceDeliveryErrorMessage).toBe('column "x" does not exist');
   });
 
+  it("a dead-letter topic's schema applies: a conforming message gets its schema attributes, one that does not stays in its subscription and is retried", async () => {
+    const schema = await core.schemas.create({
+      parent: 'projects/p',
+      schemaId: 'dead-shape',
+      schema: { type: 'AVRO', definition: JSON.stringify({ type: 'record', name: 'R', fields: [{ name: 'id', type: 'int' }] }) },
+    });
+    await core.createTopic('typed-dead', { schemaSettings: { schema: schema.name, encoding: 'JSON' } });
+    await core.createSubscription('typed-dead-sub', { topic: 'typed-dead' });
+    await core.createSubscription('dl-typed', { topic: 'orders', deadLetterPolicy: { deadLetterTopic: 'typed-dead' } });
+    await publishKeyed([
+      ['', '{"id": 3}'],
+      ['', 'not json'],
+    ]);
+    for (let i = 0; i < 5; i++) {
+      const batch = await pullAll('dl-typed');
+      await core.modifyAckDeadline(
+        'dl-typed',
+        batch.map((m) => m.ackId),
+        0,
+      );
+    }
+    await settle(core);
+    const dead = await pullAll('typed-dead-sub');
+    expect(texts(dead)).toEqual(['{"id": 3}']);
+    expect(dead[0]!.message.attributes).toMatchObject({
+      googclient_schemaname: schema.name,
+      googclient_schemaencoding: 'JSON',
+      googclient_schemarevisionid: schema.revisionId,
+      CloudPubSubDeadLetterSourceDeliveryCount: '5',
+    });
+    const left = await pullAll('dl-typed');
+    expect(texts(left)).toEqual(['not json']);
+    expect(left[0]!.deliveryAttempt).toBe(6);
+  });
+
   it('retryPolicy backs off exponentially, holding the whole key', async () => {
     await core.createSubscription('retry', {
       topic: 'orders',
