@@ -3,9 +3,9 @@ import type { ConsumerSpec, SubscriptionHandle } from './consumer.js';
 import { OrderlyError } from './errors.js';
 import type { ReceivedMessage } from './message.js';
 import { checkPushAttributes, messageHeaderProblem, post, PushEgressRefused, type PushEgress } from './push-egress.js';
+import { PushWindow } from './push-window.js';
 import type { PushConfigSpec } from './subscription-config.js';
 
-const MAX_CONCURRENT_REQUESTS = 100;
 /**
  * How long a closing core waits for the push requests still out: an answer within it is recorded (a 200
  * acked, not pushed again after a restart); requests still out then are cut, their messages come again.
@@ -64,8 +64,9 @@ export function pushRequest(
  * Push delivery: each message is its own HTTP POST to `pushConfig.pushEndpoint`; a 102, 200, 201, 202 or
  * 204 answer acks it (Pub/Sub's success codes),
  * anything else (a redirect included: they are not followed) or no answer within the ack deadline nacks
- * it. At most one message per ordering key is out at a time, as Pub/Sub does for ordered push. Where
- * requests may go is `PushEgress` (no link-local or metadata addresses unless allowed).
+ * it. At most one message per ordering key is out at a time, as Pub/Sub does for ordered push; how many
+ * are out in all, and the pauses after failures, is `PushWindow`. Where requests may go is `PushEgress`
+ * (no link-local or metadata addresses unless allowed).
  */
 export class PushDelivery {
   private inflight = 0;
@@ -80,6 +81,9 @@ export class PushDelivery {
   private readonly requests = new Set<Promise<void>>();
   /** Cuts the requests still out when a drain's grace has passed. */
   private readonly cut = new AbortController();
+  private readonly window = new PushWindow();
+  /** Delivers again when a pause after a failed push ends. */
+  private resume: NodeJS.Timeout | undefined;
 
   constructor(
     attach: (consumer: ConsumerSpec) => SubscriptionHandle,
@@ -87,13 +91,13 @@ export class PushDelivery {
     /** A failure to record the outcome (the message will be delivered again). */
     private readonly onError: (e: unknown) => void,
   ) {
-    // Each request out listens on `cut` until it ends: up to MAX_CONCURRENT_REQUESTS (more across a seek) at
+    // Each request out listens on `cut` until it ends: up to MAX_PUSH_WINDOW (more across a seek) at
     // once, which is no leak, but past 10 Node warns of one.
     setMaxListeners(0, this.cut.signal);
     this.handle = attach({
       affinity: 'push',
       maxPerKey: 1,
-      room: () => ({ messages: this.stopped ? 0 : MAX_CONCURRENT_REQUESTS - this.inflight, bytes: Number.MAX_SAFE_INTEGER }),
+      room: () => ({ messages: this.stopped ? 0 : this.window.room(this.inflight, Date.now()), bytes: Number.MAX_SAFE_INTEGER }),
       deliver: (batch) => {
         for (const m of batch) this.sendInKeyOrder(m);
       },
@@ -163,14 +167,26 @@ export class PushDelivery {
     }
     // A request cut by a closing core has no outcome: the message comes again after the restart.
     if (!this.handle.attached || this.cut.signal.aborted) return;
-    if (failure === undefined) await this.handle.acknowledge([m.ackId]);
-    else this.handle.modifyAckDeadline([m.ackId], 0, failure);
+    if (failure === undefined) {
+      this.window.succeeded();
+      await this.handle.acknowledge([m.ackId]);
+    } else {
+      this.pauseFor(this.window.failed(Date.now()));
+      this.handle.modifyAckDeadline([m.ackId], 0, failure);
+    }
     this.handle.kick();
+  }
+
+  private pauseFor(ms: number): void {
+    if (ms === 0 || this.stopped) return;
+    clearTimeout(this.resume);
+    this.resume = setTimeout(() => this.handle.kick(), ms);
   }
 
   /** Stops pushing; the requests out still record their outcomes (the subscription lives on, e.g. as pull). */
   stop(): void {
     this.stopped = true;
+    clearTimeout(this.resume);
     this.handle.detach();
   }
 
