@@ -94,6 +94,8 @@ export type SubscriptionValidator = (name: string, spec: SubscriptionSpec) => vo
 
 /** What a subscription's topic reads once its topic was deleted (as in Pub/Sub). */
 export const DELETED_TOPIC = '_deleted-topic_';
+/** A push request out this long unanswered is shown in status (`pushStalled`), as a stalled export call is. */
+const PUSH_STALL_MS = 30_000;
 
 /**
  * The ordered subscription core: topics, subscriptions, publish and delivery with Pub/Sub's semantics
@@ -827,6 +829,11 @@ export class PubSubCore {
 
   metrics(subRef: string, topN?: number): SubscriptionMetrics {
     return this.runtime(subRef).metrics(topN);
+  }
+
+  /** While push requests of the subscription (full name) have been out unanswered for 30 s or more: how many, how long. */
+  pushStalled(name: string): string | undefined {
+    return this.pushers.get(name)?.unanswered(PUSH_STALL_MS);
   }
 
   /**

@@ -77,8 +77,8 @@ export class PushDelivery {
    * the key again at once: its next request waits for the one out, so an endpoint never has two of a key.
    */
   private readonly keyRequests = new Map<string, Promise<void>>();
-  /** The requests out, for `drain`. */
-  private readonly requests = new Set<Promise<void>>();
+  /** The requests out, with when each started: for `drain`, and `unanswered` in status. */
+  private readonly requests = new Map<Promise<void>, number>();
   /** Cuts the requests still out when a drain's grace has passed. */
   private readonly cut = new AbortController();
   private readonly window = new PushWindow();
@@ -131,7 +131,7 @@ export class PushDelivery {
 
   private send(m: ReceivedMessage): Promise<void> {
     const request = this.request(m);
-    this.requests.add(request);
+    this.requests.set(request, Date.now());
     const forget = () => this.requests.delete(request);
     request.then(forget, forget);
     return request;
@@ -190,9 +190,22 @@ export class PushDelivery {
     this.handle.detach();
   }
 
+  /**
+   * The requests out unanswered for `ms` or more, if any: how many, and how long the oldest has waited. An
+   * endpoint that takes requests and never answers fails none of them until the ack deadline (up to 600 s)
+   * ends them: without this, status showed nothing wrong meanwhile.
+   */
+  unanswered(ms: number): string | undefined {
+    const now = Date.now();
+    const waits = [...this.requests.values()].map((since) => now - since).filter((wait) => wait >= ms);
+    if (!waits.length) return undefined;
+    const endpoint = this.handle.spec.pushConfig?.pushEndpoint;
+    return `${waits.length} push request(s) to ${endpoint} unanswered for ${ms / 1000} s or more, the oldest for ${Math.floor(Math.max(...waits) / 1000)} s`;
+  }
+
   /** Settles once the requests out now have ended (none starts after `stop`). */
   async settled(): Promise<void> {
-    await Promise.allSettled([...this.requests]);
+    await Promise.allSettled([...this.requests.keys()]);
   }
 
   /**

@@ -72,6 +72,8 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
       nacked: m.counters.nacked,
       /** Why a delivery was last nacked, when the nack said (a push endpoint's answer, the export sink's refusal). */
       lastNackReason: m.lastNackReason,
+      /** While push requests have been out unanswered for 30 s or more (the endpoint took them and hangs). */
+      pushStalled: core.pushStalled(s.name),
       exported: runner?.stats.written ?? 0,
       /** Unexpected failures of the export sink (each reopened it), and the last one, kept after recovery. */
       exportErrors: runner?.stats.errors ?? 0,
