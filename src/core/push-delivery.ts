@@ -2,7 +2,7 @@ import { setMaxListeners } from 'node:events';
 import type { ConsumerSpec, SubscriptionHandle } from './consumer.js';
 import { OrderlyError } from './errors.js';
 import type { ReceivedMessage } from './message.js';
-import { checkPushAttributes, messageHeaderProblem, post, PushEgressRefused, type PushEgress } from './push-egress.js';
+import { checkPushAttributes, headerValueProblem, messageHeaderProblem, post, PushEgressRefused, type PushEgress } from './push-egress.js';
 import { PushWindow } from './push-window.js';
 import type { PushConfigSpec } from './subscription-config.js';
 
@@ -48,16 +48,33 @@ export function pushRequest(
   const headers: Record<string, string> = { ...config.attributes, 'content-type': 'application/octet-stream' };
   if (config.noWrapper.writeMetadata) {
     for (const [name, value] of Object.entries(m.message.attributes)) {
-      const problem = messageHeaderProblem(name, value);
+      const problem = messageHeaderProblem(name, utf8Bytes(value));
       if (problem) throw new PushEgressRefused(problem);
-      headers[name.toLowerCase() === 'content-type' ? 'content-type' : name] = value;
+      headers[name.toLowerCase() === 'content-type' ? 'content-type' : name] = utf8Bytes(value);
     }
     headers['x-goog-pubsub-subscription-name'] = subscription;
     headers['x-goog-pubsub-message-id'] = m.message.messageId;
     headers['x-goog-pubsub-publish-time'] = m.message.publishTime.toISOString();
-    if (m.message.orderingKey) headers['x-goog-pubsub-ordering-key'] = m.message.orderingKey;
+    if (m.message.orderingKey) {
+      const problem = headerValueProblem(utf8Bytes(m.message.orderingKey));
+      if (problem) {
+        throw new PushEgressRefused(
+          `the message's ordering key cannot be sent as the x-goog-pubsub-ordering-key header (payload unwrapping writes it there): it ${problem}`,
+        );
+      }
+      headers['x-goog-pubsub-ordering-key'] = utf8Bytes(m.message.orderingKey);
+    }
   }
   return { body: m.message.data, headers };
+}
+
+/**
+ * A header value from the message (an attribute, the ordering key) as its UTF-8 bytes, which is what Pub/Sub's
+ * UTF-8 strings are on the wire; Node sends each code point of a header string as one byte, and refused a
+ * key or attribute beyond Latin-1 (a key so could never be delivered, nor could anything after it).
+ */
+function utf8Bytes(value: string): string {
+  return Buffer.from(value, 'utf8').toString('latin1');
 }
 
 /**

@@ -80,10 +80,15 @@ function headerProblem(name: string, value: unknown, reserved: Set<string>): str
   if (reserved.has(name.toLowerCase()) || name.toLowerCase().startsWith('x-goog-pubsub-')) {
     return `would set the ${name} header, which may not be set this way (hop-by-hop, framing, auth and x-goog-pubsub- headers are reserved)`;
   }
+  return headerValueProblem(value);
+}
+
+/** Why `value` cannot be an HTTP header's value, if it cannot: header values are Latin-1 text without control characters (a tab is allowed). */
+export function headerValueProblem(value: unknown): string | undefined {
   if (typeof value !== 'string') return 'must be a string';
-  // Header values are Latin-1 text without control characters (a tab is allowed).
   // eslint-disable-next-line no-control-regex -- matching control characters is the point: they are refused in header values
-  if (/[\0-\x08\x0a-\x1f\x7f]|[^\0-\xff]/.test(value)) return 'must not contain control characters or characters beyond Latin-1';
+  if (/[\0-\x08\x0a-\x1f\x7f]/.test(value)) return 'must not contain control characters';
+  if (/[^\0-\xff]/.test(value)) return 'must not contain characters beyond Latin-1';
   return undefined;
 }
 
