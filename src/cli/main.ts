@@ -191,7 +191,7 @@ export async function main(argv: string[]): Promise<number> {
         const { HOT_KEYS, statusOf } = await import('../job/metrics.js');
         status = await withJob(job, async (runtime) => {
           runtime.core.countBacklogs(HOT_KEYS);
-          return statusOf(runtime.core);
+          return statusOf(runtime.core, undefined, runtime.exportStates);
         });
       }
       out(status, o.json, () => {
@@ -210,8 +210,8 @@ export async function main(argv: string[]): Promise<number> {
         );
         const resident = status.reduce((n, s) => n + s.residentBytes, 0);
         if (status[0]) console.log(`payload memory: ${mib(resident)} of ${mib(status[0].payloadLimitBytes)} (memory.payloadBytes)`);
-        // Read from the store: an export's state is the one last stored, and nothing exports now.
-        if (!running) console.log(`no job is running on ${job.dataDir}: states are as last stored, and no export runs`);
+        // Read from the store, and an export's state as the job last saw its sink: nothing exports now.
+        if (!running) console.log(`no job is running on ${job.dataDir}: export states are as the job last saw them, and no export runs`);
       });
     });
 

@@ -1,6 +1,7 @@
 import type { PubSub } from '@google-cloud/pubsub';
 import { InvalidArgumentError, OrderlyError } from '../core/errors.js';
 import type { PubSubCore, SubscriptionIdentity } from '../core/pubsub-core.js';
+import type { SubscriptionState } from '../core/consumer.js';
 import type { SubscriptionSpec } from '../core/subscription-config.js';
 import type { Logger } from '../log.js';
 import { Backoff } from './backoff.js';
@@ -55,6 +56,8 @@ export interface ExportManagerOptions {
   runner?: RunnerTuning & { backoff?: () => Backoff };
   /** Exports from a remote Pub/Sub, besides the core's export subscriptions. */
   remote?: RemoteExports;
+  /** Told each embedded export's sink state as it changes (ExportRunnerOptions.onState), by subscription and uid. */
+  onState?: (subscription: string, uid: string, state: SubscriptionState, reason: string | undefined) => void;
 }
 
 /**
@@ -254,7 +257,17 @@ export class ExportManager {
     for (const { sub, identity, text, start, createConnector } of fresh) {
       const source = new EmbeddedSource(core, sub.name, identity.uid, tuning.maxBatchMessages ?? 5000);
       const continues = previous.get(sub.name)?.totals;
-      const runner = new ExportRunner({ source, createConnector, logger, clock: core.clock, ...tuning, backoff, continues });
+      const { onState } = this.options;
+      const runner = new ExportRunner({
+        source,
+        createConnector,
+        logger,
+        clock: core.clock,
+        ...tuning,
+        backoff,
+        continues,
+        onState: onState && ((state, reason) => onState(sub.name, identity.uid, state, reason)),
+      });
       start.runner = runner;
       this.runners.set(sub.name, { uid: identity.uid, section: text, runner });
       runner.start();

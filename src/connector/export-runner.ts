@@ -53,6 +53,11 @@ export interface ExportRunnerOptions {
   /** How long a connector call runs before status shows it as stalled, in ms (default 30 s). */
   stallMs?: number;
   /**
+   * Told the sink's first state and each change of state or reason after it (not every batch's ACTIVE),
+   * so the job can keep the last one for `orderly status` while it is stopped.
+   */
+  onState?: (state: SubscriptionState, reason: string | undefined) => void;
+  /**
    * The totals of the stopped runner of the same subscription this one replaces (its export section
    * changed; `ExportRunner.totals`): they go on counting here, as totals count from the process's start.
    * What describes the sink now (state, standby, stalled, last commit) starts afresh with the new section.
@@ -116,6 +121,8 @@ export const DEFAULT_BUDGET = { messages: 20_000, bytes: 64 * 1024 * 1024 };
  */
 export class ExportRunner {
   readonly stats: ExportStats = { written: 0, failed: 0, batches: 0, state: 'ACTIVE', errors: 0 };
+  /** The state and reason last given to options.onState (none yet: the sink has not been tried). */
+  private toldState?: string;
   private readonly pending: ReceivedMessage[] = [];
   /** Delivered and not yet settled: pending, being written, or buffered by the connector. */
   private readonly held = new Map<string, ReceivedMessage>();
@@ -572,6 +579,11 @@ export class ExportRunner {
     const changed = state !== this.stats.state;
     this.stats.state = state;
     this.stats.stateReason = state === 'ACTIVE' ? undefined : reason;
+    const told = `${state} ${this.stats.stateReason}`;
+    if (told !== this.toldState) {
+      this.toldState = told;
+      this.options.onState?.(state, this.stats.stateReason);
+    }
     if (!changed) return;
     const { source, logger } = this.options;
     const subscription = this.subscription;

@@ -10,6 +10,7 @@ import { setDuckDbLimits } from '../duckdb/limits.js';
 import type { Logger } from '../log.js';
 import { SqliteStore } from '../store/sqlite-store.js';
 import type { JobConfig } from './job-config.js';
+import { ExportStates } from './export-states.js';
 import { acquireLock } from './job-lock.js';
 import { serveMetrics } from './metrics.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
@@ -39,6 +40,8 @@ export class JobRuntime {
     private readonly cleanups: Cleanup[],
     /** Resolves if the job cannot go on (the store turned out to be unusable): the process should stop. */
     readonly failure: Promise<Error>,
+    /** Each export's last sink state, kept in the data directory (what status shows while no job runs). */
+    readonly exportStates: ExportStates,
     readonly metricsUrl?: string,
     /** The port the Pub/Sub endpoint listens on, when the job serves one. */
     readonly endpointPort?: number,
@@ -119,6 +122,7 @@ export class JobRuntime {
       // export, a renamed one into the same table again) and change export sections.
       const reconciled = readOnly ? { created: [], updated: [], unchanged: [], notInFile: [] } : await reconcile(core, job);
       const flowControl = job.remote?.flowControl;
+      const exportStates = new ExportStates(dataDir, logger);
       const exports = new ExportManager({
         core,
         settings: opened.settings,
@@ -129,6 +133,7 @@ export class JobRuntime {
           ...options.exportRunner,
         },
         remote: workerId ? remoteExportsOf(job, workerId) : undefined,
+        onState: (subscription, uid, state, reason) => exportStates.record(subscription, uid, state, reason),
       });
       cleanups.push(() => exports.stop());
       if (exporting) {
@@ -165,6 +170,7 @@ export class JobRuntime {
         readOnly,
         cleanups,
         failure,
+        exportStates,
         metricsUrl,
         endpointPort,
         workerId,

@@ -9,6 +9,7 @@ import type { PubSubCore } from '../core/pubsub-core.js';
 import { projectOf, shortId } from '../core/names.js';
 import { bearerCheck, UNAUTHENTICATED_MESSAGE } from '../api/bearer-auth.js';
 import { localHostPort } from '../api/exposure.js';
+import type { ExportStates } from './export-states.js';
 import { unexpectedErrorCount } from './unexpected-errors.js';
 
 /**
@@ -49,20 +50,25 @@ export function remoteStatusOf(exports: ExportManager): RemoteStatus[] {
 /** Ordering keys with the largest backlogs in a status row. */
 export const HOT_KEYS = 5;
 
-/** Per subscription (every project), read once: the /status row and the delivery counters. */
-function snapshot(core: PubSubCore, exports?: ExportManager) {
+/**
+ * Per subscription (every project), read once: the /status row and the delivery counters. With no export
+ * running (`kept`: status of a stopped job), an export's state is the one the job last saw its sink in:
+ * the core starts every subscription ACTIVE, which is not what a table it could not write to is.
+ */
+function snapshot(core: PubSubCore, exports?: ExportManager, kept?: ExportStates) {
   const now = core.clock.now();
   return core.allSubscriptions().map((s) => {
     const m = core.metrics(s.name, HOT_KEYS);
     const runner = exports?.runner(s.name);
+    const last = kept && exportSection(s) ? kept.of(s.name, core.identity(s.name).uid) : undefined;
     const status = {
       subscription: s.name,
       topic: s.topic,
-      state: s.state,
+      state: last?.state ?? s.state,
       /** Detached from its topic (DetachSubscription): it receives nothing, whatever its state says. */
       detached: s.detached,
       /** Why the export sink is not ACTIVE (its error), while it is not. */
-      stateReason: runner?.stats.stateReason,
+      stateReason: runner?.stats.stateReason ?? last?.reason,
       ordered: s.enableMessageOrdering,
       backlog: m.backlogMessages,
       oldestUnackedAgeSeconds: m.oldestUnackedPublishTime === undefined ? 0 : Math.max(0, (now - m.oldestUnackedPublishTime) / 1000),
@@ -98,9 +104,9 @@ function snapshot(core: PubSubCore, exports?: ExportManager) {
 
 type Snapshot = ReturnType<typeof snapshot>[number];
 
-/** Per subscription: what `orderly status` and the /status endpoint show. */
-export function statusOf(core: PubSubCore, exports?: ExportManager) {
-  return snapshot(core, exports).map((s) => s.status);
+/** Per subscription: what `orderly status` and the /status endpoint show (`kept`: see snapshot). */
+export function statusOf(core: PubSubCore, exports?: ExportManager, kept?: ExportStates) {
+  return snapshot(core, exports, kept).map((s) => s.status);
 }
 
 type MetricKind = 'gauge' | 'counter';
