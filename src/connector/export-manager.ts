@@ -250,7 +250,10 @@ export class ExportManager {
         .catch((e: unknown) =>
           logger.error({ subscription: name, error: e instanceof Error ? e.message : String(e) }, 'stopping an export failed'),
         )
-        .finally(() => this.retiring.delete(stopped));
+        .finally(() => {
+          this.retiring.delete(stopped);
+          this.sinkGone(name, uid);
+        });
       this.retiring.add(stopped);
     }
     await Promise.all(replaced);
@@ -323,6 +326,16 @@ export class ExportManager {
       this.remoteRunners.set(subscription, runner);
       runner.start();
     }
+  }
+
+  /**
+   * A subscription that no longer exports (its export config removed, or detached) has no sink whose state
+   * it could be in: ACTIVE again, not the NOT_FOUND or RESOURCE_ERROR its last runner left, for good.
+   */
+  private sinkGone(name: string, uid: string): void {
+    const { core } = this.options;
+    if (this.runners.has(name) || !core.hasSubscription(name) || core.identity(name).uid !== uid) return;
+    core.setSubscriptionState(name, 'ACTIVE');
   }
 
   runner(subscription: string): ExportRunner | undefined {

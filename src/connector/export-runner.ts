@@ -579,15 +579,19 @@ export class ExportRunner {
     const changed = state !== this.stats.state;
     this.stats.state = state;
     this.stats.stateReason = state === 'ACTIVE' ? undefined : reason;
+    const first = this.toldState === undefined;
     const told = `${state} ${this.stats.stateReason}`;
     if (told !== this.toldState) {
       this.toldState = told;
       this.options.onState?.(state, this.stats.stateReason);
     }
-    if (!changed) return;
+    if (!changed && !first) return;
     const { source, logger } = this.options;
     const subscription = this.subscription;
+    // The first state goes to the source even when it is ACTIVE, as this runner starts: the subscription
+    // may still hold the state its previous runner left (a table missing under the export config it replaced).
     source.setState(state, reason);
+    if (!changed) return;
     if (state === 'ACTIVE') logger.info({ subscription, state }, 'export sink usable again; subscription ACTIVE');
     else logger.warn({ subscription, state, reason }, `export sink unusable; subscription ${state}, backlog kept, retrying with backoff`);
   }
