@@ -192,7 +192,11 @@ export async function serveMetrics(
   counter('orderly_nacked_total', 'Nacks', (s) => s.counters.nacked);
   counter('orderly_expired_total', 'Lease expiries', (s) => s.counters.expired);
   counter('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (s) => s.counters.deadLettered);
-  counter('orderly_exported_total', 'Messages written by the export connector', (s) => s.status.exported);
+  counter(
+    'orderly_exported_total',
+    "Messages acked as held by the export sink; a redelivery of one it already held (a seek back, a crash) counts again: the connectors' own counters (rows_appended, objects_written) count what they wrote",
+    (s) => s.status.exported,
+  );
   counter(
     'orderly_export_errors_total',
     'Unexpected failures of the export sink (each one reopened it after a backoff)',
