@@ -37,8 +37,9 @@ const METADATA_TIMEOUT_MS = 10_000;
  * 3,000 waits for the full batch's call to return, and a worker stops right after acking its final flush.
  */
 const CLOSE_TIMEOUT = Duration.from({ seconds: 10 });
+const CANCELLED = 1;
 /** Stream ends the client retries as a matter of course (its stream timeout, a cancel): OK, CANCELLED, DEADLINE_EXCEEDED. */
-const ROUTINE_STREAM_ENDS = [0, 1, 4];
+const ROUTINE_STREAM_ENDS = [0, CANCELLED, 4];
 
 /**
  * An existing subscription on a remote Pub/Sub v1 endpoint (Google Cloud Pub/Sub, or any compatible
@@ -178,21 +179,34 @@ export class RemoteSource implements ExportSource {
     });
     sub.on('message', (m: Message) => this.receive(sub, m));
     sub.on('error', (e: unknown) => this.streamFailed(e));
-    // The client retries a broken stream by itself and says so here: status shows it until the endpoint
-    // answers again (streams also end routinely, with DEADLINE_EXCEEDED or CANCELLED: not a failure).
-    sub.on('debug', (d: unknown) => {
-      const error = d instanceof DebugMessage ? d.error : undefined;
-      const code = (error as { code?: unknown } | undefined)?.code;
-      if (typeof code !== 'number' || ROUTINE_STREAM_ENDS.includes(code) || this.state !== 'streaming') return;
-      this.state = 'retrying';
-      this.error = describeRemoteError(error, subscription, this.options.endpoint).message;
-      this.probe();
-    });
+    sub.on('debug', (d: unknown) => this.noteTrouble(d));
     this.sub = sub;
     this.state = 'streaming';
     this.error = undefined;
     this.retries = 0;
     this.backoff.reset();
+  }
+
+  /**
+   * The client retries a broken stream, and a failed ack or lease extension, by itself and says so here:
+   * status and the log show it until the endpoint answers again. Streams also end routinely (DEADLINE_EXCEEDED
+   * at their own deadline, CANCELLED): not a failure. An ack or lease extension (a batch, naming its ack ids)
+   * that ran out of time is one: the endpoint did not answer (a frozen process, a network dropping packets),
+   * and while nothing refuses a connection, no stream ends to say so.
+   */
+  private noteTrouble(d: unknown): void {
+    const error = d instanceof DebugMessage ? d.error : undefined;
+    const code = (error as { code?: unknown } | undefined)?.code;
+    if (typeof code !== 'number' || this.state !== 'streaming') return;
+    const batch = [d, error].some((e) => Array.isArray((e as { ackIds?: unknown }).ackIds));
+    if (batch ? code === CANCELLED : ROUTINE_STREAM_ENDS.includes(code)) return;
+    this.state = 'retrying';
+    this.error = describeRemoteError(error, this.subscription, this.options.endpoint).message;
+    this.options.logger.warn(
+      { subscription: this.subscription, error: this.error },
+      'the remote endpoint failed the stream, an ack or a lease extension; asking it with backoff until it answers',
+    );
+    this.probe();
   }
 
   /** While the client retries a broken stream: asks the endpoint, with backoff, until it answers (then streaming again). */
@@ -210,6 +224,7 @@ export class RemoteSource implements ExportSource {
             this.state = 'streaming';
             this.error = undefined;
             this.backoff.reset();
+            this.options.logger.info({ subscription: this.subscription }, 'the remote endpoint answers again; streaming');
           },
           (e: unknown) => {
             this.error = describeRemoteError(e, this.subscription, this.options.endpoint).message;

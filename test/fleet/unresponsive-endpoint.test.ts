@@ -1,0 +1,80 @@
+import { expect, it } from 'vitest';
+import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
+import { tempDir } from '../helpers/core.js';
+import { waitFor } from '../helpers/export.js';
+import { PROJECT, startRemote, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+import { startTestS3 } from '../helpers/s3.js';
+
+const KEYS = 20;
+const PER_KEY = 10;
+
+// An endpoint that stops answering without refusing connections (a frozen process, a network partition that
+// drops packets): the lease extensions of what the worker held timed out with DEADLINE_EXCEEDED, which was
+// taken for a routine end of a stream. Status said `streaming`, the log said nothing, for as long as it lasted.
+it('an endpoint that stops answering while a worker holds messages: retrying, naming the endpoint; streaming again once it answers', async () => {
+  const dir = tempDir('orderly-frozen-endpoint-');
+  const s3 = await startTestS3();
+  const remote = await startRemote();
+  let worker: OrderlyRunProcess | undefined;
+  try {
+    const [topic] = await remote.client().createTopic('events');
+    await topic.createSubscription('held', { enableMessageOrdering: true, ackDeadlineSeconds: 10 });
+    const bucket = await s3.bucket();
+    const job = writeRemoteJob(
+      dir.path,
+      remote.host,
+      { objectStorage: s3.settings },
+      {
+        // The file stays open (and its messages leased) until the worker stops.
+        idleFlushSeconds: 600,
+        exports: [
+          {
+            subscription: 'held',
+            enableMessageOrdering: true,
+            cloudStorageConfig: { bucket, filenamePrefix: 'events/', maxDuration: '600s', textConfig: {} },
+          },
+        ],
+      },
+    );
+    worker = new OrderlyRunProcess(job, ['--worker-id', 'w1']);
+    await worker.ready;
+    const publisher = remote.client().topic('events', { messageOrdering: true });
+    const published = Array.from({ length: KEYS * PER_KEY }, (_, i) => `k${i % KEYS}:${Math.floor(i / KEYS)}`);
+    await Promise.all(published.map((data) => publisher.publishMessage({ data: Buffer.from(data), orderingKey: data.split(':')[0]! })));
+    const w = worker;
+    await waitFor('the worker to hold a message of every key', async () => (await workerStatus(w)).keysInFlight === KEYS, 30_000);
+
+    remote.child.kill('SIGSTOP');
+    try {
+      await waitFor(
+        'the worker to see the endpoint does not answer',
+        async () => (await workerStatus(w)).source.state === 'retrying',
+        60_000,
+      );
+      const { source } = await workerStatus(w);
+      expect(source.error).toMatch(
+        new RegExp(
+          `^cannot reach the Pub/Sub endpoint ${remote.host} for subscription projects/${PROJECT}/subscriptions/held \\(DEADLINE_EXCEEDED: `,
+        ),
+      );
+      expect(w.output()).toContain('cannot reach the Pub/Sub endpoint');
+    } finally {
+      remote.child.kill('SIGCONT');
+    }
+    await waitFor('the worker to stream again', async () => (await workerStatus(w)).source.state === 'streaming', 60_000);
+
+    w.kill('SIGTERM');
+    expect((await w.exited).code).toBe(0);
+    const lines: string[] = [];
+    for (const name of (await s3.list(bucket)).filter((n) => n.startsWith('events/')))
+      lines.push(...(await s3.get(bucket, name)).toString().trim().split('\n'));
+    // Each published message at least once (the leases that lapsed meanwhile may bring copies).
+    expect([...new Set(lines)].sort()).toEqual([...published].sort());
+  } finally {
+    worker?.kill('SIGKILL');
+    await worker?.exited;
+    await remote.close();
+    await s3.close();
+    dir.remove();
+  }
+}, 240_000);
