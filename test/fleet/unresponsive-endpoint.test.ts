@@ -58,10 +58,13 @@ it('an endpoint that stops answering while a worker holds messages: retrying, na
         ),
       );
       expect(w.output()).toContain('cannot reach the Pub/Sub endpoint');
+      await waitFor('an attempt to reach the endpoint to fail', async () => (await workerStatus(w)).source.retries >= 1, 60_000);
     } finally {
       remote.child.kill('SIGCONT');
     }
     await waitFor('the worker to stream again', async () => (await workerStatus(w)).source.state === 'streaming', 60_000);
+    // `retries` counts failed attempts since the source last streamed: it kept counting the outage's.
+    expect((await workerStatus(w)).source).toEqual({ location: remote.host, state: 'streaming', retries: 0, keysWaiting: 0 });
 
     w.kill('SIGTERM');
     expect((await w.exited).code).toBe(0);

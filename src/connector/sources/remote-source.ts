@@ -181,6 +181,11 @@ export class RemoteSource implements ExportSource {
     sub.on('error', (e: unknown) => this.streamFailed(e));
     sub.on('debug', (d: unknown) => this.noteTrouble(d));
     this.sub = sub;
+    this.streaming();
+  }
+
+  /** Messages can flow again: status says so, and counts failed attempts afresh ("since it last streamed"). */
+  private streaming(): void {
     this.state = 'streaming';
     this.error = undefined;
     this.retries = 0;
@@ -221,9 +226,7 @@ export class RemoteSource implements ExportSource {
         .then(
           () => {
             if (this.state !== 'retrying') return;
-            this.state = 'streaming';
-            this.error = undefined;
-            this.backoff.reset();
+            this.streaming();
             this.options.logger.info({ subscription: this.subscription }, 'the remote endpoint answers again; streaming');
           },
           (e: unknown) => {
@@ -241,10 +244,7 @@ export class RemoteSource implements ExportSource {
       m.nack();
       return;
     }
-    if (this.state !== 'streaming') {
-      this.state = 'streaming';
-      this.error = undefined;
-    }
+    if (this.state !== 'streaming') this.streaming();
     const key = m.orderingKey ?? '';
     if (!this.guard.admit(key, m.id, m.received)) {
       m.nack();
