@@ -37,7 +37,7 @@ export interface RemoteExports extends RemoteEndpoint {
   maxExtensionMinutes: number;
   /** StreamingPull streams per export. */
   streams: number;
-  /** Ordered exports: seconds without a delivery after which a worker finalizes what it holds (0: never; see ExportRunnerOptions.idleFlushMs). */
+  /** Exports of ordered subscriptions: seconds without a delivery after which a worker finalizes what it holds (0: never; see ExportRunnerOptions.idleFlushMs). */
   idleFlushSeconds: number;
   exports: {
     /** A bare id (in `projectId`) or a full name. */
@@ -319,8 +319,9 @@ export class ExportManager {
         logger,
         backoff,
       });
-      // With ordering, Pub/Sub holds a key's next messages until its earlier ones are acked.
-      const idleFlushMs = entry.enableMessageOrdering && remote.idleFlushSeconds > 0 ? remote.idleFlushSeconds * 1000 : undefined;
+      // With ordering, Pub/Sub holds a key's next messages until its earlier ones are acked: the runner flushes
+      // idle exports of a subscription that has it on, whether or not the job asks for per-key order.
+      const idleFlushMs = remote.idleFlushSeconds > 0 ? remote.idleFlushSeconds * 1000 : undefined;
       const runner = new ExportRunner({ source, createConnector, logger, workerId: remote.workerId, idleFlushMs, ...tuning, backoff });
       start.runner = runner;
       this.remoteRunners.set(subscription, runner);

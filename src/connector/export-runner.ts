@@ -43,7 +43,8 @@ export interface ExportRunnerOptions {
    * a timer of its own in real time (with a `clock` given: checked at each flush interval). For sources
    * that send a key's next messages only once its earlier ones are acked (a remote ordered subscription):
    * a connector's open file would otherwise hold its keys back until it rolls by itself (maxDuration),
-   * while no more of them can come to fill it.
+   * while no more of them can come to fill it. Applies while the subscription, as its source reports it, is
+   * ordered: that, not whether the export asks for per-key order, is what holds the keys back.
    */
   idleFlushMs?: number;
   /** Backoff for retrying a sink in an error state, and a source that cannot be reached (default 1 s doubling to 60 s). */
@@ -418,7 +419,7 @@ export class ExportRunner {
    */
   private noteIdle(): void {
     const { idleFlushMs } = this.options;
-    if (idleFlushMs === undefined || this.idleFlushed || !this.held.size) return;
+    if (idleFlushMs === undefined || !this.spec?.enableMessageOrdering || this.idleFlushed || !this.held.size) return;
     if (this.clock.now() - this.lastDeliveryAt < idleFlushMs) return;
     this.idleFlushed = true;
     this.idleFlushDue = true;

@@ -35,8 +35,11 @@ async function publishRound(client: PubSub, round: number): Promise<void> {
   await Promise.all(KEYS.map((key) => topic.publishMessage({ data: Buffer.from(`${key}:${round}`), orderingKey: key })));
 }
 
-/** A worker exporting a new ordered subscription of `events` to text files that roll only after 10 minutes or 5,000 messages. */
-async function exportWith(subscription: string, idleFlushSeconds: number) {
+/**
+ * A worker exporting a new ordered subscription of `events` to text files that roll only after 10 minutes or 5,000
+ * messages; its job asks for per-key order unless `jobOrdering` is false.
+ */
+async function exportWith(subscription: string, idleFlushSeconds: number, jobOrdering = true) {
   const dir = tempDir('orderly-idle-flush-');
   dirs.push(dir);
   await remote.client().topic('events').createSubscription(subscription, { enableMessageOrdering: true });
@@ -50,7 +53,7 @@ async function exportWith(subscription: string, idleFlushSeconds: number) {
       exports: [
         {
           subscription,
-          enableMessageOrdering: true,
+          ...(jobOrdering ? { enableMessageOrdering: true } : {}),
           cloudStorageConfig: { bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', maxDuration: '600s', textConfig: {} },
         },
       ],
@@ -77,6 +80,18 @@ describe('an ordered remote export whose open file no more messages can fill', (
     expect(objects.length).toBeGreaterThanOrEqual(2);
     const lines = (await Promise.all(objects.map(async (o) => (await s3.get(bucket, o)).toString().trim().split('\n')))).flat();
     expect(lines.sort()).toEqual(KEYS.flatMap((k) => [`${k}:1`, `${k}:2`]).sort());
+  }, 90_000);
+
+  // The idle flush followed the job's enableMessageOrdering (false unless given), not the subscription's own
+  // ordering, which is what holds a key's next messages back: keys waited for maxDuration (300 s by default).
+  it('is finalized also when the job does not ask for per-key order: the subscription is ordered all the same', async () => {
+    const { worker } = await exportWith('idle-job-unordered', 1, false);
+    const client = remote.client();
+    await publishRound(client, 1);
+    await waitFor('the first round committed', async () => (await workerStatus(worker)).exported === KEYS.length, 30_000);
+    await publishRound(client, 2);
+    await waitFor('every message acked', async () => (await remote.backlog('idle-job-unordered')) === 0, 30_000);
+    expect((await workerStatus(worker)).exported).toBe(2 * KEYS.length);
   }, 90_000);
 
   it('idleFlushSeconds: 0 leaves the file to its own limits: what it holds stays unwritten', async () => {
