@@ -128,7 +128,9 @@ describe('orderly CLI', () => {
     expect(JSON.parse(pub.stdout)).toEqual({ published: 300, refused: [] });
     // Nothing runs yet: status reads the store, and says that its states are only as stored.
     const offline = await orderly('status', job);
-    expect(offline.stdout).toContain(`no job is running on ${join(dir.path, 'data')}: export states are as the job last saw them, and no export runs`);
+    expect(offline.stdout).toContain(
+      `no job is running on ${join(dir.path, 'data')}: export states are as the job last saw them, and no export runs`,
+    );
     type Hot = { backlog: number; hotKeys: { orderingKey: string; backlog: number }[] };
     const [stored] = JSON.parse((await orderly('status', job, '--json')).stdout) as Hot[];
     // Counted in the store, though nothing is in memory: u0-u5 have 43 messages each, u6 42 (ties by key).
