@@ -71,7 +71,7 @@ describe('Orderly as a package, used from outside by an example connector', () =
   it('orderly run exports through the connector its job file loads (plugins:), with its settings section, counter, query view and audit', async () => {
     expect(existsSync(join(example, 'dist', 'src', 'index.js'))).toBe(true); // built by the test before
     const valid = await orderly('validate', 'job.yaml', '--json');
-    expect(JSON.parse(valid.stdout)).toEqual({ valid: true, topics: 1, subscriptions: 1 });
+    expect(JSON.parse(valid.stdout)).toEqual({ valid: true, topics: 1, subscriptions: 1, schemas: 0 });
     const events = Array.from({ length: MESSAGES }, (_, i) => JSON.stringify({ user: `u${i % 7}`, i }));
     writeFileSync(join(example, 'events.jsonl'), events.join('\n') + '\n');
     const published = await orderly(
