@@ -2,7 +2,6 @@ import { Command, CommanderError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
-import { answerTable } from './answer-table.js';
 import { hostPort, isLoopback, localHostPort, tokenFromEnvironment } from '../api/exposure.js';
 import { OrderlyError } from '../core/errors.js';
 import { holdProcess } from '../core/process-keep-alive.js';
@@ -14,6 +13,7 @@ import type { JobRuntime } from '../job/job-runtime.js';
 import type { Logger } from '../log.js';
 import type { statusOf } from '../job/metrics.js';
 import type { PublishBatch } from './publish-file.js';
+import { answerTable } from './answer-table.js';
 
 // Each command imports what it needs when it runs: `orderly --help` or `orderly validate` must not load
 // DuckDB, the AWS SDK, gRPC or the store.

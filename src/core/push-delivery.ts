@@ -216,8 +216,9 @@ export class PushDelivery {
     const now = Date.now();
     const waits = [...this.requests.values()].map((since) => now - since).filter((wait) => wait >= ms);
     if (!waits.length) return undefined;
-    const endpoint = this.handle.spec.pushConfig?.pushEndpoint;
-    return `${waits.length} push request(s) to ${endpoint} unanswered for ${ms / 1000} s or more, the oldest for ${Math.floor(Math.max(...waits) / 1000)} s`;
+    // Without its query: a push URL often carries the token its endpoint checks (`?token=...`).
+    const endpoint = new URL(this.handle.spec.pushConfig!.pushEndpoint);
+    return `${waits.length} push request(s) to ${endpoint.origin}${endpoint.pathname} unanswered for ${ms / 1000} s or more, the oldest for ${Math.floor(Math.max(...waits) / 1000)} s`;
   }
 
   /** Settles once the requests out now have ended (none starts after `stop`). */

@@ -50,7 +50,7 @@ subscriptions:
   - name: orders-push
     topic: orders
     ackDeadlineSeconds: 600
-    pushConfig: { pushEndpoint: "${endpoint.url}" }
+    pushConfig: { pushEndpoint: "${endpoint.url}?token=push-secret" }
 `,
     );
     const run = new OrderlyRunProcess(job);
@@ -67,6 +67,8 @@ subscriptions:
     let row: Awaited<ReturnType<typeof pushRow>> | undefined;
     await waitFor('pushStalled in status', async () => (row = await pushRow(job)).pushStalled !== undefined, 90_000);
     expect(row!.pushStalled).toMatch(new RegExp(`^1 push request\\(s\\) to ${endpoint.url} unanswered for 30 s or more`));
+    // The endpoint without its query: the token a push URL carries is a credential.
+    expect(row!.pushStalled).not.toContain('push-secret');
 
     endpoint.held[0]!.writeHead(200).end();
     await waitFor('the ack, and pushStalled gone', async () => {
