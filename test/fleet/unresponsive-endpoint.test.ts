@@ -2,7 +2,7 @@ import { expect, it } from 'vitest';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
-import { PROJECT, startRemote, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+import { PROJECT, publishKeyed, startRemote, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
 import { startTestS3 } from '../helpers/s3.js';
 
 const KEYS = 20;
@@ -38,9 +38,9 @@ it('an endpoint that stops answering while a worker holds messages: retrying, na
     );
     worker = new OrderlyRunProcess(job, ['--worker-id', 'w1']);
     await worker.ready;
-    const publisher = remote.client().topic('events', { messageOrdering: true });
+    await publishKeyed(remote.client(), 'events', KEYS * PER_KEY, KEYS);
+    // publishKeyed's payloads, `key:seq`.
     const published = Array.from({ length: KEYS * PER_KEY }, (_, i) => `k${i % KEYS}:${Math.floor(i / KEYS)}`);
-    await Promise.all(published.map((data) => publisher.publishMessage({ data: Buffer.from(data), orderingKey: data.split(':')[0]! })));
     const w = worker;
     await waitFor('the worker to hold a message of every key', async () => (await workerStatus(w)).keysInFlight === KEYS, 30_000);
 
