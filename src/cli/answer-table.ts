@@ -19,6 +19,27 @@ export function answerTable(columns: string[], rows: Record<string, unknown>[], 
   ].join('\n');
 }
 
+/**
+ * Gathers an answer as the query hands it over, a chunk at a time (a RowSink): its columns, its first `limit`
+ * rows, and how many more there were, for `table()`.
+ */
+export function answerCollector(limit = Number.POSITIVE_INFINITY) {
+  let columns: string[] = [];
+  const shown: Record<string, unknown>[] = [];
+  let more = 0;
+  return {
+    onRows: (rows: Record<string, unknown>[], answerColumns: string[]): void => {
+      columns = answerColumns;
+      for (const row of rows)
+        if (shown.length < limit) shown.push(row);
+        else more++;
+    },
+    /** How many rows of the answer the table leaves out. */
+    left: () => more,
+    table: () => answerTable(columns, shown, shown.length + more),
+  };
+}
+
 /** What DuckDB's JSON rows hold (`yieldRowsJson`). */
 type AnswerValue = string | number | boolean | object | null | undefined;
 

@@ -8,7 +8,7 @@ import { JobRuntime } from '../job/job-runtime.js';
 import { queryJob } from '../job/query.js';
 import { createLogger } from '../log.js';
 import { packageFile } from '../package-file.js';
-import { answerTable } from './answer-table.js';
+import { answerCollector } from './answer-table.js';
 import { printAudit } from './print-audit.js';
 import { publishFile } from './publish-file.js';
 
@@ -63,13 +63,9 @@ export async function runDemo(o: { dataDir?: string }): Promise<void> {
     });
 
     const printQuery = async (sql: string) => {
-      let columns: string[] = [];
-      const rows: Record<string, unknown>[] = [];
-      await queryJob(runtime, sql, undefined, (chunk, answerColumns) => {
-        columns = answerColumns;
-        rows.push(...chunk);
-      });
-      console.log(answerTable(columns, rows));
+      const answer = answerCollector();
+      await queryJob(runtime, sql, undefined, answer.onRows);
+      console.log(answer.table());
     };
     console.log('\nThe DuckDB table (CDC applied per order: one row per live order):');
     await printQuery(

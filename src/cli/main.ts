@@ -10,10 +10,11 @@ import { packageFile } from '../package-file.js';
 import type { MessageInput } from '../core/message.js';
 import type { JobConfig } from '../job/job-config.js';
 import type { JobRuntime } from '../job/job-runtime.js';
+import type { RowSink } from '../job/query.js';
 import type { Logger } from '../log.js';
 import type { statusOf } from '../job/metrics.js';
 import type { PublishBatch } from './publish-file.js';
-import { answerTable } from './answer-table.js';
+import { answerCollector } from './answer-table.js';
 
 // Each command imports what it needs when it runs: `orderly --help` or `orderly validate` must not load
 // DuckDB, the AWS SDK, gRPC or the store.
@@ -264,22 +265,16 @@ export async function main(argv: string[]): Promise<number> {
       // TABLE_ROWS and counts the rest (an answer of millions of rows had to fit in the heap, twice, and
       // crashed the process with V8's out-of-memory trace).
       const jsonOut = o.json ? jsonArrayWriter(process.stdout) : undefined;
-      const shown: Record<string, unknown>[] = [];
-      let columns: string[] = [];
-      let more = 0;
-      const onRows = (rows: Record<string, unknown>[], answerColumns: string[]) => {
-        if (jsonOut) return jsonOut.write(rows);
-        columns = answerColumns;
-        for (const row of rows)
-          if (shown.length < TABLE_ROWS) shown.push(row);
-          else more++;
-      };
+      const answer = answerCollector(TABLE_ROWS);
+      const onRows: RowSink = jsonOut ? (rows) => jsonOut.write(rows) : answer.onRows;
       const note = (text: string) => console.error(`orderly: note: ${text}`);
       await withJob(job, (runtime) => queryJob(runtime, sql, note, onRows), { readOnly: !o.write });
       if (jsonOut) return jsonOut.end();
-      console.log(answerTable(columns, shown, shown.length + more));
-      if (more)
-        note(`the table shows the first ${TABLE_ROWS} rows; ${more} more not shown (narrow the query, or use --json for every row)`);
+      console.log(answer.table());
+      if (answer.left())
+        note(
+          `the table shows the first ${TABLE_ROWS} rows; ${answer.left()} more not shown (narrow the query, or use --json for every row)`,
+        );
     });
 
   program

@@ -48,21 +48,23 @@ export function pushRequest(
   const headers: Record<string, string> = { ...config.attributes, 'content-type': 'application/octet-stream' };
   if (config.noWrapper.writeMetadata) {
     for (const [name, value] of Object.entries(m.message.attributes)) {
-      const problem = messageHeaderProblem(name, utf8Bytes(value));
+      const bytes = utf8Bytes(value);
+      const problem = messageHeaderProblem(name, bytes);
       if (problem) throw new PushEgressRefused(problem);
-      headers[name.toLowerCase() === 'content-type' ? 'content-type' : name] = utf8Bytes(value);
+      headers[name.toLowerCase() === 'content-type' ? 'content-type' : name] = bytes;
     }
     headers['x-goog-pubsub-subscription-name'] = subscription;
     headers['x-goog-pubsub-message-id'] = m.message.messageId;
     headers['x-goog-pubsub-publish-time'] = m.message.publishTime.toISOString();
     if (m.message.orderingKey) {
-      const problem = headerValueProblem(utf8Bytes(m.message.orderingKey));
+      const key = utf8Bytes(m.message.orderingKey);
+      const problem = headerValueProblem(key);
       if (problem) {
         throw new PushEgressRefused(
           `the message's ordering key cannot be sent as the x-goog-pubsub-ordering-key header (payload unwrapping writes it there): it ${problem}`,
         );
       }
-      headers['x-goog-pubsub-ordering-key'] = utf8Bytes(m.message.orderingKey);
+      headers['x-goog-pubsub-ordering-key'] = key;
     }
   }
   return { body: m.message.data, headers };
