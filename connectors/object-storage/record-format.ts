@@ -1,5 +1,6 @@
 import avro from 'avsc';
 import { once } from 'node:events';
+import { randomBytes } from 'node:crypto';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
@@ -122,7 +123,8 @@ export async function openRecordFile(
   const opened = once(file, 'open');
   await opened;
   if (format.useTopicSchema) return topicSchemaWriter(file, format.writeMetadata, topicSchema);
-  const avroFile = avroFileStream(format.writeMetadata ? AVRO_METADATA : AVRO_PLAIN, file);
+  const type = format.writeMetadata ? AVRO_METADATA : AVRO_PLAIN;
+  const avroFile = avroFileStream(type, JSON.stringify(type.schema({ exportAttrs: true })), file);
   return countingWriter(
     format.writeMetadata,
     // Not async: a record the encoder refuses throws here, before it is counted.
@@ -138,14 +140,36 @@ interface AvroFileStream {
   close(): Promise<void>;
 }
 
+/** The Avro object container header (Avro specification, "Object Container Files"). */
+const AVRO_HEADER = avro.Type.forSchema({
+  type: 'record',
+  name: 'org.apache.avro.file.Header',
+  fields: [
+    { name: 'magic', type: { type: 'fixed', name: 'Magic', size: 4 } },
+    { name: 'meta', type: { type: 'map', values: 'bytes' } },
+    { name: 'sync', type: { type: 'fixed', name: 'Sync', size: 16 } },
+  ],
+});
+
 /**
  * Records encoded into `file` with avsc's block encoder. The encoder takes an invalid record as a stream
  * error: it stops, its pipe to the file never finishes, and a close waiting for the file then hung the
  * connector and the process's shutdown. So each record is checked before it reaches the encoder (it fails
  * alone), and the file's end is awaited through a pipeline, which fails when either stream does.
+ *
+ * The header is written here, from `schemaText`: avsc's would JSON.stringify the type's schema, which
+ * throws on a topic schema's `long` default beyond 2^53 (AvroFileLayout.schemaText holds it exactly).
  */
-function avroFileStream(type: avro.Type, file: WriteStream): AvroFileStream {
-  const encoder = new avro.streams.BlockEncoder(type, { codec: 'null', writeHeader: true });
+function avroFileStream(type: avro.Type, schemaText: string, file: WriteStream): AvroFileStream {
+  const sync = randomBytes(16);
+  file.write(
+    AVRO_HEADER.toBuffer({
+      magic: Buffer.from('Obj\x01', 'latin1'),
+      meta: { 'avro.schema': Buffer.from(schemaText), 'avro.codec': Buffer.from('null') },
+      sync,
+    }),
+  );
+  const encoder = new avro.streams.BlockEncoder(type, { codec: 'null', writeHeader: 'never', syncMarker: sync });
   let failure: { error: unknown } | undefined;
   const ended = pipeline(encoder, file).catch((error: unknown) => {
     failure ??= { error };
@@ -343,7 +367,7 @@ function topicSchemaWriter(file: WriteStream, writeMetadata: boolean, topicSchem
           const layoutKey = inRange.includes(key) ? inRange[inRange.length - 1]! : key;
           const [name, id] = [layoutKey.slice(0, layoutKey.lastIndexOf('@')), layoutKey.slice(layoutKey.lastIndexOf('@') + 1)];
           const layout = layoutOf(name, id, topic);
-          const avroFile = avroFileStream(layout.type, file);
+          const avroFile = avroFileStream(layout.type, layout.schemaText, file);
           chosen = { key: layoutKey, layout, covers: new Set(inRange.includes(key) ? inRange : [key]), avroFile };
         }
         const own = layoutOf(schemaName, revisionId, topic);

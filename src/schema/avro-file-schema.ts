@@ -3,6 +3,7 @@ import protobuf from 'protobufjs';
 import { FailedPreconditionError } from '../core/errors.js';
 import type { AvroRecord, AvroValue } from './avro-decoder.js';
 import { avroType } from './avro-types.js';
+import { jsonText, parseJsonText } from './json-text.js';
 import type { DecodedMessage } from './message-validation.js';
 import { enumTypeOf, hasPresence, mapKeyType, messageTypeOf, type ProtoMapKey, type ProtoMessage, type ProtoValue } from './proto-value.js';
 import type { CompiledSchema } from './schema-definition.js';
@@ -29,8 +30,10 @@ import type { CompiledSchema } from './schema-definition.js';
  * (optional, message, oneof member) -> a union with null, default null.
  */
 export interface AvroFileLayout {
-  /** The file's Avro schema, as avsc writes it in the header when given `type`. */
+  /** The file's Avro schema: `schemaText` read back (a long default beyond 2^53 as a bigint). */
   schema: avro.Schema;
+  /** The file's Avro schema as its header holds it: JSON text, a long default beyond 2^53 written exactly. */
+  schemaText: string;
   type: avro.Type;
   /** The value to append for one message (`metadata` exactly when the layout has metadata fields). */
   record(decoded: DecodedMessage, metadata?: MessageMetadata): unknown;
@@ -62,7 +65,7 @@ const METADATA_FIELDS = [...PUBSUB_METADATA_FIELDS, ...ORDERING_METADATA_FIELDS]
 
 export function avroFileLayout(schema: CompiledSchema, writeMetadata: boolean): AvroFileLayout {
   const base = schema.type === 'AVRO' ? { type: schema.avro, toRecord: (v: unknown) => v } : protoRecordLayout(schema.message);
-  if (!writeMetadata) return { schema: headerSchema(base.type), type: base.type, record: (decoded) => base.toRecord(decoded.value) };
+  if (!writeMetadata) return { ...headerSchema(base.type), type: base.type, record: (decoded) => base.toRecord(decoded.value) };
   const top = base.type;
   if (!(top instanceof avro.types.RecordType)) {
     throw new FailedPreconditionError(
@@ -76,7 +79,7 @@ export function avroFileLayout(schema: CompiledSchema, writeMetadata: boolean): 
     );
   const type = avroType(withMetadataFields(top));
   return {
-    schema: headerSchema(type),
+    ...headerSchema(type),
     type,
     record(decoded, metadata) {
       if (!metadata) throw new Error('this Avro layout has metadata fields; pass the message metadata');
@@ -145,18 +148,13 @@ function namedTypes(record: avro.types.RecordType): { nested: Set<avro.Type>; na
 }
 
 /**
- * The schema avsc writes in a file header for `type`. A `long` default beyond 2^53 (kept exact as a
- * bigint, see avro-types) has no exact JSON number: such a schema is refused rather than written rounded.
+ * The schema of a file header for `type`. A `long` default beyond 2^53 is a bigint (avro-types), which
+ * JSON.stringify (and so avsc's own header) refuses: jsonText writes it as the exact integer, as Avro's
+ * Java reader takes it.
  */
-function headerSchema(type: avro.Type): avro.Schema {
-  try {
-    return JSON.parse(JSON.stringify(type.schema({ exportAttrs: true }))) as avro.Schema;
-  } catch (e) {
-    if (!(e instanceof TypeError)) throw e;
-    throw new FailedPreconditionError(
-      'the topic schema has a long default beyond 2^53, which an Avro file header (JSON) cannot hold exactly',
-    );
-  }
+function headerSchema(type: avro.Type): { schema: avro.Schema; schemaText: string } {
+  const schemaText = jsonText(type.schema({ exportAttrs: true }));
+  return { schema: parseJsonText(schemaText) as unknown as avro.Schema, schemaText };
 }
 
 /** The Avro type of a protobuf message and the conversion of its decoded values. */

@@ -42,6 +42,23 @@ export function parseJsonText(text: string, options: { exactNumbers?: boolean } 
   return value;
 }
 
+/**
+ * JSON text of plain data that may hold bigints (a schema's `long` default past 2^53, as parseJsonText
+ * reads it): each written as its exact integer, where JSON.stringify throws. Otherwise as JSON.stringify
+ * writes it (undefined members left out, undefined in an array as null, toJSON honoured).
+ */
+export function jsonText(value: unknown): string {
+  if (typeof value === 'bigint') return value.toString();
+  if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function')
+    return jsonText((value as { toJSON(): unknown }).toJSON());
+  if (Array.isArray(value)) return `[${value.map((v: unknown) => (v === undefined ? 'null' : jsonText(v))).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const members = Object.entries(value).filter(([, v]) => v !== undefined);
+    return `{${members.map(([k, v]) => `${JSON.stringify(k)}:${jsonText(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
 /** A NumberText is an object to JavaScript, not to JSON: taken for one, `1.00000000000000000001` read as a STRUCT of NULLs. */
 export function isJsonObject(value: JsonValue | undefined): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof NumberText);

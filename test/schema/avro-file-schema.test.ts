@@ -237,12 +237,16 @@ describe('Avro files written with the topic schema (avroConfig.useTopicSchema)',
     expect(() => avroFileLayout(taken, true)).toThrow('NodeWithMetadata is taken');
   });
 
-  it('refuses a long default that a JSON file header cannot hold exactly', () => {
+  it('writes a long default beyond 2^53 exactly in the header schema, with and without metadata', () => {
     const big = compileSchema(
       'AVRO',
       '{"type": "record", "name": "R", "fields": [{"name": "n", "type": "long", "default": 9007199254740993}]}',
     );
-    expect(() => avroFileLayout(big, false)).toThrow('a long default beyond 2^53');
+    for (const writeMetadata of [false, true]) {
+      const layout = avroFileLayout(big, writeMetadata);
+      expect(layout.schemaText).toContain('{"name":"n","type":"long","default":9007199254740993}');
+      expect((layout.schema as { fields: Array<{ default?: unknown }> }).fields[0]!.default).toBe(9007199254740993n);
+    }
   });
 });
 
