@@ -3,7 +3,7 @@ import protobuf from 'protobufjs';
 import { FailedPreconditionError } from '../core/errors.js';
 import type { AvroRecord, AvroValue } from './avro-decoder.js';
 import { avroType } from './avro-types.js';
-import { jsonText, parseJsonText } from './json-text.js';
+import { isJsonObject, jsonText, parseJsonText } from './json-text.js';
 import type { DecodedMessage } from './message-validation.js';
 import { enumTypeOf, hasPresence, mapKeyType, messageTypeOf, type ProtoMapKey, type ProtoMessage, type ProtoValue } from './proto-value.js';
 import type { CompiledSchema } from './schema-definition.js';
@@ -65,7 +65,12 @@ const METADATA_FIELDS = [...PUBSUB_METADATA_FIELDS, ...ORDERING_METADATA_FIELDS]
 
 export function avroFileLayout(schema: CompiledSchema, writeMetadata: boolean): AvroFileLayout {
   const base = schema.type === 'AVRO' ? { type: schema.avro, toRecord: (v: unknown) => v } : protoRecordLayout(schema.message);
-  if (!writeMetadata) return { ...headerSchema(base.type), type: base.type, record: (decoded) => base.toRecord(decoded.value) };
+  if (!writeMetadata)
+    return {
+      ...headerSchema(base.type, schema.type === 'AVRO' ? schema.definition : undefined),
+      type: base.type,
+      record: (decoded) => base.toRecord(decoded.value),
+    };
   const top = base.type;
   if (!(top instanceof avro.types.RecordType)) {
     throw new FailedPreconditionError(
@@ -77,9 +82,10 @@ export function avroFileLayout(schema: CompiledSchema, writeMetadata: boolean): 
     throw new FailedPreconditionError(
       `the topic schema's field ${clash.name} has the name of a metadata field that avroConfig.writeMetadata adds`,
     );
-  const type = avroType(withMetadataFields(top));
+  const withMetadata = withMetadataFields(top);
+  const type = avroType(withMetadata.schema);
   return {
-    ...headerSchema(type),
+    ...headerSchema(type, schema.type === 'AVRO' && !withMetadata.recursive ? definitionWithMetadata(schema.definition, top) : undefined),
     type,
     record(decoded, metadata) {
       if (!metadata) throw new Error('this Avro layout has metadata fields; pass the message metadata');
@@ -109,7 +115,7 @@ export function avroFileLayout(schema: CompiledSchema, writeMetadata: boolean): 
  * matches the top-level records by name or by the reader's aliases. So the top-level record carries the
  * other name as an alias: `<name>` when renamed, `<name>WithMetadata` when not.
  */
-function withMetadataFields(top: avro.types.RecordType): avro.Schema {
+function withMetadataFields(top: avro.types.RecordType): { schema: avro.Schema; recursive: boolean } {
   const own = top.schema({ exportAttrs: true }) as { name: string; aliases?: string[]; fields: object[] };
   const named = namedTypes(top);
   const renamed = `${own.name}WithMetadata`;
@@ -119,12 +125,25 @@ function withMetadataFields(top: avro.types.RecordType): avro.Schema {
       `the topic schema's record ${own.name} contains itself, so the file's top-level record (with the metadata fields) needs another name, and ${renamed} is taken`,
     );
   // avsc takes a type where a schema is expected: the fields' types are the topic's own, not copies.
-  return {
+  const schema = {
     ...own,
     name: recursive ? renamed : own.name,
     aliases: [...(own.aliases ?? []), recursive ? own.name : renamed],
     fields: [...own.fields.map((f, i) => ({ ...f, type: top.fields[i]!.type })), ...METADATA_FIELDS],
   } as unknown as avro.Schema;
+  return { schema, recursive };
+}
+
+/**
+ * A non-recursive Avro topic record's definition as withMetadataFields lays it out: the metadata fields
+ * after its own, and `<name>WithMetadata` among its aliases. Undefined for a definition whose top level
+ * is not written as a record object (avsc's export is the header then).
+ */
+function definitionWithMetadata(definition: string, top: avro.types.RecordType): string | undefined {
+  const record = parseJsonText(definition);
+  if (!isJsonObject(record) || record.type !== 'record' || !Array.isArray(record.fields)) return undefined;
+  const aliases = Array.isArray(record.aliases) ? record.aliases : [];
+  return jsonText({ ...record, aliases: [...aliases, `${top.name!}WithMetadata`], fields: [...record.fields, ...METADATA_FIELDS] });
 }
 
 /** The named types (records, enums, fixed) reachable from a record's fields, and their full names. */
@@ -148,12 +167,16 @@ function namedTypes(record: avro.types.RecordType): { nested: Set<avro.Type>; na
 }
 
 /**
- * The schema of a file header for `type`. A `long` default beyond 2^53 is a bigint (avro-types), which
- * JSON.stringify (and so avsc's own header) refuses: jsonText writes it as the exact integer, as Avro's
- * Java reader takes it.
+ * The schema of a file header for `type`. An Avro topic schema's header is its definition (`definition`,
+ * with metadata as definitionWithMetadata makes it): "the output file will be serialized using the topic
+ * schema", and avsc's export of its type drops what avsc does not model — an enum's default, a logical
+ * type it does not know (`timestamp-nanos`), custom properties (`connect.name`) — which a reader of the
+ * file then missed. Otherwise (a protobuf topic schema's record, a recursive record with metadata) it is
+ * avsc's export. A `long` default beyond 2^53 is a bigint there (avro-types), which JSON.stringify (and
+ * so avsc's own header) refuses: jsonText writes it as the exact integer, as Avro's Java reader takes it.
  */
-function headerSchema(type: avro.Type): { schema: avro.Schema; schemaText: string } {
-  const schemaText = jsonText(type.schema({ exportAttrs: true }));
+function headerSchema(type: avro.Type, definition: string | undefined): { schema: avro.Schema; schemaText: string } {
+  const schemaText = definition ?? jsonText(type.schema({ exportAttrs: true }));
   return { schema: parseJsonText(schemaText) as unknown as avro.Schema, schemaText };
 }
 

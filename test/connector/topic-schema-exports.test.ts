@@ -471,6 +471,48 @@ describe('cloudStorageConfig.avroConfig.useTopicSchema', () => {
     expect(values).toEqual([{ id: 'a', n: 42n }]);
   });
 
+  it.each([false, true])(
+    "the file header is the topic schema as defined: an enum's default and a logical type avsc does not know are kept (writeMetadata %s)",
+    async (writeMetadata) => {
+      const reading = {
+        type: 'record',
+        name: 'Reading',
+        fields: [
+          { name: 'at', type: { type: 'long', logicalType: 'timestamp-nanos' } },
+          { name: 'level', type: { type: 'enum', name: 'Level', symbols: ['UNKNOWN', 'HIGH'], default: 'UNKNOWN' } },
+        ],
+      };
+      await env.core.schemas.create({
+        parent: 'projects/p',
+        schemaId: 'reading',
+        schema: { type: 'AVRO', definition: JSON.stringify(reading) },
+      });
+      await env.core.createTopic('readings', { schemaSettings: { schema: 'projects/p/schemas/reading', encoding: 'JSON' } });
+      const bucket = await s3.bucket();
+      await env.core.createSubscription('readings-to-files', {
+        topic: 'readings',
+        cloudStorageConfig: { bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', avroConfig: { useTopicSchema: true, writeMetadata } },
+      });
+      await env.exports.sync();
+      await env.core.publish('readings', [{ data: '{"at": 1700000000000000, "level": "HIGH"}' }]);
+      await waitFor('delivery', () => (env.exports.runner('readings-to-files')?.outstanding ?? 0) >= 1);
+      await env.exports.stop(); // finalizes the open file
+      const names = await s3.list(bucket);
+      expect(names).toHaveLength(1);
+      const decoder = new avro.streams.BlockDecoder();
+      let header: { fields: Array<{ name: string; type: unknown }> } | undefined;
+      decoder.on('metadata', (_type: avro.Type, _codec: string, h: { meta: Record<string, Buffer> }) => {
+        header = JSON.parse(h.meta['avro.schema']!.toString()) as typeof header;
+      });
+      const values: Record<string, unknown>[] = [];
+      decoder.on('data', (v: Record<string, unknown>) => values.push(v));
+      Readable.from([await s3.get(bucket, names[0]!)]).pipe(decoder);
+      await once(decoder, 'end');
+      expect(header!.fields.slice(0, 2)).toEqual(reading.fields);
+      expect(values).toEqual([expect.objectContaining({ at: 1700000000000000, level: 'HIGH' })]);
+    },
+  );
+
   it("a new revision starts a new file laid out by it; an older revision's message is resolved into that layout", async () => {
     const bucket = await s3.bucket();
     await env.core.createSubscription('source', { topic: 'orders', enableMessageOrdering: true });
