@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { JsonTextError, NumberText, parseJsonText } from '../../src/schema/json-text.js';
+import { jsonText, JsonTextError, NumberText, parseJsonText } from '../../src/schema/json-text.js';
 
 describe('json-text: strict JSON with exact 64-bit integers', () => {
   it('reads what JSON.parse reads, except that integers beyond 2^53 come back as exact bigints', () => {
@@ -11,6 +11,18 @@ describe('json-text: strict JSON with exact 64-bit integers', () => {
       }),
       { numRuns: 300 },
     );
+  });
+
+  it('jsonText writes what JSON.stringify writes, and bigints as their exact integers (read back by parseJsonText)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 4 }), (value) => {
+        expect(jsonText(value)).toBe(JSON.stringify(value));
+      }),
+      { numRuns: 300 },
+    );
+    const value = { n: -9223372036854775808n, list: [18446744073709551615n, 1, undefined], skipped: undefined, s: 'a"\u0000' };
+    expect(jsonText(value)).toBe('{"n":-9223372036854775808,"list":[18446744073709551615,1,null],"s":"a\\"\\u0000"}');
+    expect(parseJsonText(jsonText(value))).toEqual({ n: -9223372036854775808n, list: [18446744073709551615n, 1, null], s: 'a"\u0000' });
   });
 
   it('keeps integers beyond 2^53 exact as bigint, and others as numbers', () => {
