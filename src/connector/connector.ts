@@ -89,7 +89,8 @@ export class SinkBusyError extends Error {
  *   problem (the same batch is retried later on this connector).
  * - `flush(mode)`: for connectors that buffer. `'due'` (called about once a second, and after `notify`):
  *   finalize what a time limit says is due and report what finished meanwhile, without waiting for
- *   work in progress. `'all'` (shutdown, or the runner's budget is full): finalize everything and
+ *   work in progress. `'all'` (shutdown, the runner's budget is full, a seek, a message that came again
+ *   while an earlier delivery of it is held): finalize everything and
  *   resolve once all of it is reported. Both report buffered deliveries the same way as `write`.
  * - `close()`: release resources; called after a final `flush('all')`, after a failed `open()`, and after
  *   an unexpected error.

@@ -137,6 +137,14 @@ export class ExportRunner {
    * file a second time, out of order.
    */
   private readonly redelivered: string[] = [];
+  /**
+   * The subscription was sought: what the connector holds is finalized before anything the seek brings is
+   * written. The replay may bring a key's messages the sink never had (acked by an earlier seek, or from
+   * before the subscription existed) ahead of those its open file holds, and a seek forward skips a key's
+   * messages the file's range would otherwise span: either way a file's per-key sequence range would no
+   * longer be what it holds, and the sink would take messages it lacks for written.
+   */
+  private soughtFlushDue = false;
   private readonly consumer: SourceConsumer;
   /** The port to the subscription, once attached; inert once the subscription is deleted. */
   private handle?: DeliveryHandle;
@@ -213,6 +221,10 @@ export class ExportRunner {
           this.heldIds.set(m.message.messageId, copies + 1);
           this.pending.push(m);
         }
+        this.wake?.();
+      },
+      sought: () => {
+        this.soughtFlushDue = true;
         this.wake?.();
       },
     };
@@ -497,6 +509,10 @@ export class ExportRunner {
   }
 
   private nextOp(): Op | undefined {
+    if (this.soughtFlushDue) {
+      this.soughtFlushDue = false;
+      return { kind: 'flush', mode: 'all' };
+    }
     if (this.redelivered.length && this.connectorHasEarlierCopy(this.redelivered.splice(0))) return { kind: 'flush', mode: 'all' };
     if (this.pending.length) return { kind: 'write' };
     // Full of buffered messages: the connector must finalize what it holds, or nothing moves again.

@@ -48,6 +48,11 @@ export interface ConsumerSpec {
   room(): ConsumerRoom;
   deliver(batch: ReceivedMessage[]): void;
   /**
+   * A seek reset the subscription (called before anything it replays is delivered): a key's next
+   * deliveries may now come before, or skip past, what the consumer holds of it.
+   */
+  sought?(): void;
+  /**
    * The subscription was deleted (NOT_FOUND) or detached from its topic (FAILED_PRECONDITION): nothing more
    * arrives and the ack ids handed out are stale. `reason` is the error to end with.
    */

@@ -725,6 +725,7 @@ export class SubscriptionRuntime implements BacklogSink {
   /** Forgets what is in memory and reads the backlog again from `lowSeq` (seek); consumers stay attached. */
   reset(lowSeq: number, lastSeq: number): void {
     this.forget();
+    for (const c of this.consumers.values()) c.spec.sought?.();
     this.reader.reset(lowSeq, lastSeq);
     this.load();
   }

@@ -16,7 +16,7 @@ registerBuiltInConnectors();
 export async function openExport(
   dir: string,
   settings: Record<string, unknown> = {},
-  { start = true, runner = {} }: { start?: boolean; runner?: { stallMs?: number } } = {},
+  { start = true, runner = {} }: { start?: boolean; runner?: { stallMs?: number; maxBatchMessages?: number } } = {},
 ) {
   const core = await PubSubCore.open({
     store: SqliteStore.open(join(dir, 'store'), { durability: 'process' }),

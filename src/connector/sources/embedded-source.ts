@@ -43,6 +43,7 @@ export class EmbeddedSource implements ExportSource {
       keepAliveSeconds: Number.POSITIVE_INFINITY,
       room: () => consumer.room(),
       deliver: (batch) => consumer.deliver(batch),
+      sought: () => consumer.sought?.(),
     });
     return {
       get attached() {

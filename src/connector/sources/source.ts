@@ -34,6 +34,8 @@ export interface SourceConsumer {
   room(): ConsumerRoom;
   /** Deliveries, each key's in order; called again with more as they arrive. */
   deliver(batch: ReceivedMessage[]): void;
+  /** The subscription was sought (see ConsumerSpec.sought); only a source that knows of seeks calls it. */
+  sought?(): void;
 }
 
 /** The runner's port to its subscription. Inert (acks and nacks ignored) once `attached` is false. */
