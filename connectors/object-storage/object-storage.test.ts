@@ -10,6 +10,7 @@ import { queryDuckDb } from '../../src/duckdb/database.js';
 import { closedPort, tempDir } from '../../test/helpers/core.js';
 import { openExport, waitFor } from '../../test/helpers/export.js';
 import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
+import { exportTargetOf } from '../../src/job/export-target.js';
 import { auditObjects, auditSubscription } from './audit.js';
 import { parseObjectStorageConfig } from './config.js';
 import { parquetView } from './query-view.js';
@@ -442,6 +443,24 @@ describe('export to S3 (real HTTP server)', () => {
     for (const name of await s3.list(bucket)) files.push((await s3.get(bucket, name)).toString().trim().split('\n'));
     expect(files.flat().sort()).toEqual(['k0-0', 'k0-1', 'k0-2', 'k0-3', 'k0-4']);
     for (const lines of files) expect(lines).toEqual([...lines].sort());
+  });
+
+  it.each([
+    ['text', { textConfig: {} }],
+    ['Avro with metadata', { avroConfig: { writeMetadata: true } }],
+  ])('%s: the audit of a filtered subscription counts no gap its filter left in a key as missing', async (_, format) => {
+    const bucket = await s3.bucket();
+    await exportTo(bucket, format, { filter: 'attributes.region = "eu"' });
+    // Sequences 1..6 of k0; the filter takes 1, 3 and 5, so the objects hold those alone.
+    await env.core.publish(
+      'events',
+      keyed(6, 1).map((m, i) => ({ ...m, attributes: { region: i % 2 ? 'us' : 'eu' } })),
+    );
+    await finish(3);
+    const found = exportTargetOf(env.core, { dataDir: dir.path, objectStorage: s3.settings }, env.core.getSubscription('to-s3'))!;
+    const audit = await found.factory.audit!(found.target);
+    expect(audit.report).toMatchObject({ records: 3, missing: { count: 0 }, duplicates: { count: 0 }, objectErrors: { count: 0 } });
+    expect(audit.summary).toContain('the filter refused those messages');
   });
 
   it('rolls on maxMessages, and one large message may exceed maxBytes', async () => {

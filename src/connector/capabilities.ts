@@ -15,6 +15,11 @@ export interface ExportTarget<Config = unknown> {
   /** The same settings its connectors are given. */
   settings: ConnectorSettings;
   /**
+   * The subscription's filter, when it has one: each ordering key's sequences then skip the messages it
+   * refused (acked, never delivered), so a gap between a key's sequences in the sink is no loss.
+   */
+  filter?: string;
+  /**
    * Exported by a fleet of workers (a remote Pub/Sub subscription; see `ConnectorContext.fleet`): what they
    * wrote is described by the sink itself (a manifest in the bucket), not by this machine's files.
    */

@@ -15,6 +15,12 @@ export function exportTargetOf(
   return {
     factory,
     connector: section.connector,
-    target: { subscription: sub.name, identity: core.identity(sub.name), config: factory.parseConfig(section.config), settings },
+    target: {
+      subscription: sub.name,
+      identity: core.identity(sub.name),
+      config: factory.parseConfig(section.config),
+      settings,
+      ...(sub.filter ? { filter: sub.filter } : {}),
+    },
   };
 }
