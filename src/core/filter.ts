@@ -100,6 +100,15 @@ function unescape(src: string, at: number, stored: boolean): { text: string; end
 /** Characters a key may have outside a string literal (`attributes."a.b"` otherwise). */
 const BARE_KEY = /^[A-Za-z0-9_-]+$/;
 
+/**
+ * The message's value of attribute `key`, if it has one. Its own attributes only: `attributes[key]` also
+ * reads the object's prototype, so a key such as `constructor` or `toString` found a function on every
+ * message without it (`hasPrefix` then threw, failing the publish that offered the message).
+ */
+function attribute(attributes: Record<string, string>, key: string): string | undefined {
+  return Object.hasOwn(attributes, key) ? attributes[key] : undefined;
+}
+
 function fail(src: string, at: number, detail: string): InvalidArgumentError {
   return new InvalidArgumentError('filter', `${detail} at position ${at} in ${JSON.stringify(src)}`);
 }
@@ -171,7 +180,7 @@ export function parseFilter(src: string, { stored = false } = {}): Filter {
       expect(',');
       const prefix = str();
       expect(')');
-      return (a) => a[k] !== undefined && a[k].startsWith(prefix);
+      return (a) => attribute(a, k)?.startsWith(prefix) === true;
     }
     if (isWord(t, 'attributes') && tokens[pos + 1]?.text === ':') {
       pos += 2;
@@ -186,7 +195,7 @@ export function parseFilter(src: string, { stored = false } = {}): Filter {
     if (op?.text !== '=' && op?.text !== '!=') throw fail(src, op?.at ?? src.length, 'expected = or !=');
     pos++;
     const v = str();
-    return op.text === '=' ? (a) => a[k] === v : (a) => a[k] !== v;
+    return op.text === '=' ? (a) => attribute(a, k) === v : (a) => attribute(a, k) !== v;
   };
   const factor = (): Filter => {
     const t = peek();

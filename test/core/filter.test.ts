@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseFilter } from '../../src/core/filter.js';
+import { openCore, pullAndAck, settle, tempDir } from '../helpers/core.js';
 
 describe('subscription filter', () => {
   const cases: [string, Record<string, string>, boolean][] = [
@@ -37,6 +38,12 @@ describe('subscription filter', () => {
     [String.raw`attributes.k = "a\"b\\c\n"`, { k: 'a"b\\c\n' }, true],
     [String.raw`attributes.k = 'it\'s'`, { k: "it's" }, true],
     ['', {}, true],
+    // A key that names a member of Object.prototype is an attribute like any other.
+    ['hasPrefix(attributes.constructor, "f")', { k: 'v' }, false],
+    ['hasPrefix(attributes.constructor, "f")', { constructor: 'fx' }, true],
+    ['hasPrefix(attributes.toString, "")', {}, false],
+    ['attributes.valueOf = "x"', { valueOf: 'x' }, true],
+    ['attributes.constructor != "x"', {}, true],
   ];
   it.each(cases)('%s on %j -> %s', (filter, attrs, expected) => {
     expect(parseFilter(filter)(attrs)).toBe(expected);
@@ -95,5 +102,26 @@ describe('subscription filter', () => {
     const base = 'attributes:';
     expect(() => parseFilter(base + 'k'.repeat(256 - base.length))).not.toThrow();
     expect(() => parseFilter(base + 'k'.repeat(257 - base.length))).toThrow('filter: must be at most 256 bytes, got 257');
+  });
+});
+
+describe('a filtered subscription in the core', () => {
+  it('a filter on an attribute named like a member of Object.prototype neither fails the publish nor the other subscriptions', async () => {
+    const dir = tempDir();
+    const { core } = await openCore(dir.path);
+    try {
+      await core.createTopic('events');
+      await core.createSubscription('picky', { topic: 'events', filter: 'hasPrefix(attributes.constructor, "f")' });
+      await core.createSubscription('all', { topic: 'events' });
+      // The first message has no `constructor` attribute: its publish answered INTERNAL, after it was stored.
+      await core.publish('events', [{ data: 'plain', attributes: { k: 'v' } }]);
+      await core.publish('events', [{ data: 'match', attributes: { constructor: 'fx' } }]);
+      await settle(core);
+      expect(await pullAndAck(core, 'picky')).toEqual(['match']);
+      expect((await pullAndAck(core, 'all')).sort()).toEqual(['match', 'plain']);
+    } finally {
+      await core.close();
+      dir.remove();
+    }
   });
 });
