@@ -115,7 +115,7 @@ export class PubSubCore {
   private readonly stoppedPushers = new Set<PushDelivery>();
   private readonly events: SubscriptionEvents;
   private readonly validators = new Set<SubscriptionValidator>();
-  /** Messages published per topic name since start (for metrics). */
+  /** Messages published per existing topic since start (for metrics). */
   readonly published = new Map<string, number>();
   private sequences!: SequenceAllocator;
   /** Highest seq handed to the subscriptions; compaction must not pass it. */
@@ -318,6 +318,8 @@ export class PubSubCore {
     const rec = this.topicRecord(ref);
     await this.store.deleteTopic(rec.uid);
     this.topics.delete(rec.name);
+    // Its publish count goes too: /metrics listed every topic ever deleted (a series and a map entry each, for good).
+    this.published.delete(rec.name);
     await this.iam.drop(rec.name);
   }
 

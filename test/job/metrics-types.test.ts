@@ -117,3 +117,27 @@ it('serves /metrics and /status whatever query string a scraper adds (a scrape c
     await core.close();
   }
 });
+
+it('drops a deleted topic from orderly_published_total: topics created and deleted do not pile up series', async () => {
+  const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')) });
+  const exports = new ExportManager({ core, settings: { dataDir: dir.path }, logger: createLogger({ level: 'silent' }) });
+  const metrics = await serveMetrics(core, exports, '127.0.0.1', 0);
+  try {
+    for (const topic of ['kept', 'gone-1', 'gone-2']) {
+      await core.createTopic(topic);
+      await core.publish(topic, [{ data: Buffer.from('a') }]);
+    }
+    await core.deleteTopic('gone-1');
+    await core.deleteTopic('gone-2');
+    // Created again under a deleted name, it counts from zero.
+    await core.createTopic('gone-2');
+
+    const text = await (await fetch(`${metrics.url}/metrics`)).text();
+    const series = text.split('\n').filter((line) => line.startsWith('orderly_published_total{'));
+    expect(series).toEqual(['orderly_published_total{topic="kept"} 1']);
+  } finally {
+    await metrics.close();
+    await exports.stop();
+    await core.close();
+  }
+});
