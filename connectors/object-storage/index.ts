@@ -3,9 +3,17 @@ import { lazyConnector } from '../../src/connector/lazy-connector.js';
 import type { ConnectorFactory } from '../../src/connector/registry.js';
 import type { SettingsSection } from '../../src/connector/settings-section.js';
 import { parseObjectStorageConfig, type ObjectStorageConfig } from './config.js';
+import { s3EndpointProblem } from './s3-endpoint.js';
 
 const objectStorageSettings = z.strictObject({
-  endpoint: z.string().optional(),
+  endpoint: z
+    .string()
+    .optional()
+    .superRefine((endpoint, ctx) => {
+      // Empty is unset (an unset variable substituted), as s3Connection reads it.
+      const problem = endpoint ? s3EndpointProblem(endpoint) : undefined;
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    }),
   region: z.string().optional(),
   accessKeyId: z.string().optional(),
   secretAccessKey: z.string().optional(),

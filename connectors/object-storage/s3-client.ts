@@ -3,6 +3,8 @@ import type { FinalizeRequestMiddleware } from '@smithy/types';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { webcrypto } from 'node:crypto';
 import type { SubscriptionState } from '../../src/core/consumer.js';
+import { InvalidArgumentError } from '../../src/core/errors.js';
+import { s3EndpointProblem } from './s3-endpoint.js';
 
 /** Where and how to reach S3/MinIO: from the job file, else the standard environment variables. */
 export interface S3Connection {
@@ -21,7 +23,14 @@ const DEFAULT_IDLE_TIMEOUT_SECONDS = 30;
 export function s3Connection(settings: Record<string, unknown> | undefined, env: NodeJS.ProcessEnv = process.env): S3Connection {
   const s = settings ?? {};
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
-  const endpoint = str(s.endpoint) ?? env.S3_ENDPOINT ?? env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL;
+  const [endpoint, from] = firstSet([
+    [str(s.endpoint), 'objectStorage.endpoint'],
+    [env.S3_ENDPOINT, 'S3_ENDPOINT'],
+    [env.AWS_ENDPOINT_URL_S3, 'AWS_ENDPOINT_URL_S3'],
+    [env.AWS_ENDPOINT_URL, 'AWS_ENDPOINT_URL'],
+  ]);
+  const problem = endpoint === undefined ? undefined : s3EndpointProblem(endpoint);
+  if (problem) throw new InvalidArgumentError(from, problem);
   return {
     endpoint,
     region: str(s.region) ?? env.S3_REGION ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION ?? 'us-east-1',
@@ -31,6 +40,11 @@ export function s3Connection(settings: Record<string, unknown> | undefined, env:
     forcePathStyle: typeof s.forcePathStyle === 'boolean' ? s.forcePathStyle : endpoint !== undefined,
     idleTimeoutSeconds: typeof s.idleTimeoutSeconds === 'number' ? s.idleTimeoutSeconds : DEFAULT_IDLE_TIMEOUT_SECONDS,
   };
+}
+
+/** The first value given, and where it came from (for an error naming the setting). */
+function firstSet(candidates: [string | undefined, string][]): [string | undefined, string] {
+  return candidates.find(([value]) => value !== undefined) ?? [undefined, candidates[0]![1]];
 }
 
 /** SigV4's header naming the payload's SHA-256 (or UNSIGNED-PAYLOAD). */
