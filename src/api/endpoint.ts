@@ -15,8 +15,11 @@ import { bearerCheck, bearerInterceptor } from './bearer-auth.js';
 import { checkExposure, isLoopback } from './exposure.js';
 import { pubsubServices } from './grpc-server.js';
 import { restHandler } from './rest-handler.js';
+import { RestRequests } from './rest-requests.js';
 
 const HTTP2_PREFACE = 'PRI * HTTP/2.0';
+/** How long a stopping endpoint lets unary calls and REST requests in flight finish before it cuts them. */
+const SHUTDOWN_GRACE_MS = 2_000;
 
 export interface EndpointOptions {
   host: string;
@@ -61,6 +64,7 @@ export async function startPubsubEndpoint(core: PubSubCore, options: EndpointOpt
     logger,
   );
   const injector = grpcServer.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+  const rest = new RestRequests(restHandler(core, { authorization: check, logger }));
   const http = createHttpServer(
     {
       requestTimeout: REST_REQUEST_TIMEOUT_MS,
@@ -68,7 +72,7 @@ export async function startPubsubEndpoint(core: PubSubCore, options: EndpointOpt
       keepAliveTimeout: idleMs,
       connectionsCheckingInterval: Math.min(idleMs / 2, 30_000),
     },
-    restHandler(core, { authorization: check, logger }),
+    rest.handle,
   );
   // Requests the HTTP parser refuses (or that time out before their head is complete) get Google's JSON
   // error body too, then the connection ends.
@@ -118,22 +122,22 @@ export async function startPubsubEndpoint(core: PubSubCore, options: EndpointOpt
     port: bound,
     async close() {
       listener.close();
+      http.closeIdleConnections();
+      // Streaming pulls never end by themselves: they end now with UNAVAILABLE, which clients retry
+      // (their messages stay leased until they expire and are delivered again). Unary calls and REST
+      // requests in flight get a moment to finish (a publish is answered once stored: cut, its client
+      // would publish it again), then the rest are cut.
+      endStreams();
+      const grpcDone = new Promise<void>((resolve) => grpcServer.tryShutdown(() => resolve()));
+      let force: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all([grpcDone, rest.stop()]),
+        new Promise<void>((resolve) => (force = setTimeout(resolve, SHUTDOWN_GRACE_MS))),
+      ]);
+      clearTimeout(force);
+      grpcServer.forceShutdown();
       http.closeAllConnections();
       http.close();
-      // Streaming pulls never end by themselves: they end now with UNAVAILABLE, which clients retry
-      // (their messages stay leased until they expire and are delivered again). Unary calls in flight
-      // get a moment to finish, then the rest are cut.
-      endStreams();
-      await new Promise<void>((resolve) => {
-        const force = setTimeout(() => {
-          grpcServer.forceShutdown();
-          resolve();
-        }, 2_000);
-        grpcServer.tryShutdown(() => {
-          clearTimeout(force);
-          resolve();
-        });
-      });
     },
   };
 }
