@@ -30,7 +30,8 @@ export interface EndpointOptions {
   allowRemote?: boolean;
   /**
    * A connection that does nothing this long is closed: silent before its first bytes, with an
-   * unfinished HTTP request head, idle between HTTP requests, or with no gRPC call running.
+   * unfinished HTTP request head, idle between HTTP requests, not reading a REST answer, or with no gRPC
+   * call running.
    */
   idleTimeoutSeconds?: number;
   /** Connections open at once; more are refused (default MAX_CONNECTIONS). */
@@ -64,7 +65,7 @@ export async function startPubsubEndpoint(core: PubSubCore, options: EndpointOpt
     logger,
   );
   const injector = grpcServer.createConnectionInjector(grpc.ServerCredentials.createInsecure());
-  const rest = new RestRequests(restHandler(core, { authorization: check, logger }));
+  const rest = new RestRequests(restHandler(core, { authorization: check, idleTimeoutMs: idleMs, logger }));
   const http = createHttpServer(
     {
       requestTimeout: REST_REQUEST_TIMEOUT_MS,

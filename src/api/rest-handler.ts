@@ -39,6 +39,8 @@ class Refused extends Error {
 export interface RestOptions {
   /** When set, every request's Authorization header must pass it. */
   authorization?: (header: string | undefined) => boolean;
+  /** A connection whose client takes none of its answer for this long is closed (default: never). */
+  idleTimeoutMs?: number;
   logger?: Logger;
 }
 
@@ -94,6 +96,10 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     res
       .writeHead(200, { 'content-type': 'application/json; charset=utf-8' })
       .end(pretty === 'true' ? JSON.stringify(response, null, 2) : JSON.stringify(response));
+    // An answer the socket could not take whole (a pull's, up to ~12 MB of JSON) waits in memory for the
+    // client to read it: one that never reads held it for good, and pulled again on more connections once
+    // the leases expired. Node puts its own keep-alive timeout in place once the answer is sent.
+    if (!res.writableFinished && options.idleTimeoutMs) req.socket.setTimeout(options.idleTimeoutMs);
   };
 
   return (req, res) => {

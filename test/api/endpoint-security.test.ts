@@ -438,6 +438,36 @@ describe('idle connections are closed (issue #9.6)', () => {
     for (const ms of kept) expect(ms).toBeGreaterThanOrEqual(900);
   });
 
+  it('a REST client that does not read its answer is closed after the idle timeout (it held a pull of megabytes for good)', async () => {
+    const api = rawPubsubClients(server.host);
+    try {
+      const topic = 'projects/unread/topics/unread-topic';
+      const subscription = 'projects/unread/subscriptions/unread-sub';
+      await api.pub('createTopic', { name: topic });
+      await api.sub('createSubscription', { name: subscription, topic });
+      // A pull answer of ~12 MB of JSON: more than the socket takes at once.
+      for (let i = 0; i < 9; i++) await api.pub('publish', { topic, messages: [{ data: Buffer.alloc(1_000_000, i) }] });
+      const socket = connect(server.port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      socket.pause();
+      const pull = JSON.stringify({ maxMessages: 100, returnImmediately: true });
+      socket.write(
+        `POST /v1/${subscription}:pull HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${pull.length}\r\n\r\n${pull}`,
+      );
+      // Several idle timeouts without reading; then a second request on the connection, and everything read.
+      await new Promise((r) => setTimeout(r, 3_000));
+      socket.write('GET /v1/projects/unread/topics HTTP/1.1\r\nHost: x\r\n\r\n');
+      let received = '';
+      socket.on('data', (c: Buffer) => (received += c.toString('latin1')));
+      socket.resume();
+      await new Promise((resolve) => socket.on('close', resolve));
+      // The connection was closed while the answer waited: the second request was never answered.
+      expect(received).not.toContain('"topics"');
+    } finally {
+      api.close();
+    }
+  });
+
   it('work in progress is not idle: a streaming pull and a REST long poll outlive the timeout', async () => {
     const api = rawPubsubClients(server.host);
     try {
