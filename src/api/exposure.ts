@@ -4,6 +4,9 @@ import { OrderlyError } from '../core/errors.js';
 /** Tokens shorter than this are refused: the endpoint may face a network, where short tokens can be guessed. */
 export const MIN_TOKEN_LENGTH = 16;
 
+/** What an `authorization: Bearer <token>` header (and gRPC metadata) can carry as one token: visible ASCII, no spaces. */
+const TOKEN_CHARACTERS = /^[\x21-\x7e]+$/;
+
 /** Whether `host` is a loopback address: only the same machine can connect. Names other than localhost count as remote. */
 export function isLoopback(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, '').toLowerCase();
@@ -35,6 +38,13 @@ export interface Exposure {
 export function checkExposure(e: Exposure, flags: { allowRemote: string; authToken: string }): void {
   if (e.authToken !== undefined && e.authToken.length < MIN_TOKEN_LENGTH) {
     throw new OrderlyError('INVALID_ARGUMENT', `${flags.authToken}: the token must be at least ${MIN_TOKEN_LENGTH} characters long`);
+  }
+  // A token with a space (or a character a header cannot carry) was taken, and then no call could send it: every one was 401.
+  if (e.authToken !== undefined && !TOKEN_CHARACTERS.test(e.authToken)) {
+    throw new OrderlyError(
+      'INVALID_ARGUMENT',
+      `${flags.authToken}: the token must be printable ASCII without spaces, as "authorization: Bearer <token>" carries it (e.g. openssl rand -hex 24)`,
+    );
   }
   if (isLoopback(e.host)) return;
   if (!e.allowRemote || !e.authToken) {

@@ -40,6 +40,11 @@ describe('the endpoint off loopback needs an opt-in and a token (issue #9.6)', (
       const shortToken = await orderly(['serve', '--auth-token', 'short', '--port', '0', '--data-dir', dir.path]);
       expect(shortToken.code).toBe(2);
       expect(shortToken.out).toContain('at least 16 characters');
+      // No header can carry a token with a space: it was taken, and every call was then 401, the right token too.
+      const spaced = await orderly(['serve', '--port', '0', '--data-dir', dir.path], { ORDERLY_TOKEN: 'correct horse battery staple' });
+      expect(spaced.code).toBe(2);
+      expect(spaced.out).toContain('ORDERLY_TOKEN: the token must be printable ASCII without spaces');
+      expect(spaced.out).not.toContain('correct horse');
     } finally {
       dir.remove();
     }
