@@ -114,7 +114,12 @@ export function streamingPull(
       get ackDeadlineSeconds() {
         return deadlineSeconds;
       },
-      room: () => ({ messages: maxMessages - opened.outstanding(), bytes: maxBytes - opened.outstandingBytes() }),
+      // A client that does not read leaves its responses in the stream's buffer: none more until it drains.
+      // Each lease that expired meanwhile came again on the same stream and was buffered again, without end.
+      room: () =>
+        call.writableNeedDrain
+          ? { messages: 0, bytes: 0 }
+          : { messages: maxMessages - opened.outstanding(), bytes: maxBytes - opened.outstandingBytes() },
       deliver: (batch: ReceivedMessage[]) => {
         const properties = { exactlyOnce: opened.spec.enableExactlyOnceDelivery, ordering: opened.spec.enableMessageOrdering };
         for (const response of responses(batch)) call.write(encodeDeliveries(response, properties));
@@ -174,6 +179,7 @@ export function streamingPull(
       fail(e);
     }
   });
+  call.on('drain', () => handle?.kick());
   call.on('end', () => {
     close();
     if (!ended) call.end();
