@@ -343,6 +343,11 @@ export class BacklogReader {
   }
 
   /** The lowest seq still in the store that this subscription has not taken into memory, if any. */
+  /** The last seq looked at: every message of the topic up to it was taken, skipped, or left to its key's overflow. */
+  get lookedAt(): number {
+    return this.cursor;
+  }
+
   lowestUnread(): number | undefined {
     let low = this.behind ? this.cursor + 1 : undefined;
     for (const o of this.overflow.values()) if (low === undefined || o.fromSeq < low) low = o.fromSeq;

@@ -682,12 +682,28 @@ export class PubSubCore {
     // nothing": the seek went through and made every retained message unacked.
     if (!Number.isFinite(at))
       throw new InvalidArgumentError('time', `must be a valid Date or milliseconds since the epoch, got ${String(time)}`);
-    // A compaction in flight would raise the watermark the seek lowers.
-    await this.compacting;
-    // The store waits for queued acks to land first; deliveries still out are forgotten by reset, so an
-    // ack arriving during the seek finds its lease gone instead of undoing the replay.
-    const lowSeq = await this.store.seek(this.record(rt), at, this.retainedAcks(rt));
-    rt.reset(lowSeq, this.sequences.last);
+    // The store waits for queued acks to land first; deliveries still out end now (suspendForSeek).
+    await this.seeking(rt, async () => {
+      // A compaction in flight would raise the watermark the seek lowers.
+      await this.compacting;
+      return this.store.seek(this.record(rt), at, this.retainedAcks(rt));
+    });
+  }
+
+  /**
+   * Runs a seek of `rt` in the store (`seek` resolves with the seq the backlog is read again from, or
+   * undefined if the seek's target is gone): the leases out end as it begins, so no ack that arrives
+   * meanwhile lands after it. A seek that fails reads the backlog again from where it was.
+   */
+  private async seeking(rt: SubscriptionRuntime, seek: () => Promise<number | undefined>): Promise<boolean> {
+    const resumeFrom = rt.suspendForSeek();
+    let lowSeq: number | undefined;
+    try {
+      lowSeq = await seek();
+    } finally {
+      rt.reset(lowSeq ?? resumeFrom, this.sequences.last);
+    }
+    return lowSeq !== undefined;
   }
 
   /**
@@ -718,10 +734,11 @@ export class PubSubCore {
         `snapshot ${snapshot.name} is of topic ${this.topicNameOf(snapshot.topicUid)} and subscription ${rt.name} of ${this.describeSpec(rt).topic}: a subscription can only seek to a snapshot of its own topic`,
       );
     }
-    await this.compacting;
-    const lowSeq = await this.store.seekToSnapshot(this.record(rt), snapshot.uid);
-    if (lowSeq === undefined) throw new NotFoundError('Snapshot', snapshot.name);
-    rt.reset(lowSeq, this.sequences.last);
+    const found = await this.seeking(rt, async () => {
+      await this.compacting;
+      return this.store.seekToSnapshot(this.record(rt), snapshot.uid);
+    });
+    if (!found) throw new NotFoundError('Snapshot', snapshot.name);
   }
 
   /**

@@ -722,6 +722,19 @@ export class SubscriptionRuntime implements BacklogSink {
     };
   }
 
+  /**
+   * A seek begins: every lease ends and what is in memory is dropped now, not when the seek is done
+   * (`reset`). An ack arriving while the store seeks finds its lease gone; accepted, its write would land
+   * after the seek's and undo the replay of that message (an exactly-once subscription reported it acked).
+   * Returns the cursor to read the backlog again from (`reset`) should the seek fail.
+   */
+  suspendForSeek(): number {
+    const low = this.lowestHeldSeq();
+    const resumeFrom = low === undefined ? this.reader.lookedAt : low - 1;
+    this.forget();
+    return resumeFrom;
+  }
+
   /** Forgets what is in memory and reads the backlog again from `lowSeq` (seek); consumers stay attached. */
   reset(lowSeq: number, lastSeq: number): void {
     this.forget();
