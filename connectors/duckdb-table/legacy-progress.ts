@@ -22,7 +22,7 @@ export async function adoptNameKeyedProgress(connection: DuckDBConnection, subsc
     const params = [subscription.uid, subscription.name];
     if (legacy.has(NAME_KEYED_PROGRESS)) {
       await connection.run(
-        `INSERT INTO ${PROGRESS_TABLE} SELECT $1, subscription, ordering_key, last_sequence FROM ${NAME_KEYED_PROGRESS} WHERE subscription = $2`,
+        `INSERT INTO ${PROGRESS_TABLE} (subscription_uid, subscription, ordering_key, last_sequence) SELECT $1, subscription, ordering_key, last_sequence FROM ${NAME_KEYED_PROGRESS} WHERE subscription = $2`,
         params,
       );
       await connection.run(`DELETE FROM ${NAME_KEYED_PROGRESS} WHERE subscription = $1`, [subscription.name]);

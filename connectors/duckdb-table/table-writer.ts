@@ -126,7 +126,7 @@ export class DuckDbTableWriter implements Connector {
           if (this.context.identity.adoptsNameKeyedProgress) await adoptNameKeyedProgress(connection, this.subscription);
         });
         this.progress = await ProgressLog.load(connection, this.subscription);
-        for (const [key, last] of this.progress.lastSequences()) this.filter.addRange(key, 1, last);
+        for (const [key, first, last] of this.progress.ranges()) this.filter.addRange(key, first, last);
       } catch (e) {
         connection.closeSync();
         throw e;
@@ -392,17 +392,22 @@ export class DuckDbTableWriter implements Connector {
   /** Rows, progress markers and written ids in one transaction. */
   private async commit(pending: Pending[]): Promise<void> {
     const connection = this.connection!;
-    const progress = new Map<string, number>();
+    // Per key, the lowest and highest sequence the batch writes.
+    const progress = new Map<string, [number, number]>();
     const ids: { id: string; publishTime: Date }[] = [];
     for (const { em } of pending) {
       const mark = this.filter.mark(em.message);
-      if (mark.by === 'sequence') progress.set(mark.key, Math.max(progress.get(mark.key) ?? 0, mark.sequence));
-      else ids.push({ id: mark.id, publishTime: em.message.publishTime });
+      if (mark.by === 'id') ids.push({ id: mark.id, publishTime: em.message.publishTime });
+      else {
+        const span = progress.get(mark.key);
+        if (!span) progress.set(mark.key, [mark.sequence, mark.sequence]);
+        else span[1] = Math.max(span[1], mark.sequence);
+      }
     }
     await connection.run('BEGIN TRANSACTION');
     let appender: DuckDBAppender | undefined;
     const versions = new Map<string, string>();
-    let progressCommitted: () => void;
+    let recorded: Awaited<ReturnType<ProgressLog['append']>>;
     const slicer = new LoopSlicer();
     try {
       if (this.computed.length)
@@ -435,7 +440,7 @@ export class DuckDbTableWriter implements Connector {
       appender = undefined;
       if (changes.length) await this.cdc.apply(connection, this.mapper!, changes, versions);
       await this.cdc.saveVersions(connection, versions);
-      progressCommitted = await this.progress!.append(connection, progress);
+      recorded = await this.progress!.append(connection, progress);
       await this.writtenIds.append(ids);
       await connection.run('COMMIT');
     } catch (e) {
@@ -450,8 +455,8 @@ export class DuckDbTableWriter implements Connector {
       await connection.run('ROLLBACK').catch(() => undefined);
       throw e;
     }
-    progressCommitted();
-    for (const [key, seq] of progress) this.filter.addRange(key, 1, seq);
+    recorded.committed();
+    for (const [key, [first, last]] of recorded.recorded) this.filter.addRange(key, first, last);
     this.counters.rowsAppended += pending.length;
   }
 

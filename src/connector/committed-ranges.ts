@@ -24,6 +24,20 @@ export class CommittedRanges {
     list.splice(i, j - i, [lo, hi]);
   }
 
+  /** The key's highest range. */
+  last(key: string): readonly [number, number] | undefined {
+    return this.ranges.get(key)?.at(-1);
+  }
+
+  /** How many keys hold ranges. */
+  get keys(): number {
+    return this.ranges.size;
+  }
+
+  *entries(): Generator<[key: string, first: number, last: number]> {
+    for (const [key, list] of this.ranges) for (const [first, last] of list) yield [key, first, last];
+  }
+
   has(key: string, sequence: number): boolean {
     const list = this.ranges.get(key);
     if (!list) return false;
