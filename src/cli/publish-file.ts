@@ -1,5 +1,5 @@
 import { Presets, SingleBar } from 'cli-progress';
-import { createReadStream, readFileSync, statSync } from 'node:fs';
+import { createReadStream, statSync, type ReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { OrderlyError } from '../core/errors.js';
 import { inputSize, type MessageInput } from '../core/message.js';
@@ -47,21 +47,15 @@ function refusesTheLine(e: unknown): boolean {
 export async function publishFile(publish: PublishBatch, o: PublishFileOptions): Promise<PublishFileReport> {
   const report: PublishFileReport = { published: 0, refused: [] };
   // Node's own EISDIR does not say which path.
-  if (o.file !== '-' && statSync(o.file, { throwIfNoEntry: false })?.isDirectory())
-    throw new OrderlyError('INVALID_ARGUMENT', `--file: ${o.file} is a directory, not a JSONL file`);
-  const total =
-    o.file === '-'
-      ? 0
-      : readFileSync(o.file, 'utf8')
-          .split('\n')
-          .filter((l) => l.trim()).length;
-  const bar =
-    o.progress && total
-      ? new SingleBar({ format: 'publish [{bar}] {value}/{total} lines', hideCursor: true, stream: process.stderr }, Presets.shades_classic)
-      : undefined;
-  bar?.start(total, 0);
+  const stat = o.file === '-' ? undefined : statSync(o.file, { throwIfNoEntry: false });
+  if (stat?.isDirectory()) throw new OrderlyError('INVALID_ARGUMENT', `--file: ${o.file} is a directory, not a JSONL file`);
+  // The file is read once, as it is published: a pipe (`--file <(...)`, a FIFO) cannot be read twice (a
+  // first pass counting its lines took them all, and "published 0" followed), and a file over 512 MiB
+  // cannot be held as one string. The progress is the share of the file's bytes read, when it has a size.
+  const file = o.file === '-' ? undefined : createReadStream(o.file);
+  const bar = o.progress && file && stat?.isFile() && stat.size > 0 ? progressBar(stat.size, file, report) : undefined;
   try {
-    await publishLines(publish, o, report, bar);
+    await publishLines(publish, file ?? process.stdin, o, report, bar?.update);
   } finally {
     bar?.stop();
   }
@@ -69,7 +63,28 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
   return report;
 }
 
-async function publishLines(publish: PublishBatch, o: PublishFileOptions, report: PublishFileReport, bar?: SingleBar): Promise<void> {
+/** A bar on stderr: the share of the file's bytes read, and the lines published and refused so far. */
+function progressBar(size: number, file: ReadStream, report: PublishFileReport) {
+  const bar = new SingleBar(
+    {
+      format: 'publish [{bar}] {percentage}% of {size} | {published} published, {refused} refused',
+      hideCursor: true,
+      stream: process.stderr,
+    },
+    Presets.shades_classic,
+  );
+  const counts = () => ({ published: report.published, refused: report.refused.length });
+  bar.start(size, 0, { size: `${(size / 1024 / 1024).toFixed(1)} MiB`, ...counts() });
+  return { update: () => bar.update(file.bytesRead, counts()), stop: () => bar.stop() };
+}
+
+async function publishLines(
+  publish: PublishBatch,
+  input: NodeJS.ReadableStream,
+  o: PublishFileOptions,
+  report: PublishFileReport,
+  progress?: () => void,
+): Promise<void> {
   // A publish request holds one ordering key's messages, as Pub/Sub requires (a request of mixed keys is
   // refused), so lines are batched per key; each key's batches go out in line order.
   const batches = new Map<string, { line: number; message: MessageInput }[]>();
@@ -104,7 +119,7 @@ async function publishLines(publish: PublishBatch, o: PublishFileOptions, report
         }
       }
     }
-    bar?.update(report.published + report.refused.length);
+    progress?.();
   };
   const flushAll = async () => {
     const keys = [...batches.keys()];
@@ -115,7 +130,6 @@ async function publishLines(publish: PublishBatch, o: PublishFileOptions, report
     };
     await Promise.all(Array.from({ length: Math.min(PARALLEL_REQUESTS, keys.length) }, lane));
   };
-  const input = o.file === '-' ? process.stdin : createReadStream(o.file);
   let lineNo = 0;
   for await (const text of createInterface({ input, crlfDelay: Infinity })) {
     lineNo++;

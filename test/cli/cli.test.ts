@@ -280,6 +280,30 @@ describe('orderly CLI', () => {
     }
   }, 120_000);
 
+  it("publish --file of a pipe (a FIFO, /dev/stdin, a shell's <(...)) publishes every line of it", async () => {
+    const dir = tempDir();
+    try {
+      const job = join(dir.path, 'job.yaml');
+      writeFileSync(job, stringify({ dataDir: './data', topics: [{ name: 'events' }] }));
+      // A pipe is read once: a first pass that counted its lines (for the progress bar) took them all. (A
+      // shell's pipe: Node's own child stdio is a socket, which /dev/stdin cannot open.)
+      const { stdout } = await exec(
+        'sh',
+        [
+          '-c',
+          'printf \'{"n":1}\\n{"n":2}\\n{"n":3}\\n\' | "$0" "$1" publish "$2" --topic events --file /dev/stdin --json',
+          process.execPath,
+          bin,
+          job,
+        ],
+        { encoding: 'utf8', timeout: 60_000 },
+      );
+      expect(JSON.parse(stdout)).toEqual({ published: 3, refused: [] });
+    } finally {
+      dir.remove();
+    }
+  }, 60_000);
+
   it('run: a metrics port in use fails the start with the reason, and leaves the data directory free', async () => {
     const dir = tempDir();
     const taken = createServer();
