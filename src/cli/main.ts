@@ -1,5 +1,6 @@
 import { Command, CommanderError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { resolve } from 'node:path';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { hostPort, isLoopback, localHostPort, tokenFromEnvironment } from '../api/exposure.js';
@@ -147,15 +148,28 @@ export async function main(argv: string[]): Promise<number> {
         const publish: PublishBatch = runtime
           ? (messages) => runtime.core.publish(topic, messages)
           : (messages) => publishOverRest(running!.endpoint!, topic, messages, job.endpoint?.authToken ?? tokenFromEnvironment());
+        // Ctrl-C (or a supervisor's SIGTERM) had killed the process mid-file: no count, no line to go on from,
+        // and the store left unclosed. Now it stops reading, publishes what it read, and says up to which line;
+        // a second signal ends the process at once (its default, the listener being gone).
+        const stop = new AbortController();
+        const onStop = (signal: NodeJS.Signals) => stop.abort(signal);
+        for (const signal of PUBLISH_STOP_SIGNALS) process.once(signal, onStop);
         try {
-          const report = await publishFile(publish, { ...o, progress: !o.json && process.stderr.isTTY });
+          const report = await publishFile(publish, { ...o, progress: !o.json && process.stderr.isTTY, stop: stop.signal });
           out(report, o.json, () => {
             for (const r of report.refused.slice(0, 20)) console.error(`line ${r.line}: ${r.reason}`);
             if (report.refused.length > 20) console.error(`... and ${report.refused.length - 20} more`);
+            if (report.stopped)
+              console.error(
+                `stopped by ${report.stopped.signal}: every line up to line ${report.stopped.lastLine} was published or refused, none after it`,
+              );
             console.log(`published ${report.published}, refused ${report.refused.length}`);
           });
           if (report.refused.length) process.exitCode = 1;
+          // As a shell reports a process its signal ended: 128 + the signal's number.
+          if (report.stopped) process.exitCode = 128 + osConstants.signals[report.stopped.signal as NodeJS.Signals];
         } finally {
+          for (const signal of PUBLISH_STOP_SIGNALS) process.off(signal, onStop);
           await runtime?.stop();
         }
       },
@@ -360,6 +374,9 @@ export async function main(argv: string[]): Promise<number> {
     return isUsageError(e) ? 2 : 1;
   }
 }
+
+/** Signals that stop `orderly publish` after the lines it has read. */
+const PUBLISH_STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
 
 /** The most rows `orderly query` prints as a table (--json prints every row). */
 const TABLE_ROWS = 10_000;

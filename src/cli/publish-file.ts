@@ -13,11 +13,15 @@ export interface PublishFileOptions {
   orderingKeyField?: string;
   attributesField?: string;
   progress?: boolean;
+  /** Aborted with the signal's name (SIGINT): no line is read after it; the lines read so far are still published. */
+  stop?: AbortSignal;
 }
 
 export interface PublishFileReport {
   published: number;
   refused: { line: number; reason: string }[];
+  /** A stop (a signal) before the end of the file: every line up to `lastLine` was published or refused, none after it. */
+  stopped?: { signal: string; lastLine: number };
 }
 
 const BATCH = 500;
@@ -131,7 +135,7 @@ async function publishLines(
     await Promise.all(Array.from({ length: Math.min(PARALLEL_REQUESTS, keys.length) }, lane));
   };
   let lineNo = 0;
-  for await (const text of createInterface({ input, crlfDelay: Infinity })) {
+  for await (const text of createInterface({ input, crlfDelay: Infinity, signal: o.stop })) {
     lineNo++;
     if (!text.trim()) continue;
     let message: MessageInput;
@@ -155,8 +159,11 @@ async function publishLines(
     else if (buffered >= MAX_BUFFERED) await flushAll();
     if (failure) break;
   }
+  // The lines read before a stop are published all the same: what went out is then every line up to the last
+  // one read, so the rest of the file can be published later from the next line on.
   await flushAll();
   if (failure) throw stopped(failure, report);
+  if (o.stop?.aborted) report.stopped = { signal: String(o.stop.reason), lastLine: lineNo };
 }
 
 function stopped(e: unknown, report: PublishFileReport): Error {

@@ -304,6 +304,39 @@ describe('orderly CLI', () => {
     }
   }, 60_000);
 
+  it('publish stopped by SIGINT publishes the lines it read, says up to which line, and exits 130', async () => {
+    const dir = tempDir();
+    try {
+      const job = join(dir.path, 'job.yaml');
+      writeFileSync(
+        job,
+        stringify({ dataDir: './data', topics: [{ name: 'events' }], subscriptions: [{ name: 'events-sub', topic: 'events' }] }),
+      );
+      const child = spawn(process.execPath, [bin, 'publish', job, '--topic', 'events', '--json'], { stdio: ['pipe', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      child.stdin.on('error', () => {}); // a command that ended early: its exit below says why
+      const exited = new Promise<[number | null, string | null]>((resolve) => child.on('exit', (code, signal) => resolve([code, signal])));
+      // More than the pipe holds: the write drains only once the command reads its lines (its signal
+      // handling is set up by then). Standard input stays open, as a producer's that goes on writing.
+      const lines = Array.from({ length: 10_000 }, (_, n) => JSON.stringify({ n, pad: 'x'.repeat(200) }) + '\n').join('');
+      if (!child.stdin.write(lines)) await Promise.race([new Promise((resolve) => child.stdin.once('drain', resolve)), exited]);
+      child.kill('SIGINT');
+      expect([...(await exited), stderr]).toEqual([130, null, '']);
+      const report = JSON.parse(stdout) as { published: number; refused: unknown[]; stopped: { signal: string; lastLine: number } };
+      expect(report.stopped.signal).toBe('SIGINT');
+      expect(report.stopped.lastLine).toBeGreaterThan(0);
+      expect(report).toEqual({ published: report.stopped.lastLine, refused: [], stopped: report.stopped });
+      // What it said it published is in the store (it had been killed, with no count and no line to go on from).
+      const status = await orderly('status', job, '--json');
+      expect((JSON.parse(status.stdout) as { backlog: number }[])[0]!.backlog).toBe(report.published);
+    } finally {
+      dir.remove();
+    }
+  }, 60_000);
+
   it('run: a metrics port in use fails the start with the reason, and leaves the data directory free', async () => {
     const dir = tempDir();
     const taken = createServer();
