@@ -326,7 +326,9 @@ export async function main(argv: string[]): Promise<number> {
         if (!(idleTimeoutSeconds >= 1 && idleTimeoutSeconds <= 3600))
           throw new OrderlyError('INVALID_ARGUMENT', `--idle-timeout: must be 1 to 3600 seconds, got ${o.idleTimeout}`);
         // The flags override the job file's endpoint section, field by field, as for the token and timeout.
-        const port = o.port === undefined ? (job.endpoint?.port ?? 8085) : Number(o.port);
+        // Digits only: Number() reads '' and ' ' as 0 (any free port: `--port "$PORT"` with PORT unset served
+        // on a port no client knew) and '0x1f90' or '8e3' as other ports than written.
+        const port = o.port === undefined ? (job.endpoint?.port ?? 8085) : /^\d{1,5}$/.test(o.port) ? Number(o.port) : NaN;
         if (!Number.isInteger(port) || port < 0 || port > 65535)
           throw new OrderlyError('INVALID_ARGUMENT', `--port: must be an integer from 0 to 65535, got ${o.port}`);
         const endpoint = {

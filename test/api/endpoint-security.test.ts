@@ -72,7 +72,8 @@ describe('the endpoint off loopback needs an opt-in and a token (issue #9.6)', (
       await exited;
     }
     try {
-      for (const port of ['abc', '70000']) {
+      // '' and ' ' had been read as 0 (any free port), '0x1f90' as 8080.
+      for (const port of ['abc', '70000', '', ' ', '0x1f90', '8e3']) {
         const bad = await orderly(['serve', '--config', job, '--port', port]);
         expect(bad.code).toBe(2);
         expect(bad.out).toContain(`--port: must be an integer from 0 to 65535, got ${port}`);
