@@ -86,6 +86,12 @@ export async function main(argv: string[]): Promise<number> {
     .action(async (file: string, o: { workerId?: string }) => {
       const logger = await keepServingOnUnexpectedErrors();
       const job = await loadJobFile(file);
+      // Only a worker of a remote export has an id: the job ran as if the flag had not been given.
+      if (o.workerId !== undefined && !job.remote)
+        throw new OrderlyError(
+          'INVALID_ARGUMENT',
+          `--worker-id: ${file} has no remote: section; a worker id names one worker of a remote export`,
+        );
       const { JobRuntime } = await import('../job/job-runtime.js');
       const runtime = await JobRuntime.start(job, logger, { serveMetrics: true, workerId: o.workerId });
       const stopSignal = untilStopSignal(runtime);
@@ -310,15 +316,25 @@ export async function main(argv: string[]): Promise<number> {
         '  $ ORDERLY_TOKEN=$(openssl rand -hex 24) orderly serve --host 0.0.0.0 --allow-remote',
     )
     .action(
-      async (o: {
-        config?: string;
-        host?: string;
-        port?: string;
-        dataDir: string;
-        allowRemote?: boolean;
-        authToken?: string;
-        idleTimeout?: string;
-      }) => {
+      async (
+        o: {
+          config?: string;
+          host?: string;
+          port?: string;
+          dataDir: string;
+          allowRemote?: boolean;
+          authToken?: string;
+          idleTimeout?: string;
+        },
+        command: Command,
+      ) => {
+        // The job file's dataDir is the data directory: the flag's had been dropped without a word, and the
+        // data went where the user did not look for it.
+        if (o.config && command.getOptionValueSource('dataDir') === 'cli')
+          throw new OrderlyError(
+            'INVALID_ARGUMENT',
+            `--data-dir: ${o.config} names the data directory (dataDir); give --config or --data-dir, not both`,
+          );
         const logger = await keepServingOnUnexpectedErrors();
         const job = o.config ? await loadJobFile(o.config) : (await import('../job/job-config.js')).bareJob(resolve(o.dataDir));
         const idleTimeoutSeconds =

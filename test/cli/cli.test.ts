@@ -337,6 +337,28 @@ describe('orderly CLI', () => {
     }
   }, 60_000);
 
+  it('a flag the job file overrides or does not use is refused (exit 2), not dropped: serve --config with --data-dir, run --worker-id without remote:', async () => {
+    const dir = tempDir();
+    try {
+      const job = join(dir.path, 'job.yaml');
+      writeFileSync(job, stringify({ dataDir: './data', topics: [{ name: 'events' }] }));
+      // Both had started: serve on the job's dataDir, not the one given; run as the one worker of a job without one.
+      const serve = await orderly('serve', '--config', job, '--data-dir', join(dir.path, 'other'), '--port', '0');
+      expect([serve.code, serve.stderr.trim()]).toEqual([
+        2,
+        `orderly: --data-dir: ${job} names the data directory (dataDir); give --config or --data-dir, not both`,
+      ]);
+      const run = await orderly('run', job, '--worker-id', 'w1');
+      expect([run.code, run.stderr.trim()]).toEqual([
+        2,
+        `orderly: --worker-id: ${job} has no remote: section; a worker id names one worker of a remote export`,
+      ]);
+      expect(existsSync(join(dir.path, 'data'))).toBe(false);
+    } finally {
+      dir.remove();
+    }
+  }, 60_000);
+
   it('run: a metrics port in use fails the start with the reason, and leaves the data directory free', async () => {
     const dir = tempDir();
     const taken = createServer();
