@@ -135,8 +135,10 @@ async function publishLines(
     await Promise.all(Array.from({ length: Math.min(PARALLEL_REQUESTS, keys.length) }, lane));
   };
   let lineNo = 0;
-  for await (const text of createInterface({ input, crlfDelay: Infinity, signal: o.stop })) {
+  for await (const read of createInterface({ input, crlfDelay: Infinity, signal: o.stop })) {
     lineNo++;
+    // A byte order mark (Windows editors write one) is no part of the first line's JSON, nor of its data.
+    const text = lineNo === 1 && read.startsWith('\uFEFF') ? read.slice(1) : read;
     if (!text.trim()) continue;
     let message: MessageInput;
     try {

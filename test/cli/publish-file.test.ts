@@ -122,6 +122,13 @@ describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
     expect(requests.flat().map((m) => m.orderingKey)).toEqual(['42']);
   });
 
+  it('a file that starts with a UTF-8 byte order mark (as Windows editors save it) publishes its first line without it', async () => {
+    const { report, requests } = await publishLines('bom', ['\uFEFF' + line(1, 'u1'), line(2, 'u1')]);
+    // The first line had been refused as "not JSON: Unexpected token '\uFEFF'", a character no terminal shows.
+    expect(report).toEqual({ published: 2, refused: [] });
+    expect(requests.flat().map((m) => m.data)).toEqual([line(1, 'u1'), line(2, 'u1')]);
+  });
+
   it('a message refused (INVALID_ARGUMENT) fails its line; any other failure (the endpoint gone) stops the publishing at once', async () => {
     const file = join(dir.path, 'stops.jsonl');
     writeFileSync(file, Array.from({ length: 5000 }, (_, i) => line(i, `u${i % 10}`)).join('\n') + '\n');
