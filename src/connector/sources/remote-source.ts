@@ -5,6 +5,7 @@ import type { SubscriptionSpec } from '../../core/subscription-config.js';
 import type { Logger } from '../../log.js';
 import { Backoff } from '../backoff.js';
 import { KeyTailGuard } from './key-tail-guard.js';
+import { ReplayDetector } from './replay-detector.js';
 import { describeRemoteError, endpointLabel, type RemoteEndpoint } from './remote-endpoint.js';
 import { REFUSED_RETRY_MS, SourceError, type DeliveryHandle, type ExportSource, type SourceConsumer, type SourceStatus } from './source.js';
 
@@ -63,6 +64,7 @@ export class RemoteSource implements ExportSource {
   private readonly held = new Map<string, Message>();
   private nextDelivery = 0;
   private readonly guard = new KeyTailGuard();
+  private readonly replays = new ReplayDetector();
   private incoming: ReceivedMessage[] = [];
   private detached = false;
   private readonly backoff: Backoff;
@@ -140,7 +142,7 @@ export class RemoteSource implements ExportSource {
         for (const id of ids) {
           const m = this.held.get(id);
           if (!m) continue;
-          this.held.delete(id);
+          this.forget(id, m);
           m.ack();
         }
       },
@@ -155,18 +157,46 @@ export class RemoteSource implements ExportSource {
   private nack(id: string): void {
     const m = this.held.get(id);
     if (!m) return;
-    this.held.delete(id);
+    this.forget(id, m);
     m.nack();
     const key = m.orderingKey ?? '';
     if (!this.spec?.enableMessageOrdering || key === '') return;
     const later: string[] = [];
     for (const [other, next] of this.held) {
       if ((next.orderingKey ?? '') !== key || Number(other) < Number(id)) continue;
-      this.held.delete(other);
+      this.forget(other, next);
       next.nack();
       later.push(next.id);
     }
     this.guard.fail(key, m.id, Date.now(), later);
+  }
+
+  private forget(id: string, m: Message): void {
+    this.held.delete(id);
+    this.replays.release(m.orderingKey ?? '');
+  }
+
+  /**
+   * A seek back on the remote replays `key` from a message published at `at`, before messages of the key
+   * this worker holds. Those are nacked (they come again after it, in order; the ones an open file has
+   * written are recognised there by id), and the runner finalizes what the connector holds before it
+   * writes the replay, as it does for a seek of the embedded core.
+   */
+  private replayed(key: string, at: number): void {
+    let latest = 0;
+    let replay = false;
+    for (const [id, m] of this.held) {
+      if ((m.orderingKey ?? '') !== key) continue;
+      const published = m.publishTime.getTime();
+      if (published <= at) latest = Math.max(latest, published);
+      else {
+        replay = true;
+        this.forget(id, m);
+        m.nack();
+      }
+    }
+    this.replays.settle(key, latest);
+    if (replay) this.consumer?.sought?.();
   }
 
   private open(): void {
@@ -250,8 +280,11 @@ export class RemoteSource implements ExportSource {
       m.nack();
       return;
     }
+    const publishedAt = m.publishTime.getTime();
+    if (this.spec?.enableMessageOrdering && key !== '' && this.replays.mayReplay(key, publishedAt)) this.replayed(key, publishedAt);
     const id = String(++this.nextDelivery);
     this.held.set(id, m);
+    this.replays.hold(key, publishedAt);
     this.incoming.push({
       ackId: id,
       message: {
@@ -310,6 +343,7 @@ export class RemoteSource implements ExportSource {
     this.sub = undefined;
     for (const m of this.held.values()) m.nack();
     this.held.clear();
+    this.replays.clear();
     this.incoming = [];
     if (!sub) return;
     // Closed before its listeners go: removing the last 'message' listener makes the client close the
