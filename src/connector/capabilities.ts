@@ -24,6 +24,12 @@ export interface ExportTarget<Config = unknown> {
    * wrote is described by the sink itself (a manifest in the bucket), not by this machine's files.
    */
   shared?: boolean;
+  /**
+   * A fleet's export that does not ask for per-key order (its `enableMessageOrdering` left out or false):
+   * its subscription may deliver a key's messages in any order (and a seek back replays earlier ones after
+   * later ones), so a key going back in publish time inside an object is information, not a failure.
+   */
+  unordered?: boolean;
 }
 
 /** One check of an order audit: how many problems it found, and a few of them. */

@@ -53,7 +53,14 @@ export function remoteExportTargets(
     return {
       factory,
       connector: section.connector,
-      target: { subscription, identity, config: factory.parseConfig(section.config), settings, shared: true },
+      target: {
+        subscription,
+        identity,
+        config: factory.parseConfig(section.config),
+        settings,
+        shared: true,
+        ...(e.enableMessageOrdering ? {} : { unordered: true }),
+      },
     };
   });
 }
