@@ -2,6 +2,7 @@ import { InvalidArgumentError, OrderlyError } from '../core/errors.js';
 import type { SubscriptionSpec } from '../core/subscription-config.js';
 import type { AuditResult, CounterMetric, ExportTarget, QueryView } from './capabilities.js';
 import type { Connector, ConnectorContext } from './connector.js';
+import { otherCopyWith, recordRegistration, thisCopy } from './other-copies.js';
 import type { SettingsSection } from './settings-section.js';
 
 /**
@@ -76,17 +77,26 @@ export function registerConnector<C, S = unknown>(factory: ConnectorFactory<C, S
     }
   }
   factories.set(factory.name, factory);
+  recordRegistration(factory.name);
 }
 
 /** The factory registered under `name`, or an InvalidArgumentError listing the registered ones. */
 export function getConnector(name: string): ConnectorFactory {
   const f = factories.get(name);
-  if (!f)
+  if (f) return f;
+  const other = otherCopyWith(name);
+  if (other !== undefined) {
     throw new InvalidArgumentError(
       'exportConfig.connector',
-      `no connector named "${name}" (registered: ${[...factories.keys()].join(', ') || 'none'})`,
+      `connector "${name}" was registered into another copy of Orderly (${other}) than the one running (${thisCopy}): ` +
+        'its plugin imports the orderly of its own node_modules; run that one (npx orderly in the project that depends on it)',
     );
-  return f;
+  }
+  throw new InvalidArgumentError(
+    'exportConfig.connector',
+    `no connector named "${name}" (registered: ${[...factories.keys()].join(', ') || 'none'}; ` +
+      "a connector of another package is there once the job file's plugins: lists it)",
+  );
 }
 
 /** The registered connectors' names, in registration order. */

@@ -51,6 +51,9 @@ describe('a third-party connector', () => {
     await expect(env.core.createSubscription('no-conn', { topic: 'events', exportConfig: { connector: 'nope' } })).rejects.toThrow(
       'exportConfig.connector: no connector named "nope" (registered: ',
     );
+    await expect(env.core.createSubscription('no-conn', { topic: 'events', exportConfig: { connector: 'nope' } })).rejects.toThrow(
+      "a connector of another package is there once the job file's plugins: lists it",
+    );
     expect(env.core.hasSubscription('bad-conn') || env.core.hasSubscription('no-conn')).toBe(false);
     await env.core.createSubscription('plain', { topic: 'events' });
     await expect(env.core.updateSubscription('plain', { exportConfig: { connector: 'jsonl-file' } })).rejects.toThrow(

@@ -68,6 +68,17 @@ describe('Orderly as a package, used from outside by an example connector', () =
     expect(tests.stdout).toMatch(/# fail 0\b/);
   }, 120_000);
 
+  it('an orderly other than the one the plugin imports names that other copy, not an unknown connector', async () => {
+    // This repository's own CLI is another installation than the example's node_modules/orderly, which
+    // the example's plugin imports: the plugin loads, but registers into that copy.
+    const valid = await run(process.execPath, [join(repo, 'bin', 'orderly.js'), 'validate', 'job.yaml'], example);
+    expect(valid.code).toBe(2);
+    expect(valid.stderr).toContain(
+      `connector "jsonl-file" was registered into another copy of Orderly (${join(example, 'node_modules', 'orderly')})`,
+    );
+    expect(valid.stderr).toContain('npx orderly');
+  }, 60_000);
+
   it('orderly run exports through the connector its job file loads (plugins:), with its settings section, counter, query view and audit', async () => {
     expect(existsSync(join(example, 'dist', 'src', 'index.js'))).toBe(true); // built by the test before
     const valid = await orderly('validate', 'job.yaml', '--json');
