@@ -84,6 +84,8 @@ interface PreparedViews {
   projectId: string;
   files: string[];
   unavailable: string[];
+  /** Export subscriptions whose connector offers no view, and why: for a query naming the view one would have. */
+  withoutView: { subscription: string; why: string }[];
   /** What views leave out of their sinks (QueryView.leftOut), each with its subscription. */
   notes: string[];
 }
@@ -95,10 +97,14 @@ async function queryViews(runtime: JobRuntime): Promise<PreparedViews> {
   const files: string[] = [];
   const unavailable: string[] = [];
   const notes: string[] = [];
-  const offer = async (subscription: string, made: () => Promise<QueryView | undefined> | undefined) => {
+  const withoutView: { subscription: string; why: string }[] = [];
+  const offer = async (subscription: string, connector: string, made: () => Promise<QueryView | undefined> | undefined) => {
     try {
       const view = await made();
-      if (!view) return;
+      if (!view) {
+        withoutView.push({ subscription, why: `its connector "${connector}" offers no query view of it` });
+        return;
+      }
       files.push(...view.files);
       offered.push({ subscription, select: view.select });
       if (view.leftOut) notes.push(`${subscription}: ${view.leftOut}`);
@@ -109,16 +115,17 @@ async function queryViews(runtime: JobRuntime): Promise<PreparedViews> {
   };
   for (const sub of core.allSubscriptions()) {
     const found = exportTargetOf(core, runtime.connectorSettings, sub);
-    await offer(sub.name, () => found?.factory.queryView?.(found.target));
+    if (found) await offer(sub.name, found.factory.name, () => found.factory.queryView?.(found.target));
   }
   // A fleet's remote exports: what every worker wrote, read from the sink.
   for (const found of remoteExportTargets(runtime.job, runtime.connectorSettings))
-    await offer(found.target.subscription, () => found.factory.queryView?.(found.target));
+    await offer(found.target.subscription, found.factory.name, () => found.factory.queryView?.(found.target));
   return {
     views: offered,
     projectId: core.projectId,
     files,
     unavailable,
+    withoutView,
     notes,
   };
 }
@@ -219,8 +226,17 @@ async function runWithViews(
     return await lastResult(connection, sql, readOnly, onRows);
   } catch (e) {
     // Only an error about a missing view (or table) can be the views' doing.
-    if (!unavailable.length || !/does not exist/.test((e as Error).message)) throw e;
-    throw new OrderlyError('FAILED_PRECONDITION', `${(e as Error).message}\n(views not available: ${unavailable.join('; ')})`);
+    const message = (e as Error).message.toLowerCase();
+    const wouldBe = queryViewNames([...subscriptions, ...prepared.withoutView.map((w) => w.subscription)], prepared.projectId);
+    const named = prepared.withoutView
+      .filter((w) => message.includes(` ${wouldBe.get(w.subscription)!.toLowerCase()} does not exist`))
+      .map((w) => `${w.subscription}: ${w.why}`);
+    const why = [
+      ...(unavailable.length ? [`views not available: ${unavailable.join('; ')}`] : []),
+      ...(named.length ? [`no view: ${named.join('; ')}`] : []),
+    ];
+    if (!why.length || !/does not exist/.test((e as Error).message)) throw e;
+    throw new OrderlyError('FAILED_PRECONDITION', `${(e as Error).message}\n(${why.join('; ')})`);
   }
 }
 

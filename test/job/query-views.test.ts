@@ -2,6 +2,7 @@ import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import '../../examples/jsonl-file-connector/src/index.js';
+import { emptyResult, registerConnector } from '../../src/connector/index.js';
 import { bareJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
 import { queryJob } from '../../src/job/query.js';
@@ -76,6 +77,27 @@ describe('orderly query views', () => {
     await expect(count('plain')).rejects.toThrow(
       /plain does not exist[\s\S]*views not available: projects\/orderly-local\/subscriptions\/plain: /,
     );
+  });
+
+  it('a query naming the subscription of a connector without views says that connector offers none, not only "does not exist"', async () => {
+    // A connector that writes nowhere anyone can query: no queryView.
+    registerConnector({
+      name: 'no-view',
+      parseConfig: () => ({}),
+      create: () => ({
+        open: async () => {},
+        write: async (batch) => ({ ...emptyResult(), written: batch.map((m) => m.id) }),
+        flush: async () => emptyResult(),
+        close: async () => {},
+      }),
+    });
+    await runtime.core.createTopic('events');
+    await runtime.core.createSubscription('to-nowhere', { topic: 'events', exportConfig: { connector: 'no-view' } });
+    await expect(queryJob(runtime, 'SELECT * FROM to_nowhere')).rejects.toThrow(
+      /to_nowhere does not exist[\s\S]*no view: projects\/orderly-local\/subscriptions\/to-nowhere: its connector "no-view" offers no query view of it/,
+    );
+    // A query of another missing table is not about that subscription.
+    await expect(queryJob(runtime, 'SELECT * FROM elsewhere')).rejects.toThrow(/^(?![\s\S]*no view)[\s\S]*elsewhere does not exist/);
   });
 
   it("never hides a table of the database: a view whose name the database's main schema holds takes the full name, with a note", async () => {
