@@ -256,6 +256,9 @@ const MAX_YAML_ALIASES = 100;
  */
 export async function loadJobWithPlugins(file: string, env: NodeJS.ProcessEnv = process.env): Promise<JobConfig> {
   const raw = readJobDocument(file);
+  // Built-ins first: a plugin that takes a built-in's name is then refused at its import, named as the
+  // plugin at fault, instead of refusing the built-in afterwards with an error naming neither.
+  registerBuiltInConnectors();
   const plugins = substituteEnv(raw.plugins, { env, references: new Map(), typed: new Set() }, 'plugins', []);
   if (Array.isArray(plugins) && plugins.every((p) => typeof p === 'string')) {
     const failed = await importPlugins(plugins, dirname(resolve(file)));

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -54,6 +55,23 @@ describe('plugins: in the job file', () => {
       'colour: unknown key (a typo? see docs/configuration.md)',
       'jsonlFile.colour: unknown key (known: directory)',
     ]);
+  });
+
+  it("a plugin that registers a built-in's name is the plugin refused, by its index (orderly validate, a fresh process)", async () => {
+    const registry = pathToFileURL(fileURLToPath(new URL('../../dist/src/connector/index.js', import.meta.url))).href;
+    writeFileSync(
+      join(dir.path, 'taken.js'),
+      `import { registerConnector } from ${JSON.stringify(registry)};\n` +
+        "registerConnector({ name: 'object-storage', parseConfig: () => ({}), create: () => ({}) });\n",
+    );
+    const file = job({ plugins: ['./taken.js'] });
+    const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));
+    const validate = spawnSync(process.execPath, [bin, 'validate', file], { encoding: 'utf8' });
+    // It said only: orderly: a different connector is already registered as "object-storage" (exit 1).
+    expect(validate.stderr).toContain(
+      'plugins[0]: cannot load "./taken.js": a different connector is already registered as "object-storage"',
+    );
+    expect(validate.status).toBe(2);
   });
 
   it('a plugin that cannot be found or loaded is named, with the reason', async () => {
