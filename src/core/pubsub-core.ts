@@ -126,6 +126,8 @@ export class PubSubCore {
   private readonly window: { messages: number; perKey: number };
   /** The compaction running, if one is; never rejects (its caller is told). */
   private compacting?: Promise<void>;
+  /** Per subscription, the seek running (seeks of one subscription run one after another). */
+  private readonly seeks = new WeakMap<SubscriptionRuntime, Promise<void>>();
   private readonly pushEgress: PushEgress;
   private readonly snapshots: Snapshots;
   private closed = false;
@@ -694,8 +696,27 @@ export class PubSubCore {
    * Runs a seek of `rt` in the store (`seek` resolves with the seq the backlog is read again from, or
    * undefined if the seek's target is gone): the leases out end as it begins, so no ack that arrives
    * meanwhile lands after it. A seek that fails reads the backlog again from where it was.
+   *
+   * The seeks of one subscription run one after another: a seek that failed while another ran read the
+   * backlog again from where it was before that one, so its replay was not delivered until a restart.
    */
   private async seeking(rt: SubscriptionRuntime, seek: () => Promise<number | undefined>): Promise<boolean> {
+    const before = this.seeks.get(rt);
+    // Without one running, the leases end in this call: an ack sent right after it is already stale.
+    const run = before ? before.then(() => this.seekNow(rt, seek)) : this.seekNow(rt, seek);
+    const done = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.seeks.set(rt, done);
+    try {
+      return await run;
+    } finally {
+      if (this.seeks.get(rt) === done) this.seeks.delete(rt);
+    }
+  }
+
+  private async seekNow(rt: SubscriptionRuntime, seek: () => Promise<number | undefined>): Promise<boolean> {
     const resumeFrom = rt.suspendForSeek();
     let lowSeq: number | undefined;
     try {

@@ -155,6 +155,22 @@ describe('snapshots', () => {
     expect((await core.createSnapshot('young', { subscription: 'work' })).expireTime).toBe(publishedAt + 3 * DAY + 7 * DAY);
   });
 
+  it("a seek to a snapshot deleted meanwhile fails without undoing a seek back sent just before it: that one's replay comes", async () => {
+    await core.createSubscription('work', { topic: 'orders', retainAckedMessages: true });
+    await publish('m1', 'm2', 'm3');
+    expect(await drain('work')).toEqual(['m1', 'm2', 'm3']);
+    await core.createSnapshot('gone-soon', { subscription: 'work' });
+    // Both seeks at once: the second, failing, read the backlog again from where it was before the first.
+    const results = await Promise.allSettled([
+      core.seek('work', 0),
+      core.seekToSnapshot('work', 'gone-soon'),
+      core.deleteSnapshot('gone-soon'),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(core.metrics('work').backlogMessages).toBe(3);
+    expect(await drain('work')).toEqual(['m1', 'm2', 'm3']);
+  });
+
   it('an expired snapshot is gone: not found, not listed, deleted in the background, and its messages may go', async () => {
     await core.createSubscription('work', { topic: 'orders' });
     await publish('m1');
