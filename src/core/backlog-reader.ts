@@ -342,12 +342,12 @@ export class BacklogReader {
     if (this.behind && this.unreadKeys?.cursor === this.cursor) for (const k of this.unreadKeys.keys) yield [k.orderingKey, k.backlog];
   }
 
-  /** The lowest seq still in the store that this subscription has not taken into memory, if any. */
   /** The last seq looked at: every message of the topic up to it was taken, skipped, or left to its key's overflow. */
   get lookedAt(): number {
     return this.cursor;
   }
 
+  /** The lowest seq still in the store that this subscription has not taken into memory, if any. */
   lowestUnread(): number | undefined {
     let low = this.behind ? this.cursor + 1 : undefined;
     for (const o of this.overflow.values()) if (low === undefined || o.fromSeq < low) low = o.fromSeq;
