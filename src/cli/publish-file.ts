@@ -1,4 +1,5 @@
 import { Presets, SingleBar } from 'cli-progress';
+import { isUtf8 } from 'node:buffer';
 import { createReadStream, statSync, type ReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { OrderlyError } from '../core/errors.js';
@@ -56,7 +57,10 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
   // The file is read once, as it is published: a pipe (`--file <(...)`, a FIFO) cannot be read twice (a
   // first pass counting its lines took them all, and "published 0" followed), and a file over 512 MiB
   // cannot be held as one string. The progress is the share of the file's bytes read, when it has a size.
-  const file = o.file === '-' ? undefined : createReadStream(o.file);
+  // Read as latin1 (one char per byte): the lines split where their bytes do, and each is checked as UTF-8
+  // below. Read as UTF-8, a line that was not had its bad bytes published as U+FFFD, and succeeded.
+  const file = o.file === '-' ? undefined : createReadStream(o.file, { encoding: 'latin1' });
+  if (!file) process.stdin.setEncoding('latin1');
   const bar = o.progress && file && stat?.isFile() && stat.size > 0 ? progressBar(stat.size, file, report) : undefined;
   try {
     await publishLines(publish, file ?? process.stdin, o, report, bar?.update);
@@ -135,8 +139,13 @@ async function publishLines(
     await Promise.all(Array.from({ length: Math.min(PARALLEL_REQUESTS, keys.length) }, lane));
   };
   let lineNo = 0;
-  for await (const read of createInterface({ input, crlfDelay: Infinity, signal: o.stop })) {
+  for await (const bytes of createInterface({ input, crlfDelay: Infinity, signal: o.stop })) {
     lineNo++;
+    const read = utf8Line(bytes);
+    if (read === undefined) {
+      report.refused.push({ line: lineNo, reason: 'not UTF-8: the line has bytes that are not UTF-8 text' });
+      continue;
+    }
     // A byte order mark (Windows editors write one) is no part of the first line's JSON, nor of its data.
     const text = lineNo === 1 && read.startsWith('\uFEFF') ? read.slice(1) : read;
     if (!text.trim()) continue;
@@ -167,6 +176,17 @@ async function publishLines(
   if (failure) throw stopped(failure, report);
   if (o.stop?.aborted) report.stopped = { signal: String(o.stop.reason), lastLine: lineNo };
 }
+
+/**
+ * The text of a line read as latin1 (its bytes), or undefined when they are not UTF-8. A line of ASCII only
+ * (most JSON) is the same text either way, and is neither copied nor decoded again.
+ */
+function utf8Line(bytes: string): string | undefined {
+  if (!NOT_ASCII.test(bytes)) return bytes;
+  const buffer = Buffer.from(bytes, 'latin1');
+  return isUtf8(buffer) ? buffer.toString('utf8') : undefined;
+}
+const NOT_ASCII = /[\x80-\xff]/;
 
 function stopped(e: unknown, report: PublishFileReport): Error {
   const message = `${(e as Error).message} (publishing stopped: ${report.published} lines published, ${report.refused.length} refused)`;

@@ -12,13 +12,13 @@ const { api } = servePerFile();
 
 describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
   /** Publishes `lines` (JSON, keyed by `user`) to a new topic through the endpoint; the requests as sent, and the most in flight at once. */
-  async function publishLines(name: string, lines: string[]) {
+  async function publishLines(name: string, lines: (string | Buffer)[]) {
     const topic = `projects/publish-file/topics/${name}`;
     const subscription = `projects/publish-file/subscriptions/${name}-sub`;
     await api.pub('createTopic', { name: topic });
     await api.sub('createSubscription', { name: subscription, topic, enableMessageOrdering: true });
     const file = join(dir.path, `${name}.jsonl`);
-    writeFileSync(file, lines.join('\n') + '\n');
+    writeFileSync(file, Buffer.concat(lines.flatMap((l) => [Buffer.from(l), Buffer.from('\n')])));
     const requests: MessageInput[][] = [];
     let inFlight = 0;
     let mostInFlight = 0;
@@ -127,6 +127,18 @@ describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
     // The first line had been refused as "not JSON: Unexpected token '\uFEFF'", a character no terminal shows.
     expect(report).toEqual({ published: 2, refused: [] });
     expect(requests.flat().map((m) => m.data)).toEqual([line(1, 'u1'), line(2, 'u1')]);
+  });
+
+  it('a line that is not UTF-8 is refused with its number, not published with U+FFFD in place of its bytes', async () => {
+    const utf8 = [line(1, 'u1'), JSON.stringify({ n: 3, user: 'u1', name: 'Zoë \uFFFD 日本' })];
+    const { report, subscription } = await publishLines('not-utf8', [
+      utf8[0]!,
+      Buffer.concat([Buffer.from('{"n":2,"user":"u1","a":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]),
+      utf8[1]!,
+    ]);
+    expect(report).toEqual({ published: 2, refused: [{ line: 2, reason: 'not UTF-8: the line has bytes that are not UTF-8 text' }] });
+    const { receivedMessages } = await api.sub('pull', { subscription, maxMessages: 10 });
+    expect((receivedMessages as { message: { data: Buffer } }[]).map((m) => m.message.data.toString())).toEqual(utf8);
   });
 
   it('a message refused (INVALID_ARGUMENT) fails its line; any other failure (the endpoint gone) stops the publishing at once', async () => {
