@@ -54,6 +54,8 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
   // Node's own EISDIR does not say which path.
   const stat = o.file === '-' ? undefined : statSync(o.file, { throwIfNoEntry: false });
   if (stat?.isDirectory()) throw new OrderlyError('INVALID_ARGUMENT', `--file: ${o.file} is a directory, not a JSONL file`);
+  // Node's own ENOENT names neither the flag nor a usage error (exit 1 as if a line had failed).
+  if (o.file !== '-' && !stat) throw new OrderlyError('INVALID_ARGUMENT', `--file: ${o.file} does not exist`);
   // The file is read once, as it is published: a pipe (`--file <(...)`, a FIFO) cannot be read twice (a
   // first pass counting its lines took them all, and "published 0" followed), and a file over 512 MiB
   // cannot be held as one string. The progress is the share of the file's bytes read, when it has a size.

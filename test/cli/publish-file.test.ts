@@ -169,6 +169,13 @@ describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
     );
   });
 
+  it("a file that does not exist is a usage error naming --file and the path (exit 2), not Node's ENOENT", async () => {
+    const file = join(dir.path, 'missing.jsonl');
+    await expect(publishFile(() => Promise.resolve([]), { file })).rejects.toThrow(
+      new OrderlyError('INVALID_ARGUMENT', `--file: ${file} does not exist`),
+    );
+  });
+
   it('a stop with requests of several keys in flight starts no request after it, and counts every line that went out', async () => {
     const file = join(dir.path, 'stops-in-flight.jsonl');
     writeFileSync(file, Array.from({ length: 3000 }, (_, i) => line(i, `u${i % 40}`)).join('\n') + '\n');
