@@ -68,6 +68,16 @@ function unhold(dataDir: string): void {
   held.delete(key);
 }
 
+/**
+ * The job file's dataDir naming a file (or a path through one): a setting to correct, exit 2, where Node's
+ * ENOTDIR or EEXIST named neither the setting nor the cause.
+ */
+function notADirectory(dataDir: string, e: unknown): OrderlyError | undefined {
+  const code = (e as NodeJS.ErrnoException).code;
+  if (code !== 'ENOTDIR' && code !== 'EEXIST') return undefined;
+  return new OrderlyError('INVALID_ARGUMENT', `dataDir: ${dataDir} is not a directory: a file is there, or on its path`);
+}
+
 /** One process runs a data directory: `orderly run` holds `<dataDir>/orderly.lock` while it runs. */
 export function readLock(dataDir: string): LockInfo | undefined {
   const file = join(dataDir, LOCK_FILE);
@@ -76,7 +86,7 @@ export function readLock(dataDir: string): LockInfo | undefined {
     text = readFileSync(file, 'utf8');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw e;
+    throw notADirectory(dataDir, e) ?? e;
   }
   // Locks are written whole (renamed into place); an empty one names no process.
   if (!text.trim()) return undefined;
@@ -93,7 +103,11 @@ export function readLock(dataDir: string): LockInfo | undefined {
 }
 
 export function acquireLock(dataDir: string, info: Omit<LockInfo, 'pid' | 'startTime'> = {}): () => void {
-  mkdirSync(dataDir, { recursive: true });
+  try {
+    mkdirSync(dataDir, { recursive: true });
+  } catch (e) {
+    throw notADirectory(dataDir, e) ?? e;
+  }
   const holding = held.has(resolve(dataDir));
   const free = hold(dataDir);
   // A lock file naming another live process counts too (one written by an Orderly that took no OS lock).
