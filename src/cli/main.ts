@@ -37,6 +37,10 @@ const out = (value: unknown, asJson: boolean | undefined, text: () => void) =>
  */
 export async function main(argv: string[]): Promise<number> {
   quietWhenOutputCloses();
+  // A script that asked for JSON reads stdout: a failure is answered there too (the text still goes to stderr).
+  const asJson = argv.slice(2).includes('--json');
+  /** `validate --json` answers a job file's problems itself, as `{ valid: false, problems }`. */
+  let answered = false;
   const program = new Command()
     .name('orderly')
     .description("Google Cloud Pub/Sub's ordered delivery and export subscriptions on one machine, with real storage")
@@ -57,7 +61,10 @@ export async function main(argv: string[]): Promise<number> {
       } catch (e) {
         // --json answers on stdout either way; the problems still go to stderr and the exit code is still 2.
         const { JobConfigError } = await import('../job/job-config.js');
-        if (o.json && e instanceof JobConfigError) console.log(JSON.stringify({ valid: false, problems: e.problems }, null, 2));
+        if (o.json && e instanceof JobConfigError) {
+          console.log(JSON.stringify({ valid: false, problems: e.problems }, null, 2));
+          answered = true;
+        }
         throw e;
       }
       // A fleet worker's job has no topics or subscriptions of its own: count what it exports instead.
@@ -260,6 +267,7 @@ export async function main(argv: string[]): Promise<number> {
         // Exit 1 says the records are wrong; an audit that could not look (the bucket unreachable, the
         // data directory in use) says nothing about them.
         console.error(`orderly: the audit could not be completed: ${e instanceof Error ? e.message : String(e)}`);
+        if (o.json) printJsonError(e);
         process.exitCode = 3;
       }
     });
@@ -386,11 +394,25 @@ export async function main(argv: string[]): Promise<number> {
     await program.parseAsync(argv);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (e) {
-    if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
-    console.error(`orderly: ${e instanceof Error ? e.message : String(e)}`);
+    // Commander has printed its own message (or the help, or the version: exit 0).
+    if (e instanceof CommanderError && e.exitCode === 0) return 0;
+    if (!(e instanceof CommanderError)) console.error(`orderly: ${e instanceof Error ? e.message : String(e)}`);
+    if (asJson && !answered) printJsonError(e);
     // exit 1 stays what a command found (an audit's missing records, refused lines).
-    return isUsageError(e) ? 2 : 1;
+    return e instanceof CommanderError || isUsageError(e) ? 2 : 1;
   }
+}
+
+/**
+ * A failure as `--json` prints it on stdout, `{ "error": { code, message, problems? } }`: an invalid job
+ * file, a missing topic or a SQL error had printed text on stderr only, and nothing a script could parse.
+ */
+function printJsonError(e: unknown): void {
+  const code = e instanceof CommanderError ? 'INVALID_ARGUMENT' : e instanceof OrderlyError ? e.code : 'UNKNOWN';
+  const message = e instanceof Error ? e.message : String(e);
+  // A job file's problems (JobConfigError), each with its path in the file.
+  const problems = (e as { problems?: unknown }).problems;
+  console.log(JSON.stringify({ error: { code, message, ...(Array.isArray(problems) ? { problems } : {}) } }, null, 2));
 }
 
 /** Signals that stop `orderly publish` after the lines it has read. */

@@ -253,7 +253,7 @@ describe('orderly CLI', () => {
     const published = { code: 0, report: { published: 2, refused: [] }, stderr: '' };
     const badName = {
       code: 2,
-      report: undefined,
+      report: { error: { code: 'INVALID_ARGUMENT', message: '--topic: expected a topic name, got projects/proj-4/subscriptions/orders' } },
       stderr: 'orderly: --topic: expected a topic name, got projects/proj-4/subscriptions/orders',
     };
     // The job's store opened here.

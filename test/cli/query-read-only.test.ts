@@ -255,14 +255,15 @@ describe('orderly query (the command)', () => {
     const parsed = JSON.parse(json.stdout) as { i: number; pad: string }[];
     expect(parsed).toHaveLength(rows);
     expect(parsed[rows - 1]).toEqual({ i: rows - 1, pad: 'x'.repeat(100) });
-    // A query that fails part way fails whole: nothing printed, exit 1 (a DuckDB stream ends quietly at its error).
+    // A query that fails part way fails whole: no row printed, only the error, exit 1 (a DuckDB stream ends quietly at its error).
     const failing = await orderly(
       'query',
       bare,
       "SELECT CASE WHEN i > 500000 THEN error('boom') ELSE i END AS x FROM range(1000000) t(i)",
       '--json',
     );
-    expect(failing).toMatchObject({ code: 1, stdout: '', stderr: 'orderly: Invalid Input Error: boom\n' });
+    expect(failing).toMatchObject({ code: 1, stderr: 'orderly: Invalid Input Error: boom\n' });
+    expect(JSON.parse(failing.stdout)).toEqual({ error: { code: 'UNKNOWN', message: 'Invalid Input Error: boom' } });
     const table = await run();
     expect(table.stdout).toMatch(/│ 9999 +│ x{100} │\n└[─┴]+┘\n\(1000000 rows\)\n$/);
     expect(table.stdout).not.toContain('│ 10000 ');
