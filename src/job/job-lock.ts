@@ -86,7 +86,15 @@ export function readLock(dataDir: string): LockInfo | undefined {
     text = readFileSync(file, 'utf8');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw notADirectory(dataDir, e) ?? e;
+    // Node's message for a lock file that is a directory ("EISDIR: illegal operation on a directory, read")
+    // names no file.
+    throw (
+      notADirectory(dataDir, e) ??
+      new OrderlyError(
+        'FAILED_PRECONDITION',
+        `cannot read the lock file ${file}: ${(e as Error).message}; if no orderly process runs on ${dataDir}, remove it`,
+      )
+    );
   }
   // Locks are written whole (renamed into place); an empty one names no process.
   if (!text.trim()) return undefined;

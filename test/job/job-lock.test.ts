@@ -1,10 +1,11 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { OrderlyError } from '../../src/core/errors.js';
 import { acquireLock, processIdentity, readLock } from '../../src/job/job-lock.js';
 import { bareJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
@@ -124,6 +125,17 @@ describe('the data directory lock', () => {
     writeFileSync(lockFile(), '{"pid": 12');
     expect(() => readLock(dir.path)).toThrow(
       `the lock file ${lockFile()} is not readable JSON; if no orderly process runs on ${dir.path}, remove it`,
+    );
+  });
+
+  it('a lock file that cannot be read (a directory in its place) is refused with the file named', () => {
+    mkdirSync(lockFile());
+    // Node's "EISDIR: illegal operation on a directory, read" had named no file.
+    expect(() => readLock(dir.path)).toThrow(
+      new OrderlyError(
+        'FAILED_PRECONDITION',
+        `cannot read the lock file ${lockFile()}: EISDIR: illegal operation on a directory, read; if no orderly process runs on ${dir.path}, remove it`,
+      ),
     );
   });
 });
