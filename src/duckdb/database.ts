@@ -41,6 +41,11 @@ export const CHECKPOINT_THRESHOLD = '64MB';
 /** The catalog each instance's database file is attached as (every connection USEs it). */
 const catalogs = new WeakMap<DuckDBInstance, string>();
 
+/** DuckDB's own message names the file it read, not which database could not be opened. */
+export function cannotOpen(file: string, e: unknown): Error {
+  return new Error(`cannot open DuckDB database ${file}: ${(e as Error).message}`, { cause: e });
+}
+
 /**
  * The instance of the database file at `path` for this process. DuckDB takes a row group size only as an
  * ATTACH option, so the instance is an in-memory one with the file attached, under the name DuckDB gives
@@ -63,7 +68,7 @@ export function openDuckDb(path: string, use: DuckDbUse = 'tables'): Promise<Duc
       },
       (e: unknown) => {
         instances.delete(file);
-        throw new Error(`cannot open DuckDB database ${file}: ${(e as Error).message}`);
+        throw cannotOpen(file, e);
       },
     );
     instances.set(file, instance);

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { QueryView } from '../connector/capabilities.js';
 import { OrderlyError } from '../core/errors.js';
-import { connectDuckDb, duckDbSettings } from '../duckdb/database.js';
+import { cannotOpen, connectDuckDb, duckDbSettings } from '../duckdb/database.js';
 import { quoteIdent, quoteString } from '../duckdb/sql.js';
 import { answerColumns, answerRows } from './answer-columns.js';
 import { exportTargetOf } from './export-target.js';
@@ -51,7 +51,9 @@ export async function queryJob(
   // A database not created yet has no tables to read; the views still work on an empty in-memory one.
   // Within the job's DuckDB memory and threads (memory.duckdb, memory.duckdbThreads).
   const instance = existsSync(path)
-    ? await DuckDBInstance.create(path, duckDbSettings('other', { access_mode: 'READ_ONLY' }))
+    ? await DuckDBInstance.create(path, duckDbSettings('other', { access_mode: 'READ_ONLY' })).catch((e: unknown) => {
+        throw cannotOpen(path, e);
+      })
     : await DuckDBInstance.create(':memory:', duckDbSettings('other'));
   try {
     const connection = await instance.connect();

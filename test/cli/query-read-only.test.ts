@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
@@ -208,6 +208,16 @@ describe('orderly query (the command)', () => {
     expect(existsSync(out)).toBe(false);
     expect(existsSync(join(dir.path, 'bare-data', 'query.duckdb'))).toBe(false);
   }, 120_000);
+
+  it('a database that cannot be opened (a directory at duckdb.path) is named, as status and audit name it', async () => {
+    const path = join(dir.path, 'not-a-database');
+    mkdirSync(path);
+    const broken = join(dir.path, 'broken.yaml');
+    writeFileSync(broken, stringify({ dataDir: './broken-data', duckdb: { path }, topics: [{ name: 'events' }] }));
+    const r = await orderly('query', broken, 'SELECT 1');
+    // DuckDB's "IO Error: Could not read from file ...: Is a directory" had not said which database.
+    expect([r.code, r.stderr]).toEqual([1, expect.stringMatching(new RegExp(`^orderly: cannot open DuckDB database ${path}: IO Error`))]);
+  }, 60_000);
 
   it('says why a text or Avro subscription has no view when a query names it', async () => {
     const file = join(dir.path, 'avro.yaml');
