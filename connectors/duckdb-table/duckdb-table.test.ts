@@ -1,7 +1,7 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { inspect, promisify } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -1040,6 +1040,12 @@ describe('analytics while exporting', () => {
 });
 
 describe('one writing process per database file', () => {
+  /** Every holder this test started: killed after it, also when it failed before killing them itself. */
+  const holders: ChildProcess[] = [];
+  afterEach(() => {
+    for (const holder of holders.splice(0)) holder.kill('SIGKILL');
+  });
+
   /** Another process that opens the DuckDB file at `path` and holds it until killed. */
   async function holdInAnotherProcess(path: string) {
     const holder = spawn(
@@ -1054,9 +1060,18 @@ describe('one writing process per database file', () => {
       ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
-    await once(holder.stdout, 'data');
+    holders.push(holder);
+    let said = '';
+    holder.stdout.setEncoding('utf8').on('data', (chunk: string) => (said += chunk));
+    await waitFor(
+      () => `the other process to hold ${path} (it said ${JSON.stringify(said)})`,
+      () => said.includes('held\n'),
+    );
     return holder;
   }
+
+  /** What the runner's status says, for a failure to show what it waited on. */
+  const standbyOf = (runner: { stats: object }) => () => `the standby (the export's status: ${inspect(runner.stats)})`;
 
   it('a standby that takes the file over runs the init statements, which could not run while another process held it', async () => {
     const path = join(dir.path, 'held.duckdb');
@@ -1087,7 +1102,7 @@ describe('one writing process per database file', () => {
     const holder = await holdInAnotherProcess(env.duckdbPath);
     await exportTo('p.main.nowhere', {});
     const runner = env.exports.runner('to-table')!;
-    await waitFor('the standby', () => runner.stats.standby !== undefined);
+    await waitFor(standbyOf(runner), () => runner.stats.standby !== undefined);
     expect(runner.stats.standby).toMatch(/^standby: DuckDB database .* is open in another process/);
     holder.kill('SIGKILL');
     await once(holder, 'exit');
@@ -1100,7 +1115,7 @@ describe('one writing process per database file', () => {
     const holder = await holdInAnotherProcess(env.duckdbPath);
     await exportTo('p.main.nowhere', {});
     const runner = env.exports.runner('to-table')!;
-    await waitFor('the standby', () => runner.stats.standby !== undefined);
+    await waitFor(standbyOf(runner), () => runner.stats.standby !== undefined);
     const row = statusOf(env.core, env.exports).find((s) => s.subscription.endsWith('/to-table'))!;
     expect(row.standby).toMatch(/^standby: DuckDB database .* is open in another process \(pid \d+\)/);
     const metrics = await serveMetrics(env.core, env.exports, '127.0.0.1', 0);
