@@ -19,10 +19,12 @@ const PROGRESS_COMPACT_RATIO = 8;
 
 /** One subscription's per-key progress: loaded once, then appended to inside the writer's transactions. */
 export class ProgressLog {
-  private readonly written = new CommittedRanges();
   private rows = 0;
 
-  private constructor(private readonly subscription: { name: string; uid: string }) {}
+  private constructor(
+    private readonly subscription: { name: string; uid: string },
+    private readonly written: CommittedRanges,
+  ) {}
 
   static async create(connection: DuckDBConnection): Promise<void> {
     await connection.run(
@@ -32,8 +34,16 @@ export class ProgressLog {
     await connection.run(`ALTER TABLE ${PROGRESS_TABLE} ADD COLUMN IF NOT EXISTS first_sequence BIGINT`);
   }
 
-  static async load(connection: DuckDBConnection, subscription: { name: string; uid: string }): Promise<ProgressLog> {
-    const log = new ProgressLog(subscription);
+  /**
+   * `written`: the ranges the writer's redelivery filter checks. The log's rows are loaded into them, and
+   * each batch's once its transaction committed: one copy of what the table holds, not one per reader.
+   */
+  static async load(
+    connection: DuckDBConnection,
+    subscription: { name: string; uid: string },
+    written: CommittedRanges,
+  ): Promise<ProgressLog> {
+    const log = new ProgressLog(subscription, written);
     // The rows of one range, batch after batch, share its first sequence.
     const rows = await connection.runAndReadAll(
       `SELECT ordering_key, coalesce(first_sequence, 1) AS first, max(last_sequence), count(*) FROM ${PROGRESS_TABLE}
@@ -47,48 +57,29 @@ export class ProgressLog {
     return log;
   }
 
-  /** Each key's written ranges. */
-  ranges(): Iterable<[key: string, first: number, last: number]> {
-    return this.written.entries();
-  }
-
   /**
    * Inside the caller's transaction: records the ranges a batch wrote (per key, its lowest and highest
-   * sequence), compacting the log when it grew long. Returns each key's range as recorded, to apply in
-   * memory once the transaction committed. Appends in slices: a compaction writes every key's ranges
+   * sequence), compacting the log when it grew long. Returns what applies them to the written ranges,
+   * to call once the transaction committed. Appends in slices: a compaction writes every key's ranges
    * (10,000 keys blocked the loop 50-140 ms in one go, bench/memory.ts).
    */
-  async append(
-    connection: DuckDBConnection,
-    batch: Map<string, [number, number]>,
-  ): Promise<{ recorded: Map<string, [number, number]>; committed: () => void }> {
+  async append(connection: DuckDBConnection, batch: Map<string, [number, number]>): Promise<() => void> {
     const { uid, name } = this.subscription;
-    const recorded = new Map<string, [number, number]>();
+    const recorded: [key: string, first: number, last: number][] = [];
     for (const [key, [first, last]] of batch) {
       const highest = this.written.last(key);
-      recorded.set(key, highest && first > highest[1] ? [highest[0], last] : [first, last]);
+      recorded.push(highest && first > highest[1] ? [key, highest[0], last] : [key, first, last]);
     }
-    const compact = this.rows + recorded.size > PROGRESS_COMPACT_RATIO * Math.max(1000, this.written.keys);
-    if (compact) await connection.run(`DELETE FROM ${PROGRESS_TABLE} WHERE subscription_uid = $1`, [uid]);
-    let rows = this.rows + recorded.size;
-    if (compact) {
-      const all = new CommittedRanges();
-      for (const [key, first, last] of this.written.entries()) all.add(key, first, last);
-      for (const [key, [first, last]] of recorded) all.add(key, first, last);
-      rows = await appendRanges(connection, uid, name, all.entries());
-    } else
-      await appendRanges(
-        connection,
-        uid,
-        name,
-        [...recorded].map(([key, [first, last]]) => [key, first, last] as const),
-      );
-    return {
-      recorded,
-      committed: () => {
-        for (const [key, [first, last]] of recorded) this.written.add(key, first, last);
-        this.rows = rows;
-      },
+    let rows = this.rows + recorded.length;
+    if (rows > PROGRESS_COMPACT_RATIO * Math.max(1000, this.written.keys)) {
+      await connection.run(`DELETE FROM ${PROGRESS_TABLE} WHERE subscription_uid = $1`, [uid]);
+      // The batch's ranges as they are, beside the written ones they may extend or touch: load unites them.
+      rows = (await appendRanges(connection, uid, name, this.written.entries())) + recorded.length;
+    }
+    await appendRanges(connection, uid, name, recorded);
+    return () => {
+      for (const [key, first, last] of recorded) this.written.add(key, first, last);
+      this.rows = rows;
     };
   }
 }

@@ -11,6 +11,7 @@ import {
 import { FailedKeys } from '../../src/connector/failed-keys.js';
 import type { PubsubMessage } from '../../src/core/message.js';
 import { LoopSlicer } from '../../src/connector/loop-slicer.js';
+import { CommittedRanges } from '../../src/connector/committed-ranges.js';
 import { RedeliveryFilter } from '../../src/connector/redelivery-filter.js';
 import { connectToDuckDb, discardDuckDb, duckDbLockHolder, openDuckDb } from '../../src/duckdb/database.js';
 import { quoteIdent } from '../../src/duckdb/sql.js';
@@ -46,7 +47,7 @@ type Mapped = Row | ConversionError | SchemaMismatch;
 /**
  * The DuckDB table writer (BigQuery-subscription style). Appends rows with the DuckDB appender in
  * per-key order. Effectively once: what a redelivery may bring again is recorded in the same transaction
- * as the rows — the last written sequence per (subscription uid, ordering key) in the progress log, and
+ * as the rows — the written sequence ranges per (subscription uid, ordering key) in the progress log, and
  * the ids of messages recognised by id (no key, unordered, or from a remote Pub/Sub: see RedeliveryMark)
  * — so a redelivery after a crash is recognised and skipped instead of written twice. Keyed by the uid,
  * a subscription created again under the same name starts with nothing written.
@@ -66,6 +67,8 @@ export class DuckDbTableWriter implements Connector {
   readonly counters = { rowsAppended: 0 };
   private progress?: ProgressLog;
   private readonly writtenIds: DuckDbWrittenIds;
+  /** Each ordering key's sequence ranges in the table: what the progress log records, the filter checks. */
+  private readonly written = new CommittedRanges();
   private readonly filter: RedeliveryFilter;
   private readonly cdc: CdcApplier;
   private readonly target: string;
@@ -94,7 +97,7 @@ export class DuckDbTableWriter implements Connector {
     this.target = `${quoteIdent(config.schema)}.${quoteIdent(config.tableName)}`;
     this.subscription = { name: context.subscription, uid: context.identity.uid };
     this.writtenIds = new DuckDbWrittenIds(() => this.connection!, this.subscription, context.spec, now);
-    this.filter = new RedeliveryFilter(this.writtenIds, context.spec.enableMessageOrdering);
+    this.filter = new RedeliveryFilter(this.writtenIds, context.spec.enableMessageOrdering, this.written);
     this.cdc = new CdcApplier(`${config.schema}.${config.tableName}`, this.target);
   }
 
@@ -125,8 +128,7 @@ export class DuckDbTableWriter implements Connector {
           await CdcApplier.create(connection);
           if (this.context.identity.adoptsNameKeyedProgress) await adoptNameKeyedProgress(connection, this.subscription);
         });
-        this.progress = await ProgressLog.load(connection, this.subscription);
-        for (const [key, first, last] of this.progress.ranges()) this.filter.addRange(key, first, last);
+        this.progress = await ProgressLog.load(connection, this.subscription, this.written);
       } catch (e) {
         connection.closeSync();
         throw e;
@@ -407,7 +409,7 @@ export class DuckDbTableWriter implements Connector {
     await connection.run('BEGIN TRANSACTION');
     let appender: DuckDBAppender | undefined;
     const versions = new Map<string, string>();
-    let recorded: Awaited<ReturnType<ProgressLog['append']>>;
+    let applyProgress: () => void;
     const slicer = new LoopSlicer();
     try {
       if (this.computed.length)
@@ -440,7 +442,7 @@ export class DuckDbTableWriter implements Connector {
       appender = undefined;
       if (changes.length) await this.cdc.apply(connection, this.mapper!, changes, versions);
       await this.cdc.saveVersions(connection, versions);
-      recorded = await this.progress!.append(connection, progress);
+      applyProgress = await this.progress!.append(connection, progress);
       await this.writtenIds.append(ids);
       await connection.run('COMMIT');
     } catch (e) {
@@ -455,8 +457,7 @@ export class DuckDbTableWriter implements Connector {
       await connection.run('ROLLBACK').catch(() => undefined);
       throw e;
     }
-    recorded.committed();
-    for (const [key, [first, last]] of recorded.recorded) this.filter.addRange(key, first, last);
+    applyProgress();
     this.counters.rowsAppended += pending.length;
   }
 

@@ -59,12 +59,12 @@ export class RememberedIds implements WrittenIds {
  * key committed, and its messages, coming again, lie below the highest committed sequence unwritten.
  */
 export class RedeliveryFilter {
-  private readonly ranges = new CommittedRanges();
-
   constructor(
     private readonly ids: WrittenIds,
     /** The subscription delivers each key in order (enableMessageOrdering). */
     private readonly ordered: boolean,
+    /** The sequence ranges the sink holds: its own, when the sink keeps them for itself too. */
+    private readonly ranges = new CommittedRanges(),
   ) {}
 
   mark(m: PubsubMessage): RedeliveryMark {
