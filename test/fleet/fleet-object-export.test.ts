@@ -5,10 +5,8 @@ import { createS3Client, s3Connection } from '../../connectors/object-storage/s3
 import { remoteIdentity } from '../../src/connector/sources/remote-endpoint.js';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { orderly } from '../helpers/cli.js';
-import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
-import { PROJECT, publishKeyed, startRemote, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
-import { startTestS3 } from '../helpers/s3.js';
+import { openFleetScene, PROJECT, publishKeyed, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
 
 const MESSAGES = 20_000;
 const KEYS = 500;
@@ -16,9 +14,8 @@ const SUBSCRIPTION = `projects/${PROJECT}/subscriptions/events-to-files`;
 
 describe('a fleet of workers exports one remote subscription to object storage', () => {
   it('three `orderly run` workers, one SIGKILLed mid-run and restarted: every message once in the manifest view, in order in every file', async () => {
-    const dir = tempDir('orderly-fleet-');
-    const s3 = await startTestS3();
-    const remote = await startRemote();
+    const scene = await openFleetScene('orderly-fleet-');
+    const { dir, s3, remote } = scene;
     const workers: OrderlyRunProcess[] = [];
     try {
       const bucket = await s3.bucket();
@@ -42,7 +39,7 @@ describe('a fleet of workers exports one remote subscription to object storage',
         },
       );
       const start = (id: string) => {
-        const child = new OrderlyRunProcess(job, ['--worker-id', id]);
+        const child = scene.worker(job, ['--worker-id', id]);
         workers.push(child);
         return child;
       };
@@ -111,11 +108,7 @@ describe('a fleet of workers exports one remote subscription to object storage',
       expect(seen.size).toBe(MESSAGES);
       expect([...seen.values()].every((n) => n === 1)).toBe(true);
     } finally {
-      for (const w of workers) w.kill('SIGKILL');
-      await Promise.all(workers.map((w) => w.exited));
-      await remote.close();
-      await s3.close();
-      dir.remove();
+      await scene.close();
     }
   }, 240_000);
 });

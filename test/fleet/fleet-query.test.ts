@@ -8,19 +8,16 @@ import { loadJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';
 import { orderly } from '../helpers/cli.js';
-import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
-import { PROJECT, publishKeyed, startRemote, writeRemoteJob } from '../helpers/fleet.js';
-import { startTestS3 } from '../helpers/s3.js';
+import { openFleetScene, PROJECT, publishKeyed, writeRemoteJob } from '../helpers/fleet.js';
 
 const MESSAGES = 600;
 const SUBSCRIPTION = `projects/${PROJECT}/subscriptions/events-to-parquet`;
 
 describe("orderly query over a fleet's Parquet export", () => {
   it("reads every worker's objects from the manifest in the bucket, each message once (a redelivered copy left out)", async () => {
-    const dir = tempDir('orderly-fleet-query-');
-    const s3 = await startTestS3();
-    const remote = await startRemote();
+    const scene = await openFleetScene('orderly-fleet-query-');
+    const { dir, s3, remote } = scene;
     try {
       const bucket = await s3.bucket();
       const [topic] = await remote.client().createTopic('events');
@@ -72,9 +69,7 @@ describe("orderly query over a fleet's Parquet export", () => {
       const copies = await query(`SELECT count(*) AS n FROM events_to_parquet WHERE filename LIKE '%copy%'`);
       expect(copies).toEqual([{ n: '0' }]);
     } finally {
-      await remote.close();
-      await s3.close();
-      dir.remove();
+      await scene.close();
     }
   }, 120_000);
 });

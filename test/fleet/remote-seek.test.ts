@@ -1,10 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { orderly } from '../helpers/cli.js';
-import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
-import { startRemote, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
-import { startTestS3 } from '../helpers/s3.js';
+import { openFleetScene, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
 
 /** Messages of the key the export never had: enough that their replay spans several deliveries. */
 const EARLIER = 3000;
@@ -16,10 +13,8 @@ const LATER = 5;
  * worker stops (finalizing what it holds). Returns `orderly audit`'s answer and each object's payload numbers.
  */
 async function seekBackWhileFileOpen(ordered: boolean): Promise<{ code: number; report: Record<string, unknown>; objects: number[][] }> {
-  const dir = tempDir('orderly-fleetseek-');
-  const s3 = await startTestS3();
-  const remote = await startRemote();
-  let worker: OrderlyRunProcess | undefined;
+  const scene = await openFleetScene('orderly-fleetseek-');
+  const { dir, s3, remote } = scene;
   try {
     const bucket = await s3.bucket();
     const admin = remote.client();
@@ -49,8 +44,7 @@ async function seekBackWhileFileOpen(ordered: boolean): Promise<{ code: number; 
         ],
       },
     );
-    const w = new OrderlyRunProcess(job, ['--worker-id', 'w1']);
-    worker = w;
+    const w = scene.worker(job, ['--worker-id', 'w1']);
     await w.ready;
     await publish(EARLIER, EARLIER + LATER);
     await waitFor('the worker to hold the later messages in its open file', async () => (await workerStatus(w)).backlog === LATER, 30_000);
@@ -79,11 +73,7 @@ async function seekBackWhileFileOpen(ordered: boolean): Promise<{ code: number; 
     }
     return { code: audit.code, report: JSON.parse(audit.stdout), objects };
   } finally {
-    worker?.kill('SIGKILL');
-    await worker?.exited;
-    await remote.close();
-    await s3.close();
-    dir.remove();
+    await scene.close();
   }
 }
 

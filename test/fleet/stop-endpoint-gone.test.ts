@@ -1,9 +1,6 @@
 import { expect, it } from 'vitest';
-import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
-import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
-import { startRemote, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
-import { startTestS3 } from '../helpers/s3.js';
+import { openFleetScene, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
 
 const KEYS = 50;
 const PER_KEY = 70;
@@ -12,9 +9,8 @@ const PER_KEY = 70;
 // retried the acks past the first request's 3,000 for about 90 s after "stopped", keeping the process
 // alive with its lock already released.
 it('a worker stopped while its endpoint is gone writes what it holds and exits within seconds', async () => {
-  const dir = tempDir('orderly-stop-gone-');
-  const s3 = await startTestS3();
-  const remote = await startRemote();
+  const scene = await openFleetScene('orderly-stop-gone-');
+  const { dir, s3, remote } = scene;
   try {
     const [topic] = await remote.client().createTopic('events');
     await topic.createSubscription('held', { enableMessageOrdering: true, ackDeadlineSeconds: 20 });
@@ -42,7 +38,7 @@ it('a worker stopped while its endpoint is gone writes what it holds and exits w
         ],
       },
     );
-    const worker = new OrderlyRunProcess(job);
+    const worker = scene.worker(job);
     await worker.ready;
     // Each key's messages in one publish request, so each key's are delivered together (an ordered key's
     // next ones wait for its earlier ones' acks): more than one ack request's worth is held.
@@ -65,8 +61,6 @@ it('a worker stopped while its endpoint is gone writes what it holds and exits w
       lines.push(...(await s3.get(bucket, name)).toString().trim().split('\n'));
     expect(lines.sort()).toEqual(Array.from({ length: KEYS * PER_KEY }, (_, i) => `k${i % KEYS}:${Math.floor(i / KEYS)}`).sort());
   } finally {
-    await remote.close();
-    await s3.close();
-    dir.remove();
+    await scene.close();
   }
 }, 150_000);

@@ -1,9 +1,6 @@
 import { expect, it } from 'vitest';
-import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
-import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
-import { PROJECT, publishKeyed, startRemote, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
-import { startTestS3 } from '../helpers/s3.js';
+import { openFleetScene, PROJECT, publishKeyed, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
 
 const KEYS = 20;
 const PER_KEY = 10;
@@ -12,10 +9,8 @@ const PER_KEY = 10;
 // drops packets): the lease extensions of what the worker held timed out with DEADLINE_EXCEEDED, which was
 // taken for a routine end of a stream. Status said `streaming`, the log said nothing, for as long as it lasted.
 it('an endpoint that stops answering while a worker holds messages: retrying, naming the endpoint; streaming again once it answers', async () => {
-  const dir = tempDir('orderly-frozen-endpoint-');
-  const s3 = await startTestS3();
-  const remote = await startRemote();
-  let worker: OrderlyRunProcess | undefined;
+  const scene = await openFleetScene('orderly-frozen-endpoint-');
+  const { dir, s3, remote } = scene;
   try {
     const [topic] = await remote.client().createTopic('events');
     await topic.createSubscription('held', { enableMessageOrdering: true, ackDeadlineSeconds: 10 });
@@ -36,12 +31,11 @@ it('an endpoint that stops answering while a worker holds messages: retrying, na
         ],
       },
     );
-    worker = new OrderlyRunProcess(job, ['--worker-id', 'w1']);
-    await worker.ready;
+    const w = scene.worker(job, ['--worker-id', 'w1']);
+    await w.ready;
     await publishKeyed(remote.client(), 'events', KEYS * PER_KEY, KEYS);
     // publishKeyed's payloads, `key:seq`.
     const published = Array.from({ length: KEYS * PER_KEY }, (_, i) => `k${i % KEYS}:${Math.floor(i / KEYS)}`);
-    const w = worker;
     await waitFor('the worker to hold a message of every key', async () => (await workerStatus(w)).keysInFlight === KEYS, 30_000);
 
     remote.child.kill('SIGSTOP');
@@ -74,10 +68,6 @@ it('an endpoint that stops answering while a worker holds messages: retrying, na
     // Each published message at least once (the leases that lapsed meanwhile may bring copies).
     expect([...new Set(lines)].sort()).toEqual([...published].sort());
   } finally {
-    worker?.kill('SIGKILL');
-    await worker?.exited;
-    await remote.close();
-    await s3.close();
-    dir.remove();
+    await scene.close();
   }
 }, 240_000);

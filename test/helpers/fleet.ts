@@ -5,6 +5,7 @@ import { stringify } from 'yaml';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { startServe, type ServeProcess } from './serve-process.js';
 import { tempDir } from './core.js';
+import { startTestS3 } from './s3.js';
 
 export const PROJECT = 'fleet-project';
 
@@ -35,6 +36,39 @@ export async function startRemote(): Promise<
     async close() {
       await Promise.all(clients.map((c) => c.close()));
       await serve.stop();
+      dir.remove();
+    },
+  };
+}
+
+/**
+ * What a fleet test runs in: a temp dir, a real S3 server and a remote (startRemote). `worker` starts an
+ * `orderly run` worker; `close` kills the workers still running (those of a test that failed midway
+ * too), then stops the servers and removes the dir.
+ */
+export async function openFleetScene(prefix: string) {
+  const dir = tempDir(prefix);
+  const s3 = await startTestS3();
+  const remote = await startRemote().catch(async (e: unknown) => {
+    await s3.close();
+    dir.remove();
+    throw e;
+  });
+  const workers: OrderlyRunProcess[] = [];
+  return {
+    dir,
+    s3,
+    remote,
+    worker(job: string, args: string[] = []): OrderlyRunProcess {
+      const child = new OrderlyRunProcess(job, args);
+      workers.push(child);
+      return child;
+    },
+    async close() {
+      for (const w of workers) w.kill('SIGKILL');
+      await Promise.all(workers.map((w) => w.exited));
+      await remote.close();
+      await s3.close();
       dir.remove();
     },
   };
