@@ -31,7 +31,7 @@ export function iamHandlers(core: PubSubCore): Record<string, RpcHandler> {
     return name as string;
   };
   return serviceHandlers<IamPolicyRequests>({
-    GetIamPolicy: async (r) => policyToProto(core.iam.get(resource(r))),
+    GetIamPolicy: async (r) => policyToProto(core.iam.read(resource(r), r.options?.requestedPolicyVersion ?? 0)),
     SetIamPolicy: async (r) => {
       const name = resource(r);
       const mask = r.updateMask ? r.updateMask.paths.map((p) => p.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase())) : [];

@@ -154,6 +154,6 @@ export interface SchemaServiceRequests {
 
 export interface IamPolicyRequests {
   SetIamPolicy: { resource: string; policy: ProtoPolicy | null; updateMask: ProtoFieldMask | null };
-  GetIamPolicy: { resource: string };
+  GetIamPolicy: { resource: string; options: { requestedPolicyVersion: number } | null };
   TestIamPermissions: { resource: string; permissions: string[] };
 }

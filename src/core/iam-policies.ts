@@ -45,6 +45,24 @@ export class IamPolicies {
   }
 
   /**
+   * The policy as GetIamPolicy returns it to a caller that can read up to `requestedVersion`
+   * (GetPolicyOptions.requestedPolicyVersion): 0, 1 or 3, and 3 for a policy with conditional bindings,
+   * as IAM requires. A caller of version 1 cannot tell a conditional binding from an unconditional one:
+   * given it, it reads a grant wider than the one set, and a read-modify-write drops the conditions.
+   */
+  read(resource: string, requestedVersion: number): IamPolicy {
+    if (![0, 1, 3].includes(requestedVersion))
+      throw new InvalidArgumentError('options.requestedPolicyVersion', `must be 0, 1 or 3, got ${requestedVersion}`);
+    const policy = this.get(resource);
+    if (requestedVersion < 3 && conditionalBinding(policy) >= 0)
+      throw new InvalidArgumentError(
+        'options.requestedPolicyVersion',
+        `the policy of ${resource} has conditional bindings: they are read with version 3, got ${requestedVersion}`,
+      );
+    return policy;
+  }
+
+  /**
    * Replaces the fields of `updateMask` (default `bindings` and `etag`, as IAM does). An etag that is
    * not the current one is ABORTED: the policy changed since the caller read it.
    */
@@ -93,12 +111,17 @@ export class IamPolicies {
 function checkVersion(policy: IamPolicy): void {
   const version = policy.version ?? 0;
   if (![0, 1, 3].includes(version)) throw new InvalidArgumentError('policy.version', `must be 0, 1 or 3, got ${version}`);
-  const conditional = policy.bindings.findIndex((b) => b.condition !== undefined && b.condition !== null);
+  const conditional = conditionalBinding(policy);
   if (conditional >= 0 && version !== 3)
     throw new InvalidArgumentError(
       `policy.bindings[${conditional}].condition`,
       `a policy with conditional bindings must be version 3, got version ${version}`,
     );
+}
+
+/** The index of the policy's first binding with a condition, or -1. */
+function conditionalBinding(policy: IamPolicy): number {
+  return policy.bindings.findIndex((b) => b.condition !== undefined && b.condition !== null);
 }
 
 function checkBindings(bindings: IamBinding[]): void {

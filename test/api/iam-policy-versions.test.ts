@@ -1,0 +1,80 @@
+import * as grpc from '@grpc/grpc-js';
+import { v1 } from '@google-cloud/pubsub';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { servePerFile } from '../helpers/serve-process.js';
+
+/**
+ * GetIamPolicy's options.requestedPolicyVersion (google.iam.v1.GetPolicyOptions): "Valid values are 0, 1,
+ * and 3. Requests specifying an invalid value will be rejected. Requests for policies with any
+ * conditional role bindings must specify version 3." Over Google's generated client and REST alike.
+ */
+const { server } = servePerFile();
+const TOPIC = 'projects/iam-versions/topics/guarded';
+const CONDITIONAL = {
+  version: 3,
+  bindings: [
+    {
+      role: 'roles/pubsub.publisher',
+      members: ['user:ada@example.com'],
+      condition: { expression: 'request.time < timestamp("2030-01-01T00:00:00Z")', title: 'until 2030' },
+    },
+  ],
+};
+let publisher: v1.PublisherClient;
+
+/** Google's generated client's IAM calls, whose typings take protobufjs message instances rather than plain requests. */
+type GetIamPolicyRequest = Parameters<v1.PublisherClient['getIamPolicy']>[0];
+type SetIamPolicyRequest = Parameters<v1.PublisherClient['setIamPolicy']>[0];
+const getPolicy = (request: object) => publisher.getIamPolicy(request as GetIamPolicyRequest);
+const setPolicy = (request: object) => publisher.setIamPolicy(request as SetIamPolicyRequest);
+
+beforeAll(async () => {
+  publisher = new v1.PublisherClient({ servicePath: '127.0.0.1', port: server.port, sslCreds: grpc.credentials.createInsecure() });
+  await publisher.createTopic({ name: TOPIC });
+});
+
+afterAll(async () => {
+  await publisher?.close();
+});
+
+async function restGetPolicy(version: string): Promise<{ status: number; json: any }> {
+  const res = await fetch(`http://${server.host}/v1/${TOPIC}:getIamPolicy?options.requestedPolicyVersion=${version}`);
+  return { status: res.status, json: await res.json() };
+}
+
+describe('GetIamPolicy honours options.requestedPolicyVersion', () => {
+  it('a version other than 0, 1 or 3 is INVALID_ARGUMENT naming the field', async () => {
+    for (const version of [2, 4, -1]) {
+      await expect(getPolicy({ resource: TOPIC, options: { requestedPolicyVersion: version } })).rejects.toMatchObject({
+        code: grpc.status.INVALID_ARGUMENT,
+        details: `options.requestedPolicyVersion: must be 0, 1 or 3, got ${version}`,
+      });
+    }
+    expect(await restGetPolicy('7')).toMatchObject({
+      status: 400,
+      json: { error: { status: 'INVALID_ARGUMENT', message: 'options.requestedPolicyVersion: must be 0, 1 or 3, got 7' } },
+    });
+  });
+
+  it('a policy with conditional bindings is read with version 3 only: below it, its conditions would be lost', async () => {
+    await setPolicy({ resource: TOPIC, policy: CONDITIONAL });
+    const [read] = await getPolicy({ resource: TOPIC, options: { requestedPolicyVersion: 3 } });
+    expect(read).toMatchObject({
+      version: 3,
+      bindings: [expect.objectContaining({ condition: expect.objectContaining({ title: 'until 2030' }) })],
+    });
+    const refusal = `options.requestedPolicyVersion: the policy of ${TOPIC} has conditional bindings: they are read with version 3`;
+    for (const options of [undefined, { requestedPolicyVersion: 1 }])
+      await expect(getPolicy({ resource: TOPIC, options })).rejects.toMatchObject({
+        code: grpc.status.INVALID_ARGUMENT,
+        details: expect.stringContaining(refusal),
+      });
+    expect(await restGetPolicy('1')).toMatchObject({ status: 400, json: { error: { message: `${refusal}, got 1` } } });
+    // Without conditions, any valid version reads it.
+    await setPolicy({ resource: TOPIC, policy: { bindings: [{ role: 'roles/pubsub.viewer', members: ['user:ada@example.com'] }] } });
+    for (const requestedPolicyVersion of [0, 1, 3]) {
+      const [policy] = await getPolicy({ resource: TOPIC, options: { requestedPolicyVersion } });
+      expect(policy.bindings).toEqual([expect.objectContaining({ role: 'roles/pubsub.viewer' })]);
+    }
+  });
+});
