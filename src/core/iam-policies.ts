@@ -74,8 +74,6 @@ export class IamPolicies {
         `policy.etag: the policy of ${resource} changed since it was read (etag ${current.etag}, got ${policy.etag}); read it again and retry`,
       );
     }
-    checkBindings(policy.bindings);
-    checkVersion(policy);
     const paths = updateMask.length ? updateMask : ['bindings', 'etag'];
     for (const p of paths)
       if (!MASK_FIELDS.has(p))
@@ -83,12 +81,17 @@ export class IamPolicies {
           'updateMask',
           `unknown policy field path ${JSON.stringify(p)} (known: bindings, etag, auditConfigs, version)`,
         );
+    const givesBindings = paths.includes('bindings');
+    // Only what the mask names is checked, and then the policy it makes: a mask of `version` alone must
+    // not leave conditional bindings in a version 1 policy, nor fields it leaves out be judged.
+    if (givesBindings) checkBindings(policy.bindings);
     const next: IamPolicy = {
       version: paths.includes('version') || policy.version ? policy.version : current.version,
-      bindings: paths.includes('bindings') ? policy.bindings : current.bindings,
+      bindings: givesBindings ? policy.bindings : current.bindings,
       auditConfigs: paths.includes('auditConfigs') ? policy.auditConfigs : current.auditConfigs,
       etag: randomBytes(8).toString('base64'),
     };
+    checkVersion(next, givesBindings);
     await this.store.putIamPolicy(resource, next);
     this.policies.set(resource, next);
     return next;
@@ -107,14 +110,17 @@ export class IamPolicies {
   }
 }
 
-/** google.iam.v1.Policy.version: 0, 1 or 3, and 3 for a policy with conditional bindings. */
-function checkVersion(policy: IamPolicy): void {
+/**
+ * google.iam.v1.Policy.version: 0, 1 or 3, and 3 for a policy with conditional bindings. A violation is
+ * blamed on the bindings given (`givesBindings`), else on the version that no longer fits the stored ones.
+ */
+function checkVersion(policy: IamPolicy, givesBindings: boolean): void {
   const version = policy.version ?? 0;
   if (![0, 1, 3].includes(version)) throw new InvalidArgumentError('policy.version', `must be 0, 1 or 3, got ${version}`);
   const conditional = conditionalBinding(policy);
   if (conditional >= 0 && version !== 3)
     throw new InvalidArgumentError(
-      `policy.bindings[${conditional}].condition`,
+      givesBindings ? `policy.bindings[${conditional}].condition` : 'policy.version',
       `a policy with conditional bindings must be version 3, got version ${version}`,
     );
 }

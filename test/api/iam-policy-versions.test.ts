@@ -8,7 +8,7 @@ import { servePerFile } from '../helpers/serve-process.js';
  * and 3. Requests specifying an invalid value will be rejected. Requests for policies with any
  * conditional role bindings must specify version 3." Over Google's generated client and REST alike.
  */
-const { server } = servePerFile();
+const { server, api } = servePerFile();
 const TOPIC = 'projects/iam-versions/topics/guarded';
 const CONDITIONAL = {
   version: 3,
@@ -76,5 +76,33 @@ describe('GetIamPolicy honours options.requestedPolicyVersion', () => {
       const [policy] = await getPolicy({ resource: TOPIC, options: { requestedPolicyVersion } });
       expect(policy.bindings).toEqual([expect.objectContaining({ role: 'roles/pubsub.viewer' })]);
     }
+  });
+
+  it('SetIamPolicy checks the policy its update mask makes: no version 1 policy with conditional bindings', async () => {
+    await setPolicy({ resource: TOPIC, policy: CONDITIONAL });
+    // Google's generated client drops SetIamPolicyRequest.update_mask (google-gax's IAM protos lack it): raw stubs and REST send it.
+    await expect(
+      api.policy('setIamPolicy', { resource: TOPIC, policy: { version: 1 }, updateMask: { paths: ['version'] } }),
+    ).rejects.toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: 'policy.version: a policy with conditional bindings must be version 3, got version 1',
+    });
+    const [kept] = await getPolicy({ resource: TOPIC, options: { requestedPolicyVersion: 3 } });
+    expect(kept).toMatchObject({ version: 3, bindings: [expect.objectContaining({ condition: expect.anything() })] });
+    // Bindings the mask leaves out are neither applied nor judged.
+    const auditConfigs = [{ service: 'allServices', auditLogConfigs: [{ logType: 'DATA_READ' }] }];
+    const ignored = { bindings: [{ ...CONDITIONAL.bindings[0], role: 'not-a-role' }], auditConfigs };
+    await api.policy('setIamPolicy', { resource: TOPIC, policy: { ...ignored, version: 3 }, updateMask: { paths: ['audit_configs'] } });
+    const res = await fetch(`http://${server.host}/v1/${TOPIC}:setIamPolicy`, {
+      method: 'POST',
+      body: JSON.stringify({ policy: { bindings: ignored.bindings, auditConfigs }, updateMask: 'auditConfigs' }),
+    });
+    expect(res.status).toBe(200);
+    const after = await api.policy('getIamPolicy', { resource: TOPIC, options: { requestedPolicyVersion: 3 } });
+    expect(after).toMatchObject({
+      version: 3,
+      bindings: kept.bindings,
+      auditConfigs: [expect.objectContaining({ service: 'allServices' })],
+    });
   });
 });
