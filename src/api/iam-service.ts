@@ -1,15 +1,30 @@
 import { InvalidArgumentError, NotFoundError } from '../core/errors.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
+import { parseSchemaName } from '../schema/schema-name.js';
 import { policyFromProto, policyToProto } from './proto-mapping.js';
 import type { IamPolicyRequests } from './pubsub-messages.js';
 import { required, serviceHandlers, type RpcHandler } from './rpc.js';
 
-/** The Pub/Sub resources that carry IAM policies, and how to tell that one exists. */
-const KINDS: Record<string, { label: string; exists(core: PubSubCore, name: string): boolean }> = {
-  topics: { label: 'Topic', exists: (core, name) => core.hasTopic(name) },
-  subscriptions: { label: 'Subscription', exists: (core, name) => core.hasSubscription(name) },
-  snapshots: { label: 'Snapshot', exists: (core, name) => core.hasSnapshot(name) },
-  schemas: { label: 'Schema', exists: (core, name) => core.schemas.has(name) },
+/**
+ * The Pub/Sub resources that carry IAM policies: how a name of each is checked (its id's rules, errors
+ * naming `resource`, the request's field) and how to tell that one exists.
+ */
+const KINDS: Record<
+  string,
+  { label: string; check(core: PubSubCore, name: string): void; exists(core: PubSubCore, name: string): boolean }
+> = {
+  topics: { label: 'Topic', check: (core, name) => core.topicName(name, 'resource'), exists: (core, name) => core.hasTopic(name) },
+  subscriptions: {
+    label: 'Subscription',
+    check: (core, name) => core.subscriptionName(name, 'resource'),
+    exists: (core, name) => core.hasSubscription(name),
+  },
+  snapshots: {
+    label: 'Snapshot',
+    check: (core, name) => core.snapshotName(name, 'resource'),
+    exists: (core, name) => core.hasSnapshot(name),
+  },
+  schemas: { label: 'Schema', check: (_core, name) => parseSchemaName(name, 'resource'), exists: (core, name) => core.schemas.has(name) },
 };
 
 /**
@@ -27,6 +42,7 @@ export function iamHandlers(core: PubSubCore): Record<string, RpcHandler> {
         `expected a Pub/Sub topic, subscription, snapshot or schema name, got ${JSON.stringify(name) ?? String(name)}`,
       );
     const kind = KINDS[m[1]!]!;
+    kind.check(core, name as string);
     if (!kind.exists(core, name as string)) throw new NotFoundError(kind.label, name as string);
     return name as string;
   };
