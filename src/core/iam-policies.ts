@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
 import { InvalidArgumentError, OrderlyError } from './errors.js';
 
@@ -30,6 +30,8 @@ const MEMBER =
   /^(allUsers|allAuthenticatedUsers|(user|serviceAccount|group|domain|principal|principalSet|deleted:user|deleted:serviceAccount|deleted:group):\S+)$/;
 const ROLE = /^(roles\/[A-Za-z0-9_.]+|(projects|organizations)\/[^/]+\/roles\/[A-Za-z0-9_.]+)$/;
 const MASK_FIELDS = new Set(['bindings', 'etag', 'auditConfigs', 'version']);
+/** What marks a conditional binding's role in the version 1 view of a policy (IAM's own marker). */
+const WITHCOND = '_withcond_';
 
 export class IamPolicies {
   private readonly policies = new Map<string, IamPolicy>();
@@ -45,21 +47,23 @@ export class IamPolicies {
   }
 
   /**
-   * The policy as GetIamPolicy returns it to a caller that can read up to `requestedVersion`
-   * (GetPolicyOptions.requestedPolicyVersion): 0, 1 or 3, and 3 for a policy with conditional bindings,
-   * as IAM requires. A caller of version 1 cannot tell a conditional binding from an unconditional one:
-   * given it, it reads a grant wider than the one set, and a read-modify-write drops the conditions.
+   * The policy as GetIamPolicy returns it to a caller that reads up to `requestedVersion`
+   * (GetPolicyOptions.requestedPolicyVersion: 0, 1 or 3). Below 3 a policy with conditional bindings is
+   * shown as IAM shows it: version 1, each conditional binding's condition hidden and its role marked
+   * `<role>_withcond_<hash>`, so a version 1 reader neither takes it for an unconditional grant nor can
+   * set it back as one (see `set`).
    */
   read(resource: string, requestedVersion: number): IamPolicy {
     if (![0, 1, 3].includes(requestedVersion))
       throw new InvalidArgumentError('options.requestedPolicyVersion', `must be 0, 1 or 3, got ${requestedVersion}`);
     const policy = this.get(resource);
-    if (requestedVersion < 3 && conditionalBinding(policy) >= 0)
-      throw new InvalidArgumentError(
-        'options.requestedPolicyVersion',
-        `the policy of ${resource} has conditional bindings: they are read with version 3, got ${requestedVersion}`,
-      );
-    return policy;
+    if (requestedVersion === 3 || conditionalBinding(policy) < 0) return policy;
+    const bindings = policy.bindings.map((b) =>
+      b.condition === undefined || b.condition === null
+        ? b
+        : { role: `${b.role}${WITHCOND}${conditionHash(b.condition)}`, members: b.members },
+    );
+    return { ...policy, version: 1, bindings };
   }
 
   /**
@@ -82,6 +86,13 @@ export class IamPolicies {
           `unknown policy field path ${JSON.stringify(p)} (known: bindings, etag, auditConfigs, version)`,
         );
     const givesBindings = paths.includes('bindings');
+    // IAM: with an etag, changing the bindings of a policy that has conditions takes version 3 (without
+    // one, a version 1 policy may overwrite it, conditions and all).
+    if (policy.etag && givesBindings && policy.version !== 3 && conditionalBinding(current) >= 0)
+      throw new InvalidArgumentError(
+        'policy.version',
+        `the policy of ${resource} has conditional bindings: changing its bindings takes version 3, got version ${policy.version}`,
+      );
     // Only what the mask names is checked, and then the policy it makes: a mask of `version` alone must
     // not leave conditional bindings in a version 1 policy, nor fields it leaves out be judged.
     if (givesBindings) checkBindings(policy.bindings);
@@ -130,8 +141,18 @@ function conditionalBinding(policy: IamPolicy): number {
   return policy.bindings.findIndex((b) => b.condition !== undefined && b.condition !== null);
 }
 
+/** An opaque 20 hex digits naming a condition, as IAM's `_withcond_` suffixes are. */
+function conditionHash(condition: unknown): string {
+  return createHash('sha256').update(JSON.stringify(condition)).digest('hex').slice(0, 20);
+}
+
 function checkBindings(bindings: IamBinding[]): void {
   bindings.forEach((b, i) => {
+    if (b.role.includes(WITHCOND))
+      throw new InvalidArgumentError(
+        `policy.bindings[${i}].role`,
+        `${JSON.stringify(b.role)} is the version 1 view of a conditional binding; read the policy with options.requestedPolicyVersion 3 and set it as version 3`,
+      );
     if (!ROLE.test(b.role))
       throw new InvalidArgumentError(
         `policy.bindings[${i}].role`,

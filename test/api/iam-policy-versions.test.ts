@@ -56,25 +56,47 @@ describe('GetIamPolicy honours options.requestedPolicyVersion', () => {
     });
   });
 
-  it('a policy with conditional bindings is read with version 3 only: below it, its conditions would be lost', async () => {
+  it('below version 3 a conditional binding is shown as IAM shows it (role_withcond_hash, no condition), and cannot be set back so', async () => {
     await setPolicy({ resource: TOPIC, policy: CONDITIONAL });
     const [read] = await getPolicy({ resource: TOPIC, options: { requestedPolicyVersion: 3 } });
     expect(read).toMatchObject({
       version: 3,
       bindings: [expect.objectContaining({ condition: expect.objectContaining({ title: 'until 2030' }) })],
     });
-    const refusal = `options.requestedPolicyVersion: the policy of ${TOPIC} has conditional bindings: they are read with version 3`;
-    for (const options of [undefined, { requestedPolicyVersion: 1 }])
-      await expect(getPolicy({ resource: TOPIC, options })).rejects.toMatchObject({
-        code: grpc.status.INVALID_ARGUMENT,
-        details: expect.stringContaining(refusal),
-      });
-    expect(await restGetPolicy('1')).toMatchObject({ status: 400, json: { error: { message: `${refusal}, got 1` } } });
-    // Without conditions, any valid version reads it.
+    // Google's handwritten client asks with no version: it must not read the conditional grant as an unconditional one.
+    const withcond = { role: expect.stringMatching(/^roles\/pubsub\.publisher_withcond_[0-9a-f]{20}$/), members: ['user:ada@example.com'] };
+    for (const options of [undefined, { requestedPolicyVersion: 1 }]) {
+      const [v1Policy] = await getPolicy({ resource: TOPIC, options });
+      expect(v1Policy).toMatchObject({ version: 1, bindings: [{ ...withcond, condition: null }] });
+    }
+    const rest = await restGetPolicy('1');
+    expect(rest).toMatchObject({ status: 200, json: { version: 1, bindings: [withcond] } });
+    expect(rest.json.bindings[0].condition).toBeUndefined();
+    // Set back, the version 1 view would replace the condition by a grant of a role that does not exist: refused,
+    // and with the etag (IAM's guard), any change of the bindings that is not version 3 is refused.
+    await expect(setPolicy({ resource: TOPIC, policy: { bindings: rest.json.bindings } })).rejects.toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: expect.stringMatching(
+        /^policy\.bindings\[0\]\.role: "roles\/pubsub\.publisher_withcond_[0-9a-f]{20}" is the version 1 view/,
+      ),
+    });
+    await expect(
+      setPolicy({
+        resource: TOPIC,
+        policy: {
+          etag: Buffer.from(rest.json.etag, 'base64'),
+          bindings: [{ role: 'roles/pubsub.viewer', members: ['user:ada@example.com'] }],
+        },
+      }),
+    ).rejects.toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: `policy.version: the policy of ${TOPIC} has conditional bindings: changing its bindings takes version 3, got version 0`,
+    });
+    // Without conditions, any valid version reads it as it is.
     await setPolicy({ resource: TOPIC, policy: { bindings: [{ role: 'roles/pubsub.viewer', members: ['user:ada@example.com'] }] } });
     for (const requestedPolicyVersion of [0, 1, 3]) {
       const [policy] = await getPolicy({ resource: TOPIC, options: { requestedPolicyVersion } });
-      expect(policy.bindings).toEqual([expect.objectContaining({ role: 'roles/pubsub.viewer' })]);
+      expect(policy.bindings).toEqual([expect.objectContaining({ role: 'roles/pubsub.viewer', condition: null })]);
     }
   });
 
