@@ -14,6 +14,7 @@ import {
 import { bearerCheck, bearerInterceptor } from './bearer-auth.js';
 import { checkExposure, isLoopback } from './exposure.js';
 import { pubsubServices } from './grpc-server.js';
+import { oversizedRequestInterceptor } from './oversized-requests.js';
 import { restHandler } from './rest-handler.js';
 import { RestRequests } from './rest-requests.js';
 
@@ -60,7 +61,8 @@ export async function startPubsubEndpoint(core: PubSubCore, options: EndpointOpt
       // Dead peers under a long StreamingPull are found by pings, not left open forever.
       'grpc.keepalive_time_ms': 60_000,
       'grpc.keepalive_timeout_ms': 20_000,
-      interceptors: check ? [bearerInterceptor(check)] : [],
+      // The oversized-request one first: it must wrap the call grpc-js refuses such a request on.
+      interceptors: [oversizedRequestInterceptor(MAX_GRPC_MESSAGE), ...(check ? [bearerInterceptor(check)] : [])],
     },
     logger,
   );

@@ -367,10 +367,22 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
     expect(created.messageRetentionDuration).toEqual({ seconds: '700', nanos: 500_000_000 });
   });
 
-  it('a request over 20 MiB is RESOURCE_EXHAUSTED', async () => {
+  it('a request over 20 MiB is INVALID_ARGUMENT naming the limit, as Pub/Sub answers it, not a RESOURCE_EXHAUSTED clients retry', async () => {
+    // Before: grpc-js's own RESOURCE_EXHAUSTED, which Google's Node client retries on Publish for 60 s
+    // before failing with DEADLINE_EXCEEDED.
     const big = { topic: 'projects/bad-input/topics/orders', messages: [{ data: Buffer.alloc(21 * 1024 * 1024, 1) }] };
-    await expect(api.pub('publish', big)).rejects.toMatchObject({ code: grpc.status.RESOURCE_EXHAUSTED });
+    const refused = api.pub('publish', big);
+    await expect(refused).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+    const details = ((await refused.catch((e: unknown) => e)) as grpc.ServiceError).details;
+    expect(details).toContain('request payload size exceeds the limit');
+    expect(details).toContain(String(20 * 1024 * 1024));
     expect(server.alive()).toBe(true);
+    // The call after it on the same connection is served as usual.
+    await expect(
+      api.pub('publish', { topic: 'projects/bad-input/topics/orders', messages: [{ data: Buffer.from('after') }] }),
+    ).resolves.toMatchObject({
+      messageIds: [expect.any(String)],
+    });
   });
 
   it('an error quoting a huge value is cut to fit its trailers: INVALID_ARGUMENT at once, not a hang until the deadline', async () => {
