@@ -33,6 +33,11 @@ const BATCH = 500;
 const BATCH_BYTES = 9 * 1024 * 1024;
 /** Lines held across all keys before every key's batch goes out: many keys make small requests, never a large buffer. */
 const MAX_BUFFERED = 10 * BATCH;
+/**
+ * And bytes: a key's batch waits for 9 MiB, so lines of megabytes on many keys were all held until the
+ * line count above was reached (60 lines of 5 MB, each on its own key: 820 MiB of RSS, the whole file).
+ */
+const MAX_BUFFERED_BYTES = 32 * 1024 * 1024;
 /** Requests of different keys in flight at once. */
 const PARALLEL_REQUESTS = 16;
 
@@ -100,12 +105,14 @@ async function publishLines(
   const batches = new Map<string, { line: number; message: MessageInput }[]>();
   const batchBytes = new Map<string, number>();
   let buffered = 0;
+  let bufferedBytes = 0;
   /** What stopped the publishing: no request starts after it, and it is thrown once those running ended (so the counts are final). */
   let failure: unknown;
   const flush = async (key: string) => {
     const pending = batches.get(key);
     if (!pending?.length || failure) return;
     batches.delete(key);
+    bufferedBytes -= batchBytes.get(key) ?? 0;
     batchBytes.delete(key);
     buffered -= pending.length;
     try {
@@ -168,8 +175,9 @@ async function publishLines(
     batch.push({ line: lineNo, message });
     batchBytes.set(key, (batchBytes.get(key) ?? 0) + size);
     buffered++;
+    bufferedBytes += size;
     if (batch.length >= BATCH) await flush(key);
-    else if (buffered >= MAX_BUFFERED) await flushAll();
+    else if (buffered >= MAX_BUFFERED || bufferedBytes >= MAX_BUFFERED_BYTES) await flushAll();
     if (failure) break;
   }
   // The lines read before a stop are published all the same: what went out is then every line up to the last

@@ -176,6 +176,26 @@ describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
     );
   });
 
+  it('lines of megabytes on many keys go out as they are read, not all held until the end of the file', async () => {
+    // Before: a key's batch waited for 9 MiB and all keys' batches for 5,000 lines, so 60 lines of 1 MB on
+    // 60 keys were all in memory before the first request (lines of 5 MB so: 820 MiB of RSS, the whole file).
+    const topic = 'projects/publish-file/topics/large-lines';
+    await api.pub('createTopic', { name: topic });
+    const file = join(dir.path, 'large-lines.jsonl');
+    const lines = Array.from({ length: 60 }, (_, i) => JSON.stringify({ user: `u${i}`, pad: 'x'.repeat(1_000_000) }));
+    writeFileSync(file, lines.join('\n') + '\n');
+    // The first request stops the reading: the lines read by then are what the publisher held.
+    const stop = new AbortController();
+    const publish = async (messages: MessageInput[]) => {
+      stop.abort('SIGINT');
+      const request = { topic, messages: messages.map((m) => ({ data: Buffer.from(m.data as string), orderingKey: m.orderingKey })) };
+      return (await api.pub('publish', request)).messageIds as string[];
+    };
+    const report = await publishFile(publish, { file, orderingKeyField: 'user', stop: stop.signal });
+    expect(report.stopped?.lastLine).toBeLessThanOrEqual(34);
+    expect(report.published).toBe(report.stopped?.lastLine);
+  });
+
   it('a stop with requests of several keys in flight starts no request after it, and counts every line that went out', async () => {
     const file = join(dir.path, 'stops-in-flight.jsonl');
     writeFileSync(file, Array.from({ length: 3000 }, (_, i) => line(i, `u${i % 40}`)).join('\n') + '\n');
