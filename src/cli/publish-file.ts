@@ -1,9 +1,11 @@
 import { Presets, SingleBar } from 'cli-progress';
 import { isUtf8 } from 'node:buffer';
 import { createReadStream, statSync, type ReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
+import { LIMITS } from '../core/limits.js';
 import { OrderlyError } from '../core/errors.js';
 import { inputSize, type MessageInput } from '../core/message.js';
+import { boundedLines } from './bounded-lines.js';
 
 /** Publishes one request's messages (to a core in this process, or a running job's endpoint). */
 export type PublishBatch = (messages: MessageInput[]) => Promise<string[]>;
@@ -64,10 +66,9 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
   // The file is read once, as it is published: a pipe (`--file <(...)`, a FIFO) cannot be read twice (a
   // first pass counting its lines took them all, and "published 0" followed), and a file over 512 MiB
   // cannot be held as one string. The progress is the share of the file's bytes read, when it has a size.
-  // Read as latin1 (one char per byte): the lines split where their bytes do, and each is checked as UTF-8
+  // Lines come as latin1 (one char per byte): they split where their bytes do, and each is checked as UTF-8
   // below. Read as UTF-8, a line that was not had its bad bytes published as U+FFFD, and succeeded.
-  const file = o.file === '-' ? undefined : createReadStream(o.file, { encoding: 'latin1' });
-  if (!file) process.stdin.setEncoding('latin1');
+  const file = o.file === '-' ? undefined : createReadStream(o.file);
   const bar = o.progress && file && stat?.isFile() && stat.size > 0 ? progressBar(stat.size, file, report) : undefined;
   try {
     await publishLines(publish, file ?? process.stdin, o, report, bar?.update);
@@ -95,7 +96,7 @@ function progressBar(size: number, file: ReadStream, report: PublishFileReport) 
 
 async function publishLines(
   publish: PublishBatch,
-  input: NodeJS.ReadableStream,
+  input: Readable,
   o: PublishFileOptions,
   report: PublishFileReport,
   progress?: () => void,
@@ -148,8 +149,16 @@ async function publishLines(
     await Promise.all(Array.from({ length: Math.min(PARALLEL_REQUESTS, keys.length) }, lane));
   };
   let lineNo = 0;
-  for await (const bytes of createInterface({ input, crlfDelay: Infinity, signal: o.stop })) {
+  // The line is the message's data (a byte order mark aside): a longer one can never be published.
+  for await (const bytes of boundedLines(input, LIMITS.maxDataBytes + BOM_BYTES, o.stop)) {
     lineNo++;
+    if (typeof bytes !== 'string') {
+      report.refused.push({
+        line: lineNo,
+        reason: `the line is ${bytes.tooLong} bytes: a message's data (the line) may hold at most ${LIMITS.maxDataBytes}`,
+      });
+      continue;
+    }
     const read = utf8Line(bytes);
     if (read === undefined) {
       report.refused.push({ line: lineNo, reason: 'not UTF-8: the line has bytes that are not UTF-8 text' });
@@ -197,6 +206,8 @@ function utf8Line(bytes: string): string | undefined {
   return isUtf8(buffer) ? buffer.toString('utf8') : undefined;
 }
 const NOT_ASCII = /[\x80-\xff]/;
+/** A UTF-8 byte order mark's bytes: no part of the first line's data. */
+const BOM_BYTES = 3;
 
 function stopped(e: unknown, report: PublishFileReport): Error {
   const message = `${(e as Error).message} (publishing stopped: ${report.published} lines published, ${report.refused.length} refused)`;

@@ -304,6 +304,39 @@ describe('orderly CLI', () => {
     }
   }, 60_000);
 
+  it('publish refuses a line longer than any message with its number and goes on, without holding it', async () => {
+    const dir = tempDir();
+    try {
+      const job = join(dir.path, 'job.yaml');
+      writeFileSync(job, stringify({ dataDir: './data', topics: [{ name: 'events' }] }));
+      const child = spawn(process.execPath, [bin, 'publish', job, '--topic', 'events', '--json'], { stdio: ['pipe', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      child.stdin.on('error', () => {}); // a command that ended early: its exit below says why
+      let ended = false;
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      void exited.then(() => (ended = true));
+      // A JSON dump on one line, of 600 MiB: before, readline held it whole (700 MiB) and then crashed the
+      // command with "RangeError: Invalid string length" and a stack trace, publishing nothing.
+      const mib = Buffer.alloc(1024 * 1024, 'x');
+      child.stdin.write('{"n":1}\n{"pad":"');
+      for (let i = 0; i < 600 && !ended; i++)
+        if (!child.stdin.write(mib)) await Promise.race([new Promise((resolve) => child.stdin.once('drain', resolve)), exited]);
+      child.stdin.end('"}\n{"n":3}\n');
+      expect([await exited, stderr]).toEqual([1, '']);
+      expect(JSON.parse(stdout)).toEqual({
+        published: 2,
+        refused: [
+          { line: 2, reason: `the line is ${600 * 1024 * 1024 + 10} bytes: a message's data (the line) may hold at most 10000000` },
+        ],
+      });
+    } finally {
+      dir.remove();
+    }
+  }, 120_000);
+
   it('publish stopped by SIGINT publishes the lines it read, says up to which line, and exits 130', async () => {
     const dir = tempDir();
     try {
