@@ -47,12 +47,6 @@ function storedColumns(type: DuckDBType): number {
   }
 }
 
-/** DuckDB's out-of-memory errors, and the invalidated database a failed checkpoint leaves. */
-export function isDuckDbMemoryError(e: unknown): boolean {
-  const message = (e as Error).message ?? String(e);
-  return /Out of Memory Error|failed to pin block|could not allocate block|has been invalidated/i.test(message);
-}
-
 function firstLine(e: unknown): string {
   return ((e as Error).message ?? String(e)).split('\n')[0]!;
 }

@@ -26,7 +26,8 @@ import { adoptNameKeyedProgress } from './legacy-progress.js';
 import { ProgressLog } from './progress-log.js';
 import { RowMapper, SchemaMismatch, type Cell, type Column, type Row } from './row-mapper.js';
 import { DuckDbWrittenIds } from './written-ids.js';
-import { DuckDbMemoryError, isDuckDbMemoryError } from './memory-error.js';
+import { DuckDbMemoryError } from './memory-error.js';
+import { isDuckDbMemoryError } from '../../src/duckdb/limits.js';
 
 export { DuckDbFileError } from './database-file.js';
 

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import type { PubsubMessage } from '../../src/core/message.js';
 import { duckDbSettings } from '../../src/duckdb/database.js';
+import { isDuckDbMemoryError } from '../../src/duckdb/limits.js';
 import { oneAtATime } from '../../src/duckdb/one-at-a-time.js';
 import { quoteString } from '../../src/duckdb/sql.js';
 
@@ -96,10 +97,31 @@ export class ParquetFile {
       };
       if (this.bytes < SERIAL_COPY_BYTES) await write();
       else await oneAtATime(await scratchDb(), write);
+    } catch (e) {
+      throw isDuckDbMemoryError(e) ? new ParquetMemoryError(this.path, this.bytes, e) : e;
     } finally {
       await this.connection.run(`DROP TABLE IF EXISTS ${this.table}`);
       this.connection.closeSync();
     }
+  }
+}
+
+/**
+ * DuckDB ran out of the Parquet writer's memory limit encoding a file. Its own message ("failed to pin
+ * block of size 9.4 MiB ... Possible solutions: SET threads=X ...") named SQL settings a job cannot set, not
+ * the job setting that decides: a file of 10 MB messages does not fit in `memory.duckdb: 16MiB`.
+ */
+export class ParquetMemoryError extends Error {
+  constructor(path: string, dataBytes: number, cause: unknown) {
+    const limit = duckDbSettings('other').memory_limit;
+    super(
+      `DuckDB ran out of the Parquet writer's memory limit (memory.duckdb: ${limit}) encoding a file of ${dataBytes} bytes ` +
+        `of message data (${path}); the export retries it. A Parquet file is encoded in memory: raise memory.duckdb ` +
+        "above the files' size (they roll at a quarter of memory.exportBytes, or at cloudStorageConfig.maxBytes, or " +
+        `hold one larger message alone): ${((cause as Error).message ?? String(cause)).split('\n')[0]}`,
+      { cause },
+    );
+    this.name = 'ParquetMemoryError';
   }
 }
 

@@ -27,3 +27,9 @@ export function duckDbSettings(use: DuckDbUse, extra: Record<string, string> = {
   const memoryLimit = use === 'tables' ? limits.tableMemoryLimit : limits.memoryLimit;
   return { memory_limit: memoryLimit, threads: String(limits.threads), ...extra };
 }
+
+/** DuckDB's out-of-memory errors, and the invalidated database a failed checkpoint leaves. */
+export function isDuckDbMemoryError(e: unknown): boolean {
+  const message = (e as Error).message ?? String(e);
+  return /Out of Memory Error|failed to pin block|could not allocate block|has been invalidated/i.test(message);
+}
