@@ -1046,16 +1046,26 @@ describe('one writing process per database file', () => {
     for (const holder of holders.splice(0)) holder.kill('SIGKILL');
   });
 
-  /** Another process that opens the DuckDB file at `path` and holds it until killed. */
+  /**
+   * Another process that opens the DuckDB file at `path` and holds it until killed. The instance is kept
+   * referenced: a garbage collection of an unreferenced one closes the database and drops its lock (the
+   * standby tests then found the file free and timed out waiting for the standby, once in CI). The
+   * collection it forces (and the turns its finalizers run in) before saying `held` makes an unreferenced
+   * instance certain to show, rather than left to when V8 happens to collect.
+   */
   async function holdInAnotherProcess(path: string) {
     const holder = spawn(
       process.execPath,
       [
+        '--expose-gc',
         '-e',
         `import('@duckdb/node-api').then(async ({ DuckDBInstance }) => {
-          await DuckDBInstance.create(${JSON.stringify(path)});
-          console.log('held');
+          globalThis.held = await DuckDBInstance.create(${JSON.stringify(path)});
           setInterval(() => {}, 1000);
+          setTimeout(() => {
+            globalThis.gc();
+            setTimeout(() => console.log('held'), 50);
+          });
         })`,
       ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
