@@ -318,6 +318,7 @@ export class ExportRunner {
         if (connector) await this.retire(connector);
         if (e instanceof SinkBusyError) {
           // Another worker holds the sink: wait for it, neither an error nor a growing backoff.
+          if (this.attached) await this.standDown();
           if (!this.stats.standby)
             this.options.logger.info({ subscription: this.subscription, reason: e.message }, 'export waiting as a standby');
           this.stats.standby = e.message;
@@ -332,6 +333,26 @@ export class ExportRunner {
         if (!(await this.pause())) return undefined;
       }
     }
+  }
+
+  /**
+   * The sink failed and another process took it over meanwhile (a fleet's standby took the DuckDB file
+   * once it was deleted or replaced under this worker): what this runner holds goes back to the
+   * subscription, which delivers it to the worker that writes now, and nothing more is taken until this
+   * one opens the sink again. Kept, it stayed leased (up to maxExtensionMinutes) while no one wrote it,
+   * and its ordering keys waited behind it.
+   */
+  private async standDown(): Promise<void> {
+    this.sendAcks();
+    const handle = this.handle;
+    this.handle = undefined;
+    this.attached = false;
+    this.pending.length = 0;
+    this.held.clear();
+    this.heldBytes = 0;
+    this.heldIds.clear();
+    this.redelivered.length = 0;
+    await handle?.detach();
   }
 
   /** Writes and flushes until stopped (then drains what was delivered). Throws an unexpected sink failure. */

@@ -130,6 +130,8 @@ export class RemoteSource implements ExportSource {
   }
 
   attach(consumer: SourceConsumer): DeliveryHandle {
+    // Attached again after a detach: a runner that stood down as a standby and took the sink back.
+    this.detached = false;
     this.consumer = consumer;
     this.open();
     const detached = () => this.detached;
@@ -357,6 +359,8 @@ export class RemoteSource implements ExportSource {
 
   private async detach(): Promise<void> {
     this.detached = true;
+    // Not streaming: status says so while the runner waits (as a standby) to attach again.
+    this.state = 'connecting';
     clearTimeout(this.reopenTimer);
     clearTimeout(this.probing);
     await this.closeStream();

@@ -1,0 +1,96 @@
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
+import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
+import { tempDir } from '../helpers/core.js';
+import { waitFor } from '../helpers/export.js';
+import { publishKeyed, startRemote, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+
+const MESSAGES = 2000;
+const KEYS = 50;
+
+describe('a DuckDB export worker whose file another worker took over', () => {
+  it('gives back what it held (the file deleted under it, a standby took the path), and takes the file back later: every message once, in order', async () => {
+    const dir = tempDir('orderly-fleet-standdown-');
+    const remote = await startRemote();
+    const workers: OrderlyRunProcess[] = [];
+    const duckdbPath = join(dir.path, 'export.duckdb');
+    try {
+      const [topic] = await remote.client().createTopic('events');
+      await topic.createSubscription('events-to-table', { enableMessageOrdering: true, ackDeadlineSeconds: 10 });
+      const job = writeRemoteJob(
+        dir.path,
+        remote.host,
+        {
+          duckdb: {
+            path: duckdbPath,
+            init: [
+              `CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR,
+                 attributes JSON, ordering_key VARCHAR)`,
+            ],
+          },
+        },
+        {
+          flowControl: { maxMessages: 100 },
+          exports: [
+            {
+              subscription: 'events-to-table',
+              enableMessageOrdering: true,
+              bigqueryConfig: { table: 'p.main.events', writeMetadata: true },
+            },
+          ],
+        },
+      );
+      const first = new OrderlyRunProcess(job);
+      workers.push(first);
+      await waitFor('the first worker to stream', async () => (await workerStatus(first)).source.state === 'streaming', 60_000);
+      const second = new OrderlyRunProcess(job);
+      workers.push(second);
+      await waitFor('the second worker to wait as a standby', async () => (await workerStatus(second)).standby !== undefined, 60_000);
+
+      // The file goes from under the first worker: the standby creates a new one at the path and takes it,
+      // and the first worker's next write finds its file gone, then the path held by the other.
+      rmSync(duckdbPath);
+      await publishKeyed(remote.client(), 'events', MESSAGES, KEYS);
+      await waitFor('the first worker to wait as a standby', async () => (await workerStatus(first)).standby !== undefined, 60_000);
+      await waitFor('every message acked', async () => (await remote.backlog('events-to-table')) === 0, 60_000);
+      const stoodDown = await workerStatus(first);
+      expect(stoodDown.standby).toMatch(new RegExp(`open in another process \\(pid ${second.pid}\\)`));
+      expect(stoodDown.backlog).toBe(0);
+      expect(stoodDown.source.state).toBe('connecting');
+
+      // And it takes the file back once the other exits: streaming again, it exports what comes next.
+      second.kill('SIGKILL');
+      await second.exited;
+      const publisher = remote.client().topic('events', { messageOrdering: true });
+      await Promise.all(
+        Array.from({ length: MESSAGES }, (_, i) =>
+          publisher.publishMessage({
+            data: Buffer.from(`k${i % KEYS}:${MESSAGES / KEYS + Math.floor(i / KEYS)}`),
+            orderingKey: `k${i % KEYS}`,
+          }),
+        ),
+      );
+      await waitFor('the first worker to take the file back', async () => (await workerStatus(first)).standby === undefined, 60_000);
+      await waitFor('every later message acked', async () => (await remote.backlog('events-to-table')) === 0, 60_000);
+
+      first.kill('SIGTERM');
+      expect((await first.exited).code).toBe(0);
+      const [totals] = await queryDuckDb(duckdbPath, 'SELECT count(*) AS n, count(DISTINCT message_id) AS ids FROM events');
+      expect(totals).toEqual({ n: BigInt(2 * MESSAGES), ids: BigInt(2 * MESSAGES) });
+      const badKeys = await queryDuckDb(
+        duckdbPath,
+        `SELECT ordering_key FROM (SELECT ordering_key, list(data ORDER BY rowid) AS payloads FROM events GROUP BY ordering_key)
+         WHERE payloads <> list_transform(range(0, ${(2 * MESSAGES) / KEYS}), i -> ordering_key || ':' || i)`,
+      );
+      expect(badKeys).toEqual([]);
+    } finally {
+      for (const w of workers) w.kill('SIGKILL');
+      await Promise.all(workers.map((w) => w.exited));
+      await closeDuckDb(duckdbPath);
+      await remote.close();
+      dir.remove();
+    }
+  }, 240_000);
+});
