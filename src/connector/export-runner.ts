@@ -318,10 +318,10 @@ export class ExportRunner {
         if (connector) await this.retire(connector);
         if (e instanceof SinkBusyError) {
           // Another worker holds the sink: wait for it, neither an error nor a growing backoff.
-          if (this.attached) await this.standDown();
           if (!this.stats.standby)
             this.options.logger.info({ subscription: this.subscription, reason: e.message }, 'export waiting as a standby');
           this.stats.standby = e.message;
+          if (this.attached) await this.standDown();
           if (!(await this.pause(this.options.standbyRetryMs ?? 1000))) return undefined;
           continue;
         }
@@ -353,6 +353,12 @@ export class ExportRunner {
     this.heldIds.clear();
     this.redelivered.length = 0;
     await handle?.detach();
+    // The failure that stopped it is not what stops it now (the sink is whole: another process writes it).
+    // Left as the state, it read RESOURCE_ERROR, "nothing more is acked until it is whole again", for as
+    // long as it waited; a standby is ACTIVE, `standby` saying why it exports nothing (the error stays in
+    // lastExportError).
+    this.faulted = false;
+    this.setState('ACTIVE');
   }
 
   /** Writes and flushes until stopped (then drains what was delivered). Throws an unexpected sink failure. */
@@ -630,8 +636,9 @@ export class ExportRunner {
     // may still hold the state its previous runner left (a table missing under the export config it replaced).
     source.setState(state, reason);
     if (!changed) return;
-    if (state === 'ACTIVE') logger.info({ subscription, state }, 'export sink usable again; subscription ACTIVE');
-    else logger.warn({ subscription, state, reason }, `export sink unusable; subscription ${state}, backlog kept, retrying with backoff`);
+    if (state === 'ACTIVE') {
+      if (!this.stats.standby) logger.info({ subscription, state }, 'export sink usable again; subscription ACTIVE');
+    } else logger.warn({ subscription, state, reason }, `export sink unusable; subscription ${state}, backlog kept, retrying with backoff`);
   }
 
   private apply(result: WriteResult): void {
