@@ -21,19 +21,21 @@ export class DuckDbFileError extends Error {
 const DUCKDB_MAGIC = Buffer.from('DUCK');
 
 /**
- * What is wrong with the database file, if anything: the path must still name the file `instance` opened,
- * and that file must start with a DuckDB header (read through the instance's own descriptor, which keeps
- * DuckDB's lock on the file: see duckDbHeader).
+ * What is wrong with the database file, if anything: the path must still name the file `instance` opened
+ * (else `moved`), and that file must start with a DuckDB header (read through the instance's own
+ * descriptor, which keeps DuckDB's lock on the file: see duckDbHeader).
  */
-export function databaseFileProblem(path: string, instance: DuckDBInstance): string | undefined {
+export function databaseFileProblem(path: string, instance: DuckDBInstance): { problem: string; moved: boolean } | undefined {
   let stat;
   try {
     stat = statSync(path);
   } catch {
-    return 'was deleted';
+    return { problem: 'was deleted', moved: true };
   }
   const opened = duckDbFile(instance);
-  if (opened && (stat.dev !== opened.dev || stat.ino !== opened.ino)) return 'was replaced by another file';
+  if (opened && (stat.dev !== opened.dev || stat.ino !== opened.ino)) return { problem: 'was replaced by another file', moved: true };
   const header = duckDbHeader(instance, 12);
-  return header.subarray(8, 12).equals(DUCKDB_MAGIC) ? undefined : 'has no DuckDB header (truncated or overwritten)';
+  return header.subarray(8, 12).equals(DUCKDB_MAGIC)
+    ? undefined
+    : { problem: 'has no DuckDB header (truncated or overwritten)', moved: false };
 }

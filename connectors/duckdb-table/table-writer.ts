@@ -148,12 +148,12 @@ export class DuckDbTableWriter implements Connector {
    * afresh, and DuckDbFileError is thrown.
    */
   private async checkFile(): Promise<void> {
-    const problem = this.instance ? databaseFileProblem(this.databasePath, this.instance) : undefined;
-    if (problem === undefined) return;
+    const found = this.instance ? databaseFileProblem(this.databasePath, this.instance) : undefined;
+    if (found === undefined) return;
     this.closeConnection();
     this.mapper = undefined;
-    if (this.instance) await discardDuckDb(this.databasePath, this.instance);
-    throw new DuckDbFileError(this.databasePath, problem);
+    if (this.instance) await discardDuckDb(this.databasePath, this.instance, { moved: found.moved });
+    throw new DuckDbFileError(this.databasePath, found.problem);
   }
 
   /**

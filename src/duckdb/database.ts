@@ -1,5 +1,5 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import { closeSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import { basename, dirname, extname, resolve } from 'node:path';
 import { duckDbSettings, type DuckDbUse } from './limits.js';
 import { quoteIdent, quoteString } from './sql.js';
@@ -108,6 +108,29 @@ export async function closeDuckDb(path: string): Promise<void> {
   closeInstance(await instance);
 }
 
+/**
+ * Whether this process has the file at `path` open (Linux: its descriptors in /proc/self/fd); true where
+ * that cannot be told, and for no file there, so that a caller then does what it did before it asked.
+ */
+function openInThisProcess(path: string): boolean {
+  let target;
+  let fds;
+  try {
+    target = statSync(path);
+    fds = readdirSync('/proc/self/fd');
+  } catch {
+    return true;
+  }
+  return fds.some((fd) => {
+    try {
+      const open = statSync(`/proc/self/fd/${fd}`);
+      return open.dev === target.dev && open.ino === target.ino;
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** Closes the instance first: closing its header descriptor while DuckDB still holds the file would drop the lock. */
 function closeInstance(instance: DuckDBInstance): void {
   instance.closeSync();
@@ -133,12 +156,27 @@ export function duckDbFile(instance: DuckDBInstance): { dev: number; ino: number
  * Closes `instance` and forgets it, if it is still this process's instance for `path`, so the next open
  * reads the file afresh (after the file was deleted or replaced under it). Another instance opened since
  * is left alone: closing that one would let two instances meet on one file.
+ *
+ * `moved`: the path no longer names the instance's file. DuckDB checkpoints a database as it closes it,
+ * then removes the WAL *at the path*: by now that may be the WAL of the file another process created
+ * there (a fleet's standby that took the path over), whose commits not yet checkpointed would go with it
+ * — acked rows lost once that process stops without a checkpoint (a kill). Unless the WAL there is the
+ * instance's own (a backup renamed into place beside it: removed as before, or it would be replayed into
+ * the backup), the checkpoint is skipped: it would only write to the file that is gone.
  */
-export async function discardDuckDb(path: string, instance: DuckDBInstance): Promise<void> {
+export async function discardDuckDb(path: string, instance: DuckDBInstance, { moved = false } = {}): Promise<void> {
   const file = resolve(path);
   const cached = instances.get(file);
   if (!cached || (await cached.catch(() => undefined)) !== instance) return;
   instances.delete(file);
+  if (moved && !openInThisProcess(`${file}.wal`)) {
+    const connection = await instance.connect();
+    try {
+      await connection.run('PRAGMA disable_checkpoint_on_shutdown');
+    } finally {
+      connection.closeSync();
+    }
+  }
   closeInstance(instance);
 }
 

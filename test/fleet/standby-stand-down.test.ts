@@ -52,6 +52,12 @@ describe('a DuckDB export worker whose file another worker took over', () => {
       // The file goes from under the first worker: the standby creates a new one at the path and takes it,
       // and the first worker's next write finds its file gone, then the path held by the other.
       rmSync(duckdbPath);
+      // The standby takes the path (a new file, its WAL beside it) before the first worker notices.
+      await waitFor(
+        'the second worker to take the path over',
+        async () => (await workerStatus(second)).source.state === 'streaming',
+        60_000,
+      );
       await publishKeyed(remote.client(), 'events', MESSAGES, KEYS);
       await waitFor('the first worker to wait as a standby', async () => (await workerStatus(first)).standby !== undefined, 60_000);
       await waitFor('every message acked', async () => (await remote.backlog('events-to-table')) === 0, 60_000);
