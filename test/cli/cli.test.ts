@@ -28,6 +28,16 @@ function publishUsers(job: string, file: string, ...options: string[]): Promise<
   return orderly('publish', job, '--topic', 'events', '--file', file, '--ordering-key-field', 'user', ...options, '--json');
 }
 
+/** `orderly publish job --topic events --json` reading a pipe the test writes; what it printed so far. */
+function publishFromPipe(job: string) {
+  const child = spawn(process.execPath, [bin, 'publish', job, '--topic', 'events', '--json'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const printed = { stdout: '', stderr: '' };
+  child.stdout.on('data', (chunk: Buffer) => (printed.stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (printed.stderr += chunk.toString()));
+  child.stdin.on('error', () => {}); // a command that ended early: its exit says why
+  return { child, printed };
+}
+
 /**
  * `orderly run` of a job with one topic and one pull subscription in a new directory, logging at info:
  * nothing but its signal handlers keeps it running.
@@ -309,12 +319,7 @@ describe('orderly CLI', () => {
     try {
       const job = join(dir.path, 'job.yaml');
       writeFileSync(job, stringify({ dataDir: './data', topics: [{ name: 'events' }] }));
-      const child = spawn(process.execPath, [bin, 'publish', job, '--topic', 'events', '--json'], { stdio: ['pipe', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      child.stdin.on('error', () => {}); // a command that ended early: its exit below says why
+      const { child, printed } = publishFromPipe(job);
       let ended = false;
       const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
       void exited.then(() => (ended = true));
@@ -325,8 +330,8 @@ describe('orderly CLI', () => {
       for (let i = 0; i < 600 && !ended; i++)
         if (!child.stdin.write(mib)) await Promise.race([new Promise((resolve) => child.stdin.once('drain', resolve)), exited]);
       child.stdin.end('"}\n{"n":3}\n');
-      expect([await exited, stderr]).toEqual([1, '']);
-      expect(JSON.parse(stdout)).toEqual({
+      expect([await exited, printed.stderr]).toEqual([1, '']);
+      expect(JSON.parse(printed.stdout)).toEqual({
         published: 2,
         refused: [
           { line: 2, reason: `the line is ${600 * 1024 * 1024 + 10} bytes: a message's data (the line) may hold at most 10000000` },
@@ -345,20 +350,15 @@ describe('orderly CLI', () => {
         job,
         stringify({ dataDir: './data', topics: [{ name: 'events' }], subscriptions: [{ name: 'events-sub', topic: 'events' }] }),
       );
-      const child = spawn(process.execPath, [bin, 'publish', job, '--topic', 'events', '--json'], { stdio: ['pipe', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      child.stdin.on('error', () => {}); // a command that ended early: its exit below says why
+      const { child, printed } = publishFromPipe(job);
       const exited = new Promise<[number | null, string | null]>((resolve) => child.on('exit', (code, signal) => resolve([code, signal])));
       // More than the pipe holds: the write drains only once the command reads its lines (its signal
       // handling is set up by then). Standard input stays open, as a producer's that goes on writing.
       const lines = Array.from({ length: 10_000 }, (_, n) => JSON.stringify({ n, pad: 'x'.repeat(200) }) + '\n').join('');
       if (!child.stdin.write(lines)) await Promise.race([new Promise((resolve) => child.stdin.once('drain', resolve)), exited]);
       child.kill('SIGINT');
-      expect([...(await exited), stderr]).toEqual([130, null, '']);
-      const report = JSON.parse(stdout) as { published: number; refused: unknown[]; stopped: { signal: string; lastLine: number } };
+      expect([...(await exited), printed.stderr]).toEqual([130, null, '']);
+      const report = JSON.parse(printed.stdout) as { published: number; refused: unknown[]; stopped: { signal: string; lastLine: number } };
       expect(report.stopped.signal).toBe('SIGINT');
       expect(report.stopped.lastLine).toBeGreaterThan(0);
       expect(report).toEqual({ published: report.stopped.lastLine, refused: [], stopped: report.stopped });

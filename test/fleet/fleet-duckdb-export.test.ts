@@ -1,10 +1,8 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
-import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
-import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
-import { publishKeyed, startRemote, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+import { openFleetScene, publishKeyed, tableFleetJob, workerStatus } from '../helpers/fleet.js';
 
 const MESSAGES = 4000;
 const KEYS = 100;
@@ -12,44 +10,14 @@ const KILLS = 3;
 
 describe('a remote export into a DuckDB table, its worker SIGKILLed again and again', () => {
   it('a standby on the same machine takes over each time; the table ends with every message once, per key in order', async () => {
-    const dir = tempDir('orderly-fleet-duck-');
-    const remote = await startRemote();
-    const workers: OrderlyRunProcess[] = [];
+    const scene = await openFleetScene('orderly-fleet-duck-');
+    const { dir, remote } = scene;
     const duckdbPath = join(dir.path, 'export.duckdb');
     try {
-      const admin = remote.client();
-      const [topic] = await admin.createTopic('events');
-      await topic.createSubscription('events-to-table', { enableMessageOrdering: true, ackDeadlineSeconds: 10 });
+      // Small batches, so every kill lands between commits and leaves some written but not acked.
+      const job = await tableFleetJob(dir.path, remote, duckdbPath, { maxMessages: 300, sequence: true });
       await publishKeyed(remote.client(), 'events', MESSAGES, KEYS);
-      const job = writeRemoteJob(
-        dir.path,
-        remote.host,
-        {
-          duckdb: {
-            path: duckdbPath,
-            init: [
-              `CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR,
-                 attributes JSON, ordering_key VARCHAR, sequence BIGINT)`,
-            ],
-          },
-        },
-        {
-          // Small batches, so every kill lands between commits and leaves some written but not acked.
-          flowControl: { maxMessages: 300 },
-          exports: [
-            {
-              subscription: 'events-to-table',
-              enableMessageOrdering: true,
-              bigqueryConfig: { table: 'p.main.events', writeMetadata: true },
-            },
-          ],
-        },
-      );
-      const start = () => {
-        const child = new OrderlyRunProcess(job);
-        workers.push(child);
-        return child;
-      };
+      const start = () => scene.worker(job);
       let active = start();
       await waitFor('the first worker to export', async () => (await workerStatus(active)).exported > 0, 60_000);
       for (let kill = 1; kill <= KILLS; kill++) {
@@ -83,11 +51,8 @@ describe('a remote export into a DuckDB table, its worker SIGKILLed again and ag
       );
       expect(badKeys).toEqual([]);
     } finally {
-      for (const w of workers) w.kill('SIGKILL');
-      await Promise.all(workers.map((w) => w.exited));
       await closeDuckDb(duckdbPath);
-      await remote.close();
-      dir.remove();
+      await scene.close();
     }
   }, 240_000);
 });

@@ -6,7 +6,7 @@ import { remoteIdentity } from '../../src/connector/sources/remote-endpoint.js';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { orderly } from '../helpers/cli.js';
 import { waitFor } from '../helpers/export.js';
-import { openFleetScene, PROJECT, publishKeyed, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+import { openObjectFleetScene, PROJECT, publishKeyed, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
 
 const MESSAGES = 20_000;
 const KEYS = 500;
@@ -14,7 +14,7 @@ const SUBSCRIPTION = `projects/${PROJECT}/subscriptions/events-to-files`;
 
 describe('a fleet of workers exports one remote subscription to object storage', () => {
   it('three `orderly run` workers, one SIGKILLed mid-run and restarted: every message once in the manifest view, in order in every file', async () => {
-    const scene = await openFleetScene('orderly-fleet-');
+    const scene = await openObjectFleetScene('orderly-fleet-');
     const { dir, s3, remote } = scene;
     const workers: OrderlyRunProcess[] = [];
     try {

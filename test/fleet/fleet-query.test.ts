@@ -9,14 +9,14 @@ import { JobRuntime } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';
 import { orderly } from '../helpers/cli.js';
 import { waitFor } from '../helpers/export.js';
-import { openFleetScene, PROJECT, publishKeyed, writeRemoteJob } from '../helpers/fleet.js';
+import { openObjectFleetScene, PROJECT, publishKeyed, writeRemoteJob } from '../helpers/fleet.js';
 
 const MESSAGES = 600;
 const SUBSCRIPTION = `projects/${PROJECT}/subscriptions/events-to-parquet`;
 
 describe("orderly query over a fleet's Parquet export", () => {
   it("reads every worker's objects from the manifest in the bucket, each message once (a redelivered copy left out)", async () => {
-    const scene = await openFleetScene('orderly-fleet-query-');
+    const scene = await openObjectFleetScene('orderly-fleet-query-');
     const { dir, s3, remote } = scene;
     try {
       const bucket = await s3.bucket();

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { orderly } from '../helpers/cli.js';
 import { waitFor } from '../helpers/export.js';
-import { openFleetScene, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+import { openObjectFleetScene, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
 
 /** Messages of the key the export never had: enough that their replay spans several deliveries. */
 const EARLIER = 3000;
@@ -13,7 +13,7 @@ const LATER = 5;
  * worker stops (finalizing what it holds). Returns `orderly audit`'s answer and each object's payload numbers.
  */
 async function seekBackWhileFileOpen(ordered: boolean): Promise<{ code: number; report: Record<string, unknown>; objects: number[][] }> {
-  const scene = await openFleetScene('orderly-fleetseek-');
+  const scene = await openObjectFleetScene('orderly-fleetseek-');
   const { dir, s3, remote } = scene;
   try {
     const bucket = await s3.bucket();

@@ -2,51 +2,22 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
-import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
-import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
-import { publishKeyed, startRemote, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+import { openFleetScene, publishKeyed, tableFleetJob, workerStatus } from '../helpers/fleet.js';
 
 const MESSAGES = 2000;
 const KEYS = 50;
 
 describe('a DuckDB export worker whose file another worker took over', () => {
   it('gives back what it held (the file deleted under it, a standby took the path), and takes the file back later: every message once, in order', async () => {
-    const dir = tempDir('orderly-fleet-standdown-');
-    const remote = await startRemote();
-    const workers: OrderlyRunProcess[] = [];
+    const scene = await openFleetScene('orderly-fleet-standdown-');
+    const { dir, remote } = scene;
     const duckdbPath = join(dir.path, 'export.duckdb');
     try {
-      const [topic] = await remote.client().createTopic('events');
-      await topic.createSubscription('events-to-table', { enableMessageOrdering: true, ackDeadlineSeconds: 10 });
-      const job = writeRemoteJob(
-        dir.path,
-        remote.host,
-        {
-          duckdb: {
-            path: duckdbPath,
-            init: [
-              `CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR,
-                 attributes JSON, ordering_key VARCHAR)`,
-            ],
-          },
-        },
-        {
-          flowControl: { maxMessages: 100 },
-          exports: [
-            {
-              subscription: 'events-to-table',
-              enableMessageOrdering: true,
-              bigqueryConfig: { table: 'p.main.events', writeMetadata: true },
-            },
-          ],
-        },
-      );
-      const first = new OrderlyRunProcess(job);
-      workers.push(first);
+      const job = await tableFleetJob(dir.path, remote, duckdbPath, { maxMessages: 100, sequence: false });
+      const first = scene.worker(job);
       await waitFor('the first worker to stream', async () => (await workerStatus(first)).source.state === 'streaming', 60_000);
-      const second = new OrderlyRunProcess(job);
-      workers.push(second);
+      const second = scene.worker(job);
       await waitFor('the second worker to wait as a standby', async () => (await workerStatus(second)).standby !== undefined, 60_000);
 
       // The file goes from under the first worker: the standby creates a new one at the path and takes it,
@@ -94,11 +65,8 @@ describe('a DuckDB export worker whose file another worker took over', () => {
       );
       expect(badKeys).toEqual([]);
     } finally {
-      for (const w of workers) w.kill('SIGKILL');
-      await Promise.all(workers.map((w) => w.exited));
       await closeDuckDb(duckdbPath);
-      await remote.close();
-      dir.remove();
+      await scene.close();
     }
   }, 240_000);
 });

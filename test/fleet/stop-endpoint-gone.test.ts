@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { waitFor } from '../helpers/export.js';
-import { openFleetScene, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+import { openObjectFleetScene, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
 
 const KEYS = 50;
 const PER_KEY = 70;
@@ -9,7 +9,7 @@ const PER_KEY = 70;
 // retried the acks past the first request's 3,000 for about 90 s after "stopped", keeping the process
 // alive with its lock already released.
 it('a worker stopped while its endpoint is gone writes what it holds and exits within seconds', async () => {
-  const scene = await openFleetScene('orderly-stop-gone-');
+  const scene = await openObjectFleetScene('orderly-stop-gone-');
   const { dir, s3, remote } = scene;
   try {
     const [topic] = await remote.client().createTopic('events');

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { waitFor } from '../helpers/export.js';
-import { openFleetScene, PROJECT, publishKeyed, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+import { openObjectFleetScene, PROJECT, publishKeyed, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
 
 const KEYS = 20;
 const PER_KEY = 10;
@@ -9,7 +9,7 @@ const PER_KEY = 10;
 // drops packets): the lease extensions of what the worker held timed out with DEADLINE_EXCEEDED, which was
 // taken for a routine end of a stream. Status said `streaming`, the log said nothing, for as long as it lasted.
 it('an endpoint that stops answering while a worker holds messages: retrying, naming the endpoint; streaming again once it answers', async () => {
-  const scene = await openFleetScene('orderly-frozen-endpoint-');
+  const scene = await openObjectFleetScene('orderly-frozen-endpoint-');
   const { dir, s3, remote } = scene;
   try {
     const [topic] = await remote.client().createTopic('events');

@@ -42,22 +42,19 @@ export async function startRemote(): Promise<
 }
 
 /**
- * What a fleet test runs in: a temp dir, a real S3 server and a remote (startRemote). `worker` starts an
- * `orderly run` worker; `close` kills the workers still running (those of a test that failed midway
- * too), then stops the servers and removes the dir.
+ * What a fleet test runs in: a temp dir and a remote (startRemote). `worker` starts an `orderly run`
+ * worker; `close` kills the workers still running (those of a test that failed midway too), then stops
+ * the remote and removes the dir.
  */
 export async function openFleetScene(prefix: string) {
   const dir = tempDir(prefix);
-  const s3 = await startTestS3();
-  const remote = await startRemote().catch(async (e: unknown) => {
-    await s3.close();
+  const remote = await startRemote().catch((e: unknown) => {
     dir.remove();
     throw e;
   });
   const workers: OrderlyRunProcess[] = [];
   return {
     dir,
-    s3,
     remote,
     worker(job: string, args: string[] = []): OrderlyRunProcess {
       const child = new OrderlyRunProcess(job, args);
@@ -68,8 +65,24 @@ export async function openFleetScene(prefix: string) {
       for (const w of workers) w.kill('SIGKILL');
       await Promise.all(workers.map((w) => w.exited));
       await remote.close();
-      await s3.close();
       dir.remove();
+    },
+  };
+}
+
+/** openFleetScene with a real S3 server beside it, for object exports; `close` stops it too. */
+export async function openObjectFleetScene(prefix: string) {
+  const scene = await openFleetScene(prefix);
+  const s3 = await startTestS3().catch(async (e: unknown) => {
+    await scene.close();
+    throw e;
+  });
+  return {
+    ...scene,
+    s3,
+    async close() {
+      await scene.close();
+      await s3.close();
     },
   };
 }
@@ -88,6 +101,40 @@ export function writeRemoteJob(dir: string, host: string, job: Record<string, un
     }),
   );
   return file;
+}
+
+/**
+ * The remote topic `events` and its ordered subscription `events-to-table` (ack deadline 10 s), and a job
+ * file whose workers export it into the table `events` (with the metadata columns, and `sequence` when
+ * asked) of the DuckDB file `duckdbPath`, taking at most `maxMessages` at a time.
+ */
+export async function tableFleetJob(
+  dir: string,
+  remote: Awaited<ReturnType<typeof startRemote>>,
+  duckdbPath: string,
+  { maxMessages, sequence }: { maxMessages: number; sequence: boolean },
+): Promise<string> {
+  const [topic] = await remote.client().createTopic('events');
+  await topic.createSubscription('events-to-table', { enableMessageOrdering: true, ackDeadlineSeconds: 10 });
+  return writeRemoteJob(
+    dir,
+    remote.host,
+    {
+      duckdb: {
+        path: duckdbPath,
+        init: [
+          `CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR,
+             attributes JSON, ordering_key VARCHAR${sequence ? ', sequence BIGINT' : ''})`,
+        ],
+      },
+    },
+    {
+      flowControl: { maxMessages },
+      exports: [
+        { subscription: 'events-to-table', enableMessageOrdering: true, bigqueryConfig: { table: 'p.main.events', writeMetadata: true } },
+      ],
+    },
+  );
 }
 
 /** What a worker's /status says of its remote export. */
