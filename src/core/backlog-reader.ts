@@ -22,6 +22,8 @@ export interface BacklogSink {
   skip(row: BacklogRow): void;
   /** Payload bytes that may still be read into memory. */
   payloadRoom(): number;
+  /** `count` unacked messages (that `matching` accepts) were passed unread, past retention. */
+  expiredUnread(count: number): void;
 }
 
 interface Overflow {
@@ -151,10 +153,14 @@ export class BacklogReader {
     return this.behind ? this.publishedFrom : Infinity;
   }
 
-  /** The rows up to `upTo` expired unread: the counted ones leave the count, and none is read. */
+  /**
+   * The rows up to `upTo` expired unread: the counted ones leave the count, and none is read. The sink is
+   * told how many there were, counted or not yet (the background count may not have reached them).
+   */
   private pass(upTo: number): void {
     const from = this.cursor;
     const counted = this.countIn(from, Math.min(upTo, this.countedUpTo)) + this.countIn(Math.max(from, this.restartSeq), upTo);
+    this.sink.expiredUnread(this.countIn(from, upTo));
     this.unread = Math.max(0, this.unread - counted);
     this.cursor = upTo;
     if (this.firstMatch !== undefined && this.firstMatch <= upTo) this.firstMatch = undefined;

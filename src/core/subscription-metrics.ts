@@ -5,9 +5,22 @@ export interface DeliveryCounters {
   nacked: number;
   expired: number;
   deadLettered: number;
+  /**
+   * Messages dropped unacked because they passed the subscription's messageRetentionDuration (never
+   * delivered, or out again and not acked): lost to the subscription, and to an export that never wrote them.
+   */
+  retentionExpired: number;
 }
 
-export const emptyCounters = (): DeliveryCounters => ({ delivered: 0, redelivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0 });
+export const emptyCounters = (): DeliveryCounters => ({
+  delivered: 0,
+  redelivered: 0,
+  acked: 0,
+  nacked: 0,
+  expired: 0,
+  deadLettered: 0,
+  retentionExpired: 0,
+});
 
 export interface SubscriptionMetrics {
   /** Unacked messages: those in memory, and those still in the store (read lazily). */

@@ -152,6 +152,10 @@ export class SubscriptionRuntime implements BacklogSink {
     this.persistAcks([row.message.seq]);
   }
 
+  expiredUnread(count: number): void {
+    this.counters.retentionExpired += count;
+  }
+
   /** A message just published to the subscription's topic, durable in the store. */
   offer(message: StoredMessage): void {
     if (this.closed) return;
@@ -369,7 +373,10 @@ export class SubscriptionRuntime implements BacklogSink {
     // Acked entries passed over (exactly-once redelivery keeps them acked) may now be trimmed too.
     if (expired.length || queue.first()?.acked) {
       queue.trimAcked(this.dropped);
-      if (expired.length) this.persistAcks(expired);
+      if (expired.length) {
+        this.persistAcks(expired);
+        this.counters.retentionExpired += expired.length;
+      }
       this.afterTrim(queue);
     }
     this.refresh(queue);
@@ -556,7 +563,10 @@ export class SubscriptionRuntime implements BacklogSink {
       if (entry && entry.message.publishTime < since) since = entry.message.publishTime;
     }
     this.waitingSince = since;
-    if (expired.length) this.persistAcks(expired);
+    if (expired.length) {
+      this.persistAcks(expired);
+      this.counters.retentionExpired += expired.length;
+    }
   }
 
   /** A message handed out waits in memory again (its delivery failed or was given back). */

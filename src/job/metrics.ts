@@ -76,6 +76,8 @@ function snapshot(core: PubSubCore, exports?: ExportManager, kept?: ExportStates
       delivered: m.counters.delivered,
       acked: m.counters.acked,
       nacked: m.counters.nacked,
+      /** Messages dropped unacked past messageRetentionDuration: never exported, if the subscription exports. */
+      retentionExpired: m.counters.retentionExpired,
       /** Why a delivery was last nacked, when the nack said (a push endpoint's answer, the export sink's refusal). */
       lastNackReason: m.lastNackReason,
       /** While push requests have been out unanswered for 30 s or more (the endpoint took them and hangs). */
@@ -191,6 +193,11 @@ export async function serveMetrics(
   counter('orderly_acked_total', 'Acks', (s) => s.counters.acked);
   counter('orderly_nacked_total', 'Nacks', (s) => s.counters.nacked);
   counter('orderly_expired_total', 'Lease expiries', (s) => s.counters.expired);
+  counter(
+    'orderly_retention_expired_total',
+    'Messages dropped unacked because they passed the subscription messageRetentionDuration',
+    (s) => s.counters.retentionExpired,
+  );
   counter('orderly_dead_lettered_total', 'Messages forwarded to the dead-letter topic', (s) => s.counters.deadLettered);
   counter(
     'orderly_exported_total',

@@ -81,6 +81,49 @@ describe('a subscription nobody reads', () => {
     for (const sub of ['loose', 'ordered', 'filtered']) expect({ sub, ...status(sub) }).toEqual({ sub, backlog: 0, ageMs: undefined });
   });
 
+  it('counts each message it drops unacked past retention, in memory or in the store, once', async () => {
+    await core.createSubscription('loose', { topic: 'events', messageRetentionDuration: '10m' });
+    await core.createSubscription('ordered', { topic: 'events', enableMessageOrdering: true, messageRetentionDuration: '10m' });
+    await core.createSubscription('filtered', { topic: 'events', messageRetentionDuration: '10m', filter: 'NOT attributes:x' });
+    await publish('old', 300, 'k');
+    // Out to a consumer and not acked: dropped once its lease ended, past retention, as the others.
+    const [out] = await core.pull('loose', { maxMessages: 1 });
+    expect(out).toBeDefined();
+    await pass(6 * 60_000);
+    await publish('young', 40, 'k');
+    await pass(5 * 60_000);
+    await pass(6 * 60_000);
+    for (const sub of ['loose', 'ordered', 'filtered'])
+      expect({ sub, expired: core.metrics(sub).counters.retentionExpired }).toEqual({ sub, expired: 340 });
+  });
+
+  it('counts the expired messages a delivery passes over before the next tick sweeps them', async () => {
+    await core.createSubscription('pulled', { topic: 'events', enableMessageOrdering: true, messageRetentionDuration: '10m' });
+    // Fewer than the key's share of the window (5): the later one waits in memory behind them.
+    await publish('old', 3, 'k');
+    await settle(core);
+    // Just past retention: the core's last tick came when they were still retained.
+    clock.advance(RETENTION_MS + 1);
+    await publish('young', 1, 'k');
+    await settle(core);
+    expect(await pullAndAck(core, 'pulled')).toEqual(['young-0']);
+    expect(core.metrics('pulled').counters.retentionExpired).toBe(3);
+  });
+
+  it('counts the expired messages of a backlog from before a restart, the acked ones not', async () => {
+    await core.createSubscription('unread', { topic: 'events', messageRetentionDuration: '10m' });
+    // More than the restarted core counts in one step: the expiry passes rows its count has not reached.
+    await publish('old', 25_000);
+    const acked = await pullAndAck(core, 'unread');
+    expect(acked.length).toBeGreaterThan(0);
+    await core.close();
+    clock.advance(11 * 60_000);
+    core = await open();
+    await pass(2_000);
+    expect(status('unread').backlog).toBe(0);
+    expect(core.metrics('unread').counters.retentionExpired).toBe(25_000 - acked.length);
+  });
+
   it("an ordered key's expired messages do not hold back its later ones", async () => {
     await core.createSubscription('ordered', { topic: 'events', enableMessageOrdering: true, messageRetentionDuration: '10m' });
     await publish('old', 30, 'k');
