@@ -9,22 +9,21 @@ const LF = 10;
 const CR = 13;
 
 /**
- * The lines of a byte stream, split where readline splits them (`\n`, `\r\n`, a lone `\r`), each as a
- * latin1 string of its bytes; a line over `maxBytes` comes as its length only. readline held a line
+ * The lines of a byte stream, split where readline splits them (`\n`, `\r\n`, a lone `\r`), each as its
+ * bytes; a line over `maxBytes` comes as its length only. readline held a line
  * whole, however long: a file of one 600 MB line (a JSON dump on one line) took 700 MiB and then crashed
  * the command with readline's `RangeError: Invalid string length`, a stack trace and no line number.
  * An abort ends the lines at once, as readline's `signal` did (no line is read after it).
  */
-export async function* boundedLines(input: Readable, maxBytes: number, stop?: AbortSignal): AsyncGenerator<string | TooLongLine> {
+export async function* boundedLines(input: Readable, maxBytes: number, stop?: AbortSignal): AsyncGenerator<Buffer | TooLongLine> {
   if (stop) addAbortSignal(stop, input);
   let parts: Buffer[] = [];
   let length = 0;
   /** The last chunk ended in `\r`: a `\n` starting the next one ends no other line. */
   let afterCr = false;
-  const take = (): string | TooLongLine => {
-    // A line within one chunk (most lines) is decoded from it without a copy.
-    const line =
-      length > maxBytes ? { tooLong: length } : (parts.length === 1 ? parts[0]! : Buffer.concat(parts, length)).toString('latin1');
+  const take = (): Buffer | TooLongLine => {
+    // A line within one chunk (most lines) is a view of it, not a copy.
+    const line = length > maxBytes ? { tooLong: length } : parts.length === 1 ? parts[0]! : Buffer.concat(parts, length);
     parts = [];
     length = 0;
     return line;

@@ -66,8 +66,8 @@ export async function publishFile(publish: PublishBatch, o: PublishFileOptions):
   // The file is read once, as it is published: a pipe (`--file <(...)`, a FIFO) cannot be read twice (a
   // first pass counting its lines took them all, and "published 0" followed), and a file over 512 MiB
   // cannot be held as one string. The progress is the share of the file's bytes read, when it has a size.
-  // Lines come as latin1 (one char per byte): they split where their bytes do, and each is checked as UTF-8
-  // below. Read as UTF-8, a line that was not had its bad bytes published as U+FFFD, and succeeded.
+  // Lines come as bytes: they split where their bytes do, and each is checked as UTF-8 below. Read as
+  // UTF-8, a line that was not had its bad bytes published as U+FFFD, and succeeded.
   const file = o.file === '-' ? undefined : createReadStream(o.file);
   const bar = o.progress && file && stat?.isFile() && stat.size > 0 ? progressBar(stat.size, file, report) : undefined;
   try {
@@ -152,7 +152,7 @@ async function publishLines(
   // The line is the message's data (a byte order mark aside): a longer one can never be published.
   for await (const bytes of boundedLines(input, LIMITS.maxDataBytes + BOM_BYTES, o.stop)) {
     lineNo++;
-    if (typeof bytes !== 'string') {
+    if (!Buffer.isBuffer(bytes)) {
       report.refused.push({
         line: lineNo,
         reason: `the line is ${bytes.tooLong} bytes: a message's data (the line) may hold at most ${LIMITS.maxDataBytes}`,
@@ -196,16 +196,10 @@ async function publishLines(
   if (o.stop?.aborted) report.stopped = { signal: String(o.stop.reason), lastLine: lineNo };
 }
 
-/**
- * The text of a line read as latin1 (its bytes), or undefined when they are not UTF-8. A line of ASCII only
- * (most JSON) is the same text either way, and is neither copied nor decoded again.
- */
-function utf8Line(bytes: string): string | undefined {
-  if (!NOT_ASCII.test(bytes)) return bytes;
-  const buffer = Buffer.from(bytes, 'latin1');
-  return isUtf8(buffer) ? buffer.toString('utf8') : undefined;
+/** The text of a line's bytes, or undefined when they are not UTF-8. */
+function utf8Line(bytes: Buffer): string | undefined {
+  return isUtf8(bytes) ? bytes.toString('utf8') : undefined;
 }
-const NOT_ASCII = /[\x80-\xff]/;
 /** A UTF-8 byte order mark's bytes: no part of the first line's data. */
 const BOM_BYTES = 3;
 
