@@ -6,7 +6,7 @@ import { remoteIdentity } from '../../src/connector/sources/remote-endpoint.js';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { orderly } from '../helpers/cli.js';
 import { waitFor } from '../helpers/export.js';
-import { openObjectFleetScene, PROJECT, publishKeyed, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+import { openObjectFleetScene, PROJECT, publishKeyed, workerStatus } from '../helpers/fleet.js';
 
 const MESSAGES = 20_000;
 const KEYS = 500;
@@ -15,29 +15,24 @@ const SUBSCRIPTION = `projects/${PROJECT}/subscriptions/events-to-files`;
 describe('a fleet of workers exports one remote subscription to object storage', () => {
   it('three `orderly run` workers, one SIGKILLed mid-run and restarted: every message once in the manifest view, in order in every file', async () => {
     const scene = await openObjectFleetScene('orderly-fleet-');
-    const { dir, s3, remote } = scene;
+    const { s3, remote } = scene;
     const workers: OrderlyRunProcess[] = [];
     try {
       const bucket = await s3.bucket();
       const admin = remote.client();
       const [topic] = await admin.createTopic('events');
       await topic.createSubscription('events-to-files', { enableMessageOrdering: true, ackDeadlineSeconds: 10 });
-      const job = writeRemoteJob(
-        dir.path,
-        remote.host,
-        { objectStorage: s3.settings },
-        {
-          // A small share per worker, so the three split the stream and files roll often (at a quarter of it).
-          flowControl: { maxMessages: 2000 },
-          exports: [
-            {
-              subscription: 'events-to-files',
-              enableMessageOrdering: true,
-              cloudStorageConfig: { bucket, filenamePrefix: 'events/', filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', textConfig: {} },
-            },
-          ],
-        },
-      );
+      const job = scene.job({
+        // A small share per worker, so the three split the stream and files roll often (at a quarter of it).
+        flowControl: { maxMessages: 2000 },
+        exports: [
+          {
+            subscription: 'events-to-files',
+            enableMessageOrdering: true,
+            cloudStorageConfig: { bucket, filenamePrefix: 'events/', filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', textConfig: {} },
+          },
+        ],
+      });
       const start = (id: string) => {
         const child = scene.worker(job, ['--worker-id', id]);
         workers.push(child);

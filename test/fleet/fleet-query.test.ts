@@ -9,7 +9,7 @@ import { JobRuntime } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';
 import { orderly } from '../helpers/cli.js';
 import { waitFor } from '../helpers/export.js';
-import { openObjectFleetScene, PROJECT, publishKeyed, writeRemoteJob } from '../helpers/fleet.js';
+import { openObjectFleetScene, PROJECT, publishKeyed } from '../helpers/fleet.js';
 
 const MESSAGES = 600;
 const SUBSCRIPTION = `projects/${PROJECT}/subscriptions/events-to-parquet`;
@@ -17,24 +17,19 @@ const SUBSCRIPTION = `projects/${PROJECT}/subscriptions/events-to-parquet`;
 describe("orderly query over a fleet's Parquet export", () => {
   it("reads every worker's objects from the manifest in the bucket, each message once (a redelivered copy left out)", async () => {
     const scene = await openObjectFleetScene('orderly-fleet-query-');
-    const { dir, s3, remote } = scene;
+    const { s3, remote } = scene;
     try {
       const bucket = await s3.bucket();
       const [topic] = await remote.client().createTopic('events');
       await topic.createSubscription('events-to-parquet', { enableMessageOrdering: true });
-      const file = writeRemoteJob(
-        dir.path,
-        remote.host,
-        { objectStorage: s3.settings },
-        {
-          exports: [
-            {
-              subscription: 'events-to-parquet',
-              cloudStorageConfig: { bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } },
-            },
-          ],
-        },
-      );
+      const file = scene.job({
+        exports: [
+          {
+            subscription: 'events-to-parquet',
+            cloudStorageConfig: { bucket, filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ', parquetConfig: { writeMetadata: true } },
+          },
+        ],
+      });
       // Two workers in this process; a third process queries.
       const job = loadJob(file);
       const workers = await Promise.all(

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { orderly } from '../helpers/cli.js';
 import { waitFor } from '../helpers/export.js';
-import { openObjectFleetScene, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+import { openObjectFleetScene, workerStatus } from '../helpers/fleet.js';
 
 /** Messages of the key the export never had: enough that their replay spans several deliveries. */
 const EARLIER = 3000;
@@ -14,7 +14,7 @@ const LATER = 5;
  */
 async function seekBackWhileFileOpen(ordered: boolean): Promise<{ code: number; report: Record<string, unknown>; objects: number[][] }> {
   const scene = await openObjectFleetScene('orderly-fleetseek-');
-  const { dir, s3, remote } = scene;
+  const { s3, remote } = scene;
   try {
     const bucket = await s3.bucket();
     const admin = remote.client();
@@ -30,20 +30,15 @@ async function seekBackWhileFileOpen(ordered: boolean): Promise<{ code: number; 
     const forward = new Date(Date.now() + 1000);
     await sub.seek(forward);
     await new Promise((r) => setTimeout(r, forward.getTime() - Date.now() + 500));
-    const job = writeRemoteJob(
-      dir.path,
-      remote.host,
-      { objectStorage: s3.settings },
-      {
-        exports: [
-          {
-            subscription: 'events-seek',
-            enableMessageOrdering: ordered,
-            cloudStorageConfig: { bucket, filenamePrefix: 'events/', maxDuration: '600s', textConfig: {} },
-          },
-        ],
-      },
-    );
+    const job = scene.job({
+      exports: [
+        {
+          subscription: 'events-seek',
+          enableMessageOrdering: ordered,
+          cloudStorageConfig: { bucket, filenamePrefix: 'events/', maxDuration: '600s', textConfig: {} },
+        },
+      ],
+    });
     const w = scene.worker(job, ['--worker-id', 'w1']);
     await w.ready;
     await publish(EARLIER, EARLIER + LATER);

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { waitFor } from '../helpers/export.js';
-import { openObjectFleetScene, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+import { openObjectFleetScene, workerStatus } from '../helpers/fleet.js';
 
 const KEYS = 50;
 const PER_KEY = 70;
@@ -10,34 +10,29 @@ const PER_KEY = 70;
 // alive with its lock already released.
 it('a worker stopped while its endpoint is gone writes what it holds and exits within seconds', async () => {
   const scene = await openObjectFleetScene('orderly-stop-gone-');
-  const { dir, s3, remote } = scene;
+  const { s3, remote } = scene;
   try {
     const [topic] = await remote.client().createTopic('events');
     await topic.createSubscription('held', { enableMessageOrdering: true, ackDeadlineSeconds: 20 });
     const bucket = await s3.bucket();
-    const job = writeRemoteJob(
-      dir.path,
-      remote.host,
-      { objectStorage: s3.settings },
-      {
-        idleFlushSeconds: 600,
-        streams: 1,
-        flowControl: { maxMessages: 100_000 },
-        exports: [
-          {
-            subscription: 'held',
-            enableMessageOrdering: true,
-            cloudStorageConfig: {
-              bucket,
-              filenamePrefix: 'events/',
-              filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
-              maxDuration: '600s',
-              textConfig: {},
-            },
+    const job = scene.job({
+      idleFlushSeconds: 600,
+      streams: 1,
+      flowControl: { maxMessages: 100_000 },
+      exports: [
+        {
+          subscription: 'held',
+          enableMessageOrdering: true,
+          cloudStorageConfig: {
+            bucket,
+            filenamePrefix: 'events/',
+            filenameDatetimeFormat: 'YYYY-MM-DDThh:mm:ssZ',
+            maxDuration: '600s',
+            textConfig: {},
           },
-        ],
-      },
-    );
+        },
+      ],
+    });
     const worker = scene.worker(job);
     await worker.ready;
     // Each key's messages in one publish request, so each key's are delivered together (an ordered key's

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { waitFor } from '../helpers/export.js';
-import { openObjectFleetScene, PROJECT, publishKeyed, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
+import { openObjectFleetScene, PROJECT, publishKeyed, workerStatus } from '../helpers/fleet.js';
 
 const KEYS = 20;
 const PER_KEY = 10;
@@ -10,27 +10,22 @@ const PER_KEY = 10;
 // taken for a routine end of a stream. Status said `streaming`, the log said nothing, for as long as it lasted.
 it('an endpoint that stops answering while a worker holds messages: retrying, naming the endpoint; streaming again once it answers', async () => {
   const scene = await openObjectFleetScene('orderly-frozen-endpoint-');
-  const { dir, s3, remote } = scene;
+  const { s3, remote } = scene;
   try {
     const [topic] = await remote.client().createTopic('events');
     await topic.createSubscription('held', { enableMessageOrdering: true, ackDeadlineSeconds: 10 });
     const bucket = await s3.bucket();
-    const job = writeRemoteJob(
-      dir.path,
-      remote.host,
-      { objectStorage: s3.settings },
-      {
-        // The file stays open (and its messages leased) until the worker stops.
-        idleFlushSeconds: 600,
-        exports: [
-          {
-            subscription: 'held',
-            enableMessageOrdering: true,
-            cloudStorageConfig: { bucket, filenamePrefix: 'events/', maxDuration: '600s', textConfig: {} },
-          },
-        ],
-      },
-    );
+    const job = scene.job({
+      // The file stays open (and its messages leased) until the worker stops.
+      idleFlushSeconds: 600,
+      exports: [
+        {
+          subscription: 'held',
+          enableMessageOrdering: true,
+          cloudStorageConfig: { bucket, filenamePrefix: 'events/', maxDuration: '600s', textConfig: {} },
+        },
+      ],
+    });
     const w = scene.worker(job, ['--worker-id', 'w1']);
     await w.ready;
     await publishKeyed(remote.client(), 'events', KEYS * PER_KEY, KEYS);

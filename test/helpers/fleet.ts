@@ -70,7 +70,10 @@ export async function openFleetScene(prefix: string) {
   };
 }
 
-/** openFleetScene with a real S3 server beside it, for object exports; `close` stops it too. */
+/**
+ * openFleetScene with a real S3 server beside it, for object exports: `job` writes the workers' job file
+ * (writeRemoteJob) with that server as its object storage; `close` stops it too.
+ */
 export async function openObjectFleetScene(prefix: string) {
   const scene = await openFleetScene(prefix);
   const s3 = await startTestS3().catch(async (e: unknown) => {
@@ -80,6 +83,7 @@ export async function openObjectFleetScene(prefix: string) {
   return {
     ...scene,
     s3,
+    job: (remote: Record<string, unknown>) => writeRemoteJob(scene.dir.path, scene.remote.host, { objectStorage: s3.settings }, remote),
     async close() {
       await scene.close();
       await s3.close();
