@@ -2,7 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { SchemaRegistry, type SchemaChange, type SchemaRecord, type TopicSchemaSettings } from '../schema/schema-registry.js';
 import { DELETED_SCHEMA } from '../schema/schema-name.js';
 import type { TopicSchema } from '../schema/topic-schema.js';
-import type { RetainedAcks, SnapshotRecord, Store, StoredMessage, SubscriptionRecord, TopicRecord } from '../store/store.js';
+import type {
+  CompactionPlan,
+  RetainedAcks,
+  SnapshotRecord,
+  Store,
+  StoredMessage,
+  SubscriptionRecord,
+  TopicRecord,
+} from '../store/store.js';
 import { InvalidAckIdsError, type AckResult } from './ack-results.js';
 import { systemClock, type Clock } from './clock.js';
 import { compactionPlan } from './compaction-plan.js';
@@ -126,6 +134,8 @@ export class PubSubCore {
   private readonly window: { messages: number; perKey: number };
   /** The compaction running, if one is; never rejects (its caller is told). */
   private compacting?: Promise<void>;
+  /** Each subscription's count of messages expired unread when the last compaction planned its watermark. */
+  private expiredAtCompaction = new Map<string, number>();
   /** Per subscription, the seek running (seeks of one subscription run one after another). */
   private readonly seeks = new WeakMap<SubscriptionRuntime, Promise<void>>();
   private readonly pushEgress: PushEgress;
@@ -921,10 +931,18 @@ export class PubSubCore {
     return run;
   }
 
-  /** Expired snapshots are deleted first; a detached subscription holds nothing. */
+  /** Expired snapshots are deleted first. */
   private async compactNow(): Promise<{ deletedMessages: number }> {
     if (await this.snapshots.sweep())
       await this.iam.dropWhere((resource) => resource.includes('/snapshots/') && !this.hasSnapshot(resource));
+    const expired = new Map([...this.subs.values()].map((rt) => [rt.name, rt.counters.retentionExpired]));
+    const result = await this.store.compact(this.compactionPlan());
+    this.expiredAtCompaction = expired;
+    return result;
+  }
+
+  /** What no subscription can be given again, now; a detached subscription holds nothing. */
+  private compactionPlan(): CompactionPlan {
     const views = [...this.subs.values()].map((rt) => ({
       name: rt.name,
       topicUid: rt.topicUid,
@@ -937,8 +955,7 @@ export class PubSubCore {
       uid: t.uid,
       messageRetentionDuration: topicSettings(t.settings).messageRetentionDuration,
     }));
-    const plan = compactionPlan(views, topics, this.fannedOutSeq, this.clock.now(), this.snapshots.holds());
-    return this.store.compact(plan);
+    return compactionPlan(views, topics, this.fannedOutSeq, this.clock.now(), this.snapshots.holds());
   }
 
   private compactInBackground(): void {
@@ -954,10 +971,26 @@ export class PubSubCore {
     for (const t of this.timers) t.cancel();
     await Promise.all([...this.pushers.values(), ...this.stoppedPushers].map((p) => p.drain()));
     await this.compacting;
+    await this.saveWatermarks();
     for (const rt of this.subs.values()) rt.close(closedError());
     // Subscribers left open deliver nothing more: they no longer hold the process.
     this.keepAlive.releaseAll();
     await this.store.close();
+  }
+
+  /**
+   * Messages expired unread since the last compaction moved only the backlog's cursor in memory: a
+   * restart would read them again (and deliver them, had the retention been raised since). Their
+   * watermarks are stored now; the messages are left for the next compaction to delete, which a stop
+   * does not wait for. A store that cannot write (a full disk) keeps the watermarks the last compaction
+   * stored, as after a kill. Only then: storing waits for the store's whole-file check, which a stop
+   * otherwise cuts short.
+   */
+  private async saveWatermarks(): Promise<void> {
+    const expiredSince = [...this.subs.values()].some((rt) => rt.counters.retentionExpired > (this.expiredAtCompaction.get(rt.name) ?? 0));
+    if (!expiredSince) return;
+    const { watermarks } = this.compactionPlan();
+    await this.store.compact({ watermarks, topics: new Map(), keepFromSeq: new Map() }).catch(() => undefined);
   }
 
   /**

@@ -124,6 +124,27 @@ describe('a subscription nobody reads', () => {
     expect(core.metrics('unread').counters.retentionExpired).toBe(25_000 - acked.length);
   });
 
+  it('messages it dropped past retention stay dropped after a clean restart, its retention raised meanwhile', async () => {
+    await core.createSubscription('unread', { topic: 'events', messageRetentionDuration: '10m' });
+    await publish('old', 300);
+    await pass(6 * 60_000);
+    await publish('young', 40);
+    await pass(5 * 60_000);
+    expect(status('unread').backlog).toBe(40);
+    // Within Pub/Sub's 7 days again: what expired is gone all the same, as it is while the core runs.
+    await core.updateSubscription('unread', { messageRetentionDuration: '1h' });
+    await settle(core);
+    expect(status('unread').backlog).toBe(40);
+
+    await core.close();
+    core = await open();
+    core.countBacklogs();
+    expect(status('unread').backlog).toBe(40);
+    const got: string[] = [];
+    for (let batch; (batch = await pullAndAck(core, 'unread')).length;) got.push(...batch);
+    expect(got).toEqual(Array.from({ length: 40 }, (_, i) => `young-${i}`));
+  });
+
   it("an ordered key's expired messages do not hold back its later ones", async () => {
     await core.createSubscription('ordered', { topic: 'events', enableMessageOrdering: true, messageRetentionDuration: '10m' });
     await publish('old', 30, 'k');
