@@ -785,6 +785,31 @@ describe('CDC (_CHANGE_TYPE, _CHANGE_SEQUENCE_NUMBER)', () => {
     expect(await deadLetterReasons(1)).toEqual(['_change_type: fields "_CHANGE_TYPE" and "_change_type" both name _CHANGE_TYPE']);
   });
 
+  it('takes a JSON null _CHANGE_SEQUENCE_NUMBER or _CHANGE_TYPE as no value, as the topic schema path does', async () => {
+    await sql('CREATE TABLE cities(id INTEGER PRIMARY KEY, name VARCHAR)');
+    await exportWithDeadLetters('p.main.cities', { useTableSchema: true });
+    await env.core.publish('events', [
+      { data: '{"id":1,"name":"Oslo","_CHANGE_TYPE":"UPSERT","_CHANGE_SEQUENCE_NUMBER":"2"}', orderingKey: '1' },
+      { data: '{"id":2,"name":"Rome","_CHANGE_TYPE":"UPSERT"}', orderingKey: '2' },
+    ]);
+    await waitFor('the rows', () => backlog('to-table') === 0);
+    await env.core.publish('events', [
+      // No sequence number: applied whatever the row's last one was.
+      { data: '{"id":1,"name":"Bergen","_CHANGE_TYPE":"UPSERT","_CHANGE_SEQUENCE_NUMBER":null}', orderingKey: '1' },
+      { data: '{"id":2,"_CHANGE_TYPE":"DELETE","_CHANGE_SEQUENCE_NUMBER":null}', orderingKey: '2' },
+      // No change type: a plain row.
+      { data: '{"id":3,"name":"Lima","_CHANGE_TYPE":null}', orderingKey: '3' },
+      // Two spellings of one CDC field stay ambiguous, whichever is null.
+      { data: '{"id":4,"name":"Nice","_CHANGE_TYPE":null,"_change_type":"UPSERT"}', orderingKey: '4' },
+    ]);
+    await waitFor('the changes and a dead letter', () => backlog('to-table') === 0 && backlog('dead-sub') === 1);
+    expect(await sql('SELECT id, name FROM cities ORDER BY id')).toEqual([
+      { id: 1, name: 'Bergen' },
+      { id: 3, name: 'Lima' },
+    ]);
+    expect(await deadLetterReasons(1)).toEqual(['_change_type: fields "_CHANGE_TYPE" and "_change_type" both name _CHANGE_TYPE']);
+  });
+
   it('applies UPSERT and DELETE against the primary key in per-key order, ignoring stale changes', async () => {
     await sql('CREATE TABLE customers(id VARCHAR PRIMARY KEY, name VARCHAR, tier INTEGER)');
     await exportTo('p.main.customers', { useTableSchema: true });

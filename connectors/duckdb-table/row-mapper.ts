@@ -145,7 +145,9 @@ export class RowMapper {
           const other = cdcSpelling.get(cdcField);
           if (other !== undefined) throw new ConversionError(field, `fields "${other}" and "${field}" both name ${cdcField}`);
           cdcSpelling.set(cdcField, field);
-          (cdc ??= {})[cdcField] = value;
+          // null is no value, as for a nullable column and as the topic schema's CDC fields read it: a
+          // change without a sequence number, or (no _CHANGE_TYPE) a plain row; not a malformed one.
+          if (value !== null) (cdc ??= {})[cdcField] = value;
           continue;
         }
         // Column names are case-insensitive in DuckDB and BigQuery: `orderid` fills OrderId.
