@@ -13,6 +13,7 @@ import {
 import type { DuckDbTableConfig } from './config.js';
 import { isJsonObject, parseJsonText, type JsonValue } from '../../src/schema/json-text.js';
 import { ConversionError, toColumnValue } from './json-to-column.js';
+import { narrowing, sameDuckDbType, type Narrow } from '../../src/schema/nested-field-drop.js';
 
 export interface Column {
   name: string;
@@ -60,6 +61,8 @@ const METADATA_TYPES: Record<string, { ids: DuckDBTypeId[]; names: string }> = {
 interface RevisionColumns {
   mapping: TableMapping;
   at: number[];
+  /** Per schema field, how its value loses the nested fields its column lacks (dropUnknownFields). */
+  narrow: (Narrow | undefined)[];
 }
 
 /**
@@ -217,7 +220,8 @@ export class RowMapper {
     const cdc: Record<string, unknown> = {};
     values.forEach((v, j) => {
       const i = columns.at[j]!;
-      if (i >= 0) cells[i] = v;
+      const narrow = columns.narrow[j];
+      if (i >= 0) cells[i] = narrow && v !== null ? narrow(v) : v;
       else if (i === CDC_FIELD && v !== null && !(v === '' && columns.mapping.columns[j]!.implicitPresence))
         // A proto3 CDC field declared without `optional` decodes as "" when unset; BigQuery's Storage
         // Write API reads rows with proto2 semantics, where a default is not on the wire: no value.
@@ -244,7 +248,8 @@ export class RowMapper {
     }
     const expected = `the topic schema (${revision}) maps to the columns ${columnDefinitionsSql(mapping.columns.filter((c) => !cdcFieldOf(c.name)))}`;
     const cdcSpelling = new Map<string, string>();
-    const at = mapping.columns.map((c) => {
+    const narrow: (Narrow | undefined)[] = [];
+    const at = mapping.columns.map((c, j) => {
       const cdcField = cdcFieldOf(c.name);
       if (cdcField) {
         if (c.duckdbType !== 'VARCHAR')
@@ -268,10 +273,12 @@ export class RowMapper {
           `table ${table}: the topic schema's field "${c.name}" has the name of a metadata column that writeMetadata fills`,
         );
       }
-      if (duckdbTypeText(column.type.toString()) !== duckdbTypeText(c.duckdbType)) {
-        throw new SchemaMismatch(
-          `table ${table}: column "${column.name}" is ${column.type.toString()}, but the topic schema's field maps to ${c.duckdbType}; ${expected}`,
-        );
+      if (!sameDuckDbType(column.type.toString(), c.duckdbType)) {
+        narrow[j] = this.config.dropUnknownFields ? narrowing(c.shape, column.type) : undefined;
+        if (!narrow[j])
+          throw new SchemaMismatch(
+            `table ${table}: column "${column.name}" is ${column.type.toString()}, but the topic schema's field maps to ${c.duckdbType}; ${expected}`,
+          );
       }
       if (c.nullable && !column.nullable)
         throw new SchemaMismatch(
@@ -287,7 +294,7 @@ export class RowMapper {
       throw new SchemaMismatch(
         `table ${table}: column "${unfilled.name}" is NOT NULL without a default, and no field of the topic schema (${revision}) fills it`,
       );
-    const result = { mapping, at };
+    const result = { mapping, at, narrow };
     this.revisions.set(revision, result);
     return result;
   }
@@ -342,11 +349,6 @@ export class RowMapper {
 }
 
 export class SchemaMismatch extends Error {}
-
-/** A DuckDB type as DuckDB prints it back (TIMESTAMPTZ is its alias), to compare a table's type with a mapped one. */
-function duckdbTypeText(sql: string): string {
-  return sql.replaceAll('TIMESTAMPTZ', 'TIMESTAMP WITH TIME ZONE');
-}
 
 function isMetadata(field: string): boolean {
   return (METADATA as readonly string[]).includes(field) || (ORDERLY_METADATA as readonly string[]).includes(field);

@@ -18,6 +18,7 @@ import { logicalOf, underlying, type AvroType } from './avro-types.js';
 import type { DecodedMessage } from './message-validation.js';
 import { enumTypeOf, hasPresence, mapKeyType, messageTypeOf, realOneof, type ProtoMapKey, type ProtoValue } from './proto-value.js';
 import type { CompiledSchema } from './schema-definition.js';
+import type { TypeShape } from './nested-field-drop.js';
 
 /**
  * Pub/Sub's topic-schema -> BigQuery mapping (bigqueryConfig.useTopicSchema), adapted to DuckDB: one
@@ -33,6 +34,8 @@ export interface MappedColumn {
   name: string;
   /** DuckDB SQL type, identifiers quoted. */
   duckdbType: string;
+  /** That type's parts, for a table whose column leaves out nested fields (dropUnknownFields). */
+  shape: TypeShape;
   nullable: boolean;
   /**
    * A proto3 scalar without presence: unset is not on the wire, and neither is its default (0, "",
@@ -67,8 +70,7 @@ export class ColumnValueError extends Error {
 }
 
 /** A column type and how a decoded value becomes a DuckDB value of it. */
-interface Mapped {
-  sql: string;
+interface Mapped extends TypeShape {
   convert(value: unknown, path: string): DuckDBValue;
 }
 
@@ -78,6 +80,7 @@ export function mapSchemaToTable(schema: CompiledSchema): TableMapping {
     columns: fields.map((f) => ({
       name: f.name,
       duckdbType: f.mapped.sql,
+      shape: f.mapped,
       nullable: f.nullable,
       implicitPresence: f.implicitPresence === true,
     })),
@@ -131,6 +134,7 @@ function struct(path: string, entries: FieldColumn[]): Mapped {
   distinctNames(path, entries);
   return {
     sql: `STRUCT(${entries.map((e) => `${quoteIdent(e.name)} ${e.mapped.sql}`).join(', ')})`,
+    parts: { kind: 'struct', entries: entries.map((e) => ({ name: e.name, shape: e.mapped })) },
     convert: (v, p) => {
       const value = v as Record<string, unknown>;
       // No prototype: a field named "__proto__" stays a field.
@@ -147,6 +151,7 @@ function struct(path: string, entries: FieldColumn[]): Mapped {
 function list(item: Mapped): Mapped {
   return {
     sql: `${item.sql}[]`,
+    parts: { kind: 'list', item },
     convert: (v, p) => listValue((v as unknown[]).map((x, i) => (x === null ? null : item.convert(x, `${p}[${i}]`)))),
   };
 }
@@ -222,6 +227,7 @@ function avroMapped(type: AvroType, path: string, visiting: Set<AvroType>): Mapp
     const [value] = avroSlot(u.valuesType as AvroType, `${path}{}`, visiting);
     return {
       sql: `MAP(VARCHAR, ${value.sql})`,
+      parts: { kind: 'map', key: VARCHAR, value },
       convert: (v, p) =>
         mapValue(
           Object.entries(v as Record<string, unknown>).map(([key, x]) => ({
@@ -360,6 +366,7 @@ function messageFields(type: protobuf.Type, path: string, visiting: Set<protobuf
       const key = PROTO_SCALARS[mapKeyType(f)]!;
       mapped = {
         sql: `MAP(${key.sql}, ${value.sql})`,
+        parts: { kind: 'map', key, value },
         convert: (v, q) =>
           mapValue(
             [...(v as Map<ProtoMapKey, ProtoValue>)].map(([k, x]) => ({

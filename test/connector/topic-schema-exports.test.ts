@@ -280,6 +280,75 @@ describe('bigqueryConfig.useTopicSchema', () => {
     expect(await sql('SELECT id, name FROM pets ORDER BY id')).toEqual([{ id: 'rex', name: 'Max' }]);
   });
 
+  it('dropUnknownFields drops the fields a later revision adds to nested records (in lists and maps too), not only top-level ones', async () => {
+    const stop = { type: 'record', name: 'Stop', fields: [{ name: 'city', type: 'string' }] };
+    const v1 = {
+      type: 'record',
+      name: 'Shipment',
+      namespace: 'shop',
+      fields: [
+        { name: 'id', type: 'string' },
+        { name: 'dest', type: { type: 'record', name: 'Address', fields: [{ name: 'street', type: 'string' }] } },
+        { name: 'stops', type: { type: 'array', items: stop } },
+        { name: 'codes', type: { type: 'map', values: 'shop.Stop' } },
+      ],
+    };
+    // A compatible revision: each nested record gains a field with a default.
+    const v2 = {
+      ...v1,
+      fields: [
+        v1.fields[0],
+        {
+          name: 'dest',
+          type: {
+            type: 'record',
+            name: 'Address',
+            fields: [
+              { name: 'street', type: 'string' },
+              { name: 'zip', type: ['null', 'string'], default: null },
+            ],
+          },
+        },
+        { name: 'stops', type: { type: 'array', items: { ...stop, fields: [...stop.fields, { name: 'eta', type: 'long', default: 0 }] } } },
+        v1.fields[3],
+      ],
+    };
+    await env.core.schemas.create({ parent: 'projects/p', schemaId: 'shipment', schema: { type: 'AVRO', definition: JSON.stringify(v1) } });
+    await env.core.createTopic('shipments', { schemaSettings: { schema: 'projects/p/schemas/shipment', encoding: 'JSON' } });
+    const columns = 'id VARCHAR NOT NULL, stops STRUCT(city VARCHAR)[] NOT NULL, codes MAP(VARCHAR, STRUCT(city VARCHAR)) NOT NULL';
+    await sql(`CREATE TABLE shipments(${columns}, dest STRUCT(street VARCHAR) NOT NULL);
+      CREATE TABLE retyped(${columns}, dest STRUCT(street INTEGER) NOT NULL)`);
+    for (const [name, table] of [
+      ['to-shipments', 'shipments'],
+      ['to-retyped', 'retyped'],
+    ])
+      await env.core.createSubscription(name!, {
+        topic: 'shipments',
+        enableMessageOrdering: true,
+        bigqueryConfig: { table: `p.main.${table}`, useTopicSchema: true, dropUnknownFields: true },
+      });
+    await env.exports.sync();
+    const shipment = (id: string, stops: object[]) =>
+      JSON.stringify({ id, dest: { street: `${id} St` }, stops, codes: { x: { city: 'Oslo' } } });
+    await env.core.publish('shipments', [{ data: shipment('a', [{ city: 'Oslo' }]), orderingKey: 'k' }]);
+    await env.core.schemas.commit({ name: 'projects/p/schemas/shipment', schema: { type: 'AVRO', definition: JSON.stringify(v2) } });
+    const b = JSON.parse(shipment('b', [{ city: 'Rome', eta: 5 }])) as {
+      dest: Record<string, unknown>;
+      codes: { x: Record<string, unknown> };
+    };
+    b.dest.zip = { string: '0150' };
+    b.codes.x.eta = 7; // the map's values are the revised Stop too
+    await env.core.publish('shipments', [{ data: JSON.stringify(b), orderingKey: 'k' }]);
+    await waitFor('rows', () => env.core.metrics('to-shipments').backlogMessages === 0);
+    expect(await sql('SELECT id, dest::VARCHAR dest, stops::VARCHAR stops, codes::VARCHAR codes FROM shipments ORDER BY rowid')).toEqual([
+      { id: 'a', dest: "{'street': a St}", stops: "[{'city': Oslo}]", codes: "{x={'city': Oslo}}" },
+      { id: 'b', dest: "{'street': b St}", stops: "[{'city': Rome}]", codes: "{x={'city': Oslo}}" },
+    ]);
+    // A nested field of another type is not an unknown field: the table does not fit.
+    await waitFor('SCHEMA_MISMATCH', () => env.core.getSubscription('to-retyped').state === 'SCHEMA_MISMATCH');
+    expect(env.exports.runner('to-retyped')!.stats.stateReason).toMatch(/column "dest" is STRUCT\("street" INTEGER\)/);
+  });
+
   it('a table whose columns do not fit the topic schema puts the subscription in SCHEMA_MISMATCH and keeps the messages', async () => {
     await sql('CREATE TABLE narrow(id VARCHAR, qty BIGINT)');
     await env.core.createSubscription('to-narrow', { topic: 'orders', bigqueryConfig: { table: 'p.main.narrow', useTopicSchema: true } });
