@@ -61,7 +61,7 @@ const METADATA_TYPES: Record<string, { ids: DuckDBTypeId[]; names: string }> = {
 interface RevisionColumns {
   mapping: TableMapping;
   at: number[];
-  /** Per schema field, how its value loses the nested fields its column lacks (dropUnknownFields). */
+  /** Per schema field, how its value fits a STRUCT column with other nested fields (NULL, or dropped by dropUnknownFields). */
   narrow: (Narrow | undefined)[];
 }
 
@@ -274,7 +274,7 @@ export class RowMapper {
         );
       }
       if (!sameDuckDbType(column.type.toString(), c.duckdbType)) {
-        narrow[j] = this.config.dropUnknownFields ? narrowing(c.shape, column.type) : undefined;
+        narrow[j] = narrowing(c.shape, column.type, this.config.dropUnknownFields);
         if (!narrow[j])
           throw new SchemaMismatch(
             `table ${table}: column "${column.name}" is ${column.type.toString()}, but the topic schema's field maps to ${c.duckdbType}; ${expected}`,

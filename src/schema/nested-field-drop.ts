@@ -31,22 +31,24 @@ export function sameDuckDbType(a: string, b: string): boolean {
 }
 
 /**
- * dropUnknownFields below the top level: Pub/Sub drops "any fields that are a part of the topic schema
- * that are not part of the BigQuery table schema", and a field of a record is one (a revision that adds
- * an optional field to a nested record is a compatible revision). How a value of `shape` becomes one of
- * the table's `type` when they differ only in fields of STRUCTs, also inside LISTs and MAPs: the schema's
- * extra fields are dropped, the table's extra fields are NULL (as the table's extra columns are); named in
- * any letter case, as DuckDB names are. Undefined when they differ otherwise.
+ * The top-level column rules, applied inside STRUCT columns: a revision that adds an optional field to a nested record is compatible,
+ * so the messages of one revision lack a field its STRUCT column has (NULL there, as a table's extra
+ * nullable column is), and with `dropUnknown` (dropUnknownFields) the messages of another have fields the
+ * column lacks: Pub/Sub drops "any fields that are a part of the topic schema that are not part of the
+ * BigQuery table schema", and a field of a record is one. How a value of `shape` becomes one of the
+ * table's `type` when they differ only so in fields of STRUCTs, also inside LISTs and MAPs (named in any
+ * letter case, as DuckDB names are); undefined when they differ otherwise.
  */
-export function narrowing(shape: TypeShape, type: DuckDBType): Narrow | undefined {
+export function narrowing(shape: TypeShape, type: DuckDBType, dropUnknown: boolean): Narrow | undefined {
   if (sameDuckDbType(shape.sql, type.toString())) return (v) => v;
   const parts = shape.parts;
   if (parts?.kind === 'struct' && type instanceof DuckDBStructType) {
     const entries = type.entryNames.map((name, i) => {
       const from = parts.entries.find((e) => e.name.toLowerCase() === name.toLowerCase());
-      return { name, from: from?.name, narrow: from && narrowing(from.shape, type.entryTypes[i]!) };
+      return { name, from: from?.name, narrow: from && narrowing(from.shape, type.entryTypes[i]!, dropUnknown) };
     });
     if (entries.some((e) => e.from !== undefined && !e.narrow)) return undefined;
+    if (!dropUnknown && parts.entries.length > entries.filter((e) => e.from !== undefined).length) return undefined;
     return (v) => {
       const given = (v as DuckDBStructValue).entries;
       // No prototype: a field named "__proto__" stays a field.
@@ -59,11 +61,11 @@ export function narrowing(shape: TypeShape, type: DuckDBType): Narrow | undefine
     };
   }
   if (parts?.kind === 'list' && type instanceof DuckDBListType) {
-    const item = narrowing(parts.item, type.valueType);
+    const item = narrowing(parts.item, type.valueType, dropUnknown);
     return item && ((v) => listValue((v as DuckDBListValue).items.map((x) => (x === null ? null : item(x)))));
   }
   if (parts?.kind === 'map' && type instanceof DuckDBMapType && sameDuckDbType(parts.key.sql, type.keyType.toString())) {
-    const value = narrowing(parts.value, type.valueType);
+    const value = narrowing(parts.value, type.valueType, dropUnknown);
     return (
       value &&
       ((v) => mapValue((v as DuckDBMapValue).entries.map((e) => ({ key: e.key, value: e.value === null ? null : value(e.value) }))))

@@ -32,6 +32,49 @@ const ORDER_V1 = {
 };
 /** A compatible revision: a field with a default added. */
 const ORDER_V2 = { ...ORDER_V1, fields: [...ORDER_V1.fields, { name: 'channel', type: 'string', default: 'web' }] };
+/** A record with nested records (also in an array and a map), and a revision that adds a field to each. */
+const STOP = { type: 'record', name: 'Stop', fields: [{ name: 'city', type: 'string' }] };
+const SHIPMENT_V1 = {
+  type: 'record',
+  name: 'Shipment',
+  namespace: 'shop',
+  fields: [
+    { name: 'id', type: 'string' },
+    { name: 'dest', type: { type: 'record', name: 'Address', fields: [{ name: 'street', type: 'string' }] } },
+    { name: 'stops', type: { type: 'array', items: STOP } },
+    { name: 'codes', type: { type: 'map', values: 'shop.Stop' } },
+  ],
+};
+const SHIPMENT_V2 = {
+  ...SHIPMENT_V1,
+  fields: [
+    SHIPMENT_V1.fields[0],
+    {
+      name: 'dest',
+      type: {
+        type: 'record',
+        name: 'Address',
+        fields: [
+          { name: 'street', type: 'string' },
+          { name: 'zip', type: ['null', 'string'], default: null },
+        ],
+      },
+    },
+    { name: 'stops', type: { type: 'array', items: { ...STOP, fields: [...STOP.fields, { name: 'eta', type: 'long', default: 0 }] } } },
+    SHIPMENT_V1.fields[3],
+  ],
+};
+const shipmentV1 = (id: string) =>
+  JSON.stringify({ id, dest: { street: `${id} St` }, stops: [{ city: 'Oslo' }], codes: { x: { city: 'Oslo' } } });
+/** The map's values are the revised Stop too. */
+const shipmentV2 = (id: string) =>
+  JSON.stringify({
+    id,
+    dest: { street: `${id} St`, zip: { string: '0150' } },
+    stops: [{ city: 'Rome', eta: 5 }],
+    codes: { x: { city: 'Oslo', eta: 7 } },
+  });
+
 const PLACED = Date.UTC(2024, 4, 1, 12, 0, 0) * 1000;
 
 const order = (id: string, qty: number, extra: Record<string, unknown> = {}) =>
@@ -281,39 +324,11 @@ describe('bigqueryConfig.useTopicSchema', () => {
   });
 
   it('dropUnknownFields drops the fields a later revision adds to nested records (in lists and maps too), not only top-level ones', async () => {
-    const stop = { type: 'record', name: 'Stop', fields: [{ name: 'city', type: 'string' }] };
-    const v1 = {
-      type: 'record',
-      name: 'Shipment',
-      namespace: 'shop',
-      fields: [
-        { name: 'id', type: 'string' },
-        { name: 'dest', type: { type: 'record', name: 'Address', fields: [{ name: 'street', type: 'string' }] } },
-        { name: 'stops', type: { type: 'array', items: stop } },
-        { name: 'codes', type: { type: 'map', values: 'shop.Stop' } },
-      ],
-    };
-    // A compatible revision: each nested record gains a field with a default.
-    const v2 = {
-      ...v1,
-      fields: [
-        v1.fields[0],
-        {
-          name: 'dest',
-          type: {
-            type: 'record',
-            name: 'Address',
-            fields: [
-              { name: 'street', type: 'string' },
-              { name: 'zip', type: ['null', 'string'], default: null },
-            ],
-          },
-        },
-        { name: 'stops', type: { type: 'array', items: { ...stop, fields: [...stop.fields, { name: 'eta', type: 'long', default: 0 }] } } },
-        v1.fields[3],
-      ],
-    };
-    await env.core.schemas.create({ parent: 'projects/p', schemaId: 'shipment', schema: { type: 'AVRO', definition: JSON.stringify(v1) } });
+    await env.core.schemas.create({
+      parent: 'projects/p',
+      schemaId: 'shipment',
+      schema: { type: 'AVRO', definition: JSON.stringify(SHIPMENT_V1) },
+    });
     await env.core.createTopic('shipments', { schemaSettings: { schema: 'projects/p/schemas/shipment', encoding: 'JSON' } });
     const columns = 'id VARCHAR NOT NULL, stops STRUCT(city VARCHAR)[] NOT NULL, codes MAP(VARCHAR, STRUCT(city VARCHAR)) NOT NULL';
     await sql(`CREATE TABLE shipments(${columns}, dest STRUCT(street VARCHAR) NOT NULL);
@@ -328,17 +343,12 @@ describe('bigqueryConfig.useTopicSchema', () => {
         bigqueryConfig: { table: `p.main.${table}`, useTopicSchema: true, dropUnknownFields: true },
       });
     await env.exports.sync();
-    const shipment = (id: string, stops: object[]) =>
-      JSON.stringify({ id, dest: { street: `${id} St` }, stops, codes: { x: { city: 'Oslo' } } });
-    await env.core.publish('shipments', [{ data: shipment('a', [{ city: 'Oslo' }]), orderingKey: 'k' }]);
-    await env.core.schemas.commit({ name: 'projects/p/schemas/shipment', schema: { type: 'AVRO', definition: JSON.stringify(v2) } });
-    const b = JSON.parse(shipment('b', [{ city: 'Rome', eta: 5 }])) as {
-      dest: Record<string, unknown>;
-      codes: { x: Record<string, unknown> };
-    };
-    b.dest.zip = { string: '0150' };
-    b.codes.x.eta = 7; // the map's values are the revised Stop too
-    await env.core.publish('shipments', [{ data: JSON.stringify(b), orderingKey: 'k' }]);
+    await env.core.publish('shipments', [{ data: shipmentV1('a'), orderingKey: 'k' }]);
+    await env.core.schemas.commit({
+      name: 'projects/p/schemas/shipment',
+      schema: { type: 'AVRO', definition: JSON.stringify(SHIPMENT_V2) },
+    });
+    await env.core.publish('shipments', [{ data: shipmentV2('b'), orderingKey: 'k' }]);
     await waitFor('rows', () => env.core.metrics('to-shipments').backlogMessages === 0);
     expect(await sql('SELECT id, dest::VARCHAR dest, stops::VARCHAR stops, codes::VARCHAR codes FROM shipments ORDER BY rowid')).toEqual([
       { id: 'a', dest: "{'street': a St}", stops: "[{'city': Oslo}]", codes: "{x={'city': Oslo}}" },
@@ -347,6 +357,37 @@ describe('bigqueryConfig.useTopicSchema', () => {
     // A nested field of another type is not an unknown field: the table does not fit.
     await waitFor('SCHEMA_MISMATCH', () => env.core.getSubscription('to-retyped').state === 'SCHEMA_MISMATCH');
     expect(env.exports.runner('to-retyped')!.stats.stateReason).toMatch(/column "dest" is STRUCT\("street" INTEGER\)/);
+  });
+
+  it("a message of a revision without a nested record's newer field is written, the field NULL, as a missing top-level field is", async () => {
+    await env.core.schemas.create({
+      parent: 'projects/p',
+      schemaId: 'shipment',
+      schema: { type: 'AVRO', definition: JSON.stringify(SHIPMENT_V1) },
+    });
+    await env.core.schemas.commit({
+      name: 'projects/p/schemas/shipment',
+      schema: { type: 'AVRO', definition: JSON.stringify(SHIPMENT_V2) },
+    });
+    await env.core.createTopic('shipments', { schemaSettings: { schema: 'projects/p/schemas/shipment', encoding: 'JSON' } });
+    // The table of the newer revision, without dropUnknownFields.
+    await sql(`CREATE TABLE shipments(id VARCHAR NOT NULL, dest STRUCT(street VARCHAR, zip VARCHAR) NOT NULL,
+      stops STRUCT(city VARCHAR, eta BIGINT)[] NOT NULL, codes MAP(VARCHAR, STRUCT(city VARCHAR, eta BIGINT)) NOT NULL)`);
+    await env.core.createSubscription('to-shipments', {
+      topic: 'shipments',
+      enableMessageOrdering: true,
+      bigqueryConfig: { table: 'p.main.shipments', useTopicSchema: true },
+    });
+    await env.exports.sync();
+    await env.core.publish('shipments', [
+      { data: shipmentV1('a'), orderingKey: 'k' },
+      { data: shipmentV2('b'), orderingKey: 'k' },
+    ]);
+    await waitFor('rows', () => env.core.metrics('to-shipments').backlogMessages === 0);
+    expect(await sql('SELECT id, dest::VARCHAR dest, stops::VARCHAR stops, codes::VARCHAR codes FROM shipments ORDER BY rowid')).toEqual([
+      { id: 'a', dest: "{'street': a St, 'zip': NULL}", stops: "[{'city': Oslo, 'eta': NULL}]", codes: "{x={'city': Oslo, 'eta': NULL}}" },
+      { id: 'b', dest: "{'street': b St, 'zip': 0150}", stops: "[{'city': Rome, 'eta': 5}]", codes: "{x={'city': Oslo, 'eta': 7}}" },
+    ]);
   });
 
   it('a table whose columns do not fit the topic schema puts the subscription in SCHEMA_MISMATCH and keeps the messages', async () => {
