@@ -13,6 +13,7 @@ export {
   StoreIdentityError,
   StoreInUseError,
   StoreUnwritableError,
+  StoreVersionError,
   type Store,
   type SubscriptionRecord,
 } from './store/store.js';

@@ -11,6 +11,7 @@ import {
   StoreIdentityError,
   StoreInUseError,
   StoreUnwritableError,
+  StoreVersionError,
   type BacklogRow,
   type BacklogSource,
   type CompactionPlan,
@@ -30,9 +31,13 @@ import {
 const APPLICATION_ID = 0x4f52444c; // "ORDL"
 /**
  * 2: subscriptions have a uid, the store an id. 3: snapshots; subscriptions can be detached. 4: where each
- * subscription's retention of acked messages began.
+ * subscription's retention of acked messages began. 5: the store's tables are schema 4's, but what the
+ * data directory's sinks hold is not: a DuckDB export's progress log has each key's written ranges
+ * (first_sequence), which an Orderly of schema 4 reads as 1 to the last and cannot append to (its rows
+ * have one column fewer). The store's version is the one every Orderly checks at start, so it is what
+ * makes an older one refuse the directory instead of misreading its sinks.
  */
-const SCHEMA_VERSION = 4;
+const SCHEMA_VERSION = 5;
 const PAGE_SIZE = 32 * 1024;
 /** The store files open in this process (real paths), each by one SqliteStore until it is closed. */
 const openStores = new Set<string>();
@@ -253,7 +258,13 @@ export class SqliteStore implements Store {
     try {
       store = new SqliteStore(file, options, expectedId);
     } catch (e) {
-      if (e instanceof StoreCorruptError || e instanceof StoreIdentityError || e instanceof StoreUnwritableError) throw e;
+      if (
+        e instanceof StoreCorruptError ||
+        e instanceof StoreIdentityError ||
+        e instanceof StoreUnwritableError ||
+        e instanceof StoreVersionError
+      )
+        throw e;
       throw new StoreCorruptError(file, e);
     }
     if (expectedId === undefined) writeFileAtomic(marker, storeIdFile(store.id));
@@ -332,7 +343,11 @@ export class SqliteStore implements Store {
       const setMeta = (k: string, v: string) =>
         this.db.prepare('INSERT INTO meta(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v').run(k, v);
       const version = meta('schema');
-      if (version === '1') {
+      // A store without a version was made by this schema's SCHEMA above.
+      const from = version === undefined ? SCHEMA_VERSION : Number(version);
+      if (from > SCHEMA_VERSION) throw new StoreVersionError(this.location, from, SCHEMA_VERSION);
+      if (!(Number.isInteger(from) && from >= 1)) throw new StoreCorruptError(this.location, new Error(`schema version ${version}`));
+      if (from < 2) {
         // Subscriptions of a store made before uids: each gets one, and its sinks adopt what they kept
         // under its name (once).
         this.db.exec(`
@@ -344,17 +359,16 @@ export class SqliteStore implements Store {
         for (const name of names) assign.run(randomUUID(), name);
       }
       const columns = () => (this.db.prepare('PRAGMA table_info(subscriptions)').all() as { name: string }[]).map((c) => c.name);
-      if (version === '1' || version === '2') {
+      if (from < 3) {
         // 3: the snapshot tables come with SCHEMA above; subscriptions learn to be detached.
         if (!columns().includes('detached')) this.db.exec('ALTER TABLE subscriptions ADD COLUMN detached INTEGER NOT NULL DEFAULT 0');
       }
-      if (version === '1' || version === '2' || version === '3') {
+      if (from < 4) {
         // 4: where each subscription's retention of acked messages began (0: not known, as before).
         if (!columns().includes('acks_retained_after'))
           this.db.exec('ALTER TABLE subscriptions ADD COLUMN acks_retained_after INTEGER NOT NULL DEFAULT 0');
-      } else if (version !== undefined && Number(version) !== SCHEMA_VERSION) {
-        throw new StoreCorruptError(this.location, new Error(`schema version ${version}, this Orderly reads ${SCHEMA_VERSION}`));
       }
+      // 5: nothing in the store changes (see SCHEMA_VERSION); the sinks read what older versions wrote.
       // Written only when they change: opening a store (a damaged one included) leaves the file as it is.
       if (version !== String(SCHEMA_VERSION)) setMeta('schema', String(SCHEMA_VERSION));
       addSchemaAndTopicSettings(this.db);

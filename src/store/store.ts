@@ -326,6 +326,25 @@ export class StoreCorruptError extends Error {
 }
 
 /**
+ * The store was written by a newer Orderly (a higher schema version than this one reads). Refused at
+ * start, naming both versions: it was not modified, and nothing of the data directory was read by rules
+ * older than the ones that wrote it.
+ */
+export class StoreVersionError extends Error {
+  constructor(
+    readonly file: string,
+    readonly schema: number,
+    readonly reads: number,
+  ) {
+    super(
+      `the Orderly store at ${file} was written by a newer Orderly (store schema ${schema}; this Orderly reads schema ${reads} ` +
+        'and older). It was not modified. Run that Orderly version, or a newer one, on this data directory.',
+    );
+    this.name = 'StoreVersionError';
+  }
+}
+
+/**
  * The whole-file check of a store could not run (its thread failed to start or stopped without a
  * result). Nothing was found damaged; the store takes no more writes, as it cannot be vouched for.
  */

@@ -6,7 +6,7 @@ import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 
 const dir = tempDirPerTest();
 
-describe('schema 2 -> 4', () => {
+describe('schema 2 -> 5', () => {
   it('a store made before snapshots keeps its subscriptions, backlog and ids, and gains snapshots, detach and where retention began', async () => {
     const opened = await openCore(dir.path);
     let { core } = opened;
@@ -38,7 +38,7 @@ describe('schema 2 -> 4', () => {
     await core.close();
 
     const check = new Database(file, { readonly: true });
-    expect(check.prepare("SELECT v FROM meta WHERE k = 'schema'").pluck().get()).toBe('4');
+    expect(check.prepare("SELECT v FROM meta WHERE k = 'schema'").pluck().get()).toBe('5');
     expect(check.prepare('SELECT detached FROM subscriptions').pluck().all()).toEqual([1]);
     // Where its retention began is not known for a subscription from before: 0, a seek's rule as it was.
     expect(check.prepare('SELECT acks_retained_after FROM subscriptions').pluck().all()).toEqual([0]);
