@@ -104,7 +104,7 @@ export class JobRuntime {
       let reportFailure!: (error: Error) => void;
       const failure = new Promise<Error>((resolve) => (reportFailure = resolve));
       const core = await PubSubCore.open({
-        store: SqliteStore.open(dataDir, { durability: job.durability }),
+        store: SqliteStore.open(dataDir, { durability: job.durability, exports: exporting }),
         memory: {
           payloadBytes: job.memory.payloadBytes,
           messagesPerSubscription: job.memory.messagesPerSubscription,

@@ -38,6 +38,8 @@ const APPLICATION_ID = 0x4f52444c; // "ORDL"
  * makes an older one refuse the directory instead of misreading its sinks.
  */
 const SCHEMA_VERSION = 5;
+/** The last schema that changed the store's tables: what a process that writes no export sink upgrades to. */
+const TABLES_VERSION = 4;
 const PAGE_SIZE = 32 * 1024;
 /** The store files open in this process (real paths), each by one SqliteStore until it is closed. */
 const openStores = new Set<string>();
@@ -100,6 +102,12 @@ export interface SqliteStoreOptions {
    * 'process': it survives a crash or kill -9 of the process but not of the machine (synchronous=NORMAL).
    */
   durability?: 'fsync' | 'process';
+  /**
+   * false: this process writes no export sink (status, audit, a query): an older store is upgraded only as
+   * far as its tables need, not marked as one whose sinks hold what an older Orderly misreads (schema 5),
+   * so looking at a directory with this Orderly leaves it open to the one that wrote it. Default true.
+   */
+  exports?: boolean;
 }
 
 /**
@@ -142,7 +150,7 @@ export class SqliteStore implements Store {
       this.db.pragma(`synchronous = ${synchronous}`);
       this.checkIdentity();
       this.checkWritable();
-      this.id = this.migrate();
+      this.id = this.migrate(options.exports === false ? TABLES_VERSION : SCHEMA_VERSION);
       if (expectedId !== undefined && expectedId !== this.id) {
         const marker = join(dirname(file), STORE_ID_FILE);
         throw new StoreIdentityError(
@@ -335,8 +343,8 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** Creates or upgrades the schema; returns the store's id. */
-  private migrate(): string {
+  /** Creates or upgrades the schema, to `target` at least; returns the store's id. */
+  private migrate(target: number): string {
     return this.db.transaction(() => {
       this.db.exec(SCHEMA);
       const meta = (k: string) => this.db.prepare('SELECT v FROM meta WHERE k = ?').pluck().get(k) as string | undefined;
@@ -344,7 +352,7 @@ export class SqliteStore implements Store {
         this.db.prepare('INSERT INTO meta(k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v').run(k, v);
       const version = meta('schema');
       // A store without a version was made by this schema's SCHEMA above.
-      const from = version === undefined ? SCHEMA_VERSION : Number(version);
+      const from = version === undefined ? TABLES_VERSION : Number(version);
       if (from > SCHEMA_VERSION) throw new StoreVersionError(this.location, from, SCHEMA_VERSION);
       if (!(Number.isInteger(from) && from >= 1)) throw new StoreCorruptError(this.location, new Error(`schema version ${version}`));
       if (from < 2) {
@@ -370,7 +378,7 @@ export class SqliteStore implements Store {
       }
       // 5: nothing in the store changes (see SCHEMA_VERSION); the sinks read what older versions wrote.
       // Written only when they change: opening a store (a damaged one included) leaves the file as it is.
-      if (version !== String(SCHEMA_VERSION)) setMeta('schema', String(SCHEMA_VERSION));
+      if (version === undefined || from < target) setMeta('schema', String(target));
       addSchemaAndTopicSettings(this.db);
       const id = meta('store_id') ?? randomUUID();
       if (meta('store_id') !== id) setMeta('store_id', id);
@@ -858,7 +866,8 @@ function createStoreFile(file: string): void {
     db.pragma('auto_vacuum = INCREMENTAL');
     db.pragma(`application_id = ${APPLICATION_ID}`);
     db.exec(SCHEMA);
-    db.prepare("INSERT INTO meta(k, v) VALUES ('schema', ?), ('store_id', ?)").run(String(SCHEMA_VERSION), randomUUID());
+    // Marked for its sinks' formats by the first process that exports (migrate).
+    db.prepare("INSERT INTO meta(k, v) VALUES ('schema', ?), ('store_id', ?)").run(String(TABLES_VERSION), randomUUID());
   } finally {
     db.close();
   }

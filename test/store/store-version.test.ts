@@ -70,4 +70,22 @@ describe('a data directory is read by the Orderly that wrote it or a newer one',
     expect(cli.stderr).toContain('was written by a newer Orderly (store schema 99; this Orderly reads schema');
     expect(readFileSync(file).equals(before)).toBe(true);
   });
+
+  it('a command that exports nothing (status, a read-only query) leaves a store of schema 4 at 4, so its Orderly still opens it', async () => {
+    await (await openCore(dir.path)).core.close();
+    const file = join(dir.path, 'orderly.sqlite');
+    const db = new Database(file);
+    db.prepare("UPDATE meta SET v = '4' WHERE k = 'schema'").run();
+    db.close();
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(job, `dataDir: ${dir.path}\ntopics: [{ name: orders }]\nsubscriptions: [{ name: work, topic: orders }]\n`);
+    const orderly = promisify(execFile);
+    await orderly(process.execPath, [orderlyBin, 'status', job], { encoding: 'utf8' });
+    await orderly(process.execPath, [orderlyBin, 'query', job, 'SELECT 1'], { encoding: 'utf8' });
+    expect(storeSchema(file)).toBe('4');
+
+    // The first process that exports marks it.
+    await (await openCore(dir.path)).core.close();
+    expect(storeSchema(file)).toBe('5');
+  });
 });
