@@ -46,13 +46,15 @@ export class CdcApplier {
    * effect of applying them one by one: per key, a DELETE anywhere in the run deletes the row first, and
    * the UPSERTs after the last DELETE merge into one (an UPSERT sets the columns its message has; DuckDB's
    * INSERT OR REPLACE leaves the others as they are, or at their default for a new row). The versions of
-   * every change applied go to `applied` (this transaction's; see `saveVersions`).
+   * every change applied go to `applied` (this transaction's; see `saveVersions`). Returns how many
+   * changes were applied: those older than their row's last one are skipped.
    */
-  async apply(connection: DuckDBConnection, mapper: RowMapper, changes: Change[], applied: Map<string, string>): Promise<void> {
+  async apply(connection: DuckDBConnection, mapper: RowMapper, changes: Change[], applied: Map<string, string>): Promise<number> {
     const perKey = new Map<string, { deleteKey?: DuckDBValue[]; cells?: Cell[] }>();
     const stored = await this.storedVersions(connection, [
       ...new Set(changes.flatMap((c) => (c.changeSequence !== undefined && !applied.has(c.pk) ? [c.pk] : []))),
     ]);
+    let count = 0;
     for (const change of changes) {
       if (change.changeSequence !== undefined) {
         // Versions of this transaction first, then the stored ones.
@@ -60,6 +62,7 @@ export class CdcApplier {
         if (last !== undefined && compareChangeSequence(change.changeSequence, last) <= 0) continue;
         applied.set(change.pk, change.changeSequence);
       }
+      count++;
       const state = perKey.get(change.pk) ?? {};
       perKey.set(change.pk, state);
       if (change.kind === 'delete') {
@@ -89,6 +92,7 @@ export class CdcApplier {
     for (const { columns, rows } of upserts.values()) {
       await staged(connection, target, columns, rows, (cols) => `INSERT OR REPLACE INTO ${target} (${cols}) SELECT ${cols} FROM ${STAGE}`);
     }
+    return count;
   }
 
   /** Inside the transaction: stores the versions `apply` recorded. */

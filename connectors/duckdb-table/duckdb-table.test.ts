@@ -850,6 +850,9 @@ describe('CDC (_CHANGE_TYPE, _CHANGE_SEQUENCE_NUMBER)', () => {
       { id: 'c3', name: 'Cy again', tier: null },
       { id: 'c4', name: 'Dee', tier: 4 },
     ]);
+    // 14 changes, 2 of them stale; no row appended (they counted as 14 rows appended).
+    const row = statusOf(env.core, env.exports).find((r) => r.subscription.endsWith('/to-table'))!;
+    expect(row.exportCounters).toEqual({ rowsAppended: 0, changesApplied: 12 });
   });
 });
 

@@ -44,7 +44,13 @@ export const duckdbTableConnector: ConnectorFactory<DuckDbTableConfig, { path: s
   parseConfig: parseDuckDbTableConfig,
   settings: duckdbSection,
   requiresSettings: 'duckdb.path',
-  counters: { rowsAppended: { metric: 'orderly_rows_appended_total', help: 'Rows appended to DuckDB tables' } },
+  counters: {
+    rowsAppended: { metric: 'orderly_rows_appended_total', help: 'Rows appended to DuckDB tables' },
+    changesApplied: {
+      metric: 'orderly_cdc_changes_applied_total',
+      help: 'CDC changes (_CHANGE_TYPE UPSERT or DELETE) applied to DuckDB tables; those older than their row are skipped',
+    },
+  },
   create(config, context) {
     const path = context.settings.duckdbPath;
     if (typeof path !== 'string')

@@ -65,7 +65,7 @@ export class DuckDbTableWriter implements Connector {
   private computed: ComputedDefault[] = [];
   /** The table's definition the mapper was built from (see tableDefinition). */
   private mappedDefinition?: string;
-  readonly counters = { rowsAppended: 0 };
+  readonly counters = { rowsAppended: 0, changesApplied: 0 };
   private progress?: ProgressLog;
   private readonly writtenIds: DuckDbWrittenIds;
   /** Each ordering key's sequence ranges in the table: what the progress log records, the filter checks. */
@@ -411,6 +411,8 @@ export class DuckDbTableWriter implements Connector {
     let appender: DuckDBAppender | undefined;
     const versions = new Map<string, string>();
     let applyProgress: () => void;
+    let appended = 0;
+    let changed = 0;
     const slicer = new LoopSlicer();
     try {
       if (this.computed.length)
@@ -433,15 +435,16 @@ export class DuckDbTableWriter implements Connector {
           continue;
         }
         if (changes.length) {
-          await this.cdc.apply(connection, this.mapper!, changes, versions);
+          changed += await this.cdc.apply(connection, this.mapper!, changes, versions);
           changes = [];
         }
         this.appendRow(appender, row.cells);
+        appended++;
       }
       appender.flushSync();
       appender.closeSync();
       appender = undefined;
-      if (changes.length) await this.cdc.apply(connection, this.mapper!, changes, versions);
+      if (changes.length) changed += await this.cdc.apply(connection, this.mapper!, changes, versions);
       await this.cdc.saveVersions(connection, versions);
       applyProgress = await this.progress!.append(connection, progress);
       await this.writtenIds.append(ids);
@@ -459,7 +462,8 @@ export class DuckDbTableWriter implements Connector {
       throw e;
     }
     applyProgress();
-    this.counters.rowsAppended += pending.length;
+    this.counters.rowsAppended += appended;
+    this.counters.changesApplied += changed;
   }
 
   private appendRow(appender: DuckDBAppender, cells: Cell[]): void {

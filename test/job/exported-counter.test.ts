@@ -36,7 +36,7 @@ it('counts in exported each message settled at the sink, a replayed one it alrea
   // Replayed: acked again without a second row (docs/connectors.md), and counted again in exported.
   await env.core.seek('to-table', before);
   await waitFor('the replay settled', () => row().exported === 6 && row().backlog === 0);
-  expect(row().exportCounters).toEqual({ rowsAppended: 3 });
+  expect(row().exportCounters).toEqual({ rowsAppended: 3, changesApplied: 0 });
   expect(await queryDuckDb(env.duckdbPath, 'SELECT count(*)::INTEGER n FROM events')).toEqual([{ n: 3 }]);
   const text = await (await fetch(`${metrics.url}/metrics`)).text();
   expect(text).toContain('orderly_exported_total{subscription="to-table"} 6');
