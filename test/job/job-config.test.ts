@@ -742,6 +742,12 @@ describe('export sections', () => {
     expect(problems(sub({ messageRetentionDuration: '1s', expirationPolicy: { ttl: '2d' } }))).toEqual([
       expect.stringMatching(/^subscriptions\[0\]\.messageRetentionDuration: /),
     ]);
+    // A ttl under a day is wrong whatever the retention, and said so without quoting the default retention
+    // (it said "at least messageRetentionDuration (604800s)" for a file that gave 300s).
+    expect(problems(sub({ messageRetentionDuration: '5m', expirationPolicy: { ttl: '1h' } }))).toEqual([
+      'subscriptions[0].messageRetentionDuration: must be between 600s and 2678400s, got 300s',
+      'subscriptions[0].expirationPolicy.ttl: must be at least 1 day (86400s), got 3600s',
+    ]);
   });
 
   it('lists every problem of a subscription and of its export section at once, not one a run', () => {
