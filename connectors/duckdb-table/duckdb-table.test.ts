@@ -810,6 +810,21 @@ describe('CDC (_CHANGE_TYPE, _CHANGE_SEQUENCE_NUMBER)', () => {
     expect(await deadLetterReasons(1)).toEqual(['_change_type: fields "_CHANGE_TYPE" and "_change_type" both name _CHANGE_TYPE']);
   });
 
+  it("applies a batch's plain rows and changes in their order: a row, then a DELETE of it, leaves no row", async () => {
+    await sql('CREATE TABLE parcels(id INTEGER PRIMARY KEY, status VARCHAR)');
+    await exportTo('p.main.parcels', { useTableSchema: true });
+    // One batch: the DELETE ran while the plain rows before it were still in the appender, which wrote
+    // them after it, so the deleted row stayed; and an UPSERT before a plain row of its key broke the key.
+    await env.core.publish('events', [
+      { data: '{"id":1,"status":"new"}', orderingKey: '1' },
+      { data: '{"id":1,"_CHANGE_TYPE":"DELETE"}', orderingKey: '1' },
+      { data: '{"id":2,"status":"new"}', orderingKey: '2' },
+      { data: '{"id":2,"status":"sent","_CHANGE_TYPE":"UPSERT"}', orderingKey: '2' },
+    ]);
+    await waitFor('the batch', () => backlog('to-table') === 0);
+    expect(await sql('SELECT id, status FROM parcels ORDER BY id')).toEqual([{ id: 2, status: 'sent' }]);
+  });
+
   it('applies UPSERT and DELETE against the primary key in per-key order, ignoring stale changes', async () => {
     await sql('CREATE TABLE customers(id VARCHAR PRIMARY KEY, name VARCHAR, tier INTEGER)');
     await exportTo('p.main.customers', { useTableSchema: true });

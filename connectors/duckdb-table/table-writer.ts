@@ -422,15 +422,20 @@ export class DuckDbTableWriter implements Connector {
           pending.flatMap(({ row }) => (row.kind === 'append' ? [row.cells] : [])),
         );
       appender = await connection.createAppender(this.config.tableName, this.config.schema);
-      // Appends and runs of changes keep their order; a run of changes is applied set-wise.
+      // Appends and runs of changes keep their order: the rows the appender holds go into the transaction
+      // before a run of changes after them is applied (set-wise, by statements of their own).
       let changes: Change[] = [];
+      let unflushed = 0;
       for (const { row } of pending) {
         if (slicer.due) {
           // What the appender buffered goes into the transaction now: its flush is part of the slice's work.
           appender.flushSync();
+          unflushed = 0;
           await slicer.yield();
         }
         if (row.kind !== 'append') {
+          if (unflushed) appender.flushSync();
+          unflushed = 0;
           changes.push(row);
           continue;
         }
@@ -440,6 +445,7 @@ export class DuckDbTableWriter implements Connector {
         }
         this.appendRow(appender, row.cells);
         appended++;
+        unflushed++;
       }
       appender.flushSync();
       appender.closeSync();
