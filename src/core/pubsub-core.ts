@@ -989,7 +989,8 @@ export class PubSubCore {
   private async saveWatermarks(): Promise<void> {
     const expiredSince = [...this.subs.values()].some((rt) => rt.counters.retentionExpired > (this.expiredAtCompaction.get(rt.name) ?? 0));
     if (!expiredSince) return;
-    const { watermarks } = this.compactionPlan();
+    // A seek under way lowers its subscription's watermark in the store: not raised past it here.
+    const watermarks = new Map([...this.compactionPlan().watermarks].filter(([name]) => !this.seeks.has(this.subs.get(name)!)));
     await this.store.compact({ watermarks, topics: new Map(), keepFromSeq: new Map() }).catch(() => undefined);
   }
 
