@@ -21,8 +21,31 @@ const Status = new protobuf.Type('Status')
 root.define('google.rpc').add(ErrorInfoType).add(Status);
 const ERROR_INFO_TYPE = 'type.googleapis.com/google.rpc.ErrorInfo';
 
-/** The `grpc-status-details-bin` value for an error with this code, message and ErrorInfo. */
+/**
+ * Bytes of `grpc-status-details-bin` every client takes: gRPC's C core (Python, Ruby, PHP) and Java refuse
+ * trailers over 8 KiB in all, in which this travels in base64 beside the message. An exactly-once ack of
+ * thousands of expired ids listed them all, and the call hung until its deadline instead of failing
+ * (grpc-js dropped the trailer too, past some 70 KB).
+ */
+export const MAX_STATUS_DETAILS_BIN = 4096;
+
+/**
+ * The `grpc-status-details-bin` value for an error with this code, message and ErrorInfo, its metadata cut
+ * to the entries that fit MAX_STATUS_DETAILS_BIN. Google's clients (Node, Python) take an ack id the
+ * metadata leaves out by the call's status: a failure still, only not told apart as an invalid id.
+ */
 export function statusDetailsBin(code: number, message: string, info: ErrorInfo): Buffer {
+  let entries = Object.entries(info.metadata);
+  let bin = encodeStatus(code, message, info);
+  while (bin.length > MAX_STATUS_DETAILS_BIN && entries.length > 0) {
+    // Each pass keeps the share of entries that would fit, so it shrinks at every step.
+    entries = entries.slice(0, Math.floor((entries.length * MAX_STATUS_DETAILS_BIN) / bin.length));
+    bin = encodeStatus(code, message, { ...info, metadata: Object.fromEntries(entries) });
+  }
+  return bin;
+}
+
+function encodeStatus(code: number, message: string, info: ErrorInfo): Buffer {
   const value = ErrorInfoType.encode(ErrorInfoType.fromObject(info)).finish();
   const status = Status.fromObject({ code, message, details: [{ type_url: ERROR_INFO_TYPE, value }] });
   return Buffer.from(Status.encode(status).finish());

@@ -2,6 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { AckResponses, PubSub, type Message } from '@google-cloud/pubsub';
 import { GoogleError } from 'google-gax';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_STATUS_DETAILS_BIN } from '../../src/api/status-details.js';
 import { waitFor } from '../helpers/export.js';
 import { servePerFile } from '../helpers/serve-process.js';
 
@@ -264,6 +265,34 @@ describe('exactly-once delivery', () => {
       (await failure(api.sub('modifyAckDeadline', { subscription: sub('plain-raw-sub'), ackIds: [''], ackDeadlineSeconds: 0 }))).code,
     ).toBe(grpc.status.INVALID_ARGUMENT);
   });
+
+  it('an Acknowledge of 2,500 expired ids fails at once over gRPC: its ErrorInfo lists what fits a trailer (it hung to the deadline); REST lists all', async () => {
+    await api.pub('createTopic', { name: topicName('eod-many') });
+    await api.sub('createSubscription', { name: sub('eod-many-sub'), topic: topicName('eod-many'), enableExactlyOnceDelivery: true });
+    // ids of the form Orderly issues, as many as Google's client acks in one batch: none of them valid
+    const ackIds = Array.from({ length: 2500 }, (_, i) => `1madbs8mxc7pv75-${i + 1}-1`);
+    const e = await failure(
+      new Promise((resolve, reject) =>
+        api.subscriber.acknowledge(
+          { subscription: sub('eod-many-sub'), ackIds },
+          { deadline: Date.now() + 20_000 },
+          (err: grpc.ServiceError | null, r: unknown) => (err ? reject(err) : resolve(r)),
+        ),
+      ),
+    );
+    expect(e.code).toBe(grpc.status.INVALID_ARGUMENT);
+    const bin = e.metadata.get('grpc-status-details-bin')[0] as Buffer;
+    expect(bin.length).toBeLessThanOrEqual(MAX_STATUS_DETAILS_BIN);
+    const listed = Object.entries(GoogleError.parseGRPCStatusDetails(e).errorInfoMetadata as Record<string, string>);
+    expect(listed.length).toBeGreaterThan(0);
+    for (const [id, reason] of listed) {
+      expect(ackIds).toContain(id);
+      expect(reason).toBe('PERMANENT_FAILURE_INVALID_ACK_ID');
+    }
+    const refused = await rest('POST', 'subscriptions/eod-many-sub:acknowledge', { ackIds });
+    expect(refused.status).toBe(400);
+    expect(Object.keys(refused.json.error.details[0].metadata)).toHaveLength(2500);
+  }, 60_000);
 });
 
 describe('DetachSubscription and StreamingPull errors', () => {
