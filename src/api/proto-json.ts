@@ -32,7 +32,7 @@ interface Extension {
 
 export function fromProtoJson(type: protobuf.Type, json: unknown, at = ''): ProtoObject {
   const extensions: Extension[] = [];
-  const plain = messageFromJson(type, json, at, [], extensions);
+  const plain = messageFromJson(type, json, at, [], extensions, 0);
   const shaped: ProtoObject = type.toObject(type.fromObject(plain), MESSAGE_SHAPE);
   for (const { path, value } of extensions) {
     const parent = path.slice(0, -1).reduce((o, p) => o[p] as ProtoObject, shaped);
@@ -60,9 +60,16 @@ const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typ
 const camel = (name: string) => name.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
 const snake = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
-function messageFromJson(type: protobuf.Type, json: unknown, at: string, path: Path, extensions: Extension[]): ProtoObject {
+/**
+ * Messages nest at most this deep, as protobuf decodes them (protoc's and protobufjs's recursion limit):
+ * any JSON fits a Struct, and one nesting thousands deep overflowed the stack (a 500 INTERNAL).
+ */
+const MAX_DEPTH = 100;
+
+function messageFromJson(type: protobuf.Type, json: unknown, at: string, path: Path, extensions: Extension[], depth: number): ProtoObject {
+  if (depth > MAX_DEPTH) throw tooDeep(at);
   const wellKnown = WELL_KNOWN[type.fullName];
-  if (wellKnown) return wellKnown.fromJson(json, at) as ProtoObject;
+  if (wellKnown) return wellKnown.fromJson(json, at, depth) as ProtoObject;
   if (!isObject(json)) throw new InvalidArgumentError(at || 'request body', 'must be a JSON object');
   const out: ProtoObject = {};
   const given = new Map<string, string>();
@@ -87,18 +94,19 @@ function messageFromJson(type: protobuf.Type, json: unknown, at: string, path: P
         throw new InvalidArgumentError(where, `only one of ${oneof.oneof.join(', ')} may be set (${other} is set too)`);
       oneofs.set(oneof.name, key);
     }
-    out[name] = fieldFromJson(field, value, where, [...path, name], extensions);
+    out[name] = fieldFromJson(field, value, where, [...path, name], extensions, depth + 1);
   }
   return out;
 }
 
-function fieldFromJson(field: protobuf.Field, value: unknown, where: string, path: Path, extensions: Extension[]): unknown {
+/** A field's value; `depth` is that of a message it holds. */
+function fieldFromJson(field: protobuf.Field, value: unknown, where: string, path: Path, extensions: Extension[], depth: number): unknown {
   if (field.map) {
     if (!isObject(value)) throw new InvalidArgumentError(where, `must be an object of ${noun(field)} values`);
     const keyType = (field as unknown as protobuf.MapField).keyType;
     const entries = Object.entries(value).map(([k, v]): [string, unknown] => {
       scalarFromJson(keyType, k, `${where}.${k} (key)`);
-      return [k, singleFromJson(field, v, `${where}.${k}`, [...path, k], extensions)];
+      return [k, singleFromJson(field, v, `${where}.${k}`, [...path, k], extensions, depth)];
     });
     // fromEntries defines every key as an own property: assigning `__proto__` would set the prototype instead.
     const out = Object.fromEntries(entries);
@@ -109,14 +117,14 @@ function fieldFromJson(field: protobuf.Field, value: unknown, where: string, pat
   }
   if (field.repeated) {
     if (!Array.isArray(value)) throw new InvalidArgumentError(where, `must be a list of ${noun(field)}s`);
-    return value.map((v, i) => singleFromJson(field, v, `${where}[${i}]`, [...path, i], extensions));
+    return value.map((v, i) => singleFromJson(field, v, `${where}[${i}]`, [...path, i], extensions, depth));
   }
-  return singleFromJson(field, value, where, path, extensions);
+  return singleFromJson(field, value, where, path, extensions, depth);
 }
 
-function singleFromJson(field: protobuf.Field, value: unknown, where: string, path: Path, extensions: Extension[]): unknown {
+function singleFromJson(field: protobuf.Field, value: unknown, where: string, path: Path, extensions: Extension[], depth: number): unknown {
   const t = field.resolvedType;
-  if (t instanceof protobuf.Type) return messageFromJson(t, value, where, path, extensions);
+  if (t instanceof protobuf.Type) return messageFromJson(t, value, where, path, extensions, depth);
   if (t instanceof protobuf.Enum) return enumFromJson(t, value, where);
   return scalarFromJson(field.type, value, where);
 }
@@ -251,7 +259,8 @@ export function isWellKnown(type: protobuf.Type): boolean {
 
 interface WellKnown {
   noun: string;
-  fromJson(json: unknown, at: string): unknown;
+  /** `depth`: the message's own, for one that holds messages (a Struct). */
+  fromJson(json: unknown, at: string, depth: number): unknown;
   toJson(value: ProtoObject): unknown;
 }
 
@@ -349,26 +358,35 @@ const WELL_KNOWN: Record<string, WellKnown> = {
   },
   '.google.protobuf.Struct': {
     noun: 'JSON object',
-    fromJson(json, at) {
+    fromJson(json, at, depth) {
       if (!isObject(json)) throw new InvalidArgumentError(at, 'must be a JSON object');
-      return structValue(json);
+      return structValue(json, at, depth);
     },
     toJson: (s) => structJson(s),
   },
 };
 
-/** A JSON object as google.protobuf.Struct (fromObject form). */
-function structValue(json: Record<string, unknown>): ProtoObject {
-  return { fields: Object.fromEntries(Object.entries(json).map(([k, v]) => [k, jsonValue(v)])) };
+const tooDeep = (at: string) =>
+  new InvalidArgumentError(at, `nests messages deeper than ${MAX_DEPTH} levels (each object or list in a Struct is two: it and its Value)`);
+
+/** A JSON object as google.protobuf.Struct (fromObject form), the Struct at `depth`. */
+function structValue(json: Record<string, unknown>, at: string, depth: number): ProtoObject {
+  if (depth > MAX_DEPTH) throw tooDeep(at);
+  return { fields: Object.fromEntries(Object.entries(json).map(([k, v]) => [k, jsonValue(v, at, depth + 1)])) };
 }
 
-function jsonValue(v: unknown): ProtoObject {
+/** A JSON value as google.protobuf.Value, the Value at `depth`. */
+function jsonValue(v: unknown, at: string, depth: number): ProtoObject {
+  if (depth > MAX_DEPTH) throw tooDeep(at);
   if (v === null) return { nullValue: 'NULL_VALUE' };
   if (typeof v === 'number') return { numberValue: v };
   if (typeof v === 'string') return { stringValue: v };
   if (typeof v === 'boolean') return { boolValue: v };
-  if (Array.isArray(v)) return { listValue: { values: v.map(jsonValue) } };
-  return { structValue: structValue(v as Record<string, unknown>) };
+  if (Array.isArray(v)) {
+    if (depth + 1 > MAX_DEPTH) throw tooDeep(at);
+    return { listValue: { values: v.map((x) => jsonValue(x, at, depth + 2)) } };
+  }
+  return { structValue: structValue(v as Record<string, unknown>, at, depth + 1) };
 }
 
 /** google.protobuf.Struct and Value as MESSAGE_SHAPE decodes them (`kind` names the member of the oneof that is set). */

@@ -188,6 +188,24 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     }
   });
 
+  it("a JSON object nesting thousands deep in a Struct (a transform's parameters) is a 400 naming it, not a 500", async () => {
+    const nested = (depth: number) => `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
+    const lists = (depth: number) => `${'['.repeat(depth)}1${']'.repeat(depth)}`;
+    const subscription = (parameters: string) =>
+      rest(
+        'PUT',
+        '/v1/projects/bad-input/subscriptions/deep-sub',
+        undefined,
+        `{"topic":"projects/bad-input/topics/orders","messageTransforms":[{"aiInference":{"endpoint":"e","unstructuredInference":{"parameters":${parameters}}}}]}`,
+      );
+    const field = 'messageTransforms[0].aiInference.unstructuredInference.parameters';
+    expectInvalid(await subscription(nested(20_000)), field, /deeper than 100 levels/);
+    expectInvalid(await subscription(`{"a":${lists(20_000)}}`), field, /deeper than 100 levels/);
+    // 100 messages deep at most, as protobuf decodes them: the innermost Value of 48 objects is the 100th
+    expectInvalid(await subscription(nested(49)), field, /deeper than 100 levels/);
+    expectInvalid(await subscription(nested(48)), 'messageTransforms', /not supported/);
+  });
+
   it("unknown paths and wrong methods get Google's JSON error body with a 404", async () => {
     const unknown = await rest('GET', '/v2/anything');
     expect(unknown).toEqual({ status: 404, json: { error: { code: 404, status: 'NOT_FOUND', message: 'no such path: /v2/anything' } } });
