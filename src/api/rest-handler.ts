@@ -109,8 +109,11 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
       const headers: Record<string, string> = { 'content-type': 'application/json' };
       if (e instanceof Refused) {
         [status, code] = [e.httpStatus, e.status];
-        // What is left of the request is not read: end the connection rather than drain it.
-        if (!req.complete) headers.connection = 'close';
+        // The rest of a body of a stated length Node reads and drops once the answer is out (its client, still
+        // sending, would otherwise see its connection reset, EPIPE, and never read the answer); a longer, an
+        // unstated or an unauthenticated one is not read: the connection ends instead.
+        const drained = status !== 401 && Number(req.headers['content-length']) <= MAX_DRAINED_BODY;
+        if (!req.complete && !drained) headers.connection = 'close';
         if (status === 401) headers['www-authenticate'] = 'Bearer';
       } else if (e instanceof OrderlyError) {
         [status, code] = [HTTP_STATUS[e.code], e.code];
@@ -153,6 +156,9 @@ function gone(res: ServerResponse): AbortSignal {
     });
   return controller.signal;
 }
+
+/** A refused body of a stated length up to this is drained (see the error handler): 4 times what a request may have. */
+const MAX_DRAINED_BODY = 4 * MAX_REST_BODY;
 
 const tooLarge = () => new Refused(413, 'INVALID_ARGUMENT', `request body over ${MAX_REST_BODY} bytes`);
 

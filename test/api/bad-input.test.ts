@@ -242,6 +242,14 @@ describe('REST: wrong input gets a typed 4xx naming the field, never a 500 (issu
     expect(JSON.parse(body).error).toMatchObject({ code: 413, status: 'INVALID_ARGUMENT' });
   });
 
+  it("a body over 14 MiB sent whole, as fetch and Google's REST client send one, gets its 413, not a reset connection (EPIPE)", async () => {
+    // a publish of 30 MB in one request: over the REST body limit, in base64 as in any JSON body
+    const body = JSON.stringify({ messages: [{ data: Buffer.alloc(30_000_000, 7).toString('base64') }] });
+    const res = await fetch(`http://${server.host}/v1/projects/bad-input/topics/orders:publish`, { method: 'POST', body });
+    expect(res.status).toBe(413);
+    expect((await res.json()).error).toMatchObject({ code: 413, status: 'INVALID_ARGUMENT' });
+  });
+
   it('a body that grows over 14 MiB without a length is cut off with 413', async () => {
     const [hostname, port] = server.host.split(':');
     const status = await new Promise<number>((resolve, reject) => {
