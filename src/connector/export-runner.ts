@@ -310,6 +310,9 @@ export class ExportRunner {
         const opening = connector;
         await this.call('open', () => opening.open());
         this.connector = connector;
+        // The log said it waits as a standby: it must say too that the wait is over, or it reads as waiting still.
+        if (this.stats.standby)
+          this.options.logger.info({ subscription: this.subscription }, 'export took its sink over; no longer a standby');
         this.stats.standby = undefined;
         // After an unexpected failure, ACTIVE waits for a write or flush that works.
         if (!this.faulted) this.usable();
