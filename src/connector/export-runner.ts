@@ -160,7 +160,7 @@ export class ExportRunner {
   private connector?: Connector;
   /** Totals of the connectors closed after failures, so the counters keep counting up. */
   private retired?: Record<string, number>;
-  /** An unexpected failure happened, and no write or flush has succeeded since. */
+  /** An unexpected failure happened, and no write or flush has settled a message (written or refused) since. */
   private faulted = false;
   private attached = false;
   private wake?: () => void;
@@ -583,11 +583,11 @@ export class ExportRunner {
    * that state meanwhile). Undefined if stopped first: then nothing delivered is written any more.
    * Any other error propagates.
    */
-  private async untilUsable<T>(call: () => Promise<T>): Promise<T | undefined> {
+  private async untilUsable(call: () => Promise<WriteResult>): Promise<WriteResult | undefined> {
     for (;;) {
       try {
         const result = await call();
-        this.usable();
+        if (this.provesUsable(result)) this.usable();
         return result;
       } catch (e) {
         if (!(e instanceof SinkStateError)) throw e;
@@ -601,6 +601,16 @@ export class ExportRunner {
         }
       }
     }
+  }
+
+  /**
+   * Whether a call that returned shows the sink usable. After an unexpected failure, a call that settled
+   * nothing proves nothing: a write the sink only buffered (a DuckDB append, its commit failing next on a
+   * full disk) made the export ACTIVE for a moment at each retry, the state and the log flapping once a
+   * second, the backoff reset each time.
+   */
+  private provesUsable(result: WriteResult): boolean {
+    return !this.faulted || result.written.length > 0 || result.failed.length > 0 || this.held.size === 0;
   }
 
   private usable(): void {

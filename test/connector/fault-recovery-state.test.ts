@@ -1,0 +1,83 @@
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { afterEach, beforeEach, expect, it } from 'vitest';
+import { Backoff } from '../../src/connector/backoff.js';
+import { emptyResult, type WriteResult } from '../../src/connector/connector.js';
+import { ExportManager } from '../../src/connector/export-manager.js';
+import { registerConnector } from '../../src/connector/registry.js';
+import { PubSubCore } from '../../src/core/pubsub-core.js';
+import { SqliteStore } from '../../src/store/sqlite-store.js';
+import { tempDir } from '../helpers/core.js';
+import { waitFor } from '../helpers/export.js';
+
+/** Commits that failed so far: the first four fail, as a DuckDB commit does on a full disk. */
+let failedCommits = 0;
+/**
+ * A sink that buffers what it is given and makes it durable when flushed (as the DuckDB table writer
+ * appends and then commits): its writes go through while its commits fail.
+ */
+registerConnector<Record<string, never>>({
+  name: 'commit-failing-for-a-while',
+  parseConfig: () => ({}),
+  create: () => {
+    const buffered: string[] = [];
+    return {
+      open: async () => {},
+      write: async (messages): Promise<WriteResult> => {
+        buffered.push(...messages.map((m) => m.id));
+        return emptyResult();
+      },
+      flush: async (): Promise<WriteResult> => {
+        if (buffered.length && failedCommits < 4) {
+          failedCommits++;
+          throw new Error('Failed to commit: No space left on device');
+        }
+        return { ...emptyResult(), written: buffered.splice(0) };
+      },
+      close: async () => {},
+    };
+  },
+});
+
+let dir: ReturnType<typeof tempDir>;
+let core: PubSubCore;
+let exports: ExportManager;
+const lines: { level: number; msg: string; subscription?: string; state?: string }[] = [];
+beforeEach(async () => {
+  dir = tempDir();
+  core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store'), { durability: 'process' }), projectId: 'p', tickMs: 20 });
+  const logged = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(JSON.parse(chunk.toString()) as (typeof lines)[number]);
+      done();
+    },
+  });
+  exports = new ExportManager({
+    core,
+    settings: { dataDir: dir.path },
+    logger: pino({ level: 'info' }, logged),
+    runner: { flushIntervalMs: 50, backoff: () => new Backoff(20, 200) },
+  });
+  await exports.start();
+  await core.createTopic('events');
+});
+afterEach(async () => {
+  await exports.stop();
+  await core.close();
+  dir.remove();
+});
+
+it('a sink whose writes go through while its commits fail stays RESOURCE_ERROR until one commits (state and log flapped at each retry)', async () => {
+  await core.createSubscription('full', {
+    topic: 'events',
+    enableMessageOrdering: true,
+    exportConfig: { connector: 'commit-failing-for-a-while' },
+  });
+  await exports.sync();
+  await core.publish('events', [{ data: 'a', orderingKey: 'k' }]);
+  await waitFor('written once a commit works', () => exports.runner('full')?.stats.written === 1);
+  expect(failedCommits).toBe(4);
+  const states = lines.filter((l) => l.subscription === 'projects/p/subscriptions/full' && l.state !== undefined).map((l) => l.state);
+  expect(states).toEqual(['RESOURCE_ERROR', 'ACTIVE']);
+});
