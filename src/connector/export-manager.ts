@@ -245,8 +245,12 @@ export class ExportManager {
         if (next.uid === uid) previous.set(name, runner);
         continue;
       }
+      // Said in the log: an export that stops at runtime (its subscription deleted over the API, or its export
+      // config removed) otherwise only left /metrics and /status, the log silent about it.
+      const why = core.hasSubscription(name) ? 'its subscription no longer exports' : 'its subscription was deleted';
       const stopped = runner
         .stop()
+        .then(() => logger.info({ subscription: name, exported: runner.stats.written }, `export stopped: ${why}`))
         .catch((e: unknown) =>
           logger.error({ subscription: name, error: e instanceof Error ? e.message : String(e) }, 'stopping an export failed'),
         )

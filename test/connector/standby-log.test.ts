@@ -1,6 +1,4 @@
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { Backoff } from '../../src/connector/backoff.js';
 import { emptyResult, SinkBusyError, type WriteResult } from '../../src/connector/connector.js';
@@ -10,6 +8,7 @@ import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
+import { capturedLogger, type LogLine } from '../helpers/log-lines.js';
 
 /** Opens of the sink so far: the first three find it held by another process (a DuckDB file open elsewhere). */
 let opens = 0;
@@ -29,20 +28,16 @@ registerConnector<Record<string, never>>({
 let dir: ReturnType<typeof tempDir>;
 let core: PubSubCore;
 let exports: ExportManager;
-const lines: { level: number; msg: string; subscription?: string }[] = [];
+let lines: LogLine[];
 beforeEach(async () => {
   dir = tempDir();
   core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store'), { durability: 'process' }), projectId: 'p', tickMs: 20 });
-  const logged = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      lines.push(JSON.parse(chunk.toString()) as (typeof lines)[number]);
-      done();
-    },
-  });
+  const captured = capturedLogger();
+  lines = captured.lines;
   exports = new ExportManager({
     core,
     settings: { dataDir: dir.path },
-    logger: pino({ level: 'info' }, logged),
+    logger: captured.logger,
     runner: { flushIntervalMs: 100, backoff: () => new Backoff(20, 200), standbyRetryMs: 20 },
   });
   await exports.start();
