@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { OrderlyError, type StatusCode } from '../core/errors.js';
 import type { Logger } from '../log.js';
+import { noteStoreFull } from './store-full-log.js';
 import { requestDecoder } from './request-decoding.js';
 import { statusDetailsBin } from './status-details.js';
 
@@ -41,6 +42,7 @@ export function shuttingDown(): grpc.StatusObject {
  */
 export function toStatus(e: unknown, logger: Logger | undefined, method: string): grpc.StatusObject {
   if (e instanceof OrderlyError) {
+    noteStoreFull(e, logger, method);
     const metadata = new grpc.Metadata();
     const details = boundedDetails(e.message);
     if (e.errorInfo) metadata.set('grpc-status-details-bin', statusDetailsBin(GRPC_CODES[e.code], details, e.errorInfo));

@@ -4,6 +4,7 @@ import { gunzip } from 'node:zlib';
 import { InvalidArgumentError, OrderlyError, type StatusCode } from '../core/errors.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
+import { noteStoreFull } from './store-full-log.js';
 import { UNAUTHENTICATED_MESSAGE } from './bearer-auth.js';
 import { MAX_REST_BODY } from './endpoint-limits.js';
 import { parseFieldSelector, selectFields } from './partial-response.js';
@@ -116,6 +117,7 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
         if (!req.complete && !drained) headers.connection = 'close';
         if (status === 401) headers['www-authenticate'] = 'Bearer';
       } else if (e instanceof OrderlyError) {
+        noteStoreFull(e, options.logger, `${req.method} ${loggable(req.url)}`);
         [status, code] = [HTTP_STATUS[e.code], e.code];
       } else {
         options.logger?.error({ err: e, method: req.method, path: loggable(req.url) }, 'internal error in a REST request');

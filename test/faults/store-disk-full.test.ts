@@ -13,6 +13,8 @@ import { startServe, type ServeProcess } from '../helpers/serve-process.js';
  * too), the server keeps serving, and once space is freed publishes succeed again; what
  * was acknowledged as published is there exactly once, nothing of a refused publish is.
  *
+ * The server logs the refusals, one line per 30 s however many (clients retry them).
+ *
  * A real full file system: an 8 MiB tmpfs, which needs mount(2) (root); skipped where it cannot be mounted.
  */
 function mountTmpfs(path: string, size: string): boolean {
@@ -103,6 +105,13 @@ describe.skipIf(!canMount)('the store on a full disk', () => {
     expect(topicRefused!.answer.json.error.status).toBe('RESOURCE_EXHAUSTED');
     expect(topicRefused!.answer.json.error.message).toContain(join(data, 'orderly.sqlite'));
     expect((await rest('GET', `topics/${topicRefused!.name}`)).status).toBe(404);
+    // The server's log says so (it said nothing while clients were refused), once for both refusals.
+    const storeFull = server
+      .output()
+      .split('\n')
+      .filter((line) => line.includes('the store cannot take writes: its disk is full'));
+    expect(storeFull).toHaveLength(1);
+    expect(storeFull[0]).toContain(join(data, 'orderly.sqlite'));
 
     rmSync(filler);
     expect((await rest('PUT', `topics/${topicRefused!.name}`)).status).toBe(200);
