@@ -1,6 +1,6 @@
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
-import { localHostPort } from '../api/exposure.js';
+import { isLoopback, localHostPort } from '../api/exposure.js';
 import type { ConnectorSettings } from '../connector/connector.js';
 import { ExportManager, type ExportManagerOptions } from '../connector/export-manager.js';
 import { settingsSections } from '../connector/registry.js';
@@ -145,6 +145,12 @@ export class JobRuntime {
         const server = await serveMetrics(core, exports, job.metrics.host, job.metrics.port, job.metrics.authToken);
         metricsUrl = server.url;
         cleanups.push(() => server.close());
+        // As the endpoint warns of itself: /status names every subscription and its hot ordering keys.
+        if (!isLoopback(job.metrics.host))
+          logger.warn(
+            { host: job.metrics.host, url: server.url },
+            'the metrics server (/metrics, /status) is reachable from other machines; every request must carry the bearer token',
+          );
       }
       let endpointPort: number | undefined;
       if (options.serveMetrics && job.endpoint) {

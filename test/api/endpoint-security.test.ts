@@ -237,6 +237,34 @@ describe('the metrics server (/metrics, /status) is held to the same terms as th
     }
   });
 
+  it('a job whose metrics server is bound off loopback warns at start, as the endpoint does (it said nothing)', async () => {
+    const dir = tempDir();
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(
+      job,
+      'dataDir: ./data\ndurability: process\nmetrics:\n  host: 0.0.0.0\n  port: 0\n  allowRemote: true\n  authToken: ${ORDERLY_METRICS_TOKEN}\n',
+    );
+    const env = { ...process.env, ORDERLY_METRICS_TOKEN: TOKEN, ORDERLY_LOG_LEVEL: 'info' };
+    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'pipe', 'pipe'], env });
+    let out = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (out += c));
+    try {
+      await waitFor('the job to run', () => {
+        if (child.exitCode !== null) throw new Error(`orderly run exited ${child.exitCode}: ${out}`);
+        return out.includes('job running');
+      });
+      expect(out).toContain('the metrics server (/metrics, /status) is reachable from other machines');
+      expect(out).not.toContain(TOKEN);
+    } finally {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        await new Promise((r) => child.once('exit', r));
+      }
+      dir.remove();
+    }
+  });
+
   it('with metrics.authToken, /metrics and /status need the token and orderly status sends it; an IPv6 host works', async () => {
     const dir = tempDir();
     const job = join(dir.path, 'job.yaml');
