@@ -31,6 +31,9 @@ import { isDuckDbMemoryError } from '../../src/duckdb/limits.js';
 
 export { DuckDbFileError } from './database-file.js';
 
+/** DuckDB's vector size: the appender hands its rows to the table a vector at a time. */
+const APPENDER_FLUSH_ROWS = 2048;
+
 /**
  * The writers connected through each instance. Closing an instance leaves the connections other writers
  * hold on it working, on the same file a new instance would then open too: only a sole writer closes it.
@@ -427,12 +430,7 @@ export class DuckDbTableWriter implements Connector {
       let changes: Change[] = [];
       let unflushed = 0;
       for (const { row } of pending) {
-        if (slicer.due) {
-          // What the appender buffered goes into the transaction now: its flush is part of the slice's work.
-          appender.flushSync();
-          unflushed = 0;
-          await slicer.yield();
-        }
+        if (slicer.due) await slicer.yield();
         if (row.kind !== 'append') {
           if (unflushed) appender.flushSync();
           unflushed = 0;
@@ -445,7 +443,11 @@ export class DuckDbTableWriter implements Connector {
         }
         this.appendRow(appender, row.cells);
         appended++;
-        unflushed++;
+        // A whole vector at a time: flushed every slice instead (~350 rows), the flushes took 2-3x as long.
+        if (++unflushed === APPENDER_FLUSH_ROWS) {
+          appender.flushSync();
+          unflushed = 0;
+        }
       }
       appender.flushSync();
       appender.closeSync();
