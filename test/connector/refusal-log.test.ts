@@ -1,15 +1,8 @@
-import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { Backoff } from '../../src/connector/backoff.js';
 import { emptyResult, type ConnectorContext, type WriteResult } from '../../src/connector/connector.js';
-import { ExportManager } from '../../src/connector/export-manager.js';
 import { registerConnector } from '../../src/connector/registry.js';
-import { PubSubCore } from '../../src/core/pubsub-core.js';
-import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
+import { openLoggedExports, type LoggedExports } from '../helpers/log-lines.js';
 
 /** Writes per subscription, across the connectors the runner makes. */
 const calls = new Map<string, number>();
@@ -34,35 +27,14 @@ registerConnector<Record<string, never>>({
   }),
 });
 
-let dir: ReturnType<typeof tempDir>;
-let core: PubSubCore;
-let exports: ExportManager;
-const lines: { level: number; msg: string; subscription?: string; example?: string }[] = [];
+let env: LoggedExports;
 beforeEach(async () => {
-  dir = tempDir();
-  core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store'), { durability: 'process' }), projectId: 'p', tickMs: 20 });
-  const logged = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      lines.push(JSON.parse(chunk.toString()) as (typeof lines)[number]);
-      done();
-    },
-  });
-  exports = new ExportManager({
-    core,
-    settings: { dataDir: dir.path },
-    logger: pino({ level: 'info' }, logged),
-    runner: { flushIntervalMs: 100, backoff: () => new Backoff(20, 200) },
-  });
-  await exports.start();
-  await core.createTopic('events');
+  env = await openLoggedExports({ flushIntervalMs: 100 });
 });
-afterEach(async () => {
-  await exports.stop();
-  await core.close();
-  dir.remove();
-});
+afterEach(() => env.close());
 
 it('a sink that refuses deliveries as retryable says so in the log, not only in status (it was silent however long it lasted)', async () => {
+  const { core, exports, lines } = env;
   await core.createSubscription('refused', {
     topic: 'events',
     enableMessageOrdering: true,

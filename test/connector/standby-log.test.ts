@@ -1,14 +1,8 @@
-import { join } from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { Backoff } from '../../src/connector/backoff.js';
 import { emptyResult, SinkBusyError, type WriteResult } from '../../src/connector/connector.js';
-import { ExportManager } from '../../src/connector/export-manager.js';
 import { registerConnector } from '../../src/connector/registry.js';
-import { PubSubCore } from '../../src/core/pubsub-core.js';
-import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
-import { capturedLogger, type LogLine } from '../helpers/log-lines.js';
+import { openLoggedExports, type LoggedExports } from '../helpers/log-lines.js';
 
 /** Opens of the sink so far: the first three find it held by another process (a DuckDB file open elsewhere). */
 let opens = 0;
@@ -25,31 +19,14 @@ registerConnector<Record<string, never>>({
   }),
 });
 
-let dir: ReturnType<typeof tempDir>;
-let core: PubSubCore;
-let exports: ExportManager;
-let lines: LogLine[];
+let env: LoggedExports;
 beforeEach(async () => {
-  dir = tempDir();
-  core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store'), { durability: 'process' }), projectId: 'p', tickMs: 20 });
-  const captured = capturedLogger();
-  lines = captured.lines;
-  exports = new ExportManager({
-    core,
-    settings: { dataDir: dir.path },
-    logger: captured.logger,
-    runner: { flushIntervalMs: 100, backoff: () => new Backoff(20, 200), standbyRetryMs: 20 },
-  });
-  await exports.start();
-  await core.createTopic('events');
+  env = await openLoggedExports({ flushIntervalMs: 100, standbyRetryMs: 20 });
 });
-afterEach(async () => {
-  await exports.stop();
-  await core.close();
-  dir.remove();
-});
+afterEach(() => env.close());
 
 it('a standby that takes its sink over says so in the log (it logged only the wait, read as waiting still)', async () => {
+  const { core, exports, lines } = env;
   await core.createSubscription('held', {
     topic: 'events',
     enableMessageOrdering: true,
