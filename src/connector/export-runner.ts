@@ -654,6 +654,14 @@ export class ExportRunner {
     } else logger.warn({ subscription, state, reason }, `export sink unusable; subscription ${state}, backlog kept, retrying with backoff`);
   }
 
+  /**
+   * A failure's reason and its message's id, for the log: the reason alone did not say which message it
+   * was (only the dead-letter topic did). Before the failure is released (`apply`).
+   */
+  private failureExample(f: WriteResult['failed'][number]): { example: string; exampleMessageId?: string } {
+    return { example: f.error, exampleMessageId: this.held.get(f.id)?.message.messageId };
+  }
+
   private apply(result: WriteResult): void {
     const acks = result.written.filter((id) => this.release(id));
     this.stats.written += acks.length;
@@ -662,7 +670,7 @@ export class ExportRunner {
     if (permanent.length) {
       this.logThrottled(
         'warn',
-        { count: permanent.length, example: permanent[0]!.error },
+        { count: permanent.length, ...this.failureExample(permanent[0]!) },
         this.spec?.deadLetterPolicy
           ? 'messages cannot be written; nacked (dead-lettered after maxDeliveryAttempts)'
           : 'messages cannot be written; nacked and delivered again after the retry backoff (no deadLetterPolicy: each stays, and its ordering key waits behind it)',
@@ -674,7 +682,7 @@ export class ExportRunner {
     if (retryable.length) {
       this.logThrottled(
         'warn',
-        { count: retryable.length, example: retryable[0]!.error },
+        { count: retryable.length, ...this.failureExample(retryable[0]!) },
         'messages could not be written; nacked and delivered again after the retry backoff',
       );
     }

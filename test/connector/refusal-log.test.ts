@@ -42,7 +42,7 @@ it('a sink that refuses deliveries as retryable says so in the log, not only in 
     exportConfig: { connector: 'refusing-for-a-while' },
   });
   await exports.sync();
-  await core.publish('events', [{ data: 'a', orderingKey: 'k' }]);
+  const [messageId] = await core.publish('events', [{ data: 'a', orderingKey: 'k' }]);
   await waitFor('written at last', () => exports.runner('refused')?.stats.written === 1, 30_000);
   expect(exports.runner('refused')!.stats.failed).toBe(3);
   // Throttled: one line per 10 s, with the sink's own words.
@@ -50,6 +50,8 @@ it('a sink that refuses deliveries as retryable says so in the log, not only in 
     expect.objectContaining({
       subscription: 'projects/p/subscriptions/refused',
       example: 'upload to bucket b refused: HTTP 404',
+      // Which message: only the dead-letter topic had said.
+      exampleMessageId: messageId,
       msg: 'messages could not be written; nacked and delivered again after the retry backoff',
     }),
   ]);
