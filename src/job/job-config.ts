@@ -307,7 +307,8 @@ export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS
 function parseSubstituted(raw: Record<string, unknown>, file: string, substitution: Substitution): JobConfig {
   registerBuiltInConnectors();
   const problems: string[] = [];
-  const substituted = substituteEnv(raw, substitution, '', problems) as Record<string, unknown>;
+  const unset: PropertyKey[][] = [];
+  const substituted = substituteEnv(raw, { ...substitution, unset }, '', problems) as Record<string, unknown>;
   const sections = settingsSections();
   const ownKeys = Object.keys(jobSchema.shape);
   const clash = sections.find((s) => ownKeys.includes(s.key));
@@ -337,7 +338,8 @@ function parseSubstituted(raw: Record<string, unknown>, file: string, substituti
   // The checks beyond the file's shape run on every part that has the right shape once its unknown keys
   // are set aside, so one run lists every problem: a typo does not hide a range error, nor a bad id both.
   const present = new Set(sections.filter((section) => substituted[section.key] !== undefined).map((section) => section.key));
-  const { definitions } = checkSettings(withoutPaths(own, unknownKeys), present, base, problems);
+  // A value whose variable is not set is said so once: not checked again as the empty string it became.
+  const { definitions } = checkSettings(withoutPaths(own, [...unknownKeys, ...unset]), present, base, problems);
   if (own.remote && (substituted.objectStorage as { embedded?: unknown } | undefined)?.embedded === true) {
     problems.push(
       'objectStorage.embedded: each worker would run its own S3 server; remote exports need object storage every worker reaches (endpoint:)',
@@ -804,9 +806,11 @@ interface Substitution {
   references: Scalars;
   /** The paths of `references` that are substituted as that number or boolean rather than as a string. */
   typed: ReadonlySet<string>;
+  /** Filled in: the paths of values that reference a variable not set. */
+  unset?: PropertyKey[][];
 }
 
-function substituteEnv(value: unknown, substitution: Substitution, path: string, problems: string[]): unknown {
+function substituteEnv(value: unknown, substitution: Substitution, path: string, problems: string[], at: PropertyKey[] = []): unknown {
   const { env, references, typed } = substitution;
   if (typeof value === 'string') {
     const whole = /^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$/.exec(value)?.[1];
@@ -822,16 +826,20 @@ function substituteEnv(value: unknown, substitution: Substitution, path: string,
         problems.push(
           `${path || '(root)'}: ${reference} is not a reference Orderly substitutes: only \${NAME} is (letters, digits and _; no default or other shell form)`,
         );
-    return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => {
+    let unset = false;
+    const substituted = value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => {
       const v = env[name];
       if (v === undefined) problems.push(`${path || '(root)'}: environment variable ${name} is not set`);
+      unset ||= v === undefined;
       return v ?? '';
     });
+    if (unset) substitution.unset?.push(at);
+    return substituted;
   }
-  if (Array.isArray(value)) return value.map((v, i) => substituteEnv(v, substitution, `${path}[${i}]`, problems));
+  if (Array.isArray(value)) return value.map((v, i) => substituteEnv(v, substitution, `${path}[${i}]`, problems, [...at, i]));
   if (value && typeof value === 'object') {
     return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [k, substituteEnv(v, substitution, path ? `${path}.${k}` : k, problems)]),
+      Object.entries(value).map(([k, v]) => [k, substituteEnv(v, substitution, path ? `${path}.${k}` : k, problems, [...at, k])]),
     );
   }
   return value;

@@ -182,6 +182,11 @@ describe('job file validation', () => {
       'objectStorage.accessKeyId: environment variable KEY_ID is not set',
     ]);
     expect(loadJob(write(job), { S3_URL: 'http://x:1', KEY_ID: 'k' }).sections.objectStorage).toMatchObject({ endpoint: 'http://x:1' });
+    // Said once: the empty string it stands for is not checked again ("the token must be at least 16
+    // characters long" came after it).
+    expect(problems({ ...base(), endpoint: { authToken: '${ORDERLY_TOKEN}' } })).toEqual([
+      'endpoint.authToken: environment variable ORDERLY_TOKEN is not set',
+    ]);
   });
 
   it('refuses a ${...} it does not substitute (a shell default) rather than keep it as the setting', () => {
