@@ -6,6 +6,7 @@ import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
 import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
@@ -244,23 +245,14 @@ describe('the metrics server (/metrics, /status) is held to the same terms as th
       job,
       'dataDir: ./data\ndurability: process\nmetrics:\n  host: 0.0.0.0\n  port: 0\n  allowRemote: true\n  authToken: ${ORDERLY_METRICS_TOKEN}\n',
     );
-    const env = { ...process.env, ORDERLY_METRICS_TOKEN: TOKEN, ORDERLY_LOG_LEVEL: 'info' };
-    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'pipe', 'pipe'], env });
-    let out = '';
-    child.stdout.on('data', (c) => (out += c));
-    child.stderr.on('data', (c) => (out += c));
+    const run = new OrderlyRunProcess(job, [], { ORDERLY_METRICS_TOKEN: TOKEN });
     try {
-      await waitFor('the job to run', () => {
-        if (child.exitCode !== null) throw new Error(`orderly run exited ${child.exitCode}: ${out}`);
-        return out.includes('job running');
-      });
-      expect(out).toContain('the metrics server (/metrics, /status) is reachable from other machines');
-      expect(out).not.toContain(TOKEN);
+      await run.ready;
+      expect(run.output()).toContain('the metrics server (/metrics, /status) is reachable from other machines');
+      expect(run.output()).not.toContain(TOKEN);
     } finally {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        await new Promise((r) => child.once('exit', r));
-      }
+      run.kill('SIGTERM');
+      await run.exited;
       dir.remove();
     }
   });
