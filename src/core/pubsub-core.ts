@@ -25,7 +25,7 @@ import type { MessageInput, ReceivedMessage } from './message.js';
 import { projectOf, resourceName } from './names.js';
 import { pullOnce } from './pull-consumer.js';
 import { PushDelivery } from './push-delivery.js';
-import { SequenceAllocator } from './sequence-allocator.js';
+import { FIRST_SEQ, SequenceAllocator } from './sequence-allocator.js';
 import { Snapshots, type Snapshot, type SnapshotPatch } from './snapshots.js';
 import { Subscriber, type MessageHandler, type SubscribeOptions } from './subscriber.js';
 import { checkImmutable, normalizeSubscription, type SubscriptionInput, type SubscriptionSpec } from './subscription-config.js';
@@ -941,14 +941,20 @@ export class PubSubCore {
     return result;
   }
 
-  /** What no subscription can be given again, now; a detached subscription holds nothing. */
+  /**
+   * What no subscription can be given again, now; a detached subscription holds nothing. One a seek is
+   * under way on holds everything of its topic (within its retention) and keeps its stored watermark: its
+   * runtime still shows where it was before the seek, and a compaction planned from that, landing after the
+   * seek's transaction, raised the watermark back and deleted the acks the seek had set (after a restart
+   * the replay was gone).
+   */
   private compactionPlan(): CompactionPlan {
     const views = [...this.subs.values()].map((rt) => ({
       name: rt.name,
       topicUid: rt.topicUid,
       retainAckedMessages: rt.spec.retainAckedMessages && !rt.detached,
       messageRetentionDuration: rt.detached ? 0 : rt.spec.messageRetentionDuration,
-      lowestHeldSeq: () => (rt.detached ? undefined : rt.lowestHeldSeq()),
+      lowestHeldSeq: () => (rt.detached ? undefined : this.seeks.has(rt) ? FIRST_SEQ : rt.lowestHeldSeq()),
       expiredBefore: rt.detached ? Infinity : rt.expiredBefore,
     }));
     const topics = [...this.topics.values()].map((t) => ({
@@ -989,9 +995,10 @@ export class PubSubCore {
   private async saveWatermarks(): Promise<void> {
     const expiredSince = [...this.subs.values()].some((rt) => rt.counters.retentionExpired > (this.expiredAtCompaction.get(rt.name) ?? 0));
     if (!expiredSince) return;
-    // A seek under way lowers its subscription's watermark in the store: not raised past it here.
-    const watermarks = new Map([...this.compactionPlan().watermarks].filter(([name]) => !this.seeks.has(this.subs.get(name)!)));
-    await this.store.compact({ watermarks, topics: new Map(), keepFromSeq: new Map() }).catch(() => undefined);
+    // A seek under way lowers its subscription's watermark in the store: the plan does not raise it.
+    await this.store
+      .compact({ watermarks: this.compactionPlan().watermarks, topics: new Map(), keepFromSeq: new Map() })
+      .catch(() => undefined);
   }
 
   /**

@@ -5,6 +5,8 @@ import type { ValidMessage } from './limits.js';
 /** Keys whose last sequence is remembered in memory; older ones are looked up in the store again. */
 const KEY_CACHE = 100_000;
 const NO_KEYS = new Map<string, number>();
+/** The seq of the first message of a store: seqs count from 1 (an empty store's last is 0). */
+export const FIRST_SEQ = 1;
 
 /**
  * Hands out the store-wide sequence (the message id, publish order) and each ordering key's own
