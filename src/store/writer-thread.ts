@@ -153,7 +153,7 @@ async function compact(store: number, plan: WirePlan): Promise<number> {
     if (!s) throw new Error('the store is closed');
     return s.db.transaction(fn)();
   };
-  run(() => {
+  const orphaned = run(() => {
     const db = live()!.db;
     // The seq counter must not go backwards once the newest message is compacted away.
     const last = db.prepare('SELECT coalesce(max(seq), 0) FROM messages').pluck().get() as number;
@@ -162,6 +162,7 @@ async function compact(store: number, plan: WirePlan): Promise<number> {
       db.prepare("INSERT INTO meta(k, v) VALUES ('last_seq', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v").run(String(last));
     for (const [name, low] of plan.watermarks)
       db.prepare('UPDATE subscriptions SET low_seq = max(low_seq, ?) WHERE name = ?').run(low, name);
+    return orphanedTopics(db);
   });
   for (const [name, low] of plan.watermarks) {
     for (const table of ['acks', 'failures']) {
@@ -192,7 +193,8 @@ async function compact(store: number, plan: WirePlan): Promise<number> {
     });
   // What a live snapshot holds stays, whatever the acks or the retention say.
   const keepFrom = new Map(plan.keepFromSeq);
-  for (const [uid, { upTo, publishedBefore, needs }] of plan.topics) {
+  const everything = { upTo: Number.MAX_SAFE_INTEGER, publishedBefore: Number.MAX_SAFE_INTEGER, needs: [] };
+  for (const [uid, { upTo, publishedBefore, needs }] of [...plan.topics, ...orphaned.map((uid) => [uid, everything] as const)]) {
     const unneeded = needs.map(() => ' AND (seq <= ? OR publish_time < ?)').join('');
     const params = [uid, upTo, keepFrom.get(uid) ?? Number.MAX_SAFE_INTEGER, publishedBefore, ...needs.flat()];
     for (let n: number; (n = deleteChunk(`topic_uid = ? AND seq <= ? AND seq < ? AND publish_time < ?${unneeded}`, params)) > 0;) {
@@ -210,6 +212,26 @@ async function compact(store: number, plan: WirePlan): Promise<number> {
     await yieldToMessages();
   }
   return deleted;
+}
+
+/**
+ * Deleted topics whose messages nothing can be given again: no subscription (a deleted topic's keep their
+ * backlog) and no snapshot refers to them. No plan names such a topic (the core plans for its live topics
+ * and its subscriptions' ones), so without this their messages stayed in the store for good. One index
+ * step per topic that has messages.
+ */
+function orphanedTopics(db: Database.Database): number[] {
+  const next = db.prepare('SELECT min(topic_uid) FROM messages WHERE topic_uid > ?').pluck();
+  const referenced = db
+    .prepare(
+      `SELECT EXISTS (SELECT 1 FROM topics WHERE uid = @uid) OR EXISTS (SELECT 1 FROM subscriptions WHERE topic_uid = @uid)
+          OR EXISTS (SELECT 1 FROM snapshots WHERE topic_uid = @uid)`,
+    )
+    .pluck();
+  const orphaned: number[] = [];
+  for (let uid = next.get(-1) as number | null; uid !== null; uid = next.get(uid) as number | null)
+    if (!referenced.get({ uid })) orphaned.push(uid);
+  return orphaned;
 }
 
 parentPort.on('message', (msg: ThreadRequest) => {

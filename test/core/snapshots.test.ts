@@ -253,6 +253,19 @@ describe('snapshots', () => {
     expect((await core.compact()).deletedMessages).toBe(3);
   });
 
+  it("a deleted topic's messages go once nothing refers to them: its subscriptions and snapshots deleted, also across a restart", async () => {
+    await core.createSubscription('work', { topic: 'orders' });
+    await publish('m1', 'm2');
+    await core.createSnapshot('keep', { subscription: 'work' });
+    await core.deleteTopic('orders');
+    await core.deleteSubscription('work');
+    expect((await core.compact()).deletedMessages).toBe(0); // the snapshot holds them
+    await core.deleteSnapshot('keep');
+    await restart();
+    // No plan names the topic any more (it is in no live topic, subscription or snapshot): they stayed for good.
+    expect((await core.compact()).deletedMessages).toBe(2);
+  });
+
   it('update changes labels and shortens the expiry (never past 7 days from its oldest message); list by project and topic', async () => {
     await core.createTopic('other');
     await core.createSubscription('work', { topic: 'orders' });
