@@ -79,6 +79,24 @@ describe('orderly query views', () => {
     );
   });
 
+  it("the example connector's view has its line's columns and types, before the first line too", async () => {
+    const { core } = runtime;
+    await core.createTopic('events');
+    await core.createSubscription('events-to-file', {
+      topic: 'events',
+      enableMessageOrdering: true,
+      exportConfig: { connector: 'jsonl-file', path: join(dir.path, 'events.jsonl') },
+    });
+    // The example's README query, before anything was exported: it had failed, the empty view having only `id`.
+    expect(await queryJob(runtime, 'SELECT key, count(*) FROM events_to_file GROUP BY ALL')).toEqual([]);
+    // Data that looks like a date stays the text it was, not a DATE read_json guessed.
+    await core.publish('events', [{ data: '2026-12-06', orderingKey: 'u1' }]);
+    await waitFor('the export', () => core.metrics('events-to-file').backlogMessages === 0);
+    expect(await queryJob(runtime, 'SELECT key, sequence, data, typeof(data) AS type FROM events_to_file')).toEqual([
+      { key: 'u1', sequence: '1', data: '2026-12-06', type: 'VARCHAR' },
+    ]);
+  });
+
   it('a query naming the subscription of a connector without views says that connector offers none, not only "does not exist"', async () => {
     // A connector that writes nowhere anyone can query: no queryView.
     registerConnector({

@@ -14,7 +14,7 @@ import {
   type ExportTarget,
   type SettingsSection,
 } from 'orderly/connector';
-import { readLines } from './jsonl-file.js';
+import { LINE_COLUMNS, readLines } from './jsonl-file.js';
 import { JsonlFileConnector } from './jsonl-file-connector.js';
 
 /** A subscription's `exportConfig` (besides `connector`). */
@@ -88,10 +88,14 @@ export const jsonlFileConnector: ConnectorFactory<JsonlFileConfig, JsonlFileSett
   async queryView(target) {
     const file = fileOf(target);
     const lines = await readLines(file);
-    if (!lines.length) return { files: [], select: 'SELECT NULL AS id WHERE false' };
+    const columns = Object.entries(LINE_COLUMNS);
+    // No file yet: the same columns, no rows.
+    if (!lines.length)
+      return { files: [], select: `SELECT ${columns.map(([name, type]) => `NULL::${type} AS ${name}`).join(', ')} WHERE false` };
+    const types = `{${columns.map(([name, type]) => `${name}: '${type}'`).join(', ')}}`;
     return {
       files: [file],
-      select: `SELECT * FROM read_json([${quoteString(file)}], format = 'newline_delimited') WHERE uid = ${quoteString(target.identity.uid)}`,
+      select: `SELECT * FROM read_json([${quoteString(file)}], format = 'newline_delimited', columns = ${types}) WHERE uid = ${quoteString(target.identity.uid)}`,
     };
   },
 };

@@ -10,6 +10,15 @@ export interface Line {
   data: string;
 }
 
+/** Each field's SQL type, for reading the file: DuckDB's guess made a `data` of "2026-12-06" a DATE. */
+export const LINE_COLUMNS: Record<keyof Line, string> = {
+  uid: 'VARCHAR',
+  id: 'VARCHAR',
+  key: 'VARCHAR',
+  sequence: 'BIGINT',
+  data: 'VARCHAR',
+};
+
 /**
  * The file's complete lines. A crash during an append can leave a torn last line (no newline): that
  * append never returned, so its messages were never reported written and come again; with `repair` the
