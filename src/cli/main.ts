@@ -307,7 +307,7 @@ export async function main(argv: string[]): Promise<number> {
 
   program
     .command('serve')
-    .description("serve the Pub/Sub v1 gRPC API (for PUBSUB_EMULATOR_HOST), with the job file's exports if given")
+    .description("serve the Pub/Sub v1 API, gRPC and REST on one port (for PUBSUB_EMULATOR_HOST), with the job file's exports if given")
     .option('--config <job>', 'job file (topics, subscriptions, DuckDB, object storage)')
     .option(
       '--host <host>',
