@@ -23,6 +23,21 @@ export function parseDuckDbTableConfig(raw: unknown): DuckDbTableConfig {
   const c = raw as Record<string, unknown>;
   const known = ['table', 'useTopicSchema', 'useTableSchema', 'writeMetadata', 'dropUnknownFields', 'serviceAccountEmail', 'state'];
   for (const k of Object.keys(c)) if (!known.includes(k)) throw new UnknownFieldError(`${FIELD}.${k}`, [k], known);
+  for (const k of ['useTopicSchema', 'useTableSchema', 'writeMetadata', 'dropUnknownFields'] as const) {
+    if (c[k] !== undefined && typeof c[k] !== 'boolean')
+      throw new InvalidArgumentError(`${FIELD}.${k}`, `must be true or false, got ${JSON.stringify(c[k])}`);
+  }
+  if (c.useTopicSchema && c.useTableSchema) {
+    throw new InvalidArgumentError(`${FIELD}.useTableSchema`, 'useTopicSchema and useTableSchema are mutually exclusive');
+  }
+  if (c.dropUnknownFields && !c.useTableSchema && !c.useTopicSchema) {
+    throw new InvalidArgumentError(`${FIELD}.dropUnknownFields`, 'only applies with useTableSchema or useTopicSchema');
+  }
+  // Unset (or empty, as proto3 sends it unset): Pub/Sub's own service agent.
+  if (c.serviceAccountEmail !== undefined && c.serviceAccountEmail !== '')
+    checkServiceAccountEmail(`${FIELD}.serviceAccountEmail`, c.serviceAccountEmail);
+  // The table last: a job file's check sets each refused field aside and parses again, and one that is then
+  // missing ends it, so a bad table checked first hid every other problem of the section.
   if (typeof c.table !== 'string') throw new InvalidArgumentError(`${FIELD}.table`, 'is required: "project.dataset.table"');
   // BigQuery also accepts the legacy "project:dataset.table".
   const parts = c.table.replace(':', '.').split('.');
@@ -41,19 +56,6 @@ export function parseDuckDbTableConfig(raw: unknown): DuckDbTableConfig {
       `${FIELD}.table`,
       `the table ${JSON.stringify(table)} must be 1-1024 bytes of letters, marks, digits, connectors such as "_", dashes and spaces, got ${JSON.stringify(c.table)}`,
     );
-  for (const k of ['useTopicSchema', 'useTableSchema', 'writeMetadata', 'dropUnknownFields'] as const) {
-    if (c[k] !== undefined && typeof c[k] !== 'boolean')
-      throw new InvalidArgumentError(`${FIELD}.${k}`, `must be true or false, got ${JSON.stringify(c[k])}`);
-  }
-  if (c.useTopicSchema && c.useTableSchema) {
-    throw new InvalidArgumentError(`${FIELD}.useTableSchema`, 'useTopicSchema and useTableSchema are mutually exclusive');
-  }
-  if (c.dropUnknownFields && !c.useTableSchema && !c.useTopicSchema) {
-    throw new InvalidArgumentError(`${FIELD}.dropUnknownFields`, 'only applies with useTableSchema or useTopicSchema');
-  }
-  // Unset (or empty, as proto3 sends it unset): Pub/Sub's own service agent.
-  if (c.serviceAccountEmail !== undefined && c.serviceAccountEmail !== '')
-    checkServiceAccountEmail(`${FIELD}.serviceAccountEmail`, c.serviceAccountEmail);
   return {
     table: c.table,
     schema: dataset,

@@ -52,14 +52,6 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
   if (!raw || typeof raw !== 'object') throw new InvalidArgumentError(F, 'must be an object');
   const c = raw as Record<string, unknown>;
   for (const k of Object.keys(c)) if (!KNOWN.includes(k)) throw new UnknownFieldError(`${F}.${k}`, [k], KNOWN);
-  if (typeof c.bucket !== 'string' || !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(c.bucket)) {
-    throw new InvalidArgumentError(
-      `${F}.bucket`,
-      c.bucket === undefined
-        ? 'is required: the bucket to write to'
-        : `must be a bucket name (3-63 lowercase letters, digits, "." and "-"), got ${JSON.stringify(c.bucket)}`,
-    );
-  }
   const text = (k: string) => {
     if (c[k] === undefined) return '';
     if (typeof c[k] !== 'string') throw new InvalidArgumentError(`${F}.${k}`, 'must be a string');
@@ -111,6 +103,16 @@ export function parseObjectStorageConfig(raw: unknown): ObjectStorageConfig {
   const filenamePrefix = checkPrefix(`${F}.filenamePrefix`, text('filenamePrefix'));
   checkNameLength(filenamePrefix, filenameSuffix, filenameDatetimeFormat);
   checkNameSegments(filenamePrefix, filenameSuffix, filenameDatetimeFormat);
+  // The bucket last, as bigqueryConfig's table: set aside by a job file's check, it is then missing, which
+  // ends the checking, so a bad bucket checked first hid every other problem of the section.
+  if (typeof c.bucket !== 'string' || !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(c.bucket)) {
+    throw new InvalidArgumentError(
+      `${F}.bucket`,
+      c.bucket === undefined
+        ? 'is required: the bucket to write to'
+        : `must be a bucket name (3-63 lowercase letters, digits, "." and "-"), got ${JSON.stringify(c.bucket)}`,
+    );
+  }
   return {
     bucket: c.bucket,
     filenamePrefix,

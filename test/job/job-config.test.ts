@@ -784,6 +784,25 @@ describe('export sections', () => {
     ]);
   });
 
+  it("a bad bucket or table hides none of the section's other problems", () => {
+    // The required field was checked first: set aside, it was missing, and the checking ended there.
+    const job = {
+      ...base(),
+      subscriptions: [
+        { name: 'to-table', topic: 'events', bigqueryConfig: { table: 'bad', writeMetadata: 'yes', serviceAccountEmail: 'nope' } },
+        { name: 'to-files', topic: 'events', cloudStorageConfig: { bucket: 'B', maxDuration: '30s', shards: 65 } },
+      ],
+    };
+    expect(problems(job)).toEqual([
+      expect.stringMatching(/^subscriptions\[0\]\.bigqueryConfig\.writeMetadata: /),
+      expect.stringMatching(/^subscriptions\[0\]\.bigqueryConfig\.serviceAccountEmail: /),
+      expect.stringMatching(/^subscriptions\[0\]\.bigqueryConfig\.table: must be "project\.dataset\.table", got "bad"/),
+      expect.stringMatching(/^subscriptions\[1\]\.cloudStorageConfig\.maxDuration: /),
+      expect.stringMatching(/^subscriptions\[1\]\.cloudStorageConfig\.shards: /),
+      expect.stringMatching(/^subscriptions\[1\]\.cloudStorageConfig\.bucket: must be a bucket name/),
+    ]);
+  });
+
   it('an empty one is refused by its connector, naming what it needs, instead of making a pull subscription', () => {
     const sub = (extra: Record<string, unknown>) => ({ ...base(), subscriptions: [{ name: 'exp-sub', topic: 'events', ...extra }] });
     expect(problems(sub({ bigqueryConfig: {} }))).toEqual([expect.stringMatching(/^subscriptions\[0\]\.bigqueryConfig\.table: /)]);
