@@ -307,8 +307,10 @@ export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS
 function parseSubstituted(raw: Record<string, unknown>, file: string, substitution: Substitution): JobConfig {
   registerBuiltInConnectors();
   const problems: string[] = [];
-  const unset: PropertyKey[][] = [];
-  const substituted = substituteEnv(raw, { ...substitution, unset }, '', problems) as Record<string, unknown>;
+  const refused: RefusedReference[] = [];
+  const substituted = substituteEnv(raw, { ...substitution, refused }, '', problems) as Record<string, unknown>;
+  // A value whose reference was refused is said so once: not checked again as the text or the empty string it became.
+  const notRefused = (problem: string) => !refused.some(({ path }) => problem.startsWith(`${path}: `));
   const sections = settingsSections();
   const ownKeys = Object.keys(jobSchema.shape);
   const clash = sections.find((s) => ownKeys.includes(s.key));
@@ -329,7 +331,10 @@ function parseSubstituted(raw: Record<string, unknown>, file: string, substituti
   }
   const values: Record<string, unknown> = {};
   for (const section of sections) {
-    if (substituted[section.key] !== undefined) values[section.key] = validateSection(section, substituted[section.key], problems);
+    if (substituted[section.key] === undefined) continue;
+    const sectionProblems: string[] = [];
+    values[section.key] = validateSection(section, substituted[section.key], sectionProblems);
+    problems.push(...sectionProblems.filter(notRefused));
   }
   // A plugin not loaded yet leaves its sections unknown and its connectors missing: say why first.
   const base = dirname(resolve(file));
@@ -338,8 +343,7 @@ function parseSubstituted(raw: Record<string, unknown>, file: string, substituti
   // The checks beyond the file's shape run on every part that has the right shape once its unknown keys
   // are set aside, so one run lists every problem: a typo does not hide a range error, nor a bad id both.
   const present = new Set(sections.filter((section) => substituted[section.key] !== undefined).map((section) => section.key));
-  // A value whose variable is not set is said so once: not checked again as the empty string it became.
-  const { definitions } = checkSettings(withoutPaths(own, [...unknownKeys, ...unset]), present, base, problems);
+  const { definitions } = checkSettings(withoutPaths(own, [...unknownKeys, ...refused.map(({ at }) => at)]), present, base, problems);
   if (own.remote && (substituted.objectStorage as { embedded?: unknown } | undefined)?.embedded === true) {
     problems.push(
       'objectStorage.embedded: each worker would run its own S3 server; remote exports need object storage every worker reaches (endpoint:)',
@@ -806,8 +810,14 @@ interface Substitution {
   references: Scalars;
   /** The paths of `references` that are substituted as that number or boolean rather than as a string. */
   typed: ReadonlySet<string>;
-  /** Filled in: the paths of values that reference a variable not set. */
-  unset?: PropertyKey[][];
+  /** Filled in: the values with a reference already reported (a variable not set, a shell form). */
+  refused?: RefusedReference[];
+}
+
+/** A value with a reference already reported: where it is, as keys and as problems name it. */
+interface RefusedReference {
+  at: PropertyKey[];
+  path: string;
 }
 
 function substituteEnv(value: unknown, substitution: Substitution, path: string, problems: string[], at: PropertyKey[] = []): unknown {
@@ -821,19 +831,21 @@ function substituteEnv(value: unknown, substitution: Substitution, path: string,
     }
     // A shell form (`${NAME:-default}`, `${NAME?}`) is not substituted: kept as text, it became the setting
     // itself (a literal token, key or filename prefix) with nothing saying so.
+    let refused = false;
     for (const [reference, inner] of value.matchAll(/\$\{([^}]*)\}/g))
-      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(inner!))
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(inner!)) {
         problems.push(
           `${path || '(root)'}: ${reference} is not a reference Orderly substitutes: only \${NAME} is (letters, digits and _; no default or other shell form)`,
         );
-    let unset = false;
+        refused = true;
+      }
     const substituted = value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => {
       const v = env[name];
       if (v === undefined) problems.push(`${path || '(root)'}: environment variable ${name} is not set`);
-      unset ||= v === undefined;
+      refused ||= v === undefined;
       return v ?? '';
     });
-    if (unset) substitution.unset?.push(at);
+    if (refused) substitution.refused?.push({ at, path });
     return substituted;
   }
   if (Array.isArray(value)) return value.map((v, i) => substituteEnv(v, substitution, `${path}[${i}]`, problems, [...at, i]));

@@ -201,6 +201,12 @@ describe('job file validation', () => {
       'subscriptions[0].cloudStorageConfig.filenamePrefix: ${ENV:-prod} is not a reference Orderly substitutes: only ${NAME} is (letters, digits and _; no default or other shell form)',
       'objectStorage.accessKeyId: ${KEY_ID:-minio} is not a reference Orderly substitutes: only ${NAME} is (letters, digits and _; no default or other shell form)',
     ]);
+    // Said once in a connector's section too, as in the job's own keys: the text it stayed, or the empty
+    // string an unset variable became, is not checked again ("must be an http:// or https:// URL").
+    expect(problems({ ...base(), objectStorage: { endpoint: '${EP:-http://127.0.0.1:9000}', idleTimeoutSeconds: '${IDLE}' } })).toEqual([
+      'objectStorage.endpoint: ${EP:-http://127.0.0.1:9000} is not a reference Orderly substitutes: only ${NAME} is (letters, digits and _; no default or other shell form)',
+      'objectStorage.idleTimeoutSeconds: environment variable IDLE is not set',
+    ]);
     // A variable's value is not read for references: a secret may hold "${".
     expect(problems({ ...base(), objectStorage: { secretAccessKey: '${SECRET}' } }, { SECRET: 'a${b:-c}' })).toEqual([]);
   });
