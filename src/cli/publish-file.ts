@@ -220,8 +220,9 @@ function toMessage(text: string, o: PublishFileOptions): MessageInput {
     throw new Error(`the line is not a JSON object, so it has no field "${o.orderingKeyField ?? o.attributesField}"`);
   if (o.orderingKeyField) {
     const key = record[o.orderingKeyField];
+    if (key === undefined) throw new Error(`field "${o.orderingKeyField}" (the ordering key) is missing`);
     if (typeof key !== 'string' && typeof key !== 'number')
-      throw new Error(`field "${o.orderingKeyField}" (the ordering key) is missing or not a string`);
+      throw new Error(`field "${o.orderingKeyField}" (the ordering key) must be a string or an integer, got ${jsonType(key)}`);
     // JSON.parse reads 9007199254740993 as ...992 and 1e21 back as "1e+21": two ids could share a key.
     if (typeof key === 'number' && !Number.isSafeInteger(key))
       throw new Error(
@@ -237,4 +238,11 @@ function toMessage(text: string, o: PublishFileOptions): MessageInput {
     message.attributes = attrs as Record<string, string>;
   }
   return message;
+}
+
+/** What a JSON value is, as an error names it: `null`, `an array`, `a boolean`, `an object`. */
+function jsonType(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }

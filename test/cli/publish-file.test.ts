@@ -122,6 +122,27 @@ describe('orderly publish (publishFile) to a Pub/Sub endpoint', () => {
     expect(requests.flat().map((m) => m.orderingKey)).toEqual(['42']);
   });
 
+  it('says whether a key is missing or of a type it cannot be (a string or an integer is)', async () => {
+    const { report, requests } = await publishLines('key-types', [
+      '{"n":1}',
+      '{"n":2,"user":true}',
+      '{"n":3,"user":null}',
+      '{"n":4,"user":["u1"]}',
+      '{"n":5,"user":7}',
+    ]);
+    // Each had been "is missing or not a string", though an integer is taken.
+    expect(report).toEqual({
+      published: 1,
+      refused: [
+        { line: 1, reason: 'field "user" (the ordering key) is missing' },
+        { line: 2, reason: 'field "user" (the ordering key) must be a string or an integer, got a boolean' },
+        { line: 3, reason: 'field "user" (the ordering key) must be a string or an integer, got null' },
+        { line: 4, reason: 'field "user" (the ordering key) must be a string or an integer, got an array' },
+      ],
+    });
+    expect(requests.flat().map((m) => m.orderingKey)).toEqual(['7']);
+  });
+
   it('a file that starts with a UTF-8 byte order mark (as Windows editors save it) publishes its first line without it', async () => {
     const { report, requests } = await publishLines('bom', ['\uFEFF' + line(1, 'u1'), line(2, 'u1')]);
     // The first line had been refused as "not JSON: Unexpected token '\uFEFF'", a character no terminal shows.
