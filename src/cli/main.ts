@@ -99,9 +99,11 @@ export async function main(argv: string[]): Promise<number> {
           'INVALID_ARGUMENT',
           `--worker-id: ${file} has no remote: section; a worker id names one worker of a remote export`,
         );
+      const stopSignals = watchStopSignals(logger);
+      logger.info({ job: file }, 'job starting');
       const { JobRuntime } = await import('../job/job-runtime.js');
       const runtime = await JobRuntime.start(job, logger, { serveMetrics: true, workerId: o.workerId });
-      const stopSignal = untilStopSignal(runtime);
+      const stopSignal = stopSignals.until(runtime);
       logger.info(
         { ...runtime.reconciled, metrics: runtime.metricsUrl, pubsubEndpoint: runtime.endpointPort, worker: runtime.workerId },
         'job running',
@@ -363,6 +365,7 @@ export async function main(argv: string[]): Promise<number> {
           idleTimeoutSeconds,
         };
         const flags = { allowRemote: '--allow-remote', authToken: '--auth-token or ORDERLY_TOKEN' };
+        const stopSignals = watchStopSignals(logger);
         const { JobRuntime } = await import('../job/job-runtime.js');
         const runtime = await JobRuntime.start({ ...job, endpoint }, logger, { serveMetrics: true, endpointFlags: flags });
         // Without a job file every subscription is the API's: none is missing from a file.
@@ -372,7 +375,7 @@ export async function main(argv: string[]): Promise<number> {
         const auth = endpoint.authToken ? '; every call needs "authorization: Bearer <token>"' : '';
         if (!isLoopback(host))
           console.error(`orderly serve: WARNING: ${host} is reachable from other machines; only callers with the token get in`);
-        const stopSignal = untilStopSignal(runtime);
+        const stopSignal = stopSignals.until(runtime);
         console.log(
           `orderly serve: Pub/Sub API (gRPC and REST) on ${hostPort(host, bound)} (PUBSUB_EMULATOR_HOST=${localHostPort(host, bound)})${auth}`,
         );
@@ -533,17 +536,31 @@ function endByHangUp(): void {
   process.kill(process.pid, 'SIGHUP');
 }
 
+type StopSignal = (typeof STOP_SIGNALS)[number];
+
 /**
- * A stop signal, or the job failing on its own (then the process ends with exit code 1). Called before the
- * job says it runs: a signal sent on that line (as a supervisor or a test does) found no handler yet, and
- * SIGHUP's default ended the process without the drain.
+ * Listens for the stop signals from now on, before the job starts: opening a store and connecting
+ * exports can take seconds, and a signal then (Ctrl-C while it starts, a supervisor's stop) met Node's
+ * default handler, which ended the process at once, with nothing logged and no drain. A signal received
+ * while starting stops the job once it has started. `until` resolves with the signal, or 'failure' when
+ * the job fails on its own (then the process ends with exit code 1).
  */
-function untilStopSignal(runtime: JobRuntime): Promise<(typeof STOP_SIGNALS)[number] | 'failure'> {
-  // Signal listeners do not keep a process alive: a job with nothing else pending (no export, endpoint or
-  // metrics, only pull subscriptions) ended at once, exit code 13, its lock left behind.
-  const release = holdProcess();
-  return new Promise<(typeof STOP_SIGNALS)[number] | 'failure'>((resolve) => {
-    for (const signal of STOP_SIGNALS) process.once(signal, () => resolve(signal));
-    void runtime.failure.then(() => resolve('failure'));
-  }).finally(release);
+function watchStopSignals(logger: Logger): { until: (runtime: JobRuntime) => Promise<StopSignal | 'failure'> } {
+  let started = false;
+  const received = new Promise<StopSignal>((resolve) => {
+    for (const signal of STOP_SIGNALS)
+      process.once(signal, () => {
+        if (!started) logger.info({ signal }, 'stop signal received while starting; stopping once started');
+        resolve(signal);
+      });
+  });
+  return {
+    until: (runtime) => {
+      started = true;
+      // Signal listeners do not keep a process alive: a job with nothing else pending (no export, endpoint or
+      // metrics, only pull subscriptions) ended at once, exit code 13, its lock left behind.
+      const release = holdProcess();
+      return Promise.race([received, runtime.failure.then(() => 'failure' as const)]).finally(release);
+    },
+  };
 }

@@ -8,6 +8,8 @@ import { orderlyBin } from '../helpers/cli.js';
  */
 export class OrderlyRunProcess {
   readonly ready: Promise<{ port: number; metrics?: string; worker?: string }>;
+  /** Resolves once it logs "job starting": its stop signals are handled from then on, the job not yet started. */
+  readonly starting: Promise<void>;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** The last lines it printed (both streams), for a failure message. */
   private readonly tail: string[] = [];
@@ -23,6 +25,8 @@ export class OrderlyRunProcess {
       env: { ...process.env, ORDERLY_LOG_LEVEL: 'info', ...env },
     });
     this.exited = new Promise((resolve) => this.child.once('exit', (code, signal) => resolve({ code, signal })));
+    let starting!: () => void;
+    this.starting = new Promise((resolve) => (starting = resolve));
     this.ready = new Promise((resolve, reject) => {
       const hung = setTimeout(
         () => reject(new Error(`orderly run was not ready after ${OrderlyRunProcess.START_TIMEOUT_MS} ms\n${this.output()}`)),
@@ -35,6 +39,7 @@ export class OrderlyRunProcess {
         pending = lines.pop()!;
         for (const line of lines) {
           this.remember(line);
+          if (/"msg":"job starting"/.test(line)) starting();
           if (!/"msg":"job running"/.test(line)) continue;
           clearTimeout(hung);
           resolve({
