@@ -613,15 +613,7 @@ export class SqliteStore implements Store {
   async seekToSnapshot(sub: SubscriptionRecord, snapshotUid: number): Promise<number | undefined> {
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
     await this.writesLanded();
-    return this.db.transaction(() => {
-      const low = this.db.prepare('SELECT low_seq FROM snapshots WHERE uid = ?').pluck().get(snapshotUid) as number | undefined;
-      if (low === undefined) return undefined;
-      this.db.prepare('DELETE FROM acks WHERE sub = ?').run(sub.name);
-      this.db.prepare('INSERT INTO acks(sub, seq) SELECT ?, seq FROM snapshot_acks WHERE snapshot = ?').run(sub.name, snapshotUid);
-      this.db.prepare('DELETE FROM failures WHERE sub = ?').run(sub.name);
-      this.db.prepare('UPDATE subscriptions SET low_seq = ? WHERE name = ?').run(low, sub.name);
-      return low;
-    })();
+    return this.writer.seek({ kind: 'snapshot', sub: sub.name, snapshot: snapshotUid });
   }
 
   /** The highest seq committed (or compacted away): every message published later has a higher one. */
@@ -750,48 +742,16 @@ export class SqliteStore implements Store {
   async seek(sub: SubscriptionRecord, time: number, retained: RetainedAcks): Promise<number> {
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
     await this.writesLanded();
-    return this.db.transaction(() => {
-      const topic = sub.topicUid;
-      const bound = (t: number) => Math.min(t, Number.MAX_SAFE_INTEGER);
-      const params = {
-        sub: sub.name,
-        topic,
-        topicSince: bound(retained.topicSince),
-        subSince: bound(retained.subscriptionSince),
-        retainedAfter: sub.acksRetainedAfter,
-      };
-      // An acked message neither retention keeps is gone for the subscription, though its row may be kept
-      // for another subscription or a snapshot: it stays acked.
-      const kept = '(publish_time >= @topicSince OR (publish_time >= @subSince AND seq > @retainedAfter))';
-      const before = this.db
-        .prepare('SELECT coalesce(max(seq), 0) FROM messages WHERE topic_uid = ? AND publish_time < ?')
-        .pluck()
-        .get(topic, time) as number;
-      // Below the watermark every message is acked, so the watermark goes back no further than the first
-      // retained one (publish times rise with seqs)...
-      const watermark = this.db.prepare('SELECT low_seq FROM subscriptions WHERE name = ?').pluck().get(sub.name) as number;
-      const unretained = this.db
-        .prepare(`SELECT coalesce(max(seq), 0) FROM messages WHERE topic_uid = @topic AND seq <= @watermark AND NOT ${kept}`)
-        .pluck()
-        .get({ ...params, watermark }) as number;
-      const low = Math.max(before, Math.min(unretained, watermark));
-      // ...and one out of that order (a clock set back, a retention begun later) keeps its ack as a row.
-      this.db
-        .prepare(
-          `INSERT OR IGNORE INTO acks(sub, seq) SELECT @sub, seq FROM messages
-             WHERE topic_uid = @topic AND seq > @low AND seq <= @watermark AND NOT ${kept}`,
-        )
-        .run({ ...params, low, watermark });
-      this.db
-        .prepare(
-          `DELETE FROM acks WHERE sub = @sub AND seq > @low
-             AND seq IN (SELECT seq FROM messages WHERE topic_uid = @topic AND seq > @low AND ${kept})`,
-        )
-        .run({ ...params, low });
-      this.db.prepare('DELETE FROM failures WHERE sub = ? AND seq > ?').run(sub.name, low);
-      this.db.prepare('UPDATE subscriptions SET low_seq = ? WHERE name = ?').run(low, sub.name);
-      return low;
-    })();
+    const low = await this.writer.seek({
+      kind: 'time',
+      sub: sub.name,
+      topic: sub.topicUid,
+      time,
+      retainedAfter: sub.acksRetainedAfter,
+      topicSince: retained.topicSince,
+      subscriptionSince: retained.subscriptionSince,
+    });
+    return low!;
   }
 
   /**
