@@ -52,12 +52,27 @@ const RESERVED_HEADERS = new Set([
   'expect',
 ]);
 
-/** Refuses attributes that are not usable as HTTP headers, or that name a reserved one. */
+/**
+ * The values of `x-goog-version`, Pub/Sub's one push attribute (the shape of the pushed body), whose format
+ * Orderly sends: v1's (v1beta2 names the same). Pub/Sub's other, v1beta1, is not Orderly's, and was taken
+ * and then pushed in v1's shape, which an endpoint written for v1beta1 does not read.
+ */
+const PUSH_FORMAT_VERSIONS = ['v1', 'v1beta2'];
+
+/**
+ * Refuses attributes that are not usable as HTTP headers, or that name a reserved one, and an
+ * `x-goog-version` asking for a push format Orderly does not send.
+ */
 export function checkPushAttributes(attributes: Record<string, unknown>): void {
   for (const [name, value] of Object.entries(attributes)) {
-    const problem = headerProblem(name, value, RESERVED_HEADERS);
+    const problem = headerProblem(name, value, RESERVED_HEADERS) ?? pushFormatProblem(name, value as string);
     if (problem) throw new InvalidArgumentError(`pushConfig.attributes["${name.slice(0, 100)}"]`, problem);
   }
+}
+
+function pushFormatProblem(name: string, value: string): string | undefined {
+  if (name.toLowerCase() !== 'x-goog-version' || PUSH_FORMAT_VERSIONS.includes(value)) return undefined;
+  return `must be ${PUSH_FORMAT_VERSIONS.join(' or ')} (the push format Orderly sends), got ${JSON.stringify(value.slice(0, 100))}`;
 }
 
 /**

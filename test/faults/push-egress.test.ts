@@ -146,6 +146,17 @@ describe('push egress (issue #9.6)', () => {
     }
     await expect(create({ 'bad header': 'x' })).rejects.toThrow('is not a valid HTTP header name');
     await expect(create({ 'x-tenant': 'a\r\nHost: evil' })).rejects.toThrow('must not contain control characters');
+    // Pub/Sub's one push attribute picks the body's format: Orderly sends v1's (v1beta2 names it too), and
+    // took v1beta1, or any value, then pushed v1's shape to an endpoint that asked for another.
+    for (const version of ['v1beta1', 'v2', 'V1']) {
+      await expect(create({ 'X-Goog-Version': version }), version).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        field: 'pushConfig.attributes["X-Goog-Version"]',
+        message: expect.stringContaining(`must be v1 or v1beta2 (the push format Orderly sends), got "${version}"`),
+      });
+    }
+    await create({ 'x-goog-version': 'v1beta2' });
+    await core.deleteSubscription('pushed-attrs');
     await create({ 'x-goog-version': 'v1', 'x-tenant': 'acme' });
     await expect(
       core.updateSubscription('pushed-attrs', {
