@@ -214,6 +214,11 @@ export async function serveMetrics(
     'Whether a call of the export connector (write, flush, open), or its background work (an upload), has not returned for 30 s or more',
     (s) => (s.status.exportStalled ? 1 : 0),
   );
+  gauge(
+    'orderly_push_stalled',
+    'Whether push requests of the subscription have been out unanswered for 30 s or more (the endpoint took them and hangs)',
+    (s) => (s.status.pushStalled ? 1 : 0),
+  );
   gauge('orderly_export_standby', '1 while the export waits for another process to release its sink (a DuckDB file), else 0', (s) =>
     s.status.standby ? 1 : 0,
   );

@@ -34,7 +34,7 @@ async function pushRow(job: string): Promise<{ pushStalled?: string; acked: numb
 }
 
 describe('orderly status of a push endpoint that takes requests and never answers', () => {
-  it('shows pushStalled while a request has waited 30 s, and not once it is answered', async () => {
+  it('shows pushStalled (and orderly_push_stalled 1 on /metrics) while a request has waited 30 s, and not once it is answered', async () => {
     const dir = tempDir();
     cleanups.push(() => dir.remove());
     const endpoint = await hangingEndpoint();
@@ -58,7 +58,11 @@ subscriptions:
       run.kill('SIGTERM');
       return run.exited;
     });
-    await run.ready;
+    const { metrics } = await run.ready;
+    // Prometheus alerts read /metrics, not status: the stall shows there too, as an export's does.
+    const pushStalledGauge = async () =>
+      /^orderly_push_stalled\{subscription="orders-push"\} (\d+)$/m.exec(await (await fetch(`${metrics!}/metrics`)).text())?.[1];
+    expect(await pushStalledGauge()).toBe('0');
     writeFileSync(join(dir.path, 'in.jsonl'), '{"order":1}\n');
     expect((await orderly('publish', job, '--topic', 'orders', '--file', join(dir.path, 'in.jsonl'))).code).toBe(0);
     await waitFor('the push request', () => endpoint.held.length === 1);
@@ -69,11 +73,13 @@ subscriptions:
     expect(row!.pushStalled).toMatch(new RegExp(`^1 push request\\(s\\) to ${endpoint.url} unanswered for 30 s or more`));
     // The endpoint without its query: the token a push URL carries is a credential.
     expect(row!.pushStalled).not.toContain('push-secret');
+    expect(await pushStalledGauge()).toBe('1');
 
     endpoint.held[0]!.writeHead(200).end();
     await waitFor('the ack, and pushStalled gone', async () => {
       row = await pushRow(job);
       return row.acked === 1 && row.pushStalled === undefined;
     });
+    expect(await pushStalledGauge()).toBe('0');
   }, 180_000);
 });
