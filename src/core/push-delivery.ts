@@ -71,6 +71,16 @@ export function pushRequest(
 }
 
 /**
+ * Why an endpoint that refused a push as unauthenticated may have: the subscription names an OIDC token
+ * Orderly cannot mint, so none was sent. Without it the refusal read as the endpoint's own fault.
+ */
+function noTokenSent(config: PushConfigSpec): string {
+  return config.oidcToken
+    ? ' (Orderly sends no OIDC token: pushConfig.oidcToken is stored only, so the request carried no Authorization header)'
+    : '';
+}
+
+/**
  * A header value from the message (an attribute, the ordering key) as its UTF-8 bytes, which is what Pub/Sub's
  * UTF-8 strings are on the wire; Node sends each code point of a header string as one byte, and refused a
  * key or attribute beyond Latin-1 (a key so could never be delivered, nor could anything after it).
@@ -174,7 +184,7 @@ export class PushDelivery {
       else if (status >= 200 && status < 300)
         failure = `push endpoint answered HTTP ${status}, not a success for push (102, 200, 201, 202, 204)`;
       else if (status >= 300 && status < 400) failure = `push endpoint answered HTTP ${status}; redirects are not followed`;
-      else failure = `push endpoint answered HTTP ${status}`;
+      else failure = `push endpoint answered HTTP ${status}${status === 401 || status === 403 ? noTokenSent(config) : ''}`;
     } catch (e) {
       if (e instanceof PushEgressRefused || e instanceof OrderlyError) failure = e.message;
       // The request's own signal: the endpoint took the connection (or is being reached) and did not answer in time.

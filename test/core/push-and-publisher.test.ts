@@ -279,6 +279,28 @@ describe('push delivery', () => {
     expect(core.metrics('pushed').counters.nacked).toBe(0);
   });
 
+  it('an endpoint refusing a push as unauthenticated (401, 403) of a subscription with an oidcToken: the nack says no token was sent', async () => {
+    // An endpoint that verifies tokens, as one behind Google's push auth does.
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(req.headers.authorization ? 204 : req.url === '/forbid' ? 403 : 401).end());
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const oidcToken = { serviceAccountEmail: 'push@p.iam.gserviceaccount.com', audience: 'me' };
+    await core.createSubscription('with-token', { topic: 'events', pushConfig: { pushEndpoint: `${endpoint}/`, oidcToken } });
+    await core.createSubscription('forbidden', { topic: 'events', pushConfig: { pushEndpoint: `${endpoint}/forbid`, oidcToken } });
+    await core.createSubscription('without-token', { topic: 'events', pushConfig: { pushEndpoint: `${endpoint}/` } });
+    await core.publish('events', [{ data: 'x' }]);
+    const reason = (sub: string) => core.metrics(sub).lastNackReason?.message;
+    await within3s(() => ['with-token', 'forbidden', 'without-token'].every((sub) => reason(sub) !== undefined));
+    // Before, it read "push endpoint answered HTTP 401" alone: the endpoint looked at fault for a token Orderly never sent.
+    const noToken = ' (Orderly sends no OIDC token: pushConfig.oidcToken is stored only, so the request carried no Authorization header)';
+    expect(reason('with-token')).toBe(`push endpoint answered HTTP 401${noToken}`);
+    expect(reason('forbidden')).toBe(`push endpoint answered HTTP 403${noToken}`);
+    expect(reason('without-token')).toBe('push endpoint answered HTTP 401');
+  });
+
   it('a subscription with more than ten push requests out at once prints no EventTarget leak warning', async () => {
     const warnings: string[] = [];
     const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
