@@ -81,23 +81,21 @@ export class Snapshots {
     const stale = this.records.get(name);
     if (stale) await this.remove(stale); // expired, not yet swept: its name is free
     const now = this.clock.now();
-    return this.store.createSnapshot({
+    const taken = await this.store.createSnapshot({
       name,
       subscription: source.name,
       topicUid: source.topicUid,
       labels: { ...labels },
       expiredBefore: now - source.retentionSeconds * 1000,
-      expireTime: (oldest) => {
-        const expireTime = (oldest ?? now) + SNAPSHOT_LIFETIME_MS;
-        if (expireTime - now < SNAPSHOT_MIN_LIFETIME_MS) {
-          const age = Math.round((now - oldest!) / 60_000);
-          throw new FailedPreconditionError(
-            `a snapshot of ${source.name} would expire in less than 1 hour: its oldest unacked message is ${age} minutes old, and a snapshot lives at most 7 days from its oldest message`,
-          );
-        }
-        return expireTime;
-      },
+      now,
+      lifetimeMs: SNAPSHOT_LIFETIME_MS,
+      minLifetimeMs: SNAPSHOT_MIN_LIFETIME_MS,
     });
+    if ('uid' in taken) return taken;
+    const age = Math.round((now - taken.oldestPublishTime) / 60_000);
+    throw new FailedPreconditionError(
+      `a snapshot of ${source.name} would expire in less than 1 hour: its oldest unacked message is ${age} minutes old, and a snapshot lives at most 7 days from its oldest message`,
+    );
   }
 
   /** The live (unexpired) snapshot; NOT_FOUND otherwise. */

@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { durableRename, syncFile, writeFileAtomic } from './durable-file.js';
 import { quoteIdent } from '../duckdb/sql.js';
 import { StoreWriter, storeWriteError } from './store-writer.js';
+import { committedSeq } from './ack-state-transactions.js';
 import {
   StoreCheckError,
   StoreCorruptError,
@@ -21,6 +22,7 @@ import {
   type SchemaRow,
   type SnapshotRecord,
   type SnapshotRequest,
+  type SnapshotTooOld,
   type Store,
   type StoredMessage,
   type SubscriptionRecord,
@@ -387,7 +389,7 @@ export class SqliteStore implements Store {
   }
 
   async lastSeq(): Promise<number> {
-    return this.committedSeq();
+    return committedSeq(this.db);
   }
 
   private metaNumber(k: string): number {
@@ -552,47 +554,10 @@ export class SqliteStore implements Store {
     return rows.map(toSnapshot);
   }
 
-  /**
-   * One transaction: the messages published after it are those above the last committed seq; below that,
-   * the snapshot holds the subscription's unacked messages within its retention, from the oldest on (its
-   * lowSeq is just below it), and copies the subscription's acks above lowSeq.
-   */
-  async createSnapshot(request: SnapshotRequest): Promise<SnapshotRecord> {
+  async createSnapshot(request: SnapshotRequest): Promise<SnapshotRecord | SnapshotTooOld> {
+    // The subscription's acks queued so far are part of it.
     await this.writesLanded();
-    return this.db.transaction(() => {
-      const sub = this.db.prepare('SELECT low_seq FROM subscriptions WHERE name = ?').pluck().get(request.subscription) as
-        number | undefined;
-      if (sub === undefined) throw new Error(`subscription ${request.subscription} is not in the store`);
-      const boundary = this.committedSeq();
-      const oldest = this.db
-        .prepare(
-          `SELECT seq, publish_time FROM messages m
-            WHERE m.topic_uid = @topic AND m.seq > @low AND m.seq <= @boundary AND m.publish_time >= @from
-              AND NOT EXISTS (SELECT 1 FROM acks a WHERE a.sub = @sub AND a.seq = m.seq)
-            ORDER BY m.seq LIMIT 1`,
-        )
-        .get({ topic: request.topicUid, low: sub, boundary, from: request.expiredBefore, sub: request.subscription }) as
-        { seq: number; publish_time: number } | undefined;
-      const lowSeq = oldest ? oldest.seq - 1 : boundary;
-      const expireTime = request.expireTime(oldest?.publish_time);
-      const labels = JSON.stringify(request.labels);
-      const info = this.db
-        .prepare('INSERT INTO snapshots(name, topic_uid, low_seq, expire_time, max_expire_time, labels) VALUES (?, ?, ?, ?, ?, ?)')
-        .run(request.name, request.topicUid, lowSeq, expireTime, expireTime, labels);
-      const uid = Number(info.lastInsertRowid);
-      this.db
-        .prepare('INSERT INTO snapshot_acks(snapshot, seq) SELECT ?, seq FROM acks WHERE sub = ? AND seq > ? AND seq <= ?')
-        .run(uid, request.subscription, lowSeq, boundary);
-      return {
-        uid,
-        name: request.name,
-        topicUid: request.topicUid,
-        lowSeq,
-        expireTime,
-        maxExpireTime: expireTime,
-        labels: { ...request.labels },
-      };
-    })();
+    return this.writer.createSnapshot(request);
   }
 
   async updateSnapshot(snapshot: SnapshotRecord): Promise<void> {
@@ -614,12 +579,6 @@ export class SqliteStore implements Store {
     // Everything queued so far must land first, or an ack committed after the seek would undo it.
     await this.writesLanded();
     return this.writer.seek({ kind: 'snapshot', sub: sub.name, snapshot: snapshotUid });
-  }
-
-  /** The highest seq committed (or compacted away): every message published later has a higher one. */
-  private committedSeq(): number {
-    const live = this.db.prepare('SELECT coalesce(max(seq), 0) FROM messages').pluck().get() as number;
-    return Math.max(live, this.metaNumber('last_seq'));
   }
 
   append(messages: StoredMessage[]): Promise<void> {

@@ -3,8 +3,16 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { StoreFullError, type CompactionPlan, type StoredMessage, type TopicCompaction } from './store.js';
-import type { SeekRequest } from './seek-transactions.js';
+import {
+  StoreFullError,
+  type CompactionPlan,
+  type SnapshotRecord,
+  type SnapshotRequest,
+  type SnapshotTooOld,
+  type StoredMessage,
+  type TopicCompaction,
+} from './store.js';
+import type { SeekRequest } from './ack-state-transactions.js';
 
 /** The writes that happen per message; everything else is rare and runs on the store's own connection. */
 export type StoreWrite =
@@ -43,6 +51,7 @@ export type ThreadRequest = { id: number } & (
   | { op: 'write'; store: number; rows: string; payloads: ArrayBuffer }
   | { op: 'compact'; store: number; plan: WirePlan }
   | { op: 'seek'; store: number; request: SeekRequest }
+  | { op: 'snapshot'; store: number; request: SnapshotRequest }
   | { op: 'close'; store: number }
 );
 /** `code`: SQLite's code for the error (`SQLITE_FULL`, ...), when it has one. */
@@ -341,10 +350,16 @@ export class StoreWriter {
     return { deletedMessages };
   }
 
-  /** A seek (seek-transactions.ts), in one transaction on the thread, after the writes sent before it. */
+  /** A seek (ack-state-transactions.ts), in one transaction on the thread, after the writes sent before it. */
   async seek(request: SeekRequest): Promise<number | undefined> {
     await this.usable();
     return this.thread.request<number | undefined>({ op: 'seek', store: this.store, request });
+  }
+
+  /** A snapshot (ack-state-transactions.ts), likewise. */
+  async createSnapshot(request: SnapshotRequest): Promise<SnapshotRecord | SnapshotTooOld> {
+    await this.usable();
+    return this.thread.request<SnapshotRecord | SnapshotTooOld>({ op: 'snapshot', store: this.store, request });
   }
 
   /** Also waits for the whole-file check to end: a store's folder may be removed once it closed. */

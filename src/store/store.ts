@@ -107,11 +107,16 @@ export interface SnapshotRequest {
   labels: Record<string, string>;
   /** Unacked messages published before this (ms) are past the subscription's retention: out of its backlog. */
   expiredBefore: number;
-  /**
-   * The snapshot's expiry, given the publish time of the oldest message it holds (undefined: it holds none
-   * yet). Called inside the transaction; throwing refuses the snapshot and writes nothing.
-   */
-  expireTime(oldestPublishTime: number | undefined): number;
+  /** Its expiry: `lifetimeMs` after the publish time of the oldest message it holds (now if none). */
+  now: number;
+  lifetimeMs: number;
+  /** Refused (nothing written) when that leaves it less than this to live. */
+  minLifetimeMs: number;
+}
+
+/** A snapshot refused: the oldest message it would hold leaves it less than its minimum lifetime. */
+export interface SnapshotTooOld {
+  oldestPublishTime: number;
 }
 
 export interface BacklogRow {
@@ -170,8 +175,11 @@ export interface Store {
   detachSubscription(name: string, lowSeq: number): Promise<void>;
 
   listSnapshots(): Promise<SnapshotRecord[]>;
-  /** Copies the subscription's ack state, after every write issued so far has landed. */
-  createSnapshot(request: SnapshotRequest): Promise<SnapshotRecord>;
+  /**
+   * Copies the subscription's ack state, after every write issued so far has landed; refused (nothing written)
+   * when the oldest message it would hold leaves it less than `minLifetimeMs` to live.
+   */
+  createSnapshot(request: SnapshotRequest): Promise<SnapshotRecord | SnapshotTooOld>;
   /** Writes the snapshot's labels and expireTime. */
   updateSnapshot(snapshot: SnapshotRecord): Promise<void>;
   deleteSnapshot(uid: number): Promise<void>;

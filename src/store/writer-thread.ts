@@ -10,7 +10,7 @@
  */
 import Database from 'better-sqlite3';
 import { parentPort as parent } from 'node:worker_threads';
-import { runSeek } from './seek-transactions.js';
+import { runSeek, takeSnapshot } from './ack-state-transactions.js';
 import type { PackedRow, ThreadRequest, ThreadReply, WirePlan } from './store-writer.js';
 
 if (!parent) throw new Error('writer-thread.ts runs as a worker thread of store-writer.ts');
@@ -253,10 +253,10 @@ parentPort.on('message', (msg: ThreadRequest) => {
   }
   try {
     if (msg.op === 'open') open(msg);
-    else if (msg.op === 'seek') {
+    else if (msg.op === 'seek' || msg.op === 'snapshot') {
       const s = stores.get(msg.store);
       if (!s) throw new Error('the store is closed');
-      reply.result = runSeek(s.db, msg.request);
+      reply.result = msg.op === 'seek' ? runSeek(s.db, msg.request) : takeSnapshot(s.db, msg.request);
     } else if (msg.op === 'close') {
       stores.get(msg.store)?.db.close();
       stores.delete(msg.store);
