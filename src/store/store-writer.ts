@@ -62,8 +62,8 @@ export type ThreadReply = { id: number; error?: string; code?: string; result?: 
  * (vitest, tsx) the module is TypeScript, and the worker loads tsx's loader itself first (on Node 20 a
  * worker's `--import` flag does not apply to its own entry module).
  */
-function startWorker(module: 'writer-thread' | 'store-check', workerData?: unknown): Worker {
-  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL(`./${module}.js`, import.meta.url), { workerData });
+function startWorker(module: 'writer-thread' | 'store-check'): Worker {
+  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL(`./${module}.js`, import.meta.url));
   // tsx's ESM API (its `import` export: the `require` one cannot register ESM hooks), found from its package.json.
   const manifest = createRequire(import.meta.url).resolve('tsx/package.json');
   const api = (JSON.parse(readFileSync(manifest, 'utf8')) as { exports: Record<string, { import: { default: string } }> }).exports[
@@ -73,7 +73,6 @@ function startWorker(module: 'writer-thread' | 'store-check', workerData?: unkno
   const thread = new URL(`./${module}.ts`, import.meta.url).href;
   return new Worker(`import(${JSON.stringify(loader)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(thread)}); });`, {
     eval: true,
-    workerData,
   });
 }
 
@@ -83,39 +82,85 @@ export class DamageFound extends Error {}
 /**
  * A handle on a running whole-file check: `result` resolves when it found nothing or was stopped, and
  * rejects with a DamageFound, or another error if it could not run. After `stop`, it reports nothing more;
- * what `stop` returns resolves once the check's thread has ended.
+ * what `stop` returns resolves once the check has ended (its connection to the file closed).
  */
 export interface FileCheck {
   result: Promise<void>;
   stop(): Promise<void>;
 }
 
+/** The check thread's answer to one check: `found` is quick_check's answer ('ok' when sound). */
+export type CheckReply = { id: number; found?: string; error?: string };
+
 /**
- * Runs the whole-file integrity check (store-check.ts) on a thread of its own. Stopping lets the thread
- * run to its end (~0.7 s per million messages at most) instead of terminating it: better-sqlite3 aborts
- * the whole process ("FATAL ERROR: v8::ToLocalChecked Empty MaybeLocal") when SQLite fails inside a thread
- * being terminated, as the check did when a store was closed and its folder removed at once.
+ * The thread the whole-file checks run on (store-check.ts), one after another, shared by every store of
+ * the process as the writer thread is: a thread of its own per check cost more than the check of a small
+ * store (starting it and loading better-sqlite3, and from source a TypeScript loader too: ~0.5 s of CPU a
+ * store opened, under vitest), and a close waited for that thread to end. It is never terminated: a stop
+ * lets the check under way run to its end (~0.7 s per million messages at most), since better-sqlite3
+ * aborts the whole process ("FATAL ERROR: v8::ToLocalChecked Empty MaybeLocal") when SQLite fails inside a
+ * thread being terminated, as a check did when a store was closed and its folder removed at once.
  */
+class CheckThread {
+  private readonly worker: Worker;
+  private readonly waiting = new Map<number, (reply: CheckReply) => void>();
+  private nextId = 0;
+  /** Stopped checks someone waits on the end of. */
+  private awaited = 0;
+
+  constructor() {
+    this.worker = startWorker('store-check');
+    // A check still running must not keep a process that is done from exiting.
+    this.worker.unref();
+    this.worker.on('message', (reply: CheckReply) => {
+      this.waiting.get(reply.id)?.(reply);
+      this.waiting.delete(reply.id);
+    });
+    const end = (error: string) => {
+      if (checkThread === this) checkThread = undefined;
+      for (const [id, answer] of this.waiting) answer({ id, error });
+      this.waiting.clear();
+    };
+    this.worker.on('error', (e) => end(`its thread failed: ${e.message}`));
+    this.worker.on('exit', (code) => end(`its thread exited (code ${code}) without a result`));
+  }
+
+  check(file: string): Promise<CheckReply> {
+    const id = ++this.nextId;
+    return new Promise((resolve) => {
+      this.waiting.set(id, resolve);
+      this.worker.postMessage({ id, file });
+    });
+  }
+
+  /**
+   * Resolves once `ended` has. Whoever waits for the end must be kept waiting by it: an unref'd thread let
+   * a process whose last work was that wait exit at once (code 13, a top-level await left unsettled).
+   */
+  async awaitEnd(ended: Promise<unknown>): Promise<void> {
+    if (this.awaited++ === 0) this.worker.ref();
+    await ended;
+    if (--this.awaited === 0) this.worker.unref();
+  }
+}
+
+let checkThread: CheckThread | undefined;
+
+/** Runs the whole-file integrity check (store-check.ts) on the process's check thread. */
 export function checkStoreFile(file: string): FileCheck {
-  const worker = startWorker('store-check', { file });
-  // A check still running must not keep a process that is done from exiting.
-  worker.unref();
+  const thread = (checkThread ??= new CheckThread());
   let stopped = false;
-  const ended = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-  const result = new Promise<void>((resolve, reject) => {
-    const settle = (outcome?: Error) => (stopped || !outcome ? resolve() : reject(outcome));
-    worker.once('message', (found: string) => settle(found === 'ok' ? undefined : new DamageFound(`integrity check failed: ${found}`)));
-    worker.once('error', (e) => settle(new Error(`its thread failed: ${e.message}`)));
-    worker.once('exit', (code) => settle(new Error(`its thread exited (code ${code}) without a result`)));
+  const ended = thread.check(file);
+  const result = ended.then(({ found, error }) => {
+    if (stopped) return;
+    if (error !== undefined) throw new Error(error);
+    if (found !== 'ok') throw new DamageFound(`integrity check failed: ${found}`);
   });
   return {
     result,
     stop: () => {
       stopped = true;
-      // Whoever waits for the end must be kept waiting by it: an unref'd thread let a process whose last
-      // work was that wait exit at once (code 13, a top-level await left unsettled).
-      worker.ref();
-      return ended;
+      return thread.awaitEnd(ended);
     },
   };
 }
