@@ -112,9 +112,11 @@ describe('exactly-once delivery', () => {
       // and acked m1 for good (on 'once' reported as acked), so the seek's replay lost it.
       const seek = core.seek(sub, before);
       const ack = core.acknowledge(sub, [m1!.ackId]);
+      // Its outcome is taken at once: the seek runs on the store's writer thread, and a rejection left
+      // unobserved while it does is an unhandled one.
+      const outcome = sub === 'once' ? invalid(ack).then((e) => ({ ackIds: [], invalidAckIds: e.invalidAckIds })) : ack;
       await seek;
-      if (sub === 'once') expect((await invalid(ack)).invalidAckIds).toEqual([m1!.ackId]);
-      else expect(await ack).toEqual({ ackIds: [], invalidAckIds: [m1!.ackId] });
+      expect(await outcome).toEqual({ ackIds: [], invalidAckIds: [m1!.ackId] });
       const replayed = await pull(sub);
       expect(texts(replayed)).toEqual(['m1']);
       await core.acknowledge(sub, [replayed[0]!.ackId]);
