@@ -6,22 +6,11 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
+import { orderly, orderlyBin } from '../helpers/cli.js';
 import { closedPort, tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
 
-const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));
 const exec = promisify(execFile);
-
-/** Runs the CLI; resolves with stdout, stderr and the exit code (never rejects on a non-zero exit). */
-async function orderly(...args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
-  try {
-    const { stdout, stderr } = await exec(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 90_000 });
-    return { stdout, stderr, code: 0 };
-  } catch (e) {
-    const err = e as { stdout: string; stderr: string; code: number };
-    return { stdout: err.stdout, stderr: err.stderr, code: err.code };
-  }
-}
 
 /** `orderly publish --json` of a JSON-lines file to the topic `events`, each line keyed by its `user` field. */
 function publishUsers(job: string, file: string, ...options: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
@@ -30,7 +19,7 @@ function publishUsers(job: string, file: string, ...options: string[]): Promise<
 
 /** `orderly publish job --topic events --json` reading a pipe the test writes; what it printed so far. */
 function publishFromPipe(job: string) {
-  const child = spawn(process.execPath, [bin, 'publish', job, '--topic', 'events', '--json'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [orderlyBin, 'publish', job, '--topic', 'events', '--json'], { stdio: ['pipe', 'pipe', 'pipe'] });
   const printed = { stdout: '', stderr: '' };
   child.stdout.on('data', (chunk: Buffer) => (printed.stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (printed.stderr += chunk.toString()));
@@ -46,7 +35,7 @@ function runPullOnlyJob(stdio: StdioOptions) {
   const dir = tempDir();
   const job = join(dir.path, 'job.yaml');
   writeFileSync(job, stringify({ dataDir: './data', topics: [{ name: 'events' }], subscriptions: [{ name: 'sub', topic: 'events' }] }));
-  const child = spawn(process.execPath, [bin, 'run', job], { stdio, env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' } });
+  const child = spawn(process.execPath, [orderlyBin, 'run', job], { stdio, env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' } });
   return { dir, job, child };
 }
 describe('orderly CLI', () => {
@@ -149,7 +138,7 @@ describe('orderly CLI', () => {
       hotKeys: ['u0', 'u1', 'u2', 'u3', 'u4'].map((orderingKey) => ({ orderingKey, backlog: 43 })),
     });
 
-    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [orderlyBin, 'run', job], { stdio: ['ignore', 'ignore', 'pipe'] });
     try {
       const lock = join(dir.path, 'data', 'orderly.lock');
       await waitFor('the metrics endpoint', () => existsSync(lock) && JSON.parse(readFileSync(lock, 'utf8')).metrics !== undefined, 30_000);
@@ -269,7 +258,7 @@ describe('orderly CLI', () => {
     // The job's store opened here.
     expect(await publish('projects/proj-4/topics/orders')).toEqual(published);
     expect(await publish('projects/proj-4/subscriptions/orders')).toEqual(badName);
-    const child = spawn(process.execPath, [bin, 'run', job], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [orderlyBin, 'run', job], { stdio: ['ignore', 'ignore', 'pipe'] });
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
     try {
       const lock = join(dir.path, 'data', 'orderly.lock');
@@ -303,7 +292,7 @@ describe('orderly CLI', () => {
           '-c',
           'printf \'{"n":1}\\n{"n":2}\\n{"n":3}\\n\' | "$0" "$1" publish "$2" --topic events --file /dev/stdin --json',
           process.execPath,
-          bin,
+          orderlyBin,
           job,
         ],
         { encoding: 'utf8', timeout: 60_000 },
@@ -471,7 +460,7 @@ describe('orderly CLI', () => {
     expect(report.refused[1].reason).toBe('field "user" (the ordering key) is missing');
     expect(pub.code).toBe(1);
 
-    const child = spawn(process.execPath, [bin, 'run', job], {
+    const child = spawn(process.execPath, [orderlyBin, 'run', job], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, ORDERLY_LOG_LEVEL: 'info' },
     });
