@@ -12,6 +12,9 @@ interface Line {
   seq: number;
 }
 
+/** Confirmed publishes a round makes before its kill clock starts: six rounds make more than the 100 checked. */
+const PUBLISHED_BEFORE_KILL = 20;
+
 /** Runs the worker; kills it with SIGKILL after `killAfterMs`, or waits for it to finish. */
 function runWorker(dir: string, mode: 'run' | 'drain', killAfterMs?: number): Promise<Line[]> {
   return new Promise((resolve, reject) => {
@@ -21,9 +24,13 @@ function runWorker(dir: string, mode: 'run' | 'drain', killAfterMs?: number): Pr
     child.stdout.on('data', (c) => (stdout += c));
     child.stderr.on('data', (c) => (stderr += c));
     let killer: NodeJS.Timeout | undefined;
-    // Start the kill clock once the worker is up, so every round does real work before it dies.
-    child.stdout.once('data', () => {
-      if (killAfterMs !== undefined) killer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+    // Start the kill clock once the worker has confirmed PUBLISHED_BEFORE_KILL publishes, so every round does
+    // real work before it dies however loaded the machine is (a clock started at its first line left rounds
+    // with almost nothing published under load).
+    child.stdout.on('data', () => {
+      if (killAfterMs === undefined || killer) return;
+      const confirmed = `\n${stdout}`.split('\nP ').length - 1;
+      if (confirmed >= PUBLISHED_BEFORE_KILL) killer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
     });
     const limit = setTimeout(() => child.kill('SIGKILL'), 60_000);
     child.on('exit', (code, signal) => {
