@@ -5,7 +5,7 @@
  * they ran on the reading connection.
  */
 import type Database from 'better-sqlite3';
-import type { SnapshotRecord, SnapshotRequest, SnapshotTooOld } from './store.js';
+import type { RetainedAcks, SnapshotRecord, SnapshotRequest, SnapshotTooOld } from './store.js';
 
 /** Back to a time: what was published from `time` on and is still retained is unacked again. */
 export interface SeekToTime {
@@ -15,9 +15,7 @@ export interface SeekToTime {
   time: number;
   /** The subscription record's acksRetainedAfter. */
   retainedAfter: number;
-  /** RetainedAcks (store.ts); Infinity: no such retention. */
-  topicSince: number;
-  subscriptionSince: number;
+  retained: RetainedAcks;
 }
 
 /** To a snapshot: the subscription's acks become the snapshot's. */
@@ -50,8 +48,8 @@ function seekToTime(db: Database.Database, request: SeekToTime): number {
   const params = {
     sub,
     topic,
-    topicSince: bound(request.topicSince),
-    subSince: bound(request.subscriptionSince),
+    topicSince: bound(request.retained.topicSince),
+    subSince: bound(request.retained.subscriptionSince),
     retainedAfter: request.retainedAfter,
   };
   // An acked message neither retention keeps is gone for the subscription, though its row may be kept

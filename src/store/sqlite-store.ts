@@ -707,8 +707,7 @@ export class SqliteStore implements Store {
       topic: sub.topicUid,
       time,
       retainedAfter: sub.acksRetainedAfter,
-      topicSince: retained.topicSince,
-      subscriptionSince: retained.subscriptionSince,
+      retained,
     });
     return low!;
   }
