@@ -30,10 +30,11 @@ const KINDS: Record<
 /**
  * google.iam.v1.IAMPolicy for topics, subscriptions, snapshots and schemas, answered as a single-user
  * local system would (see IamPolicies): policies are stored and returned, never enforced, and
- * TestIamPermissions grants every permission asked.
+ * TestIamPermissions grants every permission asked on a resource that exists (none on one that does not).
  */
 export function iamHandlers(core: PubSubCore): Record<string, RpcHandler> {
-  const resource = (r: { resource?: unknown }): string => {
+  /** The well-formed name in `resource`, and whether the resource it names exists. */
+  const named = (r: { resource?: unknown }): { name: string; label: string; exists: boolean } => {
     const name = r.resource;
     const m = typeof name === 'string' ? /^projects\/[^/]+\/(topics|subscriptions|snapshots|schemas)\/[^/]+$/.exec(name) : null;
     if (!m)
@@ -43,23 +44,29 @@ export function iamHandlers(core: PubSubCore): Record<string, RpcHandler> {
       );
     const kind = KINDS[m[1]!]!;
     kind.check(core, name as string);
-    if (!kind.exists(core, name as string)) throw new NotFoundError(kind.label, name as string);
-    return name as string;
+    return { name: name as string, label: kind.label, exists: kind.exists(core, name as string) };
+  };
+  const existing = (r: { resource?: unknown }): string => {
+    const { name, label, exists } = named(r);
+    if (!exists) throw new NotFoundError(label, name);
+    return name;
   };
   return serviceHandlers<IamPolicyRequests>({
-    GetIamPolicy: async (r) => policyToProto(core.iam.read(resource(r), r.options?.requestedPolicyVersion ?? 0)),
+    GetIamPolicy: async (r) => policyToProto(core.iam.read(existing(r), r.options?.requestedPolicyVersion ?? 0)),
     SetIamPolicy: async (r) => {
-      const name = resource(r);
+      const name = existing(r);
       const mask = r.updateMask ? r.updateMask.paths.map((p) => p.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase())) : [];
       return policyToProto(await core.iam.set(name, policyFromProto(required(r.policy, 'policy')), mask));
     },
     TestIamPermissions: async (r) => {
-      resource(r);
+      const { exists } = named(r);
       // As IAM refuses them: granting "*" back would tell the caller it may do anything, of any service.
       r.permissions.forEach((p, i) => {
         if (p.includes('*')) throw new InvalidArgumentError(`permissions[${i}]`, `wildcards are not allowed, got ${JSON.stringify(p)}`);
       });
-      return { permissions: r.permissions };
+      // Pub/Sub answers a resource that does not exist with no permissions, not NOT_FOUND: a
+      // permission-aware tool asks before the resource is there.
+      return { permissions: exists ? r.permissions : [] };
     },
   });
 }
