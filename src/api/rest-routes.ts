@@ -82,10 +82,13 @@ function httpRule(method: protobuf.Method): HttpRule | undefined {
   return undefined;
 }
 
-/** `/v1/{name=projects/*\/topics/*}:publish` -> a regex with one group per variable. */
+/**
+ * `/v1/{name=projects/*\/topics/*}:publish` -> a regex with one group per variable. A `*` is one path
+ * segment, `:` included (a domain-scoped project, `example.com:my-project`), except the path's last
+ * segment, where a `:` starts the verb: `topics/t:publish` is Publish, not a topic named `t:publish`.
+ */
 function compileTemplate(template: string): { pattern: RegExp; variables: string[] } {
   const variables: string[] = [];
-  const segment = '[^/:]+';
   const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   let source = '';
   let rest = template;
@@ -99,11 +102,10 @@ function compileTemplate(template: string): { pattern: RegExp; variables: string
     const close = rest.indexOf('}', open);
     const [field, path = '*'] = rest.slice(open + 1, close).split('=');
     variables.push(field!);
-    source += `(${path
-      .split('/')
-      .map((p) => (p === '*' ? segment : escape(p)))
-      .join('/')})`;
     rest = rest.slice(close + 1);
+    const parts = path.split('/');
+    const endsPath = rest === '' || rest.startsWith(':');
+    source += `(${parts.map((p, i) => (p !== '*' ? escape(p) : endsPath && i === parts.length - 1 ? '[^/:]+' : '[^/]+')).join('/')})`;
   }
   return { pattern: new RegExp(`^${source}$`), variables };
 }

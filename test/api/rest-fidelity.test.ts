@@ -310,6 +310,31 @@ describe('REST answers from the same mapping as gRPC', () => {
     expect(answer).toEqual({ status: 200, json: { labels: { via: 'origin-form' } } });
   });
 
+  it('a domain-scoped project (example.com:my-project) has the same names over REST as over gRPC: only a last segment\'s ":" starts a verb', async () => {
+    const D = '/v1/projects/example.com:scoped';
+    const topic = await rest('PUT', `${D}/topics/orders`, { labels: { via: 'rest' } });
+    expect(topic).toEqual({
+      status: 200,
+      json: { name: 'projects/example.com:scoped/topics/orders', labels: { via: 'rest' }, state: 'ACTIVE' },
+    });
+    expect((await rest('PUT', `${D}/subscriptions/orders-pull`, { topic: 'projects/example.com:scoped/topics/orders' })).status).toBe(200);
+    const published = await rest('POST', `${D}/topics/orders:publish`, { messages: [{ data: Buffer.from('paid').toString('base64') }] });
+    expect(published.status).toBe(200);
+    expect((await rest('GET', `${D}/topics/orders/subscriptions`)).json).toEqual({
+      subscriptions: ['projects/example.com:scoped/subscriptions/orders-pull'],
+    });
+    expect((await rest('GET', `${D}/topics`)).json.topics).toEqual([
+      expect.objectContaining({ name: 'projects/example.com:scoped/topics/orders' }),
+    ]);
+    expect((await rest('GET', `${D}/topics/orders:getIamPolicy`)).json).toEqual({ etag: 'ACAB' });
+    const pulled = await rest('POST', `${D}/subscriptions/orders-pull:pull`, { maxMessages: 10 });
+    expect(pulled.json.receivedMessages.map((m: any) => Buffer.from(m.message.data, 'base64').toString())).toEqual(['paid']);
+    // gRPC sees the same resources under the same names.
+    expect((await api.pub('getTopic', { topic: 'projects/example.com:scoped/topics/orders' })).labels).toEqual({ via: 'rest' });
+    // An id cannot hold ":", so there it still starts the verb: an unknown one is no path.
+    expect((await rest('GET', `${D}/topics/orders:nope`)).status).toBe(404);
+  });
+
   it("schemas over Google's JSON API paths: get, list, commit, revisions, rollback, deleteRevision, validate", async () => {
     const name = 'projects/rest-fidelity/schemas/evolving';
     await rest('POST', `${P}/schemas?schemaId=evolving`, { type: 'AVRO', definition: AVRO });
