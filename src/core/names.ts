@@ -8,19 +8,20 @@ export type ResourceKind = 'topics' | 'subscriptions' | 'snapshots';
 
 const ID = /^[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}$/;
 /** A project id as the API takes it: Pub/Sub's own are 6-30 of [a-z0-9-], but any printable run up to 255 passes (`p`, `example.com:proj`). */
-const PROJECT = /^[^\s\p{Cc}\p{Cs}/]{1,255}$/u;
+const PROJECT = /^(?!\.\.?$)[^\s\p{Cc}\p{Cs}/]{1,255}$/u;
 
 /**
  * Refuses a project that no name should carry: longer than 255 characters (a request could make it
  * megabytes, stored and then echoed in every list and label), or with control characters, whitespace or
- * a lone surrogate (newlines in names reach logs and tables).
+ * a lone surrogate (newlines in names reach logs and tables), or `.` or `..`, which no URL can address
+ * (the REST path `projects/../topics/t` is `topics/t`), so REST could never reach what gRPC made.
  */
 export function checkProject(project: string, field: string): void {
   if (!PROJECT.test(project))
     throw new InvalidArgumentError(
       field,
       `invalid project ${JSON.stringify(project.length > 64 ? `${project.slice(0, 64)}...` : project)} (${project.length} characters): ` +
-        'at most 255 characters, without whitespace or control characters',
+        'at most 255 characters, without whitespace or control characters, and not "." or ".."',
     );
 }
 

@@ -432,7 +432,7 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
     expect(topic!.details.startsWith('topic: invalid id')).toBe(true);
   });
 
-  it('a project of megabytes or with control characters is refused, not stored', async () => {
+  it('a project of megabytes, with control characters or of dots is refused, not stored', async () => {
     // Before: both were created, and the 1 MB project's name came back in every answer naming the topic.
     const long = `projects/${'p'.repeat(1_000_000)}/topics/long-project`;
     await expect(api.pub('createTopic', { name: long })).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
@@ -441,6 +441,12 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
     });
     expectInvalid(await rest('PUT', '/v1/projects/bad%0Ainput/topics/newline-project', {}), 'name', /invalid project/);
     expectInvalid(await rest('PUT', '/v1/projects/bad-input/topics/dotted', { name: 'projects/a b/topics/dotted' }), 'name');
+    // A project of dots was created over gRPC, and over REST its names could not be reached (URLs drop dot segments).
+    for (const dots of ['.', '..'])
+      await expect(api.pub('createTopic', { name: `projects/${dots}/topics/dot-project` })).rejects.toMatchObject({
+        code: grpc.status.INVALID_ARGUMENT,
+        details: expect.stringMatching(/^name: invalid project/),
+      });
     // Projects as Google Cloud spells them still pass.
     expect((await rest('PUT', '/v1/projects/example.com%3Abad-input/topics/domain-project', {})).status).toBe(200);
   });
