@@ -98,7 +98,9 @@ export class IamPolicies {
     if (givesBindings) checkBindings(policy.bindings);
     const next: IamPolicy = {
       version: paths.includes('version') || policy.version ? policy.version : current.version,
-      bindings: givesBindings ? policy.bindings : current.bindings,
+      // A binding that names no member grants nothing, and IAM keeps no such binding: the policy it
+      // answers with (and GetIamPolicy) leaves it out.
+      bindings: givesBindings ? policy.bindings.filter((b) => b.members.length > 0) : current.bindings,
       auditConfigs: paths.includes('auditConfigs') ? policy.auditConfigs : current.auditConfigs,
       etag: randomBytes(8).toString('base64'),
     };
