@@ -1,0 +1,58 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { PubsubMessage } from '../../src/core/message.js';
+import { tempDir } from '../../test/helpers/core.js';
+import { ParquetFile, readParquetRows } from './parquet-file.js';
+
+const dir = tempDir();
+afterAll(() => dir.remove());
+
+const SUBSCRIPTION = 'projects/p/subscriptions/s';
+
+function message(i: number, bytes: number): PubsubMessage {
+  return {
+    messageId: `m-${i}`,
+    publishTime: new Date(1_700_000_000_000 + i),
+    data: Buffer.alloc(bytes, i % 251),
+    attributes: { n: String(i) },
+    orderingKey: `käy-${i % 7}`,
+    sequence: Math.floor(i / 7) + 1,
+  };
+}
+
+async function write(path: string, writeMetadata: boolean, messages: PubsubMessage[]): Promise<void> {
+  const file = await ParquetFile.create(path, writeMetadata, 'SNAPPY');
+  for (const m of messages) file.append(SUBSCRIPTION, m, writeMetadata ? JSON.stringify(m.attributes) : '');
+  await file.close();
+}
+
+// Read back with hyparquet, a reader independent of the DuckDB that wrote them; more rows than a DuckDB vector.
+describe('a Parquet file', () => {
+  it('holds every row, in append order, each column as appended', async () => {
+    const messages = Array.from({ length: 5000 }, (_, i) => message(i, 1 + (i % 900)));
+    const path = join(dir.path, 'metadata.parquet');
+    await write(path, true, messages);
+    const rows = await readParquetRows(readFileSync(path));
+    expect(rows).toHaveLength(messages.length);
+    rows.forEach((r, i) => {
+      const m = messages[i]!;
+      expect(r.subscription_name).toBe(SUBSCRIPTION);
+      expect(r.message_id).toBe(m.messageId);
+      expect(r.publish_time).toEqual(m.publishTime);
+      expect(JSON.parse(r.attributes as string)).toEqual(m.attributes);
+      expect(Buffer.from(r.data as Uint8Array).equals(m.data)).toBe(true);
+      expect(r.ordering_key).toBe(m.orderingKey);
+      expect(Number(r.sequence)).toBe(m.sequence);
+    });
+  });
+
+  it('holds the data alone without metadata', async () => {
+    const messages = Array.from({ length: 3000 }, (_, i) => message(i, 700));
+    const path = join(dir.path, 'data.parquet');
+    await write(path, false, messages);
+    const rows = await readParquetRows(readFileSync(path));
+    expect(rows.map((r) => Object.keys(r))).toEqual(messages.map(() => ['data']));
+    expect(rows.every((r, i) => Buffer.from(r.data as Uint8Array).equals(messages[i]!.data))).toBe(true);
+  });
+});
