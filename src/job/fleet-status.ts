@@ -20,7 +20,9 @@ export async function fleetStatus(job: JobConfig): Promise<WorkerRow[]> {
       rows.push({
         worker: workerId,
         pid: lock.pid,
-        note: 'running; no metrics endpoint to ask (add metrics: { port: 0 } to the job file)',
+        note: lock.starting
+          ? 'starting; its status is served once it has started'
+          : 'running; no metrics endpoint to ask (add metrics: { port: 0 } to the job file)',
       });
       continue;
     }

@@ -18,6 +18,12 @@ export interface LockInfo {
    * status, publish), not by a running job: it serves nothing, and waiting for it is the remedy.
    */
   briefly?: boolean;
+  /**
+   * Held by a job (orderly run, serve) that has not finished starting (opening its store, its exports):
+   * `metrics` and `endpoint` are written once it serves them. A start takes seconds at a large backlog, and
+   * a lock without them read as a job configured to serve neither.
+   */
+  starting?: boolean;
 }
 
 const procfs = existsSync('/proc/self/stat');
@@ -161,7 +167,16 @@ export function acquireLock(dataDir: string, info: Omit<LockInfo, 'pid' | 'start
 export function runningJobLock(dataDir: string): LockInfo | undefined {
   const lock = readLock(dataDir);
   if (lock?.briefly) throw heldBriefly(dataDir, lock);
+  if (lock?.starting) throw stillStarting(dataDir, lock);
   return lock;
+}
+
+/** The refusal while the job is starting (LockInfo.starting): it was told to add the metrics or endpoint section it has. */
+function stillStarting(dataDir: string, lock: LockInfo): OrderlyError {
+  return new OrderlyError(
+    'FAILED_PRECONDITION',
+    `the job running on ${dataDir} (pid ${lock.pid}) is still starting (opening its store and exports, seconds at a large backlog); its status and endpoint are served once it has started: try again in a moment`,
+  );
 }
 
 /** The refusal while another command holds the directory briefly (LockInfo.briefly): it was called a running job. */

@@ -88,7 +88,8 @@ export class JobRuntime {
       }
       // Only once the lock is this process's: a start refused because the worker runs already must not
       // remove that worker's folder on its way out.
-      const releaseLock = acquireLock(dataDir, options.withExports === false ? { briefly: true } : {});
+      const briefly = options.withExports === false;
+      const releaseLock = acquireLock(dataDir, briefly ? { briefly } : { starting: true });
       cleanups.push(workerId ? leaveWorkerDir(dataDir, releaseLock) : releaseLock);
       limitHeapGrowth(job.memory.heapGrowthPercent);
       // Before any section opens a DuckDB database (the duckdb section runs its init statements). In a
@@ -159,8 +160,8 @@ export class JobRuntime {
         endpointPort = endpoint.port;
         cleanups.push(() => endpoint.close());
       }
-      if (metricsUrl || endpointPort !== undefined) {
-        // Tell other commands where to reach this job (status reads /status, publish the endpoint).
+      if (!briefly) {
+        // Tell other commands the job runs, and where to reach it (status reads /status, publish the endpoint).
         acquireLock(dataDir, {
           metrics: metricsUrl,
           endpoint: endpointPort === undefined ? undefined : localHostPort(job.endpoint!.host, endpointPort),

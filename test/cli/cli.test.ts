@@ -172,7 +172,9 @@ describe('orderly CLI', () => {
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
     try {
       const lock = join(dir.path, 'data', 'orderly.lock');
-      await waitFor('the job to run', () => existsSync(lock) && readFileSync(lock, 'utf8').trim() !== '', 30_000);
+      // Its lock says it is starting until it has started (status then says so instead).
+      const started = () => existsSync(lock) && /^\{(?!.*"starting")/.test(readFileSync(lock, 'utf8'));
+      await waitFor('the job to run', started, 30_000);
       // Nothing but the signal handlers to wait on: it used to end here (exit code 13, lock left behind).
       await new Promise((resolve) => setTimeout(resolve, 1000));
       expect(child.exitCode).toBe(null);
