@@ -269,6 +269,29 @@ export async function serveMetrics(
   scraped(
     registry,
     'counter',
+    {
+      name: 'orderly_compacted_messages_total',
+      help: 'Messages compaction deleted from the store since start (acked by every subscription of their topic, or past retention)',
+      labelNames: [],
+    },
+    () => [[{}, core.storeUse().compactedMessages]],
+  );
+  scraped(
+    registry,
+    'gauge',
+    {
+      name: 'orderly_store_disk_bytes',
+      help: 'Bytes the store takes on disk (database and write-ahead log); falls as compaction gives a drained backlog back',
+      labelNames: [],
+    },
+    () => {
+      const bytes = core.storeUse().diskBytes;
+      return bytes === undefined ? [] : [[{}, bytes]];
+    },
+  );
+  scraped(
+    registry,
+    'counter',
     { name: 'orderly_published_total', help: 'Messages published per topic since start', labelNames: ['topic'] },
     () => [...core.published].map(([topic, n]) => [{ topic: label(topic) }, n]),
   );

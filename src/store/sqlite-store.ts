@@ -721,6 +721,11 @@ export class SqliteStore implements Store {
     return this.writer.compact(plan);
   }
 
+  /** The database file and its WAL, which holds committed pages until a checkpoint copies them back. */
+  diskBytes(): number {
+    return [this.location, `${this.location}-wal`].reduce((n, f) => n + (statSync(f, { throwIfNoEntry: false })?.size ?? 0), 0);
+  }
+
   async close(): Promise<void> {
     try {
       await this.writer.close();

@@ -244,6 +244,8 @@ export interface Store {
   seek(sub: SubscriptionRecord, time: number, retained: RetainedAcks): Promise<number>;
   /** Raises watermarks and deletes what the plan says no subscription can be given again. */
   compact(plan: CompactionPlan): Promise<{ deletedMessages: number }>;
+  /** Bytes the store's files take on disk now (for metrics: what compaction gives back); a store that cannot tell leaves it out. */
+  diskBytes?(): number;
 
   close(): Promise<void>;
 }
