@@ -10,7 +10,7 @@ import { classifyS3Error, type S3Failure } from './s3-client.js';
  * itself (a remote subscription's fleet, whose workers all see every object: see BucketManifest).
  */
 export interface ManifestLog {
-  /** Objects committed before this writer opened that a redelivery may bring again. */
+  /** Objects committed before this writer opened that a redelivery may bring again; asked once, at open (not kept after). */
   committedAtOpen(): ManifestObject[];
   /** The highest file counter an object was named with (0 if none). */
   lastCounter(): number;
@@ -52,7 +52,7 @@ export class LocalManifestLog implements ManifestLog {
   }
 
   committedAtOpen(): ManifestObject[] {
-    return this.manifest.committed();
+    return this.manifest.takeCommitted();
   }
 
   lastCounter(): number {
