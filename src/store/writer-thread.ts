@@ -145,7 +145,8 @@ const yieldToMessages = () => new Promise<void>((resolve) => setImmediate(resolv
 /**
  * Carries out a compaction plan (store.ts CompactionPlan) in chunks, yielding between them so writes
  * queued meanwhile are applied (and acknowledged) without waiting for the whole compaction. Keys whose
- * messages are deleted keep their last sequence in key_seqs. Then freed pages go back to the file system.
+ * messages are deleted keep their last sequence in key_seqs, until their topic is deleted. Then freed pages
+ * go back to the file system.
  */
 async function compact(store: number, plan: WirePlan): Promise<number> {
   const live = () => stores.get(store);
@@ -203,6 +204,11 @@ async function compact(store: number, plan: WirePlan): Promise<number> {
       await yieldToMessages();
     }
   }
+  // A deleted topic's key sequences (one row per key it had) serve no publish again: its uid is never reused.
+  const deleteKeys = `DELETE FROM key_seqs WHERE topic_uid = ? AND ordering_key IN (SELECT ordering_key FROM key_seqs WHERE topic_uid = ? LIMIT ${CHUNK})`;
+  for (const uid of run(() => deletedTopicsIn(live()!.db, 'key_seqs'))) {
+    while (run(() => live()!.db.prepare(deleteKeys).run(uid, uid).changes) > 0) await yieldToMessages();
+  }
   // Stores created before incremental vacuum (auto_vacuum NONE) have no free-page map to give back.
   for (
     let s = live();
@@ -222,17 +228,27 @@ async function compact(store: number, plan: WirePlan): Promise<number> {
  * step per topic that has messages.
  */
 function orphanedTopics(db: Database.Database): number[] {
-  const next = db.prepare('SELECT min(topic_uid) FROM messages WHERE topic_uid > ?').pluck();
-  const referenced = db
-    .prepare(
-      `SELECT EXISTS (SELECT 1 FROM topics WHERE uid = @uid) OR EXISTS (SELECT 1 FROM subscriptions WHERE topic_uid = @uid)
-          OR EXISTS (SELECT 1 FROM snapshots WHERE topic_uid = @uid)`,
-    )
-    .pluck();
-  const orphaned: number[] = [];
+  return topicsIn(
+    db,
+    'messages',
+    `EXISTS (SELECT 1 FROM topics WHERE uid = @uid) OR EXISTS (SELECT 1 FROM subscriptions WHERE topic_uid = @uid)
+       OR EXISTS (SELECT 1 FROM snapshots WHERE topic_uid = @uid)`,
+  );
+}
+
+/** Deleted topics that have rows in `table`. */
+function deletedTopicsIn(db: Database.Database, table: 'key_seqs'): number[] {
+  return topicsIn(db, table, 'EXISTS (SELECT 1 FROM topics WHERE uid = @uid)');
+}
+
+/** The topic uids of `table`'s rows (its index leads with topic_uid: one step per topic) that `referenced` is false for. */
+function topicsIn(db: Database.Database, table: 'messages' | 'key_seqs', referenced: string): number[] {
+  const next = db.prepare(`SELECT min(topic_uid) FROM ${table} WHERE topic_uid > ?`).pluck();
+  const isReferenced = db.prepare(`SELECT ${referenced}`).pluck();
+  const found: number[] = [];
   for (let uid = next.get(-1) as number | null; uid !== null; uid = next.get(uid) as number | null)
-    if (!referenced.get({ uid })) orphaned.push(uid);
-  return orphaned;
+    if (!isReferenced.get({ uid })) found.push(uid);
+  return found;
 }
 
 parentPort.on('message', (msg: ThreadRequest) => {

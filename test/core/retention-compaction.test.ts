@@ -1,7 +1,10 @@
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import { compactionPlan } from '../../src/core/compaction-plan.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
+import { STORE_FILE } from '../../src/store/sqlite-store.js';
 import { openCore, pullAndAck, tempDir } from '../helpers/core.js';
 
 /**
@@ -56,6 +59,38 @@ describe('compaction with per-subscription retention', () => {
     expect((await core.compact()).deletedMessages).toBe(0);
     clock.advance(5 * 60_000);
     expect((await core.compact()).deletedMessages).toBe(1);
+  });
+
+  it("a deleted topic's per-key sequences go with its messages: nothing publishes to its uid again", async () => {
+    await core.createTopic('kept');
+    for (const topic of ['events', 'kept']) {
+      await core.createSubscription(`${topic}-sub`, { topic, enableMessageOrdering: true });
+      await core.publish(topic, [{ data: 'a', orderingKey: 'k1' }]);
+      await core.publish(topic, [{ data: 'b', orderingKey: 'k2' }]);
+      expect(await pullAndAck(core, `${topic}-sub`)).toEqual(['a', 'b']);
+    }
+    // Compaction keeps each deleted message's key sequence (one row per key) for the next publish on the key.
+    expect((await core.compact()).deletedMessages).toBe(4);
+    await core.deleteTopic('events');
+    await core.deleteSubscription('events-sub');
+    await core.compact();
+    await core.close();
+    const db = new Database(join(dir.path, STORE_FILE), { readonly: true });
+    const rows = db
+      .prepare('SELECT t.name, k.ordering_key, k.last FROM key_seqs k JOIN topics t ON t.uid = k.topic_uid ORDER BY 1, 2')
+      .raw()
+      .all();
+    const all = db.prepare('SELECT count(*) FROM key_seqs').pluck().get();
+    db.close();
+    // The deleted topic's rows (one per key it ever had) stayed for good.
+    expect({ rows, all }).toEqual({
+      rows: [
+        ['projects/p/topics/kept', 'k1', 1],
+        ['projects/p/topics/kept', 'k2', 1],
+      ],
+      all: 2,
+    });
+    ({ core } = await openCore(dir.path, clock)); // for afterEach
   });
 });
 
