@@ -9,7 +9,7 @@ import { holdProcess } from '../core/process-keep-alive.js';
 import { projectOf, resourceName, shortId } from '../core/names.js';
 import { packageFile } from '../package-file.js';
 import type { MessageInput } from '../core/message.js';
-import type { JobConfig } from '../job/job-config.js';
+import type { JobChecks, JobConfig } from '../job/job-config.js';
 import type { JobRuntime } from '../job/job-runtime.js';
 import type { RowSink } from '../job/query.js';
 import type { Logger } from '../log.js';
@@ -19,7 +19,8 @@ import { answerCollector } from './answer-table.js';
 
 // Each command imports what it needs when it runs: `orderly --help` or `orderly validate` must not load
 // DuckDB, the AWS SDK, gRPC or the store.
-const loadJobFile = async (file: string) => (await import('../job/job-config.js')).loadJobWithPlugins(file);
+const loadJobFile = async (file: string, checks?: JobChecks) =>
+  (await import('../job/job-config.js')).loadJobWithPlugins(file, process.env, checks);
 const createLogger = async (options?: { level?: string }) => (await import('../log.js')).createLogger(options);
 const keepServingOnUnexpectedErrors = async () => {
   const logger = await createLogger();
@@ -57,7 +58,8 @@ export async function main(argv: string[]): Promise<number> {
     .action(async (file: string, o: { json?: boolean }) => {
       let job: Awaited<ReturnType<typeof loadJobFile>>;
       try {
-        job = await loadJobFile(file);
+        // As creating each subscription checks it: whether the data directory keeps an older one is not its to say.
+        job = await loadJobFile(file, { asCreated: true });
       } catch (e) {
         // --json answers on stdout either way; the problems still go to stderr and the exit code is still 2.
         const { JobConfigError } = await import('../job/job-config.js');

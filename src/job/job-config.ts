@@ -250,11 +250,22 @@ export const MAX_JOB_FILE_BYTES = 1024 * 1024;
 /** Aliases a job file may expand: enough for shared blocks, far too few for an exponential "billion laughs". */
 const MAX_YAML_ALIASES = 100;
 
+/** How a job file's subscriptions are checked. */
+export interface JobChecks {
+  /**
+   * Every subscription by all the rules creating it applies (`orderly validate`). Otherwise (every command
+   * that opens the data directory) a subscription may keep what an older Orderly stored before a rule was
+   * tightened (exactly-once beside push or an export, a filter read by older rules): the data directory
+   * says whether it did, and creating one applies every rule there.
+   */
+  asCreated?: boolean;
+}
+
 /**
  * Loads a job file and the plugins it lists (`plugins:`) first, so their connectors and settings sections
  * are known when the rest is validated. What the command line does.
  */
-export async function loadJobWithPlugins(file: string, env: NodeJS.ProcessEnv = process.env): Promise<JobConfig> {
+export async function loadJobWithPlugins(file: string, env: NodeJS.ProcessEnv = process.env, checks: JobChecks = {}): Promise<JobConfig> {
   const raw = readJobDocument(file);
   // Built-ins first: a plugin that takes a built-in's name is then refused at its import, named as the
   // plugin at fault, instead of refusing the built-in afterwards with an error naming neither.
@@ -264,15 +275,15 @@ export async function loadJobWithPlugins(file: string, env: NodeJS.ProcessEnv = 
     const failed = await importPlugins(plugins, dirname(resolve(file)));
     if (failed.length) throw new JobConfigError(file, failed);
   }
-  return parseJob(raw, file, env);
+  return parseJob(raw, file, env, checks);
 }
 
 /**
  * Reads, substitutes `${ENV}` references, validates everything (all errors at once) and resolves paths.
  * Imports no plugin: a job that lists plugins is refused unless they are loaded (see loadJobWithPlugins).
  */
-export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
-  return parseJob(readJobDocument(file), file, env);
+export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env, checks: JobChecks = {}): JobConfig {
+  return parseJob(readJobDocument(file), file, env, checks);
 }
 
 /**
@@ -281,9 +292,14 @@ export function loadJob(file: string, env: NodeJS.ProcessEnv = process.env): Job
  * say otherwise, unless the setting refuses a string there and the variable holds a number or a boolean:
  * then it is that number or boolean, and the file is checked again with it.
  */
-export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS.ProcessEnv = process.env): JobConfig {
+export function parseJob(
+  raw: Record<string, unknown>,
+  file: string,
+  env: NodeJS.ProcessEnv = process.env,
+  checks: JobChecks = {},
+): JobConfig {
   const references: Scalars = new Map();
-  const parse = (typed: ReadonlySet<string>) => parseSubstituted(raw, file, { env, references, typed });
+  const parse = (typed: ReadonlySet<string>) => parseSubstituted(raw, file, { env, references, typed }, checks);
   try {
     return parse(new Set());
   } catch (e) {
@@ -304,7 +320,7 @@ export function parseJob(raw: Record<string, unknown>, file: string, env: NodeJS
   }
 }
 
-function parseSubstituted(raw: Record<string, unknown>, file: string, substitution: Substitution): JobConfig {
+function parseSubstituted(raw: Record<string, unknown>, file: string, substitution: Substitution, checks: JobChecks): JobConfig {
   registerBuiltInConnectors();
   const problems: string[] = [];
   const refused: RefusedReference[] = [];
@@ -343,7 +359,13 @@ function parseSubstituted(raw: Record<string, unknown>, file: string, substituti
   // The checks beyond the file's shape run on every part that has the right shape once its unknown keys
   // are set aside, so one run lists every problem: a typo does not hide a range error, nor a bad id both.
   const present = new Set(sections.filter((section) => substituted[section.key] !== undefined).map((section) => section.key));
-  const { definitions } = checkSettings(withoutPaths(own, [...unknownKeys, ...refused.map(({ at }) => at)]), present, base, problems);
+  const { definitions } = checkSettings(
+    withoutPaths(own, [...unknownKeys, ...refused.map(({ at }) => at)]),
+    present,
+    base,
+    problems,
+    checks,
+  );
   if (own.remote && (substituted.objectStorage as { embedded?: unknown } | undefined)?.embedded === true) {
     problems.push(
       'objectStorage.embedded: each worker would run its own S3 server; remote exports need object storage every worker reaches (endpoint:)',
@@ -395,6 +417,7 @@ function checkSettings(
   sections: ReadonlySet<string>,
   base: string,
   problems: string[],
+  checks: JobChecks,
 ): { definitions: (string | undefined)[] } {
   const part = <T>(schema: z.ZodType<T>, value: unknown): T | undefined => {
     const r = schema.safeParse(value);
@@ -443,7 +466,11 @@ function checkSettings(
     if (s.labels) check(problems, at, () => checkLabels(s.labels));
     // Every problem of the subscription's own settings, then of its export section: one does not hide the other.
     const checked = checkEach(problems, at, '', s as unknown as Record<string, unknown>, (settings) =>
-      normalizeSubscription(settings as unknown as typeof s, (t, field) => resourceName('topics', t, projectId, field), 'job-file'),
+      normalizeSubscription(
+        settings as unknown as typeof s,
+        (t, field) => resourceName('topics', t, projectId, field),
+        checks.asCreated ? undefined : 'job-file',
+      ),
     );
     check(problems, at, () => {
       // An export section left empty (`bigqueryConfig: {}`, `bucket: null`) is what turns an API subscription

@@ -63,3 +63,31 @@ describe('orderly validate lists every problem of a job file (issue #13)', () =>
     ]);
   }, 60_000);
 });
+
+describe('orderly validate refuses what creating a subscription refuses', () => {
+  it('exactly-once beside push or an export, and a filter Pub/Sub refuses: each named, with the rest of the file', async () => {
+    const file = join(dir.path, 'job.yaml');
+    writeFileSync(
+      file,
+      [
+        'duckdb: { path: out.duckdb }',
+        'topics: [{ name: events }]',
+        'subscriptions:',
+        '  - { name: pushed, topic: events, enableExactlyOnceDelivery: true, pushConfig: { pushEndpoint: "http://127.0.0.1:9/push" } }',
+        '  - { name: table, topic: events, enableExactlyOnceDelivery: true, bigqueryConfig: { table: p.d.t }, ackDeadlineSeconds: 5 }',
+        '  - { name: mixed, topic: events, filter: "attributes:a AND attributes:b OR attributes:c" }',
+        '  - { name: pulled, topic: events, enableExactlyOnceDelivery: true }',
+        '',
+      ].join('\n'),
+    );
+    const r = await orderly('validate', file);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr.split('\n').slice(0, 5)).toEqual([
+      `orderly: ${file}: 4 problems`,
+      '  subscriptions[0].enableExactlyOnceDelivery: exactly-once delivery is supported on pull subscriptions only, not with pushConfig',
+      '  subscriptions[1].ackDeadlineSeconds: must be an integer between 10 and 600, got 5',
+      '  subscriptions[1].enableExactlyOnceDelivery: exactly-once delivery is supported on pull subscriptions only, not with bigqueryConfig',
+      expect.stringMatching(/^ {2}subscriptions\[2\]\.filter: .*AND and OR cannot be combined/),
+    ]);
+  }, 60_000);
+});
