@@ -13,7 +13,7 @@ import type { JobChecks, JobConfig } from '../job/job-config.js';
 import type { JobRuntime } from '../job/job-runtime.js';
 import type { RowSink } from '../job/query.js';
 import type { Logger } from '../log.js';
-import type { statusOf } from '../job/metrics.js';
+import type { SnapshotStatus, statusOf } from '../job/metrics.js';
 import type { PublishBatch } from './publish-file.js';
 import { answerCollector } from './answer-table.js';
 
@@ -210,9 +210,10 @@ export async function main(argv: string[]): Promise<number> {
         return;
       }
       const running = (await import('../job/job-lock.js')).runningJobLock(job.dataDir);
-      let status: ReturnType<typeof statusOf>;
+      type SubscriptionRow = ReturnType<typeof statusOf>[number];
+      let rows: (SubscriptionRow | SnapshotStatus)[];
       if (running?.metrics)
-        status = await (await import('../job/status-endpoint.js')).readStatus<typeof status>(running.metrics, job.metrics?.authToken);
+        rows = await (await import('../job/status-endpoint.js')).readStatus<typeof rows>(running.metrics, job.metrics?.authToken);
       else if (running) {
         // The running job holds the store; only its own /status can say what it is doing.
         throw new OrderlyError(
@@ -220,14 +221,16 @@ export async function main(argv: string[]): Promise<number> {
           `the job running on ${job.dataDir} (pid ${running.pid}) serves no status: give its job file a metrics section (e.g. metrics: { port: 0 }) and restart it, or stop it first`,
         );
       } else {
-        const { HOT_KEYS, statusOf } = await import('../job/metrics.js');
-        status = await withJob(job, async (runtime) => {
+        const { HOT_KEYS, snapshotStatusOf, statusOf } = await import('../job/metrics.js');
+        rows = await withJob(job, async (runtime) => {
           runtime.core.countBacklogs(HOT_KEYS);
-          return statusOf(runtime.core, undefined, runtime.exportStates);
+          return [...statusOf(runtime.core, undefined, runtime.exportStates), ...snapshotStatusOf(runtime.core, Infinity)];
         });
       }
-      out(status, o.json, () => {
+      out(rows, o.json, () => {
         const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
+        const status = rows.filter((r): r is SubscriptionRow => !('snapshot' in r));
+        const snapshots = rows.filter((r): r is SnapshotStatus => 'snapshot' in r);
         console.table(
           status.map(({ residentBytes, payloadLimitBytes: _limit, ...s }) => ({
             ...s,
@@ -242,6 +245,17 @@ export async function main(argv: string[]): Promise<number> {
         );
         const resident = status.reduce((n, s) => n + s.residentBytes, 0);
         if (status[0]) console.log(`payload memory: ${mib(resident)} of ${mib(status[0].payloadLimitBytes)} (memory.payloadBytes)`);
+        for (const s of status.filter((s) => s.keepsAckedSeconds > 0))
+          console.log(`${s.subscription} keeps its acked messages in the store for ${s.keepsAckedSeconds} s (retainAckedMessages)`);
+        if (snapshots.length) {
+          console.log("snapshots (each keeps its topic's messages from its oldest unacked one on in the store until it expires):");
+          console.table(
+            snapshots.map(({ counting, heldMessages, heldBytes, ...s }) => {
+              const soFar = (n: number) => (counting ? `${n} so far (counting)` : n);
+              return { ...s, heldMessages: soFar(heldMessages), heldBytes: soFar(heldBytes), held: mib(heldBytes) };
+            }),
+          );
+        }
         // Read from the store, and an export's state as the job last saw its sink: nothing exports now.
         if (!running) console.log(`no job is running on ${job.dataDir}: export states are as the job last saw them, and no export runs`);
       });

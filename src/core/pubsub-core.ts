@@ -26,6 +26,7 @@ import { projectOf, resourceName } from './names.js';
 import { pullOnce } from './pull-consumer.js';
 import { PushDelivery } from './push-delivery.js';
 import { FIRST_SEQ, SequenceAllocator } from './sequence-allocator.js';
+import { SnapshotHoldings, type SnapshotHolding } from './snapshot-holdings.js';
 import { Snapshots, type Snapshot, type SnapshotPatch } from './snapshots.js';
 import { Subscriber, type MessageHandler, type SubscribeOptions } from './subscriber.js';
 import { checkImmutable, normalizeSubscription, type SubscriptionInput, type SubscriptionSpec } from './subscription-config.js';
@@ -142,6 +143,8 @@ export class PubSubCore {
   private readonly seeks = new WeakMap<SubscriptionRuntime, Promise<void>>();
   private readonly pushEgress: PushEgress;
   private readonly snapshots: Snapshots;
+  /** What each live snapshot keeps in the store, counted as status and metrics ask. */
+  private readonly holdings: SnapshotHoldings;
   private closed = false;
   private readonly keepAlive = new ProcessKeepAlive();
   private readonly publishes = new PublishQueue();
@@ -169,6 +172,7 @@ export class PubSubCore {
     this.window = { messages: memory.messagesPerSubscription, perKey: Math.min(memory.messagesPerKey, memory.messagesPerSubscription) };
     this.pushEgress = options.push ?? DEFAULT_PUSH_EGRESS;
     this.snapshots = new Snapshots(this.store, this.clock, this.projectId);
+    this.holdings = new SnapshotHoldings(this.store);
     this.iam = new IamPolicies(this.store);
   }
 
@@ -868,6 +872,17 @@ export class PubSubCore {
 
   snapshotName(ref: string, field = 'snapshot'): string {
     return this.snapshots.name(ref, field);
+  }
+
+  /**
+   * Every live snapshot (every project's) with what it keeps in the store, and when it expires and lets
+   * it go. `budget`: messages the first counts of snapshots not counted yet may read now (SnapshotHoldings);
+   * Infinity counts them whole (a one-off report).
+   */
+  snapshotHoldings(budget: number): (Snapshot & SnapshotHolding)[] {
+    const live = this.snapshots.all();
+    const holdings = this.holdings.read(live, this.fannedOutSeq, budget);
+    return live.map((rec) => ({ ...this.describeSnapshot(rec), ...holdings.get(rec.uid)! }));
   }
 
   private describeSnapshot(rec: SnapshotRecord): Snapshot {

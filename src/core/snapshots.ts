@@ -156,7 +156,8 @@ export class Snapshots {
     return this.all().map((s) => ({ topicUid: s.topicUid, lowSeq: s.lowSeq }));
   }
 
-  private all(): SnapshotRecord[] {
+  /** Every live snapshot (every project's), by name. */
+  all(): SnapshotRecord[] {
     const now = this.clock.now();
     return [...this.records.values()].filter((s) => s.expireTime > now).sort((a, b) => (a.name < b.name ? -1 : 1));
   }

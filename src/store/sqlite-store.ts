@@ -18,6 +18,7 @@ import {
   type CompactionPlan,
   type ExpiredRun,
   type IamPolicyRow,
+  type MessageTotals,
   type RetainedAcks,
   type SchemaRow,
   type SnapshotRecord,
@@ -209,6 +210,12 @@ export class SqliteStore implements Store {
         .prepare(
           `SELECT m.ordering_key, count(*) AS n FROM messages m WHERE ${UNACKED_IN_RANGE} AND m.ordering_key <> ''
             GROUP BY m.ordering_key ORDER BY n DESC, m.ordering_key LIMIT @limit`,
+        )
+        .raw(),
+      messageTotals: db
+        .prepare(
+          `SELECT count(*), coalesce(sum(n), 0), max(seq) FROM
+             (SELECT seq, length(data) AS n FROM messages WHERE topic_uid = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?)`,
         )
         .raw(),
       firstPublishTimeAfter: db.prepare('SELECT publish_time FROM messages WHERE topic_uid = ? AND seq > ? ORDER BY seq LIMIT 1').pluck(),
@@ -684,6 +691,11 @@ export class SqliteStore implements Store {
       string | null,
     ][];
     return rows.map(([seq, attributes]) => ({ seq, attributes: attributes ? (JSON.parse(attributes) as Record<string, string>) : {} }));
+  }
+
+  messageTotals(topicUid: number, afterSeq: number, upToSeq: number, limit: number): MessageTotals {
+    const [messages, bytes, lastSeq] = this.stmt.messageTotals.get(topicUid, afterSeq, upToSeq, limit) as [number, number, number | null];
+    return { messages, bytes, lastSeq: lastSeq ?? afterSeq };
   }
 
   firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined {

@@ -228,6 +228,12 @@ export interface Store {
    * report (offline status), not for the running core.
    */
   unackedByKey(source: BacklogSource, afterSeq: number, upToSeq: number, limit: number): { orderingKey: string; backlog: number }[];
+  /**
+   * How many of the topic's messages with afterSeq < seq <= upToSeq the store holds and their payload bytes,
+   * reading the first `limit` of them at most; `lastSeq` is the last one read (`afterSeq` if none).
+   * Bounded by `limit`: what a snapshot keeps is counted a range at a time (core/snapshot-holdings.ts).
+   */
+  messageTotals(topicUid: number, afterSeq: number, upToSeq: number, limit: number): MessageTotals;
   /** Publish time of the topic's first message after `afterSeq`, if any. */
   firstPublishTimeAfter(topicUid: number, afterSeq: number): number | undefined;
   /**
@@ -248,6 +254,12 @@ export interface Store {
   diskBytes?(): number;
 
   close(): Promise<void>;
+}
+
+export interface MessageTotals {
+  messages: number;
+  bytes: number;
+  lastSeq: number;
 }
 
 export interface ExpiredRun {

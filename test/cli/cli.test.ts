@@ -7,6 +7,8 @@ import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { orderly, orderlyBin } from '../helpers/cli.js';
+import { PubSubCore } from '../../src/core/pubsub-core.js';
+import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { closedPort, tempDir } from '../helpers/core.js';
 import { waitFor } from '../helpers/export.js';
 
@@ -166,6 +168,58 @@ describe('orderly CLI', () => {
       dir.remove();
     }
   }, 120_000);
+
+  it('status with no job running: what each snapshot keeps (counted whole) and until when, and a subscription that keeps its acks', async () => {
+    const dir = tempDir();
+    try {
+      const job = join(dir.path, 'job.yaml');
+      writeFileSync(
+        job,
+        stringify({
+          projectId: 'cli-snapshots',
+          dataDir: './data',
+          topics: [{ name: 'events' }],
+          subscriptions: [{ name: 'keeper', topic: 'events', retainAckedMessages: true, messageRetentionDuration: '1d' }],
+        }),
+      );
+      writeFileSync(join(dir.path, 'events.jsonl'), ['{"user":"a"}', '{"user":"b"}', ''].join('\n'));
+      expect(JSON.parse((await publishUsers(job, join(dir.path, 'events.jsonl'))).stdout)).toEqual({ published: 2, refused: [] });
+      const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'data')), projectId: 'cli-snapshots' });
+      const snap = await core.createSnapshot('before', { subscription: 'keeper' });
+      await core.close();
+      const rows = JSON.parse((await orderly('status', job, '--json')).stdout) as Record<string, unknown>[];
+      expect(rows).toEqual([
+        expect.objectContaining({ subscription: 'projects/cli-snapshots/subscriptions/keeper', backlog: 2, keepsAckedSeconds: 86400 }),
+        {
+          snapshot: 'projects/cli-snapshots/snapshots/before',
+          topic: 'projects/cli-snapshots/topics/events',
+          expireTime: new Date(snap.expireTime).toISOString(),
+          heldMessages: 2,
+          heldBytes: 24,
+          counting: false,
+        },
+      ]);
+      const human = (await orderly('status', job)).stdout;
+      expect(human).toContain(
+        'projects/cli-snapshots/subscriptions/keeper keeps its acked messages in the store for 86400 s (retainAckedMessages)',
+      );
+      expect(human).toContain("snapshots (each keeps its topic's messages from its oldest unacked one on in the store until it expires):");
+      const line = human.split('\n').find((l) => l.includes("'projects/cli-snapshots/snapshots/before'"));
+      expect(line?.split('│').map((cell) => cell.trim())).toEqual([
+        '',
+        '0',
+        "'projects/cli-snapshots/snapshots/before'",
+        "'projects/cli-snapshots/topics/events'",
+        `'${new Date(snap.expireTime).toISOString()}'`,
+        '2',
+        '24',
+        "'0.0 MiB'",
+        '',
+      ]);
+    } finally {
+      dir.remove();
+    }
+  }, 60_000);
 
   it('run keeps a job without exports, endpoint or metrics running; status says how to read it', async () => {
     const { dir, job, child } = runPullOnlyJob(['ignore', 'ignore', 'pipe']);

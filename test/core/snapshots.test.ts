@@ -266,6 +266,28 @@ describe('snapshots', () => {
     expect((await core.compact()).deletedMessages).toBe(2);
   });
 
+  it('counts what a snapshot keeps a budget at a time, then only what was published since; expired or deleted, it is gone', async () => {
+    await core.createSubscription('work', { topic: 'orders' });
+    await publish('m1', 'm2', 'm3', 'm4', 'm5');
+    const snap = await core.createSnapshot('keep', { subscription: 'work' });
+    expect(await drain('work')).toHaveLength(5);
+    const held = (budget: number) =>
+      core.snapshotHoldings(budget).map(({ name, messages, bytes, counted }) => ({ name, messages, bytes, counted }));
+    const keep = 'projects/p/snapshots/keep';
+    expect(held(2)).toEqual([{ name: keep, messages: 2, bytes: 4, counted: false }]);
+    expect(held(2)).toEqual([{ name: keep, messages: 4, bytes: 8, counted: false }]);
+    expect(held(2)).toEqual([{ name: keep, messages: 5, bytes: 10, counted: true }]);
+    await publish('m6');
+    // Counted whole once, it is brought up to date with no budget left, and compaction deletes none of it.
+    expect((await core.compact()).deletedMessages).toBe(0);
+    expect(held(0)).toEqual([{ name: keep, messages: 6, bytes: 12, counted: true }]);
+    expect(core.snapshotHoldings(0)[0]).toMatchObject({ topic: 'projects/p/topics/orders', expireTime: snap.expireTime });
+    await restart();
+    expect(held(Infinity)).toEqual([{ name: keep, messages: 6, bytes: 12, counted: true }]);
+    clock.advance(snap.expireTime - clock.now());
+    expect(held(Infinity)).toEqual([]);
+  });
+
   it('update changes labels and shortens the expiry (never past 7 days from its oldest message); list by project and topic', async () => {
     await core.createTopic('other');
     await core.createSubscription('work', { topic: 'orders' });

@@ -141,3 +141,53 @@ it('drops a deleted topic from orderly_published_total: topics created and delet
     await core.close();
   }
 });
+
+it('shows what a snapshot keeps after its subscription drained (messages, bytes, expiry), and what a subscription retains acked', async () => {
+  const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')) });
+  const exports = new ExportManager({ core, settings: { dataDir: dir.path }, logger: createLogger({ level: 'silent' }) });
+  const metrics = await serveMetrics(core, exports, '127.0.0.1', 0);
+  try {
+    await core.createTopic('events');
+    await core.createSubscription('reader', { topic: 'events' });
+    await core.createSubscription('keeper', { topic: 'events', retainAckedMessages: true, messageRetentionDuration: '1d' });
+    await core.publish('events', [{ data: Buffer.alloc(100) }, { data: Buffer.alloc(200) }]);
+    const snap = await core.createSnapshot('before-drain', { subscription: 'reader' });
+    // Published after it: kept too (a seek to it delivers them).
+    await core.publish('events', [{ data: Buffer.alloc(300) }]);
+    for (const sub of ['reader', 'keeper']) {
+      const pulled = await core.pull(sub, { maxMessages: 10 });
+      await core.acknowledge(
+        sub,
+        pulled.map((m) => m.ackId),
+      );
+    }
+    const text = await (await fetch(`${metrics.url}/metrics`)).text();
+    // Before, a drained subscription's backlog of 0 was all there was to see.
+    expect(text).toContain('orderly_backlog_messages{subscription="reader"} 0');
+    expect(text).toContain('orderly_snapshot_held_messages{snapshot="before-drain",topic="events"} 3');
+    expect(text).toContain('orderly_snapshot_held_bytes{snapshot="before-drain",topic="events"} 600');
+    expect(text).toContain(`orderly_snapshot_expire_timestamp_seconds{snapshot="before-drain",topic="events"} ${snap.expireTime / 1000}`);
+    expect(text).toContain('orderly_keeps_acked_seconds{subscription="keeper"} 86400');
+    expect(text).toContain('orderly_keeps_acked_seconds{subscription="reader"} 0');
+    for (const name of ['orderly_snapshot_held_messages', 'orderly_snapshot_held_bytes', 'orderly_snapshot_expire_timestamp_seconds'])
+      expect([name, types(text).get(name)]).toEqual([name, 'gauge']);
+
+    const status = (await (await fetch(`${metrics.url}/status`)).json()) as Record<string, unknown>[];
+    expect(status.find((r) => r.snapshot)).toEqual({
+      snapshot: 'projects/orderly/snapshots/before-drain',
+      topic: 'projects/orderly/topics/events',
+      expireTime: new Date(snap.expireTime).toISOString(),
+      heldMessages: 3,
+      heldBytes: 600,
+      counting: false,
+    });
+    expect(status.find((r) => r.subscription === 'projects/orderly/subscriptions/keeper')).toMatchObject({ keepsAckedSeconds: 86400 });
+    // Gone with the snapshot.
+    await core.deleteSnapshot('before-drain');
+    expect(await (await fetch(`${metrics.url}/metrics`)).text()).not.toContain('orderly_snapshot_held_messages{');
+  } finally {
+    await metrics.close();
+    await exports.stop();
+    await core.close();
+  }
+});
