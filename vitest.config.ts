@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { LongFilesFirst } from './test/long-files-first.js';
 
 const source = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 
@@ -22,6 +23,7 @@ export default defineConfig({
     // Vitest's default is one worker fewer than the CPUs: one on a 2-core CI machine, where most of the
     // suite's time is spent waiting on child processes, sockets and timers rather than on the CPU.
     maxWorkers: 2,
+    sequence: { sequencer: LongFilesFirst },
     // METADATA_SERVER_DETECTION: Google's client must not probe for a GCE metadata server from tests.
     env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', METADATA_SERVER_DETECTION: 'none' },
   },
