@@ -34,10 +34,11 @@ export class SnapshotHoldings {
   constructor(private readonly store: Pick<Store, 'messageTotals'>) {}
 
   /**
-   * The holdings of `snapshots` (by uid), counted up to `upToSeq` (every message at or below it committed).
-   * Snapshots counted whole before are brought up to date whatever it costs (what was published since);
-   * the others' first counts go on, reading at most `budget` messages between them (Infinity: to the end,
-   * for a one-off report).
+   * The holdings of `snapshots` (by uid), counted up to `upToSeq` (every message at or below it committed),
+   * reading at most `budget` messages (Infinity: to the end, for a one-off report): first what was
+   * published since into snapshots counted whole before (their figures trail by what the budget left
+   * for the next read), then the others' first counts. Unbounded, the catching up was one step as long as
+   * the publishes between two reads: a second for a million.
    */
   read(snapshots: SnapshotRecord[], upToSeq: number, budget: number): Map<number, SnapshotHolding> {
     const live = new Set(snapshots.map((s) => s.uid));
@@ -47,8 +48,8 @@ export class SnapshotHoldings {
       if (!tally) this.tallies.set(s.uid, (tally = { through: s.lowSeq, messages: 0, bytes: 0, counted: false }));
       return tally;
     };
-    for (const s of snapshots) if (this.tallies.get(s.uid)?.counted) this.advance(s, tallyOf(s), upToSeq, Infinity);
     let left = budget;
+    for (const s of snapshots) if (this.tallies.get(s.uid)?.counted) left -= this.advance(s, tallyOf(s), upToSeq, left);
     for (const s of snapshots) {
       const tally = tallyOf(s);
       if (tally.counted) continue;

@@ -277,13 +277,15 @@ describe('snapshots', () => {
     expect(held(2)).toEqual([{ name: keep, messages: 2, bytes: 4, counted: false }]);
     expect(held(2)).toEqual([{ name: keep, messages: 4, bytes: 8, counted: false }]);
     expect(held(2)).toEqual([{ name: keep, messages: 5, bytes: 10, counted: true }]);
-    await publish('m6');
-    // Counted whole once, it is brought up to date with no budget left, and compaction deletes none of it.
+    await publish('m6', 'm7');
+    // Counted whole once, it is brought up to date within the budget too, and compaction deletes none of it.
     expect((await core.compact()).deletedMessages).toBe(0);
-    expect(held(0)).toEqual([{ name: keep, messages: 6, bytes: 12, counted: true }]);
+    expect(held(0)).toEqual([{ name: keep, messages: 5, bytes: 10, counted: true }]);
+    expect(held(1)).toEqual([{ name: keep, messages: 6, bytes: 12, counted: true }]);
+    expect(held(5)).toEqual([{ name: keep, messages: 7, bytes: 14, counted: true }]);
     expect(core.snapshotHoldings(0)[0]).toMatchObject({ topic: 'projects/p/topics/orders', expireTime: snap.expireTime });
     await restart();
-    expect(held(Infinity)).toEqual([{ name: keep, messages: 6, bytes: 12, counted: true }]);
+    expect(held(Infinity)).toEqual([{ name: keep, messages: 7, bytes: 14, counted: true }]);
     clock.advance(snap.expireTime - clock.now());
     expect(held(Infinity)).toEqual([]);
   });
