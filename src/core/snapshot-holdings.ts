@@ -48,20 +48,13 @@ export class SnapshotHoldings {
       if (!tally) this.tallies.set(s.uid, (tally = { through: s.lowSeq, messages: 0, bytes: 0, counted: false }));
       return tally;
     };
+    const tallied = snapshots.map((s) => [s, tallyOf(s)] as const);
     let left = budget;
-    for (const s of snapshots) if (this.tallies.get(s.uid)?.counted) left -= this.advance(s, tallyOf(s), upToSeq, left);
-    for (const s of snapshots) {
-      const tally = tallyOf(s);
-      if (tally.counted) continue;
+    for (const [s, tally] of [...tallied.filter(([, t]) => t.counted), ...tallied.filter(([, t]) => !t.counted)]) {
       left -= this.advance(s, tally, upToSeq, left);
-      tally.counted = tally.through >= upToSeq;
+      tally.counted ||= tally.through >= upToSeq;
     }
-    return new Map(
-      snapshots.map((s) => {
-        const { messages, bytes, counted } = this.tallies.get(s.uid)!;
-        return [s.uid, { messages, bytes, counted }];
-      }),
-    );
+    return new Map(tallied.map(([s, { messages, bytes, counted }]) => [s.uid, { messages, bytes, counted }]));
   }
 
   /** Counts on from `tally.through` towards `upToSeq`, reading at most `budget` messages; returns how many it read. */
