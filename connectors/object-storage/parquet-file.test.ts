@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { PubsubMessage } from '../../src/core/message.js';
 import { tempDir } from '../../test/helpers/core.js';
-import { ParquetFile, readParquetRows } from './parquet-file.js';
+import { ParquetFile, parquetColumns, readParquetRows } from './parquet-file.js';
 
 const dir = tempDir();
 afterAll(() => dir.remove());
@@ -23,7 +23,7 @@ function message(i: number, bytes: number): PubsubMessage {
 
 async function write(path: string, writeMetadata: boolean, messages: PubsubMessage[]): Promise<void> {
   const file = await ParquetFile.create(path, writeMetadata, 'SNAPPY');
-  for (const m of messages) file.append(SUBSCRIPTION, m, writeMetadata ? JSON.stringify(m.attributes) : '');
+  for (const m of messages) await file.append(SUBSCRIPTION, m, writeMetadata ? JSON.stringify(m.attributes) : '');
   await file.close();
 }
 
@@ -35,6 +35,8 @@ describe('a Parquet file', () => {
     await write(path, true, messages);
     const rows = await readParquetRows(readFileSync(path));
     expect(rows).toHaveLength(messages.length);
+    // The columns an object export's query view gives before its first object.
+    expect(Object.keys(rows[0]!)).toEqual(parquetColumns(true).map(([name]) => name));
     rows.forEach((r, i) => {
       const m = messages[i]!;
       expect(r.subscription_name).toBe(SUBSCRIPTION);
@@ -54,5 +56,30 @@ describe('a Parquet file', () => {
     const rows = await readParquetRows(readFileSync(path));
     expect(rows.map((r) => Object.keys(r))).toEqual(messages.map(() => ['data']));
     expect(rows.every((r, i) => Buffer.from(r.data as Uint8Array).equals(messages[i]!.data))).toBe(true);
+  });
+
+  it('holds payloads, keys and attributes of any bytes, empty ones and one larger than a CSV line may be by default', async () => {
+    const awkward = ['', ',', '\n', '\r\n', '"', "'", '\\', '\\N', 'NULL', 'a,b\n"c"', '🦆 käy', '\u0000'];
+    const messages: PubsubMessage[] = awkward.map((text, i) => ({
+      messageId: String(i + 1),
+      publishTime: new Date(1_700_000_000_000 + i),
+      data: Buffer.from(text),
+      attributes: { [text || 'empty']: text },
+      orderingKey: text,
+      sequence: i,
+    }));
+    // DuckDB reads CSV lines of up to 2 MiB unless told otherwise.
+    messages.push({ ...message(99, 3 * 1024 * 1024), orderingKey: ',\n' });
+    const path = join(dir.path, 'awkward.parquet');
+    await write(path, true, messages);
+    const rows = await readParquetRows(readFileSync(path));
+    expect(
+      rows.map((r) => [
+        r.message_id,
+        Buffer.from(r.data as Uint8Array).toString('hex'),
+        r.ordering_key,
+        JSON.parse(r.attributes as string),
+      ]),
+    ).toEqual(messages.map((m) => [m.messageId, m.data.toString('hex'), m.orderingKey, m.attributes]));
   });
 });

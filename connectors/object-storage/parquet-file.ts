@@ -1,5 +1,6 @@
-import { DuckDBInstance, timestampTZValue, type DuckDBAppender, type DuckDBConnection } from '@duckdb/node-api';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { parquetReadObjects } from 'hyparquet';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -8,6 +9,7 @@ import { duckDbSettings } from '../../src/duckdb/database.js';
 import { isDuckDbMemoryError } from '../../src/duckdb/limits.js';
 import { oneAtATime } from '../../src/duckdb/one-at-a-time.js';
 import { quoteString } from '../../src/duckdb/sql.js';
+import { ChunkedFile } from './chunked-file.js';
 
 export type ParquetCompression = 'UNCOMPRESSED' | 'GZIP' | 'SNAPPY';
 
@@ -26,15 +28,16 @@ export function parquetColumns(writeMetadata: boolean): [name: string, type: str
 }
 
 let scratch: Promise<DuckDBInstance> | undefined;
-let tables = 0;
 /**
  * Files of at least this many payload bytes are written one at a time: each COPY holds its file's data
- * column in one allocation beside the tables, and such files sealed together (a budget-sized batch seals
- * four of 16 MiB) closing at once ran 100 KB messages out of the memory limit (in one of seven runs of its
- * test). Smaller files still overlap: a fleet worker's 1,000-message files, one at a time, exported at
- * 4.8k msgs/s against 7.5-7.9k.
+ * column in one allocation, and such files sealed together (a budget-sized batch seals four of 16 MiB)
+ * closing at once ran 100 KB messages out of the memory limit (in one of seven runs of its test). Smaller
+ * files still overlap: a fleet worker's 1,000-message files, one at a time, exported at 4.8k msgs/s
+ * against 7.5-7.9k.
  */
 const SERIAL_COPY_BYTES = 8 * 1024 * 1024;
+/** DuckDB's own default; a file with a longer row (a large message) reads with a longer limit. */
+const MAX_LINE_BYTES = 2 * 1024 * 1024;
 
 function scratchDb(): Promise<DuckDBInstance> {
   // DuckDB creates the directory only if it ever spills.
@@ -43,17 +46,30 @@ function scratchDb(): Promise<DuckDBInstance> {
   return scratch;
 }
 
+/** One row of the staged file: what `stageRow` writes. */
+interface StagedRow {
+  m: PubsubMessage;
+  attributes: string;
+}
+
+const COMMA = 0x2c;
+const NEWLINE = 0x0a;
+const base64Length = (bytes: number) => Math.ceil(bytes / 3) * 4;
+
 /**
- * A Parquet file written by DuckDB: its rows are appended to a scratch table of an in-memory DuckDB
- * (spilling to a temp directory past its memory limit, so a 10 GiB file does not sit in memory) and
- * written by `COPY ... TO` when the file closes. DuckDB encodes and compresses on its own threads, much
- * faster than parquetjs-lite did on the exporter's thread (docs/benchmarks.md).
+ * A Parquet file written by DuckDB: its rows are staged in a local CSV file and turned into Parquet by
+ * one `COPY (SELECT ... FROM read_csv(...)) TO` when the file closes, which DuckDB parses, encodes and
+ * compresses on its own threads. The exporter's thread only copies rows into a chunk, as a text export
+ * does: DuckDB's appender took about a quarter of a Parquet export's main thread (its calls per value and
+ * its flush into a scratch table, 25–110 ms per file on the event loop), and a worker thread owning the
+ * appender cost ~30 MiB of RSS (docs/benchmarks.md). Every text column is base64 in the stage, so no byte
+ * of a payload, key or attribute can end a field or a row; the staged file is on disk, so a 10 GiB file
+ * does not sit in memory.
  */
 export class ParquetFile {
   private constructor(
-    private readonly connection: DuckDBConnection,
-    private readonly table: string,
-    private readonly appender: DuckDBAppender,
+    private readonly stage: ChunkedFile,
+    private readonly stagePath: string,
     private readonly path: string,
     private readonly writeMetadata: boolean,
     private readonly compression: ParquetCompression,
@@ -61,49 +77,97 @@ export class ParquetFile {
 
   /** Payload bytes appended so far. */
   private bytes = 0;
+  private longestRow = 0;
+  /** Every row's subscription: one column value per file, written by the COPY rather than per row. */
+  private subscription: string | undefined;
 
   static async create(path: string, writeMetadata: boolean, compression: ParquetCompression): Promise<ParquetFile> {
-    const connection = await (await scratchDb()).connect();
-    const table = `file_${++tables}`;
-    const columns = parquetColumns(writeMetadata).map(([name, type]) => `${name} ${type}`);
-    await connection.run(`CREATE TABLE ${table}(${columns.join(', ')})`);
-    return new ParquetFile(connection, table, await connection.createAppender(table), path, writeMetadata, compression);
+    const stagePath = `${path}.rows`;
+    return new ParquetFile(await ChunkedFile.open(stagePath), stagePath, path, writeMetadata, compression);
   }
 
-  /** `attributes`: the message's attributes as JSON (metadata form only). */
-  append(subscription: string, m: PubsubMessage, attributes: string): void {
-    const a = this.appender;
+  /** `attributes`: the message's attributes as JSON (metadata form only). Returns a promise when it waits for the disk. */
+  append(subscription: string, m: PubsubMessage, attributes: string): void | Promise<void> {
     this.bytes += m.data.byteLength;
-    if (this.writeMetadata) {
-      a.appendVarchar(subscription);
-      a.appendVarchar(m.messageId);
-      a.appendTimestampTZ(timestampTZValue(BigInt(m.publishTime.getTime()) * 1000n));
-      a.appendVarchar(attributes);
-      a.appendBlob(m.data);
-      a.appendVarchar(m.orderingKey);
-      a.appendBigInt(BigInt(m.sequence));
-    } else {
-      a.appendBlob(m.data);
-    }
-    a.endRow();
+    if (!this.writeMetadata) return this.add(base64Length(m.data.byteLength) + 1, { m, attributes }, stageData);
+    if (this.subscription === undefined) this.subscription = subscription;
+    else if (subscription !== this.subscription)
+      throw new Error(`a Parquet file of ${this.subscription} cannot take a row of ${subscription}`);
+    const size =
+      base64Length(Buffer.byteLength(m.messageId)) +
+      base64Length(Buffer.byteLength(attributes)) +
+      base64Length(m.data.byteLength) +
+      base64Length(Buffer.byteLength(m.orderingKey)) +
+      2 * 21 +
+      6;
+    return this.add(size, { m, attributes }, stageRow);
   }
 
-  /** Writes the Parquet file (rows in append order) and frees the scratch table. */
+  private add(size: number, row: StagedRow, fill: (chunk: Buffer, at: number, row: StagedRow) => number): void | Promise<void> {
+    if (size > this.longestRow) this.longestRow = size;
+    return this.stage.append(size, row, fill);
+  }
+
+  /** Writes the Parquet file (rows in append order) and removes the staged rows. */
   async close(): Promise<void> {
     try {
-      this.appender.closeSync();
+      await this.stage.close();
       const write = async () => {
-        await this.connection.run(`COPY ${this.table} TO ${quoteString(this.path)} (FORMAT parquet, COMPRESSION ${this.compression})`);
+        const connection = await (await scratchDb()).connect();
+        try {
+          await connection.run(this.copySql());
+        } finally {
+          connection.closeSync();
+        }
       };
       if (this.bytes < SERIAL_COPY_BYTES) await write();
       else await oneAtATime(await scratchDb(), write);
     } catch (e) {
       throw isDuckDbMemoryError(e) ? new ParquetMemoryError(this.path, this.bytes, e) : e;
     } finally {
-      await this.connection.run(`DROP TABLE IF EXISTS ${this.table}`);
-      this.connection.closeSync();
+      await rm(this.stagePath, { force: true });
     }
   }
+
+  private copySql(): string {
+    const maxLine = Math.max(MAX_LINE_BYTES, this.longestRow + 1);
+    const columns = this.writeMetadata
+      ? "{'message_id': 'VARCHAR', 'publish_time': 'BIGINT', 'attributes': 'VARCHAR', 'data': 'VARCHAR', 'ordering_key': 'VARCHAR', 'sequence': 'BIGINT'}"
+      : "{'data': 'VARCHAR'}";
+    // nullstr: an empty field (an empty key or payload) is an empty value, not NULL.
+    const rows =
+      `read_csv(${quoteString(this.stagePath)}, header = false, auto_detect = false, delim = ',', quote = '', escape = '', ` +
+      `nullstr = '\\N', max_line_size = ${maxLine}, buffer_size = ${maxLine}, columns = ${columns})`;
+    const select = this.writeMetadata
+      ? `${quoteString(this.subscription ?? '')} AS subscription_name, decode(from_base64(message_id)) AS message_id, ` +
+        'make_timestamptz(publish_time) AS publish_time, decode(from_base64(attributes)) AS attributes, from_base64(data) AS data, ' +
+        'decode(from_base64(ordering_key)) AS ordering_key, sequence'
+      : 'from_base64(data) AS data';
+    return `COPY (SELECT ${select} FROM ${rows}) TO ${quoteString(this.path)} (FORMAT parquet, COMPRESSION ${this.compression})`;
+  }
+}
+
+function stageData(chunk: Buffer, at: number, { m }: StagedRow): number {
+  const end = at + chunk.write(m.data.toString('base64'), at, 'latin1');
+  chunk[end] = NEWLINE;
+  return end + 1;
+}
+
+/** message_id, publish_time (µs), attributes, data, ordering_key, sequence. */
+function stageRow(chunk: Buffer, at: number, { m, attributes }: StagedRow): number {
+  at += chunk.write(Buffer.from(m.messageId).toString('base64'), at, 'latin1');
+  chunk[at++] = COMMA;
+  at += chunk.write(String(m.publishTime.getTime() * 1000), at, 'latin1');
+  chunk[at++] = COMMA;
+  at += chunk.write(Buffer.from(attributes).toString('base64'), at, 'latin1');
+  chunk[at++] = COMMA;
+  at += chunk.write(m.data.toString('base64'), at, 'latin1');
+  chunk[at++] = COMMA;
+  at += chunk.write(Buffer.from(m.orderingKey).toString('base64'), at, 'latin1');
+  chunk[at++] = COMMA;
+  at += chunk.write(String(m.sequence), at, 'latin1');
+  chunk[at] = NEWLINE;
+  return at + 1;
 }
 
 /**

@@ -17,8 +17,8 @@ describe('a Parquet file larger than the writer memory limit (memory.duckdb)', (
     // The writer's scratch database is opened once per process, with the limits set before it (this file's own).
     setDuckDbLimits({ memoryLimit: '16MiB' });
     const file = await ParquetFile.create(join(dir.path, 'big.parquet'), true, 'SNAPPY');
-    file.append('projects/p/subscriptions/s', message(1, 9_900_000), '{}');
-    file.append('projects/p/subscriptions/s', message(2, 9_900_000), '{}');
+    await file.append('projects/p/subscriptions/s', message(1, 9_900_000), '{}');
+    await file.append('projects/p/subscriptions/s', message(2, 9_900_000), '{}');
     // Before: "Out of Memory Error: failed to pin block of size 9.4 MiB ... Possible solutions: * Reducing
     // the number of threads (SET threads=X) ...", as the subscription's RESOURCE_ERROR reason.
     await expect(file.close()).rejects.toThrow(/memory\.duckdb: 16MiB\) encoding a file of 19800000 bytes/);

@@ -2,7 +2,6 @@ import avro from 'avsc';
 import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { PubsubMessage } from '../../src/core/message.js';
@@ -20,6 +19,7 @@ import {
   MessageSchemaError,
   type TopicSchema,
 } from '../../src/schema/topic-schema.js';
+import { ChunkedFile } from './chunked-file.js';
 import type { OutputFormat } from './config.js';
 
 /** A record as read back from an object, for the audit and the tests. */
@@ -217,57 +217,12 @@ function countingWriter(
   };
 }
 
-/** Records are gathered into a chunk of this size before they reach the file: few, large writes. */
-const CHUNK_BYTES = 1024 * 1024;
 const NEWLINE = 0x0a;
-const NO_CHUNK = Buffer.alloc(0);
 
-/**
- * Text: each payload and a newline, copied into a chunk that is written when full and then reused. A
- * new chunk per write (Buffer.concat) lived until the file write finished, long enough to be promoted, so
- * every MiB exported stayed in memory as garbage until V8's next full collection (tens of MiB at a time
- * while draining a backlog, bench/memory.ts). Two chunks take turns: one fills while the other is
- * written, so an append waits for the disk only when both are full. With one, the export's writes stood
- * still for every chunk written (~3.5 ms per MiB, a sixth of a 1M-message drain).
- */
+/** Text: each payload and a newline. */
 async function textWriter(path: string): Promise<RecordFileWriter> {
-  const handle = await open(path, 'w');
-  let chunk: Buffer = Buffer.allocUnsafe(CHUNK_BYTES);
-  /** The other chunk, once the file outgrows one (a small file never needs it). */
-  let spare: Buffer | undefined;
-  let used = 0;
+  const file = await ChunkedFile.open(path);
   let bytes = 0;
-  /** The other chunk's write while it runs: one write at a time, in file order. */
-  let writing: Promise<void> | undefined;
-  /** A background write failed: the next append or close throws it (the file is then discarded). */
-  let failure: { error: unknown } | undefined;
-  const raise = () => {
-    if (failure) throw failure.error;
-  };
-  const writeAll = async (buffer: Buffer, length: number) => {
-    for (let written = 0; written < length;) written += (await handle.write(buffer, written, length - written)).bytesWritten;
-  };
-  /** Starts writing the full chunk and goes on in the other one; only once the previous write has finished. */
-  const swap = () => {
-    const full = chunk;
-    const length = used;
-    chunk = spare ?? Buffer.allocUnsafe(CHUNK_BYTES);
-    spare = full;
-    used = 0;
-    writing = writeAll(full, length).then(
-      () => {
-        writing = undefined;
-      },
-      (error: unknown) => {
-        failure = { error };
-        writing = undefined;
-      },
-    );
-  };
-  const copy = (data: Buffer) => {
-    used += data.copy(chunk, used);
-    chunk[used++] = NEWLINE;
-  };
   return {
     get bytes() {
       return bytes;
@@ -275,47 +230,19 @@ async function textWriter(path: string): Promise<RecordFileWriter> {
     fits: fitsAny,
     size: (_subscription, m) => m.data.byteLength + 1,
     append(_subscription, m) {
-      raise();
       const record = m.data.byteLength + 1;
+      const written = file.append(record, m.data, textLine);
       bytes += record;
-      if (used + record <= CHUNK_BYTES) {
-        copy(m.data);
-        return;
-      }
-      if (record <= CHUNK_BYTES && !writing) {
-        swap();
-        copy(m.data);
-        return;
-      }
-      return (async () => {
-        await writing;
-        raise();
-        if (record <= CHUNK_BYTES) {
-          swap();
-          copy(m.data);
-          return;
-        }
-        // Larger than a chunk: what the chunk holds, then the record, straight to the file.
-        await writeAll(chunk, used);
-        await writeAll(m.data, m.data.byteLength);
-        chunk[0] = NEWLINE;
-        used = 1;
-      })();
+      return written;
     },
-    async close() {
-      try {
-        await writing;
-        raise();
-        if (used) await writeAll(chunk, used);
-      } finally {
-        // A sealed file waits in line for its upload: its chunks are of no more use.
-        chunk = NO_CHUNK;
-        spare = undefined;
-        used = 0;
-        await handle.close();
-      }
-    },
+    close: () => file.close(),
   };
+}
+
+function textLine(chunk: Buffer, at: number, data: Buffer): number {
+  const end = at + data.copy(chunk, at);
+  chunk[end] = NEWLINE;
+  return end + 1;
 }
 
 /**
