@@ -85,6 +85,11 @@ export interface CoreOptions {
   memory?: MemoryOptions;
   /** Where push subscriptions may deliver; link-local and metadata addresses are refused by default. */
   push?: PushEgress;
+  /**
+   * How long a push request is out unanswered before status shows it (`pushStalled`), in ms (default 30 s):
+   * an endpoint that takes requests and hangs fails none until the ack deadline.
+   */
+  pushStallMs?: number;
 }
 
 export interface PullOptions {
@@ -104,7 +109,7 @@ export type SubscriptionValidator = (name: string, spec: SubscriptionSpec) => vo
 /** What a subscription's topic reads once its topic was deleted (as in Pub/Sub). */
 export const DELETED_TOPIC = '_deleted-topic_';
 /** A push request out this long unanswered is shown in status (`pushStalled`), as a stalled export call is. */
-const PUSH_STALL_MS = 30_000;
+const DEFAULT_PUSH_STALL_MS = 30_000;
 
 /**
  * The ordered subscription core: topics, subscriptions, publish and delivery with Pub/Sub's semantics
@@ -142,6 +147,7 @@ export class PubSubCore {
   /** Per subscription, the seek running (seeks of one subscription run one after another). */
   private readonly seeks = new WeakMap<SubscriptionRuntime, Promise<void>>();
   private readonly pushEgress: PushEgress;
+  private readonly pushStallMs: number;
   private readonly snapshots: Snapshots;
   /** What each live snapshot keeps in the store, counted as status and metrics ask. */
   private readonly holdings: SnapshotHoldings;
@@ -171,6 +177,7 @@ export class PubSubCore {
     this.payloads = new PayloadBudget(memory.payloadBytes);
     this.window = { messages: memory.messagesPerSubscription, perKey: Math.min(memory.messagesPerKey, memory.messagesPerSubscription) };
     this.pushEgress = options.push ?? DEFAULT_PUSH_EGRESS;
+    this.pushStallMs = options.pushStallMs ?? DEFAULT_PUSH_STALL_MS;
     this.snapshots = new Snapshots(this.store, this.clock, this.projectId);
     this.holdings = new SnapshotHoldings(this.store);
     this.iam = new IamPolicies(this.store);
@@ -898,9 +905,9 @@ export class PubSubCore {
     return this.runtime(subRef).metrics(topN);
   }
 
-  /** While push requests of the subscription (full name) have been out unanswered for 30 s or more: how many, how long. */
+  /** While push requests of the subscription (full name) have been out unanswered for `pushStallMs` or more: how many, how long. */
   pushStalled(name: string): string | undefined {
-    return this.pushers.get(name)?.unanswered(PUSH_STALL_MS);
+    return this.pushers.get(name)?.unanswered(this.pushStallMs);
   }
 
   /**

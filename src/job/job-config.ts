@@ -195,8 +195,13 @@ export const jobSchema = z.strictObject({
       idleTimeoutSeconds: z.number().min(1).max(3600).default(DEFAULT_IDLE_TIMEOUT_SECONDS),
     })
     .optional(),
-  /** Where push subscriptions may deliver (see docs/configuration.md). */
-  push: z.strictObject({ allowLinkLocal: z.boolean().default(false) }).default({ allowLinkLocal: false }),
+  /** Where push subscriptions may deliver, and when an unanswered push request shows in status (see docs/configuration.md). */
+  push: z
+    .strictObject({
+      allowLinkLocal: z.boolean().default(false),
+      stallSeconds: z.number().int().min(1).max(3600).default(30),
+    })
+    .default({ allowLinkLocal: false, stallSeconds: 30 }),
   topics: z
     .array(
       z.strictObject({

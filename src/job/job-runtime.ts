@@ -117,6 +117,7 @@ export class JobRuntime {
         },
         projectId: job.projectId,
         push: { allowLinkLocal: job.push.allowLinkLocal },
+        pushStallMs: job.push.stallSeconds * 1000,
       });
       cleanups.push(() => core.close());
       // A read-only query changes nothing: reconciled, an edited file would create subscriptions (which then

@@ -85,7 +85,7 @@ function snapshot(core: PubSubCore, exports?: ExportManager, kept?: ExportStates
       retentionExpired: m.counters.retentionExpired,
       /** Why a delivery was last nacked, when the nack said (a push endpoint's answer, the export sink's refusal). */
       lastNackReason: m.lastNackReason,
-      /** While push requests have been out unanswered for 30 s or more (the endpoint took them and hangs). */
+      /** While push requests have been out unanswered for push.stallSeconds (30 s) or more (the endpoint took them and hangs). */
       pushStalled: core.pushStalled(s.name),
       exported: runner?.stats.written ?? 0,
       /** Unexpected failures of the export sink (each reopened it), and the last one, kept after recovery. */
@@ -255,7 +255,7 @@ export async function serveMetrics(
   );
   gauge(
     'orderly_push_stalled',
-    'Whether push requests of the subscription have been out unanswered for 30 s or more (the endpoint took them and hangs)',
+    'Whether push requests of the subscription have been out unanswered for push.stallSeconds (default 30 s) or more (the endpoint took them and hangs)',
     (s) => (s.status.pushStalled ? 1 : 0),
   );
   gauge('orderly_export_standby', '1 while the export waits for another process to release its sink (a DuckDB file), else 0', (s) =>

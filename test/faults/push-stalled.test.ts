@@ -34,7 +34,7 @@ async function pushRow(job: string): Promise<{ pushStalled?: string; acked: numb
 }
 
 describe('orderly status of a push endpoint that takes requests and never answers', () => {
-  it('shows pushStalled (and orderly_push_stalled 1 on /metrics) while a request has waited 30 s, and not once it is answered', async () => {
+  it('shows pushStalled (and orderly_push_stalled 1 on /metrics) while a request has waited push.stallSeconds, and not once it is answered', async () => {
     const dir = tempDir();
     cleanups.push(() => dir.remove());
     const endpoint = await hangingEndpoint();
@@ -45,6 +45,7 @@ describe('orderly status of a push endpoint that takes requests and never answer
 durability: process
 metrics: { port: 0 }
 endpoint: { port: 0 }
+push: { stallSeconds: 2 }
 topics: [{ name: orders }]
 subscriptions:
   - name: orders-push
@@ -69,8 +70,10 @@ subscriptions:
 
     // Nothing fails until the ack deadline (600 s) ends the request: before, status showed nothing wrong.
     let row: Awaited<ReturnType<typeof pushRow>> | undefined;
-    await waitFor('pushStalled in status', async () => (row = await pushRow(job)).pushStalled !== undefined, 90_000);
-    expect(row!.pushStalled).toMatch(new RegExp(`^1 push request\\(s\\) to ${endpoint.url} unanswered for 30 s or more`));
+    await waitFor('pushStalled in status', async () => (row = await pushRow(job)).pushStalled !== undefined, 30_000);
+    expect(row!.pushStalled).toMatch(
+      new RegExp(`^1 push request\\(s\\) to ${endpoint.url} unanswered for 2 s or more, the oldest for \\d+ s$`),
+    );
     // The endpoint without its query: the token a push URL carries is a credential.
     expect(row!.pushStalled).not.toContain('push-secret');
     expect(await pushStalledGauge()).toBe('1');

@@ -851,6 +851,19 @@ describe('export sections', () => {
   });
 });
 
+describe('push settings', () => {
+  it('take stallSeconds as a whole number of seconds from 1 to 3600 (default 30), and refuse any other', () => {
+    expect(loadJob(write(base())).push).toEqual({ allowLinkLocal: false, stallSeconds: 30 });
+    expect(loadJob(write({ ...base(), push: { stallSeconds: 2 } })).push).toEqual({ allowLinkLocal: false, stallSeconds: 2 });
+    expect([0, 1.5, 3601, '30s'].flatMap((stallSeconds) => problems({ ...base(), push: { stallSeconds } }))).toEqual([
+      'push.stallSeconds: Too small: expected number to be >=1',
+      'push.stallSeconds: Invalid input: expected int, received number',
+      'push.stallSeconds: Too big: expected number to be <=3600',
+      'push.stallSeconds: Invalid input: expected number, received string',
+    ]);
+  });
+});
+
 describe('memory settings', () => {
   it('take sizes as bytes or with units, default to a bounded process, and refuse what is not a size', () => {
     expect(loadJob(write(base())).memory).toEqual({
