@@ -28,7 +28,7 @@ import { readFleetManifest } from '../connectors/object-storage/bucket-manifest.
 import { manifestView } from '../connectors/object-storage/manifest-view.js';
 import { createS3Client, s3Connection } from '../connectors/object-storage/s3-client.js';
 import { ExportManager } from '../src/connector/export-manager.js';
-import { remoteIdentity } from '../src/connector/sources/remote-endpoint.js';
+import { remoteIdentity } from '../src/connector/sources/remote-names.js';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';

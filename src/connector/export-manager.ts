@@ -10,6 +10,7 @@ import { DEFAULT_BUDGET, ExportRunner, type ExportRunnerOptions } from './export
 import { exportSection, getConnector } from './registry.js';
 import { EmbeddedSource } from './sources/embedded-source.js';
 import type { RemoteEndpoint } from './sources/remote-endpoint.js';
+import { remoteIdentity, remoteSubscriptionName } from './sources/remote-names.js';
 import type { ExportSection } from './sources/remote-source.js';
 
 /**
@@ -286,7 +287,7 @@ export class ExportManager {
    * is made (and its settings checked) now; the subscription's own settings come from the remote once it
    * is reached.
    */
-  private startRemote({ createPubSubClient, remoteIdentity, remoteSubscriptionName, RemoteSource }: RemoteSources): void {
+  private startRemote({ createPubSubClient, RemoteSource }: RemoteSources): void {
     const remote = this.options.remote!;
     const { logger } = this.options;
     const { backoff, ...tuning } = this.options.runner ?? {};
@@ -346,9 +347,7 @@ export class ExportManager {
   runner(subscription: string): ExportRunner | undefined {
     const remote =
       this.remoteRunners.get(subscription) ??
-      (this.options.remote &&
-        this.remoteSources &&
-        this.remoteRunners.get(this.remoteSources.remoteSubscriptionName(subscription, this.options.remote.projectId)));
+      (this.options.remote && this.remoteRunners.get(remoteSubscriptionName(subscription, this.options.remote.projectId)));
     if (remote) return remote;
     const { core } = this.options;
     return core.hasSubscription(subscription) ? this.runners.get(core.subscriptionName(subscription))?.runner : undefined;

@@ -2,7 +2,7 @@ import type { ExportTarget } from '../connector/capabilities.js';
 import type { ConnectorSettings } from '../connector/connector.js';
 import type { RemoteExports } from '../connector/export-manager.js';
 import { exportSection, getConnector, type ConnectorFactory } from '../connector/registry.js';
-import { remoteIdentity, remoteSubscriptionName } from '../connector/sources/remote-endpoint.js';
+import { remoteIdentity, remoteSubscriptionName } from '../connector/sources/remote-names.js';
 import type { SubscriptionIdentity } from '../core/pubsub-core.js';
 import { OrderlyError } from '../core/errors.js';
 import type { JobConfig } from './job-config.js';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { readFleetManifest } from '../../connectors/object-storage/bucket-manifest.js';
 import { manifestView } from '../../connectors/object-storage/manifest-view.js';
 import { createS3Client, s3Connection } from '../../connectors/object-storage/s3-client.js';
-import { remoteIdentity } from '../../src/connector/sources/remote-endpoint.js';
+import { remoteIdentity } from '../../src/connector/sources/remote-names.js';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { orderly } from '../helpers/cli.js';
 import { waitFor } from '../helpers/export.js';

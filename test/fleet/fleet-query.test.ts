@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { fleetManifestPrefix, readFleetManifest } from '../../connectors/object-storage/bucket-manifest.js';
 import { createS3Client, s3Connection } from '../../connectors/object-storage/s3-client.js';
 import { pathSegment } from '../../src/connector/sink-paths.js';
-import { remoteIdentity } from '../../src/connector/sources/remote-endpoint.js';
+import { remoteIdentity } from '../../src/connector/sources/remote-names.js';
 import { loadJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';

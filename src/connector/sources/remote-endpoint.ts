@@ -1,6 +1,4 @@
 import { PubSub, type ClientConfig } from '@google-cloud/pubsub';
-import { createHash } from 'node:crypto';
-import type { SubscriptionIdentity } from '../../core/pubsub-core.js';
 import { SourceError } from './source.js';
 
 /** Google Cloud Pub/Sub's own endpoint, used when the job names none. */
@@ -79,20 +77,6 @@ export function createPubSubClient(e: RemoteEndpoint): PubSub {
     };
   }
   return new PubSub(options);
-}
-
-/** `projects/<p>/subscriptions/<id>` for a full name or a bare id in the endpoint's project. */
-export function remoteSubscriptionName(ref: string, projectId: string): string {
-  return ref.startsWith('projects/') ? ref : `projects/${projectId}/subscriptions/${ref}`;
-}
-
-/**
- * A remote subscription's identity: the same on every worker of a fleet (sinks key shared progress by
- * it), different for every subscription. Pub/Sub gives a subscription created again under the same name
- * no new identity, so neither can Orderly: its sink progress carries over (messages are recognised by id).
- */
-export function remoteIdentity(subscription: string): SubscriptionIdentity {
-  return { uid: `remote-${createHash('sha256').update(subscription).digest('hex').slice(0, 16)}`, adoptsNameKeyedProgress: false };
 }
 
 const CODES: Record<number, string> = {

@@ -19,10 +19,17 @@ function loadedWith(from: string): Set<string> {
       }
   return seen;
 }
-/** A value (not type-only) import of DuckDB's package, which loads its native binding. */
-const loadsDuckDb = (file: string) => /^import\s+(?!type\s)[^;]*from\s+'@duckdb\/node-api'/m.test(readFileSync(join(root, file), 'utf8'));
+/** Whether the file imports (a value, not only types) one of `packages`. */
+const imports = (file: string, packages: string[]) =>
+  packages.some((name) => new RegExp(`^import\\s+(?!type\\s)[^;]*from\\s+'${name}'`, 'm').test(readFileSync(join(root, file), 'utf8')));
 
 it('a job without a DuckDB export, and the conformance suite, load no DuckDB (it is loaded on demand, so a connector that does not use it needs no native binding)', () => {
   for (const entry of ['src/testing/index.ts', 'src/job/job-runtime.ts', 'src/connector/index.ts'])
-    expect([entry, [...loadedWith(entry)].filter(loadsDuckDb)]).toEqual([entry, []]);
+    expect([entry, [...loadedWith(entry)].filter((file) => imports(file, ['@duckdb/node-api']))]).toEqual([entry, []]);
+});
+
+it("the CLI, a job, its queries and audits load no Google Pub/Sub client unless the job has remote exports (the export manager loads it then): it is half a second of every command's start-up", () => {
+  const client = ['@google-cloud/pubsub', 'google-gax', 'google-auth-library'];
+  for (const entry of ['src/cli/main.ts', 'src/job/job-runtime.ts', 'src/job/query.ts', 'src/job/export-audit.ts'])
+    expect([entry, [...loadedWith(entry)].filter((file) => imports(file, client))]).toEqual([entry, []]);
 });
