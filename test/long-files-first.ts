@@ -18,7 +18,6 @@ const LONG_FILES = [
   'test/fleet/fleet-object-export.test.ts',
   'test/fleet/remote-seek.test.ts',
   'test/crash/object-export-crash.test.ts',
-  'test/faults/push-stalled.test.ts',
   'test/crash/core-crash.test.ts',
   'test/fleet/stop-endpoint-gone.test.ts',
   'test/package/pack-and-install.test.ts',
