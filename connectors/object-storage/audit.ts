@@ -1,10 +1,12 @@
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { AuditResult, ExportTarget } from '../../src/connector/capabilities.js';
 import type { ObjectStorageConfig, OutputFormat } from './config.js';
-import { Manifest, type ManifestObject } from './manifest.js';
+import type { ManifestObject } from './manifest.js';
+import { ManifestReader } from './manifest-reader.js';
 import { manifestPath } from './object-writer.js';
 import { readRecords, type ExportedRecord } from './record-format.js';
 import { createS3Client, s3Connection } from './s3-client.js';
+import { SequenceRanges } from './sequence-ranges.js';
 
 export interface AuditFinding {
   count: number;
@@ -108,12 +110,12 @@ export async function readObjectForAudit(
  * Where an object's records (per key, its sequences in file order; its unkeyed message ids) differ from
  * what its manifest entry lists: records forged or replaced, or objects swapped, even with equal counts.
  */
-function entryMismatch(entry: ManifestObject, inFile: Map<string, number[]>, unkeyedIds: string[]): string | undefined {
+function entryMismatch(entry: ManifestObject, inFile: Map<string, FileSeqs>, unkeyedIds: string[]): string | undefined {
   for (const [key, seqs] of inFile) {
     const listed = Object.hasOwn(entry.keys, key) ? entry.keys[key] : undefined;
-    const held = `${seqs[0]}..${seqs[seqs.length - 1]} (${seqs.length} records)`;
+    const held = `${seqs.first}..${seqs.last} (${seqs.count} records)`;
     if (!listed) return `${entry.object}: holds key ${key} sequences ${held}, which its manifest entry does not list`;
-    if (listed.first !== seqs[0] || listed.last !== seqs[seqs.length - 1] || listed.count !== seqs.length)
+    if (listed.first !== seqs.first || listed.last !== seqs.last || listed.count !== seqs.count)
       return `${entry.object}: holds key ${key} sequences ${held}, its manifest entry lists ${listed.first}..${listed.last} (${listed.count} records)`;
   }
   for (const key in entry.keys)
@@ -139,33 +141,38 @@ export const auditCheck = (label: string, f: AuditFinding, failing = true) => ({
  * (file-name order disagreeing with sequence order). Restore order with ORDER BY ordering_key, sequence.
  * `filtered`: the subscription has a filter, whose refused messages leave gaps in each key's sequences;
  * then only what the manifest lists and no object holds is missing.
+ *
+ * Memory does not grow with the export's history: one manifest entry and one object are held at a time
+ * (objects in name order, each read whole: as large as the subscription's maxBytes / maxMessages let it
+ * be), and per key what the checks need (KeyAudit: about 200 bytes for a key exported in order, plus two
+ * numbers per gap and an entry per duplicate). Messages without an ordering key are the exception: each
+ * one's id is kept to find duplicates and losses (about 100 bytes a message).
  */
 export async function auditObjects(
   s3: S3Client,
-  manifest: Manifest,
+  manifest: ManifestReader,
   format: OutputFormat,
   { filtered = false }: { filtered?: boolean } = {},
 ): Promise<AuditReport> {
   const recordLevel = format.kind !== 'text' && format.writeMetadata;
   const report = emptyReport(recordLevel);
-  /** key -> per object (in creation order): the sequences it holds, in file order */
-  const perKey = new Map<string, KeyFile[]>();
+  const keys = new Map<string, KeyAudit>();
+  const keyAudit = (key: string) => {
+    let k = keys.get(key);
+    if (!k) keys.set(key, (k = new KeyAudit(key)));
+    return k;
+  };
   const unkeyed = new Map<string, number>();
-  const entries = manifest
+  const refs = manifest
     .committed()
     .sort((a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt) || (a.counter ?? 0) - (b.counter ?? 0));
   /** Unkeyed messages the manifest lists, and the object listing each: one no object holds is missing. */
   const listedUnkeyed = new Map<string, string>();
   /** Per key, the sequences of objects that are gone or unreadable: missing, each counted once. */
-  const lost = new Map<string, Set<number>>();
-  /**
-   * Per key, the sequences readable objects' manifest entries list, and the object listing each: one that no
-   * object holds is missing, also at either end of the key's range, where no gap between held ones shows it.
-   */
-  const listed = new Map<string, Map<number, string>>();
+  const lost = new Map<string, SequenceRanges>();
   const lose = (entry: ManifestObject) => {
     for (const [key, range] of Object.entries(entry.keys)) {
-      const seqs = lost.get(key) ?? new Set<number>();
+      const seqs = lost.get(key) ?? new SequenceRanges();
       for (const seq of rangeSeqs(range)) {
         seqs.add(seq);
         note(report.missing, `${key}: sequence ${seq} (in ${entry.object}, which cannot be read)`);
@@ -173,7 +180,8 @@ export async function auditObjects(
       lost.set(key, seqs);
     }
   };
-  for (const entry of entries) {
+  for (const ref of refs) {
+    const entry = manifest.read(ref);
     report.objects++;
     for (const id of entry.unkeyed) listedUnkeyed.set(id, entry.object);
     const body = await fetchForAudit(s3, entry);
@@ -189,44 +197,42 @@ export async function auditObjects(
       lose(entry);
       continue;
     }
-    const named = Math.floor(Date.parse(entry.createdAt) / 1000);
-    const add = (key: string, seqs: number[]) => {
-      const list = perKey.get(key) ?? [];
-      list.push({ object: entry.object, named, counter: entry.counter, seqs });
-      perKey.set(key, list);
+    const file: NamedFile = { object: entry.object, named: Math.floor(Date.parse(entry.createdAt) / 1000), counter: entry.counter };
+    const inFile = new Map<string, FileSeqs>();
+    const hold = (key: string, seq: number) => {
+      const seqs = inFile.get(key);
+      if (seqs) seqs.add(seq);
+      else inFile.set(key, new FileSeqs(seq));
+      keyAudit(key).hold(seq);
     };
     if (recordLevel && records) {
-      for (const [key, range] of Object.entries(entry.keys)) {
-        const seqs = listed.get(key) ?? new Map<number, string>();
-        for (const seq of rangeSeqs(range)) seqs.set(seq, entry.object);
-        listed.set(key, seqs);
-      }
-      const inFile = new Map<string, number[]>();
       const unkeyedIds: string[] = [];
       for (const r of records) {
         if (!r.orderingKey) {
           unkeyedIds.push(r.messageId!);
           unkeyed.set(r.messageId!, (unkeyed.get(r.messageId!) ?? 0) + 1);
-          continue;
-        }
-        const seqs = inFile.get(r.orderingKey) ?? [];
-        seqs.push(r.sequence!);
-        inFile.set(r.orderingKey, seqs);
+        } else hold(r.orderingKey, r.sequence!);
       }
-      for (const [key, seqs] of inFile) add(key, seqs);
+      // What the entry lists and this object does not hold is missing unless another object holds it.
+      for (const [key, range] of Object.entries(entry.keys)) {
+        const k = keyAudit(key);
+        const seqs = inFile.get(key);
+        if (seqs?.matches(range)) continue;
+        const here = new Set(records.filter((r) => r.orderingKey === key).map((r) => r.sequence!));
+        for (const seq of rangeSeqs(range)) if (!here.has(seq)) k.listedElsewhere(seq, entry.object);
+      }
       const mismatch = entryMismatch(entry, inFile, unkeyedIds);
       if (mismatch) note(report.objectErrors, mismatch);
     } else {
-      for (const [key, range] of Object.entries(entry.keys)) add(key, rangeSeqs(range));
+      for (const [key, range] of Object.entries(entry.keys)) for (const seq of rangeSeqs(range)) hold(key, seq);
       for (const id of entry.unkeyed) unkeyed.set(id, (unkeyed.get(id) ?? 0) + 1);
     }
+    for (const [key, seqs] of inFile) keyAudit(key).file(file, seqs, report);
   }
   for (const [id, object] of listedUnkeyed)
     if (!unkeyed.has(id)) note(report.missing, `message ${id} (no ordering key), listed in ${object}`);
-  // A key whose every listed record is gone from the objects that list it is held by none.
-  for (const key of listed.keys()) if (!perKey.has(key)) perKey.set(key, []);
-  report.keys = perKey.size;
-  for (const [key, files] of perKey) checkKey(report, key, files, filtered, lost.get(key), listed.get(key));
+  report.keys = keys.size;
+  for (const k of keys.values()) k.finish(report, filtered, lost.get(k.key));
   for (const [id, n] of unkeyed) if (n > 1) note(report.duplicates, `message ${id} (no ordering key) held ${n} times`);
   return report;
 }
@@ -242,7 +248,7 @@ export async function auditSubscription(
   options: { filtered?: boolean } = {},
 ): Promise<AuditReport> {
   const s3 = createS3Client(s3Connection(settings.objectStorage));
-  const manifest = Manifest.readOnly(manifestPath(settings.dataDir, subscription));
+  const manifest = new ManifestReader(manifestPath(settings.dataDir, subscription));
   try {
     return await auditObjects(s3, manifest, config.format, options);
   } finally {
@@ -283,66 +289,134 @@ function rangeSeqs(range: ManifestObject['keys'][string]): number[] {
     : [range.first, range.last];
 }
 
-interface KeyFile {
+/** An object as its name orders it. */
+interface NamedFile {
   object: string;
   /** The second the object's name carries (names have one-second resolution). */
   named: number;
   /** The file counter in its name, which orders the names of one second. */
   counter?: number;
-  seqs: number[];
 }
 
 /** Whether `a`'s name sorts before `b`'s by what names promise: the datetime, then the counter. */
-function namedBefore(a: KeyFile, b: KeyFile): boolean {
+function namedBefore(a: NamedFile, b: NamedFile): boolean {
   if (a.named !== b.named) return a.named < b.named;
   return a.counter !== undefined && b.counter !== undefined && a.counter < b.counter;
 }
 
-/**
- * `lost`: the key's sequences in objects that cannot be read, already counted missing; `listed`: the
- * sequences readable objects' manifest entries list, each with the object listing it. `filtered`: the
- * key's sequences skip what the subscription's filter refused, so only a listed one can be missing.
- */
-function checkKey(
-  report: AuditReport,
-  key: string,
-  files: KeyFile[],
-  filtered: boolean,
-  lost?: ReadonlySet<number>,
-  listed?: ReadonlyMap<number, string>,
-): void {
-  const seen = new Map<number, number>();
-  for (const { object, seqs } of files) {
-    for (let i = 1; i < seqs.length; i++) {
-      if (seqs[i]! <= seqs[i - 1]!) {
-        note(report.outOfOrderInFile, `${key}: ${seqs[i]} after ${seqs[i - 1]} in ${object}`);
-        break;
-      }
-    }
-    for (const s of seqs) seen.set(s, (seen.get(s) ?? 0) + 1);
+/** One key's sequences inside one object, in file order: what the checks need of them, not the list. */
+class FileSeqs {
+  first: number;
+  last: number;
+  count = 1;
+  low: number;
+  high: number;
+  /** The first place the sequences go back: [previous, this]. */
+  back?: [number, number];
+
+  constructor(seq: number) {
+    this.first = this.last = this.low = this.high = seq;
   }
-  for (const [s, n] of seen) if (n > 1) note(report.duplicates, `${key}: sequence ${s} held ${n} times`);
-  const all = [...seen.keys(), ...(listed?.keys() ?? [])].sort((a, b) => a - b);
-  for (let s = all[0]!; s <= all[all.length - 1]!; s++) {
-    if (seen.has(s) || lost?.has(s)) continue;
-    const object = listed?.get(s);
-    if (filtered && object === undefined) continue;
-    note(
-      report.missing,
-      object === undefined ? `${key}: sequence ${s}` : `${key}: sequence ${s} (listed in ${object}, which does not hold it)`,
+
+  add(seq: number): void {
+    if (!this.back && seq <= this.last) this.back = [this.last, seq];
+    this.last = seq;
+    this.count++;
+    this.low = Math.min(this.low, seq);
+    this.high = Math.max(this.high, seq);
+  }
+
+  /** Whether these are exactly a manifest range's sequences (consecutive ones: first..last, in order). */
+  matches(range: ManifestObject['keys'][string]): boolean {
+    return (
+      !this.back &&
+      this.first === range.first &&
+      this.last === range.last &&
+      this.count === range.count &&
+      this.count === range.last - range.first + 1
     );
   }
-  if (!files.length) return;
-  // Skew: an object holds a sequence below one held by an object named before it.
-  for (const later of files) {
-    const low = Math.min(...later.seqs);
-    const earlier = files.find((f) => namedBefore(f, later) && Math.max(...f.seqs) > low);
-    if (earlier) {
+}
+
+/** An object holding a key, as the skew check remembers it. */
+type KeyFile = NamedFile & { low: number; high: number };
+
+/**
+ * What the audit keeps of one key while it reads the objects in name order, and checks once they are read:
+ * the sequences held (as ranges), those held more than once, those a readable object's entry lists but
+ * that object does not hold, and for the cross-file skew the highest sequence of the objects named in
+ * earlier seconds plus the key's objects of the current second.
+ */
+class KeyAudit {
+  private readonly held = new SequenceRanges();
+  /** Sequences held more than once: how many times. */
+  private repeats?: Map<number, number>;
+  /** Sequences a readable object's entry lists that the object does not hold, and that object. */
+  private unheld?: Map<number, string>;
+  /** The highest sequence in an object named in a second before `second`, and that object. */
+  private before?: { high: number; object: string };
+  private second = -Infinity;
+  private sameSecond: KeyFile[] = [];
+  private skewed = false;
+
+  constructor(readonly key: string) {}
+
+  hold(seq: number): void {
+    if (this.held.add(seq)) return;
+    this.repeats ??= new Map();
+    this.repeats.set(seq, (this.repeats.get(seq) ?? 1) + 1);
+  }
+
+  listedElsewhere(seq: number, object: string): void {
+    (this.unheld ??= new Map()).set(seq, object);
+  }
+
+  /** One object's sequences of the key, objects coming in name order: order inside it, and skew against those named before. */
+  file(named: NamedFile, seqs: FileSeqs, report: AuditReport): void {
+    if (seqs.back) note(report.outOfOrderInFile, `${this.key}: ${seqs.back[1]} after ${seqs.back[0]} in ${named.object}`);
+    if (this.skewed) return;
+    const file: KeyFile = { ...named, low: seqs.low, high: seqs.high };
+    if (file.named !== this.second) {
+      for (const f of this.sameSecond) if (!this.before || f.high > this.before.high) this.before = { high: f.high, object: f.object };
+      this.sameSecond = [];
+      this.second = file.named;
+    }
+    const skew = (later: KeyFile, earlier: { object: string; high: number }) => {
+      this.skewed = true;
+      this.sameSecond = [];
       note(
         report.skewedKeys,
-        `${key}: ${later.object} holds sequence ${low}, but the earlier-named ${earlier.object} holds ${Math.max(...earlier.seqs)}`,
+        `${this.key}: ${later.object} holds sequence ${later.low}, but the earlier-named ${earlier.object} holds ${earlier.high}`,
       );
+    };
+    if (this.before && this.before.high > file.low) return skew(file, this.before);
+    // Names within one second order by their counters, which need not follow the order objects are read in.
+    const earlier = this.sameSecond.find((f) => namedBefore(f, file) && f.high > file.low);
+    if (earlier) return skew(file, earlier);
+    const later = this.sameSecond.find((f) => namedBefore(file, f) && file.high > f.low);
+    if (later) return skew(later, file);
+    this.sameSecond.push(file);
+  }
+
+  /**
+   * Once every object is read: duplicates, and sequences missing between the key's lowest and highest
+   * (`lost`: those in objects that cannot be read, already counted missing).
+   */
+  finish(report: AuditReport, filtered: boolean, lost?: SequenceRanges): void {
+    for (const [s, n] of this.repeats ?? []) note(report.duplicates, `${this.key}: sequence ${s} held ${n} times`);
+    const unheld = [...(this.unheld ?? new Map<number, string>())].sort(([a], [b]) => a - b);
+    const missing = (s: number, object?: string) =>
+      note(
+        report.missing,
+        object === undefined ? `${this.key}: sequence ${s}` : `${this.key}: sequence ${s} (listed in ${object}, which does not hold it)`,
+      );
+    if (filtered) {
+      for (const [s, object] of unheld) if (!this.held.has(s) && !lost?.has(s)) missing(s, object);
       return;
     }
+    const bounds = [this.held.min, this.held.max, unheld[0]?.[0], unheld[unheld.length - 1]?.[0]].filter((s) => s !== undefined);
+    if (!bounds.length) return;
+    for (const [lo, hi] of this.held.gaps(Math.min(...bounds), Math.max(...bounds)))
+      for (let s = lo; s <= hi; s++) if (!lost?.has(s)) missing(s, this.unheld?.get(s));
   }
 }

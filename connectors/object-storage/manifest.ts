@@ -54,7 +54,7 @@ export interface PendingUpload {
   bucket?: string;
 }
 
-type Line =
+export type Line =
   | ({ type: 'pending'; counter?: number } & PendingUpload)
   | { type: 'discarded'; object: string }
   | ({ type: 'committed' } & ManifestObject);
@@ -244,11 +244,11 @@ export class Manifest {
 }
 
 /**
- * One complete line. Versions before the torn-tail repair appended after a torn line, leaving a fragment
+ * One complete line (its number, from 1, names it in an error). Versions before the torn-tail repair appended after a torn line, leaving a fragment
  * followed by a whole entry on one line: that entry is read (the fragment is an append that never
  * returned). Anything else that does not parse is corruption.
  */
-function parseLine(text: string, path: string, line: number): Line {
+export function parseLine(text: string, path: string, line: number): Line {
   for (const start of [0, text.lastIndexOf(ENTRY_START)]) {
     if (start < 0) continue;
     try {

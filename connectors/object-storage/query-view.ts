@@ -7,7 +7,8 @@ import { quoteString } from '../../src/duckdb/sql.js';
 import { writeFileAtomic } from '../../src/store/durable-file.js';
 import { readFleetManifest } from './bucket-manifest.js';
 import type { ObjectStorageConfig } from './config.js';
-import { Manifest, type ManifestObject } from './manifest.js';
+import type { ManifestObject } from './manifest.js';
+import { ManifestReader } from './manifest-reader.js';
 import { manifestView } from './manifest-view.js';
 import { manifestPath } from './object-writer.js';
 import { parquetColumns } from './parquet-file.js';
@@ -58,9 +59,15 @@ export async function parquetView(target: ExportTarget<ObjectStorageConfig>): Pr
   };
 }
 
-/** The subscription's committed objects from the manifest under the job's data directory. */
-function localEntries(target: ExportTarget<ObjectStorageConfig>): { entries: ManifestObject[]; superseded: number[][] } {
-  const manifest = Manifest.readOnly(manifestPath(target.settings.dataDir, { name: target.subscription, uid: target.identity.uid }));
+/** An object of the view: what reading it needs. */
+type ViewedObject = Pick<ManifestObject, 'object' | 'bucket' | 'format' | 'bytes' | 'records'>;
+
+/**
+ * The subscription's committed objects from the manifest under the job's data directory: their names and
+ * sizes, not their entries' per-key ranges, which the view does not use (see ManifestReader).
+ */
+function localEntries(target: ExportTarget<ObjectStorageConfig>): { entries: ViewedObject[]; superseded: number[][] } {
+  const manifest = new ManifestReader(manifestPath(target.settings.dataDir, { name: target.subscription, uid: target.identity.uid }));
   try {
     const entries = manifest.committed();
     return { entries, superseded: entries.map(() => []) };
@@ -70,7 +77,7 @@ function localEntries(target: ExportTarget<ObjectStorageConfig>): { entries: Man
 }
 
 /** A fleet's committed objects from the manifest in the bucket, with the rows of each that the view leaves out. */
-async function fleetEntries(target: ExportTarget<ObjectStorageConfig>): Promise<{ entries: ManifestObject[]; superseded: number[][] }> {
+async function fleetEntries(target: ExportTarget<ObjectStorageConfig>): Promise<{ entries: ViewedObject[]; superseded: number[][] }> {
   const s3 = createS3Client(s3Connection(target.settings.objectStorage as Record<string, unknown> | undefined));
   try {
     const view = manifestView(await readFleetManifest(s3, target.config.bucket, { name: target.subscription, uid: target.identity.uid }));
@@ -87,7 +94,7 @@ async function fleetEntries(target: ExportTarget<ObjectStorageConfig>): Promise<
  * The subscription's committed objects as local files, under `<dataDir>/cache/<project>/<id>/<uid>/<bucket>/`,
  * one file per object named by the escaped object name (names map to paths one to one: see pathSegment).
  */
-async function cacheObjects(target: ExportTarget<ObjectStorageConfig>, entries: ManifestObject[]): Promise<string[]> {
+async function cacheObjects(target: ExportTarget<ObjectStorageConfig>, entries: ViewedObject[]): Promise<string[]> {
   const { dataDir } = target.settings;
   const subscription = { name: target.subscription, uid: target.identity.uid };
   const dir = subscriptionDir(join(dataDir, 'cache'), subscription);
