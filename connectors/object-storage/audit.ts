@@ -144,7 +144,7 @@ export const auditCheck = (label: string, f: AuditFinding, failing = true) => ({
  *
  * Memory does not grow with the export's history: one manifest entry and one object are held at a time
  * (objects in name order, each read whole: as large as the subscription's maxBytes / maxMessages let it
- * be), and per key what the checks need (KeyAudit: about 200 bytes for a key exported in order, plus two
+ * be), and per key what the checks need (KeyAudit: about 700 bytes for a key exported in order, plus two
  * numbers per gap and an entry per duplicate). Messages without an ordering key are the exception: each
  * one's id is kept to find duplicates and losses (about 100 bytes a message).
  */
@@ -395,7 +395,8 @@ class KeyAudit {
     if (earlier) return skew(file, earlier);
     const later = this.sameSecond.find((f) => namedBefore(file, f) && file.high > f.low);
     if (later) return skew(later, file);
-    this.sameSecond.push(file);
+    // Sized to what it holds (one object, mostly), for every key: push would make room for 17.
+    this.sameSecond = [...this.sameSecond, file];
   }
 
   /**

@@ -4,8 +4,8 @@
  * however long its history). Adding at the end, the common case, is O(1).
  */
 export class SequenceRanges {
-  /** lo0, hi0, lo1, hi1, ... */
-  private readonly bounds: number[] = [];
+  /** lo0, hi0, lo1, hi1, ... (an array grown by push from empty takes room for 17 numbers: most sets are one range) */
+  private bounds: number[] = [];
 
   /** Adds `seq`; false if it was held already. */
   add(seq: number): boolean {
@@ -15,7 +15,11 @@ export class SequenceRanges {
       b[n - 1] = seq;
       return true;
     }
-    if (!n || seq > b[n - 1]! + 1) {
+    if (!n) {
+      this.bounds = [seq, seq];
+      return true;
+    }
+    if (seq > b[n - 1]! + 1) {
       b.push(seq, seq);
       return true;
     }
