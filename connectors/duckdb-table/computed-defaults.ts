@@ -17,15 +17,14 @@ export interface ComputedDefault {
 /** The columns among `defaults` (position and SQL of each column with a default) that the appender cannot fill. */
 export async function computedDefaults(
   connection: DuckDBConnection,
-  schema: string,
-  table: string,
+  { catalog, schema, table }: { catalog: string; schema: string; table: string },
   defaults: ComputedDefault[],
 ): Promise<ComputedDefault[]> {
   const computed: ComputedDefault[] = [];
   for (const d of defaults) {
     // Asked of the appender itself (it decides at appendDefault, before any row is written): DuckDB's
     // notion of a foldable expression is not one to copy.
-    const appender = await connection.createAppender(table, schema);
+    const appender = await connection.createAppender(table, schema, catalog);
     try {
       for (let i = 0; i < d.index; i++) appender.appendNull();
       appender.appendDefault();

@@ -679,6 +679,25 @@ describe('sink state', () => {
     expect(await sql('SELECT data FROM later ORDER BY rowid')).toEqual([{ data: 'a1' }, { data: 'a2' }]);
   });
 
+  it('a dataset named as the DuckDB file (export.duckdb: catalog and schema "export") is written, appended and CDC alike (every write had failed as an ambiguous reference)', async () => {
+    await sql(`CREATE SCHEMA export.export; CREATE TABLE export.export.events(data VARCHAR);
+      CREATE TABLE export.export.members(id INTEGER PRIMARY KEY, name VARCHAR)`);
+    await exportTo('p.export.events', {});
+    await env.core.createSubscription('to-members', {
+      topic: 'events',
+      bigqueryConfig: { table: 'p.export.members', useTableSchema: true },
+    });
+    await env.exports.sync();
+    await env.core.publish('events', [{ data: '{"id":1,"name":"Ann","_CHANGE_TYPE":"UPSERT"}', orderingKey: 'a' }]);
+    await env.core.publish('events', [{ data: '{"id":1,"name":"Bo","_CHANGE_TYPE":"UPSERT"}', orderingKey: 'a' }]);
+    await waitFor('both written', () => backlog('to-table') === 0 && backlog('to-members') === 0);
+    expect(await sql('SELECT data FROM export.export.events ORDER BY rowid')).toEqual([
+      { data: '{"id":1,"name":"Ann","_CHANGE_TYPE":"UPSERT"}' },
+      { data: '{"id":1,"name":"Bo","_CHANGE_TYPE":"UPSERT"}' },
+    ]);
+    expect(await sql('SELECT id, name FROM export.export.members')).toEqual([{ id: 1, name: 'Bo' }]);
+  });
+
   it('writeMetadata takes a TIMESTAMPTZ publish_time, and a metadata column of a type it cannot fill is SCHEMA_MISMATCH naming it', async () => {
     await sql(`CREATE TABLE tz(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMPTZ, data VARCHAR, attributes JSON);
       CREATE TABLE wrong(subscription_name VARCHAR, message_id BIGINT, publish_time TIMESTAMP, data VARCHAR, attributes VARCHAR)`);

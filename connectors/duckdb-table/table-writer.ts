@@ -74,8 +74,14 @@ export class DuckDbTableWriter implements Connector {
   /** Each ordering key's sequence ranges in the table: what the progress log records, the filter checks. */
   private readonly written = new CommittedRanges();
   private readonly filter: RedeliveryFilter;
-  private readonly cdc: CdcApplier;
-  private readonly target: string;
+  private cdc?: CdcApplier;
+  /**
+   * The database's catalog (DuckDB names it after the file: `analytics` for analytics.duckdb) and the
+   * target quoted with it, read at open: a schema of the catalog's name made `schema.table` an ambiguous
+   * reference, and every write of the export failed.
+   */
+  private catalog?: string;
+  private target?: string;
   /** The database instance the writer connected through. */
   private instance?: DuckDBInstance;
   private readonly subscription: { name: string; uid: string };
@@ -98,11 +104,9 @@ export class DuckDbTableWriter implements Connector {
     private readonly databasePath: string,
     now: () => number = Date.now,
   ) {
-    this.target = `${quoteIdent(config.schema)}.${quoteIdent(config.tableName)}`;
     this.subscription = { name: context.subscription, uid: context.identity.uid };
     this.writtenIds = new DuckDbWrittenIds(() => this.connection!, this.subscription, context.spec, now);
     this.filter = new RedeliveryFilter(this.writtenIds, context.spec.enableMessageOrdering, this.written);
-    this.cdc = new CdcApplier(`${config.schema}.${config.tableName}`, this.target);
   }
 
   async open(): Promise<void> {
@@ -138,6 +142,10 @@ export class DuckDbTableWriter implements Connector {
         throw e;
       }
       this.connection = connection;
+      const { schema, tableName } = this.config;
+      this.catalog = String((await connection.runAndReadAll('SELECT current_database()')).getRows()[0]![0]);
+      this.target = [this.catalog, schema, tableName].map(quoteIdent).join('.');
+      this.cdc = new CdcApplier(`${schema}.${tableName}`, this.target);
       this.catalogConnection = await connectToDuckDb(this.instance);
       const writers = writersOf.get(this.instance) ?? new Set();
       writersOf.set(this.instance, writers.add(this));
@@ -195,7 +203,7 @@ export class DuckDbTableWriter implements Connector {
     if (!rows.length) {
       throw new SinkStateError('NOT_FOUND', `table ${table} (DuckDB ${this.target} in ${this.databasePath}) does not exist`);
     }
-    const appender = await connection.createAppender(tableName, schema);
+    const appender = await connection.createAppender(tableName, schema, this.catalog);
     const columns: Column[] = rows.map(([name, nullable, dflt], i) => ({
       name: String(name),
       type: appender.columnType(i),
@@ -205,8 +213,7 @@ export class DuckDbTableWriter implements Connector {
     appender.closeSync();
     this.computed = await computedDefaults(
       connection,
-      schema,
-      tableName,
+      { catalog: this.catalog!, schema, table: tableName },
       rows.flatMap(([, , dflt], index) => (dflt === null ? [] : [{ index, sql: String(dflt) }])),
     );
     const pk = await connection.runAndReadAll(
@@ -424,7 +431,7 @@ export class DuckDbTableWriter implements Connector {
           this.computed,
           pending.flatMap(({ row }) => (row.kind === 'append' ? [row.cells] : [])),
         );
-      appender = await connection.createAppender(this.config.tableName, this.config.schema);
+      appender = await connection.createAppender(this.config.tableName, this.config.schema, this.catalog);
       // Appends and runs of changes keep their order: the rows the appender holds go into the transaction
       // before a run of changes after them is applied (set-wise, by statements of their own).
       let changes: Change[] = [];
@@ -438,7 +445,7 @@ export class DuckDbTableWriter implements Connector {
           continue;
         }
         if (changes.length) {
-          changed += await this.cdc.apply(connection, this.mapper!, changes, versions);
+          changed += await this.cdc!.apply(connection, this.mapper!, changes, versions);
           changes = [];
         }
         this.appendRow(appender, row.cells);
@@ -452,8 +459,8 @@ export class DuckDbTableWriter implements Connector {
       appender.flushSync();
       appender.closeSync();
       appender = undefined;
-      if (changes.length) changed += await this.cdc.apply(connection, this.mapper!, changes, versions);
-      await this.cdc.saveVersions(connection, versions);
+      if (changes.length) changed += await this.cdc!.apply(connection, this.mapper!, changes, versions);
+      await this.cdc!.saveVersions(connection, versions);
       applyProgress = await this.progress!.append(connection, progress);
       await this.writtenIds.append(ids);
       await connection.run('COMMIT');
