@@ -160,6 +160,36 @@ export function acquireLock(dataDir: string, info: Omit<LockInfo, 'pid' | 'start
   };
 }
 
+/** How long a job's start waits for a command holding the directory briefly (a status, a publish: seconds). */
+export const BRIEF_HOLDER_WAIT_MS = 30_000;
+
+/**
+ * acquireLock for a job's start (orderly run, serve): a command holding the directory briefly is waited
+ * for, up to BRIEF_HOLDER_WAIT_MS, rather than refused. A supervisor restarting a job killed while a
+ * monitor's `orderly status` ran had the restart refused (status reads the store itself once the job is
+ * gone), and the job stayed down.
+ */
+export async function acquireJobLock(
+  dataDir: string,
+  info: Omit<LockInfo, 'pid' | 'startTime'>,
+  waiting: (holder: LockInfo) => void,
+): Promise<() => void> {
+  const deadline = Date.now() + BRIEF_HOLDER_WAIT_MS;
+  let told = false;
+  for (;;) {
+    try {
+      return acquireLock(dataDir, info);
+    } catch (e) {
+      const holder = readLock(dataDir);
+      // No lock file after a brief holder's: it is letting go (its file is removed before its OS lock).
+      if (!(holder ? holder.briefly : told) || Date.now() >= deadline) throw e;
+      if (!told && holder) waiting(holder);
+      told = true;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
 /**
  * The lock of the job running on `dataDir`, if one runs, for a command that would reach it (its status, its
  * endpoint): a command holding the directory briefly runs no job to reach, and is refused as what it is.

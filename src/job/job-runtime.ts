@@ -11,7 +11,7 @@ import type { Logger } from '../log.js';
 import { SqliteStore } from '../store/sqlite-store.js';
 import type { JobConfig } from './job-config.js';
 import { ExportStates } from './export-states.js';
-import { acquireLock } from './job-lock.js';
+import { acquireJobLock, acquireLock } from './job-lock.js';
 import { serveMetrics } from './metrics.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
 import { remoteExportsOf } from './remote-job.js';
@@ -89,7 +89,14 @@ export class JobRuntime {
       // Only once the lock is this process's: a start refused because the worker runs already must not
       // remove that worker's folder on its way out.
       const briefly = options.withExports === false;
-      const releaseLock = acquireLock(dataDir, briefly ? { briefly } : { starting: true });
+      const releaseLock = briefly
+        ? acquireLock(dataDir, { briefly })
+        : await acquireJobLock(dataDir, { starting: true }, (holder) =>
+            logger.info(
+              { dataDir, pid: holder.pid },
+              'waiting for another orderly command (a query, audit, status or publish) to let the data directory go',
+            ),
+          );
       cleanups.push(workerId ? leaveWorkerDir(dataDir, releaseLock) : releaseLock);
       limitHeapGrowth(job.memory.heapGrowthPercent);
       // Before any section opens a DuckDB database (the duckdb section runs its init statements). In a

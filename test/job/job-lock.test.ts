@@ -89,6 +89,24 @@ describe('the data directory lock', () => {
     acquireLock(dir.path)();
   });
 
+  it("a job's start waits for a command holding the directory briefly (a restart while a monitor's status read the store had been refused, the job left down)", async () => {
+    const script = `import('./src/job/job-lock.ts').then(({ acquireLock }) => {
+      const release = acquireLock(${JSON.stringify(dir.path)}, { briefly: true });
+      console.log('held');
+      setTimeout(() => { release(); process.exit(0); }, 1000);
+    })`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(child);
+    await once(child.stdout, 'data');
+    expect(readLock(dir.path)).toMatchObject({ pid: child.pid, briefly: true });
+    const runtime = await JobRuntime.start(bareJob(dir.path), createLogger());
+    expect(readLock(dir.path)?.pid).toBe(process.pid);
+    await runtime.stop();
+    const pid = await sleeper();
+    writeLock({ pid, startTime: processIdentity(pid)?.startTime });
+    await expect(JobRuntime.start(bareJob(dir.path), createLogger())).rejects.toThrow(`is in use by a running job (pid ${pid})`);
+  });
+
   // /proc is Linux's; elsewhere the check falls back to kill(pid, 0) and cannot tell these cases apart.
   it.skipIf(process.platform !== 'linux')('a live pid with another start time is a reused pid: the lock is stale', async () => {
     const pid = await sleeper();
