@@ -98,6 +98,7 @@ export class ParquetFile {
       base64Length(Buffer.byteLength(attributes)) +
       base64Length(m.data.byteLength) +
       base64Length(Buffer.byteLength(m.orderingKey)) +
+      // publish_time and sequence, at most 21 characters each; five commas and the newline.
       2 * 21 +
       6;
     return this.add(size, { m, attributes }, stageRow);
