@@ -14,6 +14,7 @@ import type { ObjectStorageConfig } from './config.js';
 import type { ManifestObject } from './manifest.js';
 import { BucketFailure, LocalManifestLog, type ManifestLog } from './manifest-log.js';
 import { newWriterTag, objectNamer, uniqueId, type ObjectNamer } from './object-naming.js';
+import type { ParquetScratch } from './parquet-scratch.js';
 import { RecordConversionError } from './record-format.js';
 import { RollingFile } from './rolling-file.js';
 import { classifyS3Error, createS3Client, s3Connection } from './s3-client.js';
@@ -69,6 +70,8 @@ export class ObjectStorageWriter implements Connector {
   private idsPrunedAt = 0;
   private recoveredAt = 0;
   private recovering?: Promise<void>;
+  /** Held from open to close by a Parquet export. */
+  private parquetScratch?: ParquetScratch;
 
   constructor(
     private readonly config: ObjectStorageConfig,
@@ -94,6 +97,8 @@ export class ObjectStorageWriter implements Connector {
       // Spill files of a previous run hold messages that were never acked: they come again.
       await rm(this.spillDir, { recursive: true, force: true });
       await mkdir(this.spillDir, { recursive: true });
+      if (this.config.format.kind === 'parquet')
+        this.parquetScratch ??= (await import('./parquet-scratch.js')).acquireParquetScratch(this.context.settings.dataDir);
       const manifest = this.openManifest(this.s3);
       for (const entry of manifest.committedAtOpen()) this.remember(entry);
       // A fleet's workers name objects apart by their tags; a counter from the clock keeps one worker's
@@ -218,6 +223,7 @@ export class ObjectStorageWriter implements Connector {
         file = await RollingFile.open(object, counter, join(this.spillDir, `${++this.spillCounter}.part`), openedAt, this.config, {
           detailed: this.context.fleet !== undefined,
           topicSchema: () => this.context.topicSchema?.(),
+          parquetScratch: this.parquetScratch,
         });
         this.shards[s] = file;
       }
@@ -322,6 +328,9 @@ export class ObjectStorageWriter implements Connector {
     this.manifest = undefined;
     this.s3?.destroy();
     this.s3 = undefined;
+    // After every file closed: none encodes in the scratch any more.
+    await this.parquetScratch?.release();
+    this.parquetScratch = undefined;
     const failed = removed.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
   }

@@ -4,9 +4,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { PubsubMessage } from '../../src/core/message.js';
 import { tempDir } from '../../test/helpers/core.js';
 import { ParquetFile, parquetColumns, readParquetRows } from './parquet-file.js';
+import { acquireParquetScratch } from './parquet-scratch.js';
 
 const dir = tempDir();
-afterAll(() => dir.remove());
+const scratch = acquireParquetScratch(dir.path);
+afterAll(async () => {
+  await scratch.release();
+  dir.remove();
+});
 
 const SUBSCRIPTION = 'projects/p/subscriptions/s';
 
@@ -22,7 +27,7 @@ function message(i: number, bytes: number): PubsubMessage {
 }
 
 async function write(path: string, writeMetadata: boolean, messages: PubsubMessage[]): Promise<void> {
-  const file = await ParquetFile.create(path, writeMetadata, 'SNAPPY');
+  const file = await ParquetFile.create(scratch, path, writeMetadata, 'SNAPPY');
   for (const m of messages) await file.append(SUBSCRIPTION, m, writeMetadata ? JSON.stringify(m.attributes) : '');
   await file.close();
 }

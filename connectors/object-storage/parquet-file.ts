@@ -1,8 +1,6 @@
-import { DuckDBInstance } from '@duckdb/node-api';
+import type { DuckDBInstance } from '@duckdb/node-api';
 import { parquetReadObjects } from 'hyparquet';
 import { rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import type { PubsubMessage } from '../../src/core/message.js';
 import { duckDbSettings } from '../../src/duckdb/database.js';
@@ -10,6 +8,7 @@ import { isDuckDbMemoryError } from '../../src/duckdb/limits.js';
 import { oneAtATime } from '../../src/duckdb/one-at-a-time.js';
 import { quoteString } from '../../src/duckdb/sql.js';
 import { ChunkedFile } from './chunked-file.js';
+import type { ParquetScratch } from './parquet-scratch.js';
 
 export type ParquetCompression = 'UNCOMPRESSED' | 'GZIP' | 'SNAPPY';
 
@@ -27,7 +26,6 @@ export function parquetColumns(writeMetadata: boolean): [name: string, type: str
   ];
 }
 
-let scratch: Promise<DuckDBInstance> | undefined;
 /**
  * Files of at least this many payload bytes are written one at a time: each COPY holds its file's data
  * column in one allocation, and such files sealed together (a budget-sized batch seals four of 16 MiB)
@@ -38,13 +36,6 @@ let scratch: Promise<DuckDBInstance> | undefined;
 const SERIAL_COPY_BYTES = 8 * 1024 * 1024;
 /** DuckDB's own default; a file with a longer row (a large message) reads with a longer limit. */
 const MAX_LINE_BYTES = 2 * 1024 * 1024;
-
-function scratchDb(): Promise<DuckDBInstance> {
-  // DuckDB creates the directory only if it ever spills.
-  const spill = join(tmpdir(), `orderly-parquet-${process.pid}`);
-  scratch ??= DuckDBInstance.create(':memory:', duckDbSettings('other', { temp_directory: spill, preserve_insertion_order: 'true' }));
-  return scratch;
-}
 
 /** One row of the staged file: what `stageRow` writes. */
 interface StagedRow {
@@ -68,6 +59,7 @@ const base64Length = (bytes: number) => Math.ceil(bytes / 3) * 4;
  */
 export class ParquetFile {
   private constructor(
+    private readonly scratch: Promise<DuckDBInstance>,
     private readonly stage: ChunkedFile,
     private readonly stagePath: string,
     private readonly path: string,
@@ -81,9 +73,15 @@ export class ParquetFile {
   /** Every row's subscription: one column value per file, written by the COPY rather than per row. */
   private subscription: string | undefined;
 
-  static async create(path: string, writeMetadata: boolean, compression: ParquetCompression): Promise<ParquetFile> {
+  /** `scratch`: the data directory's (acquireParquetScratch), held until this file has closed. */
+  static async create(
+    scratch: ParquetScratch,
+    path: string,
+    writeMetadata: boolean,
+    compression: ParquetCompression,
+  ): Promise<ParquetFile> {
     const stagePath = `${path}.rows`;
-    return new ParquetFile(await ChunkedFile.open(stagePath), stagePath, path, writeMetadata, compression);
+    return new ParquetFile(scratch.instance, await ChunkedFile.open(stagePath), stagePath, path, writeMetadata, compression);
   }
 
   /** `attributes`: the message's attributes as JSON (metadata form only). Returns a promise when it waits for the disk. */
@@ -114,7 +112,7 @@ export class ParquetFile {
     try {
       await this.stage.close();
       const write = async () => {
-        const connection = await (await scratchDb()).connect();
+        const connection = await (await this.scratch).connect();
         try {
           await connection.run(this.copySql());
         } finally {
@@ -122,7 +120,7 @@ export class ParquetFile {
         }
       };
       if (this.bytes < SERIAL_COPY_BYTES) await write();
-      else await oneAtATime(await scratchDb(), write);
+      else await oneAtATime(await this.scratch, write);
     } catch (e) {
       throw isDuckDbMemoryError(e) ? new ParquetMemoryError(this.path, this.bytes, e) : e;
     } finally {

@@ -4,6 +4,7 @@ import type { PubsubMessage } from '../../src/core/message.js';
 import { setDuckDbLimits } from '../../src/duckdb/limits.js';
 import { tempDir } from '../../test/helpers/core.js';
 import { ParquetFile } from './parquet-file.js';
+import { acquireParquetScratch } from './parquet-scratch.js';
 
 const dir = tempDir();
 afterAll(() => dir.remove());
@@ -14,13 +15,15 @@ function message(id: number, bytes: number): PubsubMessage {
 
 describe('a Parquet file larger than the writer memory limit (memory.duckdb)', () => {
   it('fails naming memory.duckdb and its value, not DuckDB advice to SET threads a job cannot give', async () => {
-    // The writer's scratch database is opened once per process, with the limits set before it (this file's own).
+    // The scratch database takes the limits set before it is opened.
     setDuckDbLimits({ memoryLimit: '16MiB' });
-    const file = await ParquetFile.create(join(dir.path, 'big.parquet'), true, 'SNAPPY');
+    const scratch = acquireParquetScratch(dir.path);
+    const file = await ParquetFile.create(scratch, join(dir.path, 'big.parquet'), true, 'SNAPPY');
     await file.append('projects/p/subscriptions/s', message(1, 9_900_000), '{}');
     await file.append('projects/p/subscriptions/s', message(2, 9_900_000), '{}');
     // Before: "Out of Memory Error: failed to pin block of size 9.4 MiB ... Possible solutions: * Reducing
     // the number of threads (SET threads=X) ...", as the subscription's RESOURCE_ERROR reason.
     await expect(file.close()).rejects.toThrow(/memory\.duckdb: 16MiB\) encoding a file of 19800000 bytes/);
+    await scratch.release();
   });
 });

@@ -21,6 +21,7 @@ import {
 } from '../../src/schema/topic-schema.js';
 import { ChunkedFile } from './chunked-file.js';
 import type { OutputFormat } from './config.js';
+import type { ParquetScratch } from './parquet-scratch.js';
 
 /** A record as read back from an object, for the audit and the tests. */
 export interface ExportedRecord {
@@ -106,11 +107,13 @@ export async function openRecordFile(
   path: string,
   format: OutputFormat,
   topicSchema: () => TopicSchema | undefined = () => undefined,
+  parquetScratch?: ParquetScratch,
 ): Promise<RecordFileWriter> {
   if (format.kind === 'parquet') {
+    if (!parquetScratch) throw new Error(`a Parquet file (${path}) is encoded in its data directory's Parquet scratch: none was given`);
     // Loaded for Parquet only: DuckDB's native library costs a text or Avro export ~40 ms and ~20 MiB.
     const { ParquetFile } = await import('./parquet-file.js');
-    const file = await ParquetFile.create(path, format.writeMetadata, format.compression);
+    const file = await ParquetFile.create(parquetScratch, path, format.writeMetadata, format.compression);
     return countingWriter(
       format.writeMetadata,
       (subscription, m) =>

@@ -3,6 +3,7 @@ import type { ExportMessage } from '../../src/connector/connector.js';
 import type { RedeliveryMark } from '../../src/connector/redelivery-filter.js';
 import type { TopicSchema } from '../../src/schema/topic-schema.js';
 import type { ObjectStorageConfig } from './config.js';
+import type { ParquetScratch } from './parquet-scratch.js';
 import type { ManifestObject } from './manifest.js';
 import { openRecordFile, type RecordFileWriter } from './record-format.js';
 
@@ -41,14 +42,14 @@ export class RollingFile {
     localPath: string,
     openedAt: Date,
     config: ObjectStorageConfig,
-    options: { detailed?: boolean; topicSchema?: () => TopicSchema | undefined } = {},
+    options: { detailed?: boolean; topicSchema?: () => TopicSchema | undefined; parquetScratch?: ParquetScratch } = {},
   ): Promise<RollingFile> {
     return new RollingFile(
       object,
       counter,
       localPath,
       openedAt,
-      await openRecordFile(localPath, config.format, options.topicSchema),
+      await openRecordFile(localPath, config.format, options.topicSchema, options.parquetScratch),
       options.detailed ?? false,
     );
   }
