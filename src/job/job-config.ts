@@ -143,7 +143,10 @@ const remote = z.strictObject({
 export const jobSchema = z.strictObject({
   projectId: z
     .string()
-    .regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, 'a Pub/Sub project id (6-30 lowercase letters, digits, "-")')
+    .regex(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, {
+      error: (issue) =>
+        `must be a Pub/Sub project id (6-30 lowercase letters, digits and "-", starting with a letter, not ending with "-"), got ${JSON.stringify(issue.input)}`,
+    })
     .default('orderly-local'),
   dataDir: z.string().default('./orderly-data'),
   durability: z.enum(['fsync', 'process']).default('fsync'),

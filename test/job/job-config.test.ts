@@ -176,6 +176,13 @@ describe('job file validation', () => {
     ]);
   });
 
+  it('quotes a bad projectId, as every other setting its bad value', () => {
+    // Before: 'projectId: a Pub/Sub project id (6-30 lowercase letters, digits, "-")', the value nowhere.
+    expect(problems({ ...base(), projectId: 'My_Project' })).toEqual([
+      'projectId: must be a Pub/Sub project id (6-30 lowercase letters, digits and "-", starting with a letter, not ending with "-"), got "My_Project"',
+    ]);
+  });
+
   it('substitutes ${ENV} references and names the missing ones', () => {
     const job = { ...base(), objectStorage: { endpoint: '${S3_URL}', accessKeyId: '${KEY_ID}' } };
     expect(problems(job, { S3_URL: 'http://127.0.0.1:9000' })).toEqual([
@@ -252,7 +259,7 @@ describe('job file validation', () => {
     ]);
     // Where a number does not help, the problem is the one the string has.
     expect(problems({ ...job, projectId: '${PROJECT}' }, { ...env, PROJECT: '12345' })).toEqual([
-      'projectId: a Pub/Sub project id (6-30 lowercase letters, digits, "-")',
+      'projectId: must be a Pub/Sub project id (6-30 lowercase letters, digits and "-", starting with a letter, not ending with "-"), got "12345"',
     ]);
   });
 });
