@@ -9,6 +9,7 @@ import { answerColumns, answerRows } from './answer-columns.js';
 import { exportTargetOf } from './export-target.js';
 import type { JobRuntime } from './job-runtime.js';
 import { remoteExportTargets } from './remote-job.js';
+import { queryMemoryError } from './query-memory-error.js';
 import { queryViewNames } from './query-view-names.js';
 
 /**
@@ -41,9 +42,12 @@ export async function queryJob(
   const path = runtime.queryDatabase ?? join(runtime.job.dataDir, 'query.duckdb');
   if (!runtime.readOnly) {
     // A database of the job's own for queries takes the query limit (memory.duckdb), not a table export's.
-    const connection = await connectDuckDb(path, runtime.queryDatabase ? 'tables' : 'other');
+    const use = runtime.queryDatabase ? 'tables' : 'other';
+    const connection = await connectDuckDb(path, use);
     try {
       return await runWithViews(connection, prepared, sql, false, onNote, onRows);
+    } catch (e) {
+      throw queryMemoryError(e, use);
     } finally {
       connection.closeSync();
     }
@@ -65,7 +69,7 @@ export async function queryJob(
       if (/read-only mode|file system operations are disabled|configuration has been locked|disabled through configuration/.test(message)) {
         throw new OrderlyError('FAILED_PRECONDITION', `${message}\n${READ_ONLY}`);
       }
-      throw e;
+      throw queryMemoryError(e, 'other');
     } finally {
       connection.closeSync();
     }
