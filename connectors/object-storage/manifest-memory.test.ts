@@ -8,8 +8,8 @@ import { tempDir } from '../../test/helpers/core.js';
 import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
 import { auditSubscription } from './audit.js';
 import { parseObjectStorageConfig } from './config.js';
-import { Manifest } from './manifest.js';
 import { LocalManifestLog } from './manifest-log.js';
+import { ManifestReader } from './manifest-reader.js';
 import { manifestPath } from './object-writer.js';
 import { parquetView } from './query-view.js';
 import { createS3Client, s3Connection } from './s3-client.js';
@@ -86,8 +86,10 @@ function writeManifest(path: string, { bucket = 'b', format = 'parquet', bytes =
 /** The heap the whole manifest's entries take, read at once. */
 function heapOfAllEntries(path: string): number {
   const before = liveHeap();
-  const entries = Manifest.readOnly(path).committed();
+  const reader = new ManifestReader(path);
+  const entries = reader.committed().map((ref) => reader.read(ref));
   const held = liveHeap() - before;
+  reader.close();
   expect(entries).toHaveLength(OBJECTS);
   return held;
 }

@@ -93,7 +93,7 @@ const ENTRY_START = '{"type":"';
  * export commits thousands).
  */
 export class Manifest {
-  private readonly fd?: number;
+  private readonly fd: number;
   /** Lines waiting for the next write, and the write in progress. */
   private queued: { line: Line; resolve(): void; reject(e: unknown): void }[] = [];
   private writing?: Promise<void>;
@@ -109,11 +109,8 @@ export class Manifest {
   /** Bytes of a torn last line cut off when the manifest was opened (0 if none). */
   readonly repairedBytes: number = 0;
 
-  /** Opens for writing (creating the file). `readOnly`: a snapshot for readers, which never changes the file. */
-  constructor(
-    readonly path: string,
-    options: { readOnly?: boolean } = {},
-  ) {
+  /** Opens for writing (creating the file). Readers that must not change it read through ManifestReader. */
+  constructor(readonly path: string) {
     const text = existsSync(path) ? readFileSync(path) : Buffer.alloc(0);
     const lastNewline = text.lastIndexOf(0x0a);
     const complete = lastNewline + 1;
@@ -124,7 +121,6 @@ export class Manifest {
       .forEach((line, i) => line && this.replay(parseLine(line, path, i + 1)));
     this.size = complete;
     this.opened = true;
-    if (options.readOnly) return;
     mkdirSync(dirname(path), { recursive: true });
     this.fd = openSync(path, constants.O_RDWR | constants.O_CREAT);
     if (text.length > complete) {
@@ -132,10 +128,6 @@ export class Manifest {
       fsyncSync(this.fd);
       this.repairedBytes = text.length - complete;
     }
-  }
-
-  static readOnly(path: string): Manifest {
-    return new Manifest(path, { readOnly: true });
   }
 
   private replay(line: Line): void {
@@ -152,10 +144,9 @@ export class Manifest {
   }
 
   private append(line: Line): Promise<void> {
-    if (this.fd === undefined) return Promise.reject(new Error(`manifest ${this.path} was opened read-only`));
     return new Promise((resolve, reject) => {
       this.queued.push({ line, resolve, reject });
-      this.writing ??= this.writeQueued(this.fd!);
+      this.writing ??= this.writeQueued(this.fd);
     });
   }
 
@@ -239,7 +230,7 @@ export class Manifest {
 
   /** Closes the file; every append must have settled (been awaited) before. */
   close(): void {
-    if (this.fd !== undefined) closeSync(this.fd);
+    closeSync(this.fd);
   }
 }
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { auditSubscription } from '../../connectors/object-storage/audit.js';
 import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
-import { Manifest } from '../../connectors/object-storage/manifest.js';
+import { committedObjects } from '../helpers/committed-objects.js';
 import { manifestPath } from '../../connectors/object-storage/object-writer.js';
 import { pathSegment } from '../../src/connector/sink-paths.js';
 import { tempDir } from '../helpers/core.js';
@@ -97,7 +97,7 @@ describe('subscriptions whose names differ only in + ~ vs _', () => {
       const path = manifestPath(dir.path, subscription);
       expect(path).toBe(join(dir.path, 'object-storage', 'p', pathSegment(s.name), subscription.uid, 'manifest.jsonl'));
       const lines: string[] = [];
-      for (const entry of Manifest.readOnly(path).committed()) lines.push(...(await linesOf(bucket, entry.object)));
+      for (const object of committedObjects(path)) lines.push(...(await linesOf(bucket, object)));
       expect(lines.sort()).toEqual(expected(s.tag));
       const report = await auditSubscription(subscription, parseObjectStorageConfig(config(bucket)), {
         dataDir: dir.path,
@@ -130,7 +130,7 @@ describe('subscriptions whose names differ only in + ~ vs _', () => {
       const path = manifestPath(dir.path, { name, uid: env.core.identity(name).uid });
       expect(path.startsWith(join(dir.path, 'object-storage', project, 'orders'))).toBe(true);
       const lines: string[] = [];
-      for (const entry of Manifest.readOnly(path).committed()) lines.push(...(await linesOf(bucket, entry.object)));
+      for (const object of committedObjects(path)) lines.push(...(await linesOf(bucket, object)));
       expect(lines.sort()).toEqual(expected(project));
     }
   });

@@ -3,7 +3,7 @@ import { PubSub } from '@google-cloud/pubsub';
 import { readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { stringify } from 'yaml';
-import { Manifest } from '../../connectors/object-storage/manifest.js';
+import { committedObjects } from '../helpers/committed-objects.js';
 import { manifestPath } from '../../connectors/object-storage/object-writer.js';
 import { orderly } from '../helpers/cli.js';
 import { tempDir } from '../helpers/core.js';
@@ -191,11 +191,9 @@ export async function runSigkillSoak({ kills, seed, log }: SoakOptions): Promise
     const [uidDir] = readdirSync(
       dirname(dirname(manifestPath(join(dir.path, 'data'), { name: `projects/${PROJECT}/subscriptions/to-files`, uid: 'x' }))),
     );
-    const manifest = Manifest.readOnly(
+    const objects = committedObjects(
       manifestPath(join(dir.path, 'data'), { name: `projects/${PROJECT}/subscriptions/to-files`, uid: uidDir! }),
     );
-    const objects = manifest.committed().map((o) => o.object);
-    manifest.close();
     const listed = await s3.list(bucket);
     const files = await readParquetObjects(s3, bucket, objects, position);
     const strays = listed.filter((o) => !objects.includes(o));
