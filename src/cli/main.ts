@@ -361,24 +361,25 @@ export async function main(argv: string[]): Promise<number> {
             'INVALID_ARGUMENT',
             `--data-dir: ${o.config} names the data directory (dataDir); give --config or --data-dir, not both`,
           );
-        const logger = await keepServingOnUnexpectedErrors();
-        const job = o.config ? await loadJobFile(o.config) : (await import('../job/job-config.js')).bareJob(resolve(o.dataDir));
-        const idleTimeoutSeconds =
-          o.idleTimeout === undefined ? (job.endpoint?.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS) : Number(o.idleTimeout);
-        if (!(idleTimeoutSeconds >= 1 && idleTimeoutSeconds <= 3600))
+        // The flags are checked before the job file is loaded: a mistyped flag is answered at once, not after
+        // the job's modules loaded (0.5 s of CPU, against 0.14 s for --help).
+        const idleTimeoutFlag = o.idleTimeout === undefined ? undefined : Number(o.idleTimeout);
+        if (idleTimeoutFlag !== undefined && !(idleTimeoutFlag >= 1 && idleTimeoutFlag <= 3600))
           throw new OrderlyError('INVALID_ARGUMENT', `--idle-timeout: must be 1 to 3600 seconds, got ${o.idleTimeout}`);
-        // The flags override the job file's endpoint section, field by field, as for the token and timeout.
         // Digits only: Number() reads '' and ' ' as 0 (any free port: `--port "$PORT"` with PORT unset served
         // on a port no client knew) and '0x1f90' or '8e3' as other ports than written.
-        const port = o.port === undefined ? (job.endpoint?.port ?? 8085) : /^\d{1,5}$/.test(o.port) ? Number(o.port) : NaN;
-        if (!Number.isInteger(port) || port < 0 || port > 65535)
+        const portFlag = o.port === undefined ? undefined : /^\d{1,5}$/.test(o.port) ? Number(o.port) : NaN;
+        if (portFlag !== undefined && !(Number.isInteger(portFlag) && portFlag >= 0 && portFlag <= 65535))
           throw new OrderlyError('INVALID_ARGUMENT', `--port: must be an integer from 0 to 65535, got ${o.port}`);
+        const logger = await keepServingOnUnexpectedErrors();
+        const job = o.config ? await loadJobFile(o.config) : (await import('../job/job-config.js')).bareJob(resolve(o.dataDir));
+        // The flags override the job file's endpoint section, field by field, as for the token.
         const endpoint = {
           host: o.host ?? job.endpoint?.host ?? '127.0.0.1',
-          port,
+          port: portFlag ?? job.endpoint?.port ?? 8085,
+          idleTimeoutSeconds: idleTimeoutFlag ?? job.endpoint?.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS,
           allowRemote: o.allowRemote ?? job.endpoint?.allowRemote ?? false,
           authToken: o.authToken ?? tokenFromEnvironment() ?? job.endpoint?.authToken,
-          idleTimeoutSeconds,
         };
         const flags = { allowRemote: '--allow-remote', authToken: '--auth-token or ORDERLY_TOKEN' };
         const stopSignals = watchStopSignals(logger);
