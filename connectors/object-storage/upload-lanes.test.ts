@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startObservingProxy } from '../../test/faults/observing-proxy.js';
 import { tempDir } from '../../test/helpers/core.js';
-import { openExport, waitFor } from '../../test/helpers/export.js';
+import { openExport } from '../../test/helpers/export.js';
+import { waitFor } from '../../test/helpers/wait-for.js';
 import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
 
 let s3: TestS3;

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
 
 const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { readRecords } from '../../connectors/object-storage/record-format.js';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
 import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { startTestS3 } from '../helpers/s3.js';
 
 const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));

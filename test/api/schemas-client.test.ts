@@ -2,7 +2,7 @@ import { Encodings, PubSub, SchemaTypes, type Message } from '@google-cloud/pubs
 import avro from 'avsc';
 import protobuf from 'protobufjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { startServe, type ServeProcess } from '../helpers/serve-process.js';
 
 /**

@@ -3,7 +3,7 @@ import { AckResponses, PubSub, type Message } from '@google-cloud/pubsub';
 import { GoogleError } from 'google-gax';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_STATUS_DETAILS_BIN } from '../../src/api/status-details.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { servePerFile } from '../helpers/serve-process.js';
 
 /**

@@ -1,7 +1,7 @@
 import { PubSub, type Message } from '@google-cloud/pubsub';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { servePerFile } from '../helpers/serve-process.js';
 
 const { server, api } = servePerFile();

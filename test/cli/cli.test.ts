@@ -10,7 +10,7 @@ import { orderly, orderlyBin } from '../helpers/cli.js';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { closedPort, tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const exec = promisify(execFile);
 

@@ -11,7 +11,7 @@ import { queryJob } from '../../src/job/query.js';
 import { createLogger } from '../../src/log.js';
 import { orderly, orderlyBin } from '../helpers/cli.js';
 import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const MESSAGES = 40;
 let dir: ReturnType<typeof tempDir>;

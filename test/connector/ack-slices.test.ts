@@ -9,7 +9,7 @@ import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { createLogger } from '../../src/log.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 /**
  * The runner hands a large write result's acks to the core a slice per turn of the event loop. What is

@@ -6,7 +6,7 @@ import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { createLogger } from '../../src/log.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 /**
  * `idleFlushMs` finalizes what a connector holds that long after the last delivery, on a timer of its own:

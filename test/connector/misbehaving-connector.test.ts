@@ -9,7 +9,7 @@ import { statusOf } from '../../src/job/metrics.js';
 import { createLogger } from '../../src/log.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 /**
  * Connectors that break the contract the way real ones do (docs/connectors.md): the runner keeps the

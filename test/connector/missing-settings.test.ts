@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import '../../examples/jsonl-file-connector/src/index.js';
 import { tempDir } from '../helpers/core.js';
-import { openExport, waitFor } from '../helpers/export.js';
+import { openExport } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 let dir: ReturnType<typeof tempDir>;
 afterEach(() => dir.remove());

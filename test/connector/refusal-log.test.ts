@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { emptyResult, type ConnectorContext, type WriteResult } from '../../src/connector/connector.js';
 import { registerConnector } from '../../src/connector/registry.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { openLoggedExports, type LoggedExports } from '../helpers/log-lines.js';
 
 /** Writes per subscription, across the connectors the runner makes. */

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { emptyResult, SinkBusyError, type WriteResult } from '../../src/connector/connector.js';
 import { registerConnector } from '../../src/connector/registry.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { openLoggedExports, type LoggedExports } from '../helpers/log-lines.js';
 
 /** Opens of the sink so far: the first three find it held by another process (a DuckDB file open elsewhere). */

@@ -5,7 +5,8 @@ import '../../examples/jsonl-file-connector/src/index.js';
 import { registeredConnectors } from '../../src/connector/registry.js';
 import { statusOf } from '../../src/job/metrics.js';
 import { tempDir } from '../helpers/core.js';
-import { openExport, waitFor } from '../helpers/export.js';
+import { openExport } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 let dir: ReturnType<typeof tempDir>;
 let env: Awaited<ReturnType<typeof openExport>>;

@@ -7,7 +7,8 @@ import { ObjectStorageWriter } from '../../connectors/object-storage/object-writ
 import { readRecords } from '../../connectors/object-storage/record-format.js';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { tempDir } from '../helpers/core.js';
-import { openExport, waitFor } from '../helpers/export.js';
+import { openExport } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';
 import { writerContext } from '../helpers/writer-context.js';
 

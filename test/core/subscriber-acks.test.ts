@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const dir = tempDirPerTest();
 

@@ -6,7 +6,7 @@ import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { isLinkLocal, type PushEgress } from '../../src/core/push-egress.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {

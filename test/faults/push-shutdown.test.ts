@@ -7,7 +7,7 @@ import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_PUSH_EGRESS, post } from '../../src/core/push-egress.js';
 import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { startServe, type ServeProcess } from '../helpers/serve-process.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];

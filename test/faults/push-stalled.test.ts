@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { orderly } from '../helpers/cli.js';
 import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { OrderlyRunProcess } from './orderly-run-process.js';
 
 const cleanups: (() => Promise<unknown> | void)[] = [];

@@ -2,7 +2,8 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { statusOf } from '../../src/job/metrics.js';
 import { tempDir } from '../helpers/core.js';
-import { openExport, waitFor } from '../helpers/export.js';
+import { openExport } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const SUBSCRIPTION = 'projects/p/subscriptions/to-s3';
 

@@ -7,7 +7,7 @@ import { committedObjects } from '../helpers/committed-objects.js';
 import { manifestPath } from '../../connectors/object-storage/object-writer.js';
 import { orderly } from '../helpers/cli.js';
 import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { startTestS3 } from '../helpers/s3.js';
 import {
   checkDelivery,

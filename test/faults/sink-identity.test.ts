@@ -15,7 +15,8 @@ import { SqliteStore, STORE_ID_FILE } from '../../src/store/sqlite-store.js';
 import { StoreCorruptError, StoreIdentityError } from '../../src/store/store.js';
 import { openCore, tempDir } from '../helpers/core.js';
 import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
-import { openExport, waitFor } from '../helpers/export.js';
+import { openExport } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';
 
 /**

@@ -3,7 +3,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { serveMetrics, statusOf } from '../../src/job/metrics.js';
 import { tempDir } from '../helpers/core.js';
-import { openExport, waitFor } from '../helpers/export.js';
+import { openExport } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 /**
  * Issue #9.4: a truncated DuckDB export file made the runner log one line and stop for good — backlog

@@ -5,7 +5,7 @@ import { createS3Client, s3Connection } from '../../connectors/object-storage/s3
 import { remoteIdentity } from '../../src/connector/sources/remote-names.js';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { orderly } from '../helpers/cli.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { openObjectFleetScene, PROJECT, publishKeyed, workerStatus } from '../helpers/fleet.js';
 
 const MESSAGES = 20_000;

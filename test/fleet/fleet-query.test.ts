@@ -8,7 +8,7 @@ import { loadJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';
 import { orderly } from '../helpers/cli.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { openObjectFleetScene, PROJECT, publishKeyed } from '../helpers/fleet.js';
 
 const MESSAGES = 600;

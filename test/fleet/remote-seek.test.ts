@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { orderly } from '../helpers/cli.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { openObjectFleetScene, workerStatus } from '../helpers/fleet.js';
 
 /** Messages of the key the export never had: enough that their replay spans several deliveries. */

@@ -9,7 +9,7 @@ import { remoteStatusOf, type RemoteStatus } from '../../src/job/metrics.js';
 import { createLogger } from '../../src/log.js';
 import { orderly } from '../helpers/cli.js';
 import { closedPort, tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { PROJECT, startRemote, writeRemoteJob } from '../helpers/fleet.js';
 import { startServe, type ServeProcess } from '../helpers/serve-process.js';
 

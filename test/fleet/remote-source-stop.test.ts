@@ -8,7 +8,7 @@ import { JobRuntime } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';
 import { orderly } from '../helpers/cli.js';
 import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { PROJECT, publishKeyed, startRemote, writeRemoteJob } from '../helpers/fleet.js';
 
 let remote: Awaited<ReturnType<typeof startRemote>>;

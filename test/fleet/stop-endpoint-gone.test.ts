@@ -1,5 +1,5 @@
 import { expect, it } from 'vitest';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { openObjectFleetScene, workerStatus } from '../helpers/fleet.js';
 
 const KEYS = 50;

@@ -2,7 +2,8 @@ import { afterEach, expect, it } from 'vitest';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { serveMetrics, statusOf } from '../../src/job/metrics.js';
 import { tempDir } from '../helpers/core.js';
-import { openExport, waitFor } from '../helpers/export.js';
+import { openExport } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const cleanups: (() => void | Promise<unknown>)[] = [];
 afterEach(async () => {

@@ -9,7 +9,7 @@ import { queryJob } from '../../src/job/query.js';
 import { queryViewNames } from '../../src/job/query-view-names.js';
 import { createLogger } from '../../src/log.js';
 import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 describe('query view names', () => {
   it('are the ids with "-" as "_" in the job\'s project, and full names (escaped) where those would meet or for other projects', () => {

@@ -9,7 +9,8 @@ import { SqliteStore } from '../../src/store/sqlite-store.js';
 import { StoreVersionError } from '../../src/store/store.js';
 import { orderlyBin } from '../helpers/cli.js';
 import { openCore } from '../helpers/core.js';
-import { openExport, waitFor } from '../helpers/export.js';
+import { openExport } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 
 const dir = tempDirPerTest();
