@@ -1,5 +1,5 @@
 import { registerBuiltInConnectors } from '../../connectors/index.js';
-import { startPubsubEndpoint, type EndpointOptions } from '../api/endpoint.js';
+import type { EndpointOptions } from '../api/endpoint.js';
 import { isLoopback, localHostPort } from '../api/exposure.js';
 import type { ConnectorSettings } from '../connector/connector.js';
 import { ExportManager, type ExportManagerOptions } from '../connector/export-manager.js';
@@ -12,7 +12,6 @@ import { SqliteStore } from '../store/sqlite-store.js';
 import type { JobConfig } from './job-config.js';
 import { ExportStates } from './export-states.js';
 import { acquireJobLock, acquireLock } from './job-lock.js';
-import { serveMetrics } from './metrics.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
 import { remoteExportsOf } from './remote-job.js';
 import { leaveWorkerDir, resolveWorkerId, sweepGoneWorkers, workerDir } from './worker.js';
@@ -151,6 +150,9 @@ export class JobRuntime {
       }
       let metricsUrl: string | undefined;
       if (options.serveMetrics && job.metrics) {
+        // Imported here, as the endpoint below: a command that only opens the job (query, status, audit)
+        // does not load prom-client, gRPC and the Pub/Sub protos (~0.3 s of every such command's start).
+        const { serveMetrics } = await import('./metrics.js');
         const server = await serveMetrics(core, exports, job.metrics.host, job.metrics.port, job.metrics.authToken);
         metricsUrl = server.url;
         cleanups.push(() => server.close());
@@ -164,6 +166,7 @@ export class JobRuntime {
       let endpointPort: number | undefined;
       if (options.serveMetrics && job.endpoint) {
         // Stopped first (pushed last): no new calls while the exports drain.
+        const { startPubsubEndpoint } = await import('../api/endpoint.js');
         const endpoint = await startPubsubEndpoint(core, { ...job.endpoint, flags: options.endpointFlags, logger });
         endpointPort = endpoint.port;
         cleanups.push(() => endpoint.close());
