@@ -6,7 +6,7 @@
 import { PubSub, type Message } from '@google-cloud/pubsub';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
-import { tempDir } from '../test/helpers/core.js';
+import { tempDir } from '../test/helpers/temp-dir.js';
 import { ratioTable, time, type BenchOutput } from './report.js';
 import { startOrderlyServe } from './serve-process.js';
 import { ackAll } from './workload.js';

@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
-import { tempDir } from '../test/helpers/core.js';
+import { tempDir } from '../test/helpers/temp-dir.js';
 import { best, ratioTable, time, warm, type BenchOutput } from './report.js';
 import { ackAll } from './workload.js';
 

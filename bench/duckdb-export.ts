@@ -10,7 +10,7 @@ import { PubSubCore } from '../src/core/pubsub-core.js';
 import { CHECKPOINT_THRESHOLD, closeDuckDb, connectDuckDb, duckDbSettings } from '../src/duckdb/database.js';
 import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
-import { tempDir } from '../test/helpers/core.js';
+import { tempDir } from '../test/helpers/temp-dir.js';
 import { best, ratioTable, time, warm, type BenchOutput } from './report.js';
 import { KEYS, MESSAGES, payload, publishAll, publishBatches } from './workload.js';
 

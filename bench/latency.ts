@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { BenchChild } from './child.js';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
-import { tempDir } from '../test/helpers/core.js';
+import { tempDir } from '../test/helpers/temp-dir.js';
 import { fmt, type BenchOutput, type Check } from './report.js';
 import { clockMs, latencyMessage, pace, RATE, TOTAL, WARMUP } from './latency-pace.js';
 import type { PublisherInput, PublisherResult } from './latency-publisher.js';

@@ -6,7 +6,7 @@
  */
 import { cpSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { tempDir } from '../test/helpers/core.js';
+import { tempDir } from '../test/helpers/temp-dir.js';
 import { benchModule } from './paths.js';
 import { runChild } from './child.js';
 import type { StepInput, StepName, StepResult } from './memory-step.js';

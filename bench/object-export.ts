@@ -14,7 +14,7 @@ import { ExportManager } from '../src/connector/export-manager.js';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
-import { tempDir } from '../test/helpers/core.js';
+import { tempDir } from '../test/helpers/temp-dir.js';
 import { best, ratioTable, time, warm, type BenchOutput } from './report.js';
 import { startBenchS3, type BenchS3 } from './s3-endpoint.js';
 import { drainExport, KEYS, MESSAGES, payload, publishAll, publishBatches } from './workload.js';

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createS3Client, s3Connection } from '../connectors/object-storage/s3-client.js';
-import { tempDir } from '../test/helpers/core.js';
+import { tempDir } from '../test/helpers/temp-dir.js';
 import { benchModule } from './paths.js';
 
 export interface BenchS3 {

@@ -32,7 +32,7 @@ import { remoteIdentity } from '../src/connector/sources/remote-names.js';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
-import { tempDir } from '../test/helpers/core.js';
+import { tempDir } from '../test/helpers/temp-dir.js';
 import { orderlyBin, orderlyNode } from './paths.js';
 import { ratioTable, time, type BenchOutput, type BenchResult } from './report.js';
 import { startBenchS3, type BenchS3 } from './s3-endpoint.js';

@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DeliveryCounters } from '../src/core/subscription-metrics.js';
 import { readLock } from '../src/job/job-lock.js';
-import { tempDir } from '../test/helpers/core.js';
+import { tempDir } from '../test/helpers/temp-dir.js';
 import { orderlyBin, orderlyNode } from './paths.js';
 
 export interface ServeProcess {

@@ -9,7 +9,7 @@ import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
 import { queryDuckDb as publicQueryDuckDb } from '../../src/index.js';
 import { serveMetrics, statusOf } from '../../src/job/metrics.js';
 import { createLogger } from '../../src/log.js';
-import { tempDir } from '../../test/helpers/core.js';
+import { tempDir } from '../../test/helpers/temp-dir.js';
 import { openExport } from '../../test/helpers/export.js';
 import { waitFor } from '../../test/helpers/wait-for.js';
 import { parseDuckDbTableConfig } from './config.js';

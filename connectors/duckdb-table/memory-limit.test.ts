@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import type { ExportMessage } from '../../src/connector/connector.js';
 import { closeDuckDb, queryDuckDb, setDuckDbLimits } from '../../src/duckdb/database.js';
-import { tempDir } from '../../test/helpers/core.js';
+import { tempDir } from '../../test/helpers/temp-dir.js';
 import { keyedExportMessage, writerContext } from '../../test/helpers/writer-context.js';
 import { parseDuckDbTableConfig } from './config.js';
 import { DuckDbTableWriter } from './table-writer.js';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { tempDir } from '../../test/helpers/core.js';
+import { tempDir } from '../../test/helpers/temp-dir.js';
 import { ChunkedFile } from './chunked-file.js';
 
 const dir = tempDir();

@@ -1,6 +1,6 @@
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { expect, it } from 'vitest';
-import { tempDir } from '../../test/helpers/core.js';
+import { tempDir } from '../../test/helpers/temp-dir.js';
 import { listObjectNames, minioClient } from '../../test/helpers/s3.js';
 import { startEmbeddedS3 } from './embedded-s3.js';
 import { createS3Client, s3Connection } from './s3-client.js';

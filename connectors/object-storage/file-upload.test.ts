@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startObservingProxy, type Interception, type SeenRequest } from '../../test/faults/observing-proxy.js';
-import { tempDir } from '../../test/helpers/core.js';
+import { tempDir } from '../../test/helpers/temp-dir.js';
 import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
 import { BodyBuffers, LocalFileError, PART_SIZE, uploadFile } from './file-upload.js';
 import { createS3Client, s3Connection } from './s3-client.js';

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tempDir } from '../../test/helpers/core.js';
+import { tempDir } from '../../test/helpers/temp-dir.js';
 import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
 import { BucketManifest } from './bucket-manifest.js';
 import { parseObjectStorageConfig } from './config.js';

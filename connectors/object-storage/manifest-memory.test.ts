@@ -4,7 +4,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
-import { tempDir } from '../../test/helpers/core.js';
+import { tempDir } from '../../test/helpers/temp-dir.js';
 import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';
 import { auditSubscription } from './audit.js';
 import { parseObjectStorageConfig } from './config.js';

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { PubsubMessage } from '../../src/core/message.js';
-import { tempDir } from '../../test/helpers/core.js';
+import { tempDir } from '../../test/helpers/temp-dir.js';
 import { ParquetFile, parquetColumns, readParquetRows } from './parquet-file.js';
 import { acquireParquetScratch } from './parquet-scratch.js';
 

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { PubsubMessage } from '../../src/core/message.js';
 import { setDuckDbLimits } from '../../src/duckdb/limits.js';
-import { tempDir } from '../../test/helpers/core.js';
+import { tempDir } from '../../test/helpers/temp-dir.js';
 import { ParquetFile } from './parquet-file.js';
 import { acquireParquetScratch } from './parquet-scratch.js';
 

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { tempDir } from '../../test/helpers/core.js';
+import { tempDir } from '../../test/helpers/temp-dir.js';
 import type { PubsubMessage } from '../../src/core/message.js';
 import { compileSchema, type CompiledSchema } from '../../src/schema/schema-definition.js';
 import type { TopicSchema } from '../../src/schema/topic-schema.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startObservingProxy } from '../../test/faults/observing-proxy.js';
-import { tempDir } from '../../test/helpers/core.js';
+import { tempDir } from '../../test/helpers/temp-dir.js';
 import { openExport } from '../../test/helpers/export.js';
 import { waitFor } from '../../test/helpers/wait-for.js';
 import { startTestS3, type TestS3 } from '../../test/helpers/s3.js';

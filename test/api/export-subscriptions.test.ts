@@ -7,7 +7,7 @@ import { stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { readRecords } from '../../connectors/object-storage/record-format.js';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { startTestS3 } from '../helpers/s3.js';
 

@@ -2,7 +2,7 @@ import { PubSub, type Message } from '@google-cloud/pubsub';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));

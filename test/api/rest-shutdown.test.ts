@@ -1,6 +1,6 @@
 import { Agent, request } from 'node:http';
 import { afterEach, expect, it } from 'vitest';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { startServe, type ServeProcess } from '../helpers/serve-process.js';
 
 const dir = tempDir('orderly-rest-shutdown-');

@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { PubSub, type Message } from '@google-cloud/pubsub';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { rawPubsubClients, startServe, type ServeProcess } from '../helpers/serve-process.js';
 

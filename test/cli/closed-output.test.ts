@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { orderlyBin } from '../helpers/cli.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 /**
  * Runs the CLI with `stream` piped to a reader that goes away early, as `orderly ... | head -1` does:

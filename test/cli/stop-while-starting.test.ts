@@ -1,7 +1,7 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 
 const cleanups: (() => void | Promise<unknown>)[] = [];

@@ -8,7 +8,7 @@ import { EmbeddedSource } from '../../src/connector/sources/embedded-source.js';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { createLogger } from '../../src/log.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 /**

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { emptyResult } from '../../src/connector/connector.js';
 import { registerConnector } from '../../src/connector/registry.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { openExport } from '../helpers/export.js';
 
 /** Configs the probe connector was asked to load, and connectors it made. */

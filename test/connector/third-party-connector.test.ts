@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import '../../examples/jsonl-file-connector/src/index.js';
 import { registeredConnectors } from '../../src/connector/registry.js';
 import { statusOf } from '../../src/job/metrics.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { openExport } from '../helpers/export.js';
 import { waitFor } from '../helpers/wait-for.js';
 

@@ -6,7 +6,7 @@ import { parseObjectStorageConfig } from '../../connectors/object-storage/config
 import { ObjectStorageWriter } from '../../connectors/object-storage/object-writer.js';
 import { readRecords } from '../../connectors/object-storage/record-format.js';
 import { queryDuckDb } from '../../src/duckdb/database.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { openExport } from '../helpers/export.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';

@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { MemoryOptions } from '../../src/core/memory-budget.js';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 let dir: ReturnType<typeof tempDir>;

@@ -1,6 +1,7 @@
 import { afterEach, expect, it } from 'vitest';
 import type { OrderlyError } from '../../src/core/errors.js';
-import { openCore, tempDir } from '../helpers/core.js';
+import { openCore } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 let dir: ReturnType<typeof tempDir>;
 afterEach(() => dir.remove());

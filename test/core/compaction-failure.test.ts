@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 let dir: ReturnType<typeof tempDir>;
 const unhandled: unknown[] = [];

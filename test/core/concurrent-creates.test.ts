@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { openCore, tempDir } from '../helpers/core.js';
+import { openCore } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 describe('creates of one name started together', () => {
   it('one is created, the others are ALREADY_EXISTS (not a SQLite constraint error)', async () => {

@@ -9,7 +9,8 @@ import type { OrderlyError } from '../../src/core/errors.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
 import type { SubscriptionEvent } from '../../src/core/subscription-events.js';
 import { statusOf } from '../../src/job/metrics.js';
-import { openCore, settle, tempDir } from '../helpers/core.js';
+import { openCore, settle } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { openExport } from '../helpers/export.js';
 
 let dir: ReturnType<typeof tempDir>;

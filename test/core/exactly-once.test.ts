@@ -3,7 +3,8 @@ import { InvalidAckIdsError } from '../../src/core/ack-results.js';
 import type { ManualClock } from '../../src/core/clock.js';
 import type { ReceivedMessage } from '../../src/core/message.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
-import { openCore, tempDir } from '../helpers/core.js';
+import { openCore } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 let dir: ReturnType<typeof tempDir>;
 let core: PubSubCore;

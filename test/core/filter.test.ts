@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseFilter } from '../../src/core/filter.js';
-import { openCore, pullAndAck, settle, tempDir } from '../helpers/core.js';
+import { openCore, pullAndAck, settle } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 describe('subscription filter', () => {
   const cases: [string, Record<string, string>, boolean][] = [

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { openCore, tempDir } from '../helpers/core.js';
+import { openCore } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 const AVRO = JSON.stringify({ type: 'record', name: 'Order', fields: [{ name: 'id', type: 'string' }] });
 

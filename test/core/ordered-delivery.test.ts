@@ -3,7 +3,8 @@ import type { ManualClock } from '../../src/core/clock.js';
 import type { ReceivedMessage } from '../../src/core/message.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { openCore, settle, tempDir } from '../helpers/core.js';
+import { openCore, settle } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 let dir: ReturnType<typeof tempDir>;
 let core: PubSubCore;

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import type { ReceivedMessage } from '../../src/core/message.js';
-import { openCore, tempDir } from '../helpers/core.js';
+import { openCore } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 type Op =
   | { kind: 'publish'; keys: number[] }

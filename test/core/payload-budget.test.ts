@@ -3,7 +3,8 @@ import { ManualClock } from '../../src/core/clock.js';
 import type { ReceivedMessage } from '../../src/core/message.js';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { settle, tempDir } from '../helpers/core.js';
+import { settle } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 const BUDGET = 4096;
 const KEYS = ['a', 'b', 'c', 'd'];

@@ -7,7 +7,8 @@ import { pushRequest } from '../../src/core/push-delivery.js';
 import { retryDelayMs } from '../../src/core/retry-backoff.js';
 import type { ManualClock } from '../../src/core/clock.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
-import { openCore, settle, tempDir } from '../helpers/core.js';
+import { openCore, settle } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 /** Waits until `done()` holds, for at most 3 s (the caller's expect says whether it did). */
 async function within3s(done: () => boolean): Promise<void> {

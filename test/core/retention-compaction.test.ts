@@ -5,7 +5,8 @@ import { ManualClock } from '../../src/core/clock.js';
 import { compactionPlan } from '../../src/core/compaction-plan.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
 import { STORE_FILE } from '../../src/store/sqlite-store.js';
-import { openCore, pullAndAck, tempDir } from '../helpers/core.js';
+import { openCore, pullAndAck } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 /**
  * Compaction and each subscription's own messageRetentionDuration: a message past a subscription's

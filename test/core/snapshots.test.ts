@@ -2,7 +2,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import type { ReceivedMessage } from '../../src/core/message.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
-import { openCore, tempDir } from '../helpers/core.js';
+import { openCore } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, expect, it } from 'vitest';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 const entry = fileURLToPath(new URL('../../dist/src/index.js', import.meta.url));
 let dir: ReturnType<typeof tempDir>;

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/core/clock.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
-import { openCore, pullAndAck, settle, tempDir } from '../helpers/core.js';
+import { openCore, pullAndAck, settle } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 /**
  * Topics' own settings (issue #13): messageRetentionDuration kept and used by compaction and seek,

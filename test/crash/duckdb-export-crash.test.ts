@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { closeDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { runExporterProcess } from '../helpers/exporter-process.js';
 import { openExport } from '../helpers/export.js';
 

@@ -4,7 +4,7 @@ import { parseObjectStorageConfig } from '../../connectors/object-storage/config
 import { auditSubscription } from '../../connectors/object-storage/audit.js';
 import { committedObjects } from '../helpers/committed-objects.js';
 import { manifestPath } from '../../connectors/object-storage/object-writer.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { runExporterProcess } from '../helpers/exporter-process.js';
 import { openExport } from '../helpers/export.js';
 import { startTestS3 } from '../helpers/s3.js';

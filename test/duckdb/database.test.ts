@@ -2,7 +2,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { closeDuckDb, connectDuckDb, queryDuckDb } from '../../src/duckdb/database.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 let dir: ReturnType<typeof tempDir>;
 const opened: string[] = [];

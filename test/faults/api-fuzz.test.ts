@@ -5,7 +5,7 @@ import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { startServeWithClients, type RawPubsubClients, type ServeProcess } from '../helpers/serve-process.js';
 
 /**

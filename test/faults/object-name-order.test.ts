@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseObjectStorageConfig } from '../../connectors/object-storage/config.js';
 import { ObjectStorageWriter } from '../../connectors/object-storage/object-writer.js';
 import { readRecords } from '../../connectors/object-storage/record-format.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';
 import { keyedExportMessage, writerContext } from '../helpers/writer-context.js';
 

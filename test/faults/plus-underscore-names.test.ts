@@ -7,7 +7,7 @@ import { parseObjectStorageConfig } from '../../connectors/object-storage/config
 import { committedObjects } from '../helpers/committed-objects.js';
 import { manifestPath } from '../../connectors/object-storage/object-writer.js';
 import { pathSegment } from '../../src/connector/sink-paths.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { openExport } from '../helpers/export.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';

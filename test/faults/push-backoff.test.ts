@@ -2,7 +2,7 @@ import { PubSub } from '@google-cloud/pubsub';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { startServe } from '../helpers/serve-process.js';
 

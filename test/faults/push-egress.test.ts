@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { isLinkLocal, type PushEgress } from '../../src/core/push-egress.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];

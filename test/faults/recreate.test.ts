@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { queryDuckDb } from '../../src/duckdb/database.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { openExport } from '../helpers/export.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPubsubEndpoint } from '../../src/api/endpoint.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
-import { openCore, tempDir } from '../helpers/core.js';
+import { openCore } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 /**
  * No silent field drop (issue #13): random valid topic and subscription bodies over REST are answered

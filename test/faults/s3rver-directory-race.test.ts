@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { startEmbeddedS3 } from '../../connectors/object-storage/embedded-s3.js';
 import { createS3Client, s3Connection } from '../../connectors/object-storage/s3-client.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { listObjectNames, minioClient } from '../helpers/s3.js';
 
 // s3rver removed a directory that a delete left empty while a put was about to write into it: the put's

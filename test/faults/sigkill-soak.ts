@@ -6,7 +6,7 @@ import { stringify } from 'yaml';
 import { committedObjects } from '../helpers/committed-objects.js';
 import { manifestPath } from '../../connectors/object-storage/object-writer.js';
 import { orderly } from '../helpers/cli.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { startTestS3 } from '../helpers/s3.js';
 import {

@@ -6,7 +6,7 @@ import { Manifest, ManifestCorruptError } from '../../connectors/object-storage/
 import { committedObjects } from '../helpers/committed-objects.js';
 import { manifestPath } from '../../connectors/object-storage/object-writer.js';
 import { statusOf } from '../../src/job/metrics.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { openExport } from '../helpers/export.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';

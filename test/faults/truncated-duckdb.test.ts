@@ -2,7 +2,7 @@ import { copyFileSync, renameSync, rmSync, truncateSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { serveMetrics, statusOf } from '../../src/job/metrics.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { openExport } from '../helpers/export.js';
 import { waitFor } from '../helpers/wait-for.js';
 

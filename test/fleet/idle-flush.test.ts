@@ -1,7 +1,7 @@
 import type { PubSub } from '@google-cloud/pubsub';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { startRemote, workerStatus, writeRemoteJob } from '../helpers/fleet.js';
 import { startTestS3, type TestS3 } from '../helpers/s3.js';

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { createPubSubClient, LEASE_EXTENSION_RETRY_MS } from '../../src/connector/sources/remote-endpoint.js';
-import { closedPort } from '../helpers/core.js';
+import { closedPort } from '../helpers/closed-port.js';
 import { PROJECT } from '../helpers/fleet.js';
 
 // Google's client schedules a worker's next lease extension at 0.9 × the ack deadline minus the 99th percentile

@@ -7,7 +7,7 @@ import { loadJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';
 import { orderly } from '../helpers/cli.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { PROJECT, publishKeyed, startRemote, writeRemoteJob } from '../helpers/fleet.js';
 

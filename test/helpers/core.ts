@@ -1,15 +1,6 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { ManualClock } from '../../src/core/clock.js';
 import { PubSubCore, type CoreOptions } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-
-export function tempDir(prefix = 'orderly-test-'): { path: string; remove(): void } {
-  const path = mkdtempSync(join(tmpdir(), prefix));
-  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
-}
 
 /** A core on a real SQLite store in `dir`, driven by a manual clock; `options` as the core takes them (memory, timers). */
 export async function openCore(
@@ -40,14 +31,4 @@ export async function pullAndAck(core: PubSubCore, sub: string): Promise<string[
     got.map((m) => m.ackId),
   );
   return got.map((m) => m.message.data.toString());
-}
-
-/** A local TCP port nothing listens on (taken, then released). */
-export function closedPort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }

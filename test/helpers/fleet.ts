@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { startServe, type ServeProcess } from './serve-process.js';
-import { tempDir } from './core.js';
+import { tempDir } from './temp-dir.js';
 import { startTestS3 } from './s3.js';
 
 export const PROJECT = 'fleet-project';

@@ -5,7 +5,7 @@ import { Backoff } from '../../src/connector/backoff.js';
 import { ExportManager, type ExportManagerOptions } from '../../src/connector/export-manager.js';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from './core.js';
+import { tempDir } from './temp-dir.js';
 
 /** One line of a captured log: the fields a test reads. */
 export interface LogLine {

@@ -3,7 +3,7 @@ import S3rver from 's3rver';
 import { randomUUID } from 'node:crypto';
 import { hardenStore } from '../../connectors/object-storage/embedded-s3.js';
 import { encodeListingsOnRequest } from '../../connectors/object-storage/s3rver-list-encoding.js';
-import { tempDir } from './core.js';
+import { tempDir } from './temp-dir.js';
 
 /**
  * An S3 endpoint for tests: s3rver on 127.0.0.1 (the local stand-in for MinIO), or real MinIO/S3 when

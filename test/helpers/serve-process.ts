@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll } from 'vitest';
 import { loadPubsubProto } from '../../src/api/pubsub-proto.js';
-import { tempDir } from './core.js';
+import { tempDir } from './temp-dir.js';
 
 const bin = fileURLToPath(new URL('../../bin/orderly.js', import.meta.url));
 

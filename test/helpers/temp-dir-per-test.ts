@@ -1,5 +1,5 @@
 import { afterEach, beforeEach } from 'vitest';
-import { tempDir } from './core.js';
+import { tempDir } from './temp-dir.js';
 
 /** A fresh temp dir for each test of the file, removed after it: read `path` inside a test or hook. */
 export function tempDirPerTest(prefix?: string): { readonly path: string } {

@@ -4,7 +4,8 @@ import { afterEach, expect, it } from 'vitest';
 import { ExportManager } from '../../src/connector/export-manager.js';
 import { serveMetrics } from '../../src/job/metrics.js';
 import { createLogger } from '../../src/log.js';
-import { openCore, tempDir } from '../helpers/core.js';
+import { openCore } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 const dir = tempDir('orderly-compaction-metrics-');
 afterEach(() => dir.remove());

@@ -1,7 +1,7 @@
 import { afterEach, expect, it } from 'vitest';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { serveMetrics, statusOf } from '../../src/job/metrics.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { openExport } from '../helpers/export.js';
 import { waitFor } from '../helpers/wait-for.js';
 

@@ -10,7 +10,7 @@ import { acquireLock, processIdentity, readLock } from '../../src/job/job-lock.j
 import { bareJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 let dir: ReturnType<typeof tempDir>;
 const children: ChildProcess[] = [];

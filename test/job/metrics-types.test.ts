@@ -5,7 +5,7 @@ import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { serveMetrics } from '../../src/job/metrics.js';
 import { createLogger } from '../../src/log.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 const dir = tempDir('orderly-metrics-types-');
 afterEach(() => dir.remove());

@@ -8,7 +8,7 @@ import { JobRuntime } from '../../src/job/job-runtime.js';
 import { queryJob } from '../../src/job/query.js';
 import { queryViewNames } from '../../src/job/query-view-names.js';
 import { createLogger } from '../../src/log.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 describe('query view names', () => {

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PubSubCore } from '../../src/core/pubsub-core.js';
 import { SqliteStore } from '../../src/store/sqlite-store.js';
-import { tempDir } from '../helpers/core.js';
+import { tempDir } from '../helpers/temp-dir.js';
 
 // Payloads up to 64 KiB come with their row; a larger one is read alone, and only within the caller's budget.
 const sizes = [0, 1024, 64 * 1024, 64 * 1024 + 1, 200_000, 1024];
