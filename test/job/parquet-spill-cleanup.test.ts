@@ -5,8 +5,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { parquetScratchDir } from '../../connectors/object-storage/parquet-scratch.js';
 import { OrderlyRunProcess } from '../faults/orderly-run-process.js';
 import { orderly } from '../helpers/cli.js';
-import { tempDir } from '../helpers/core.js';
-import { waitFor } from '../helpers/export.js';
+import { tempDir } from '../helpers/temp-dir.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const cleanups: (() => void | Promise<unknown>)[] = [];
 afterEach(async () => {
