@@ -6,6 +6,7 @@ import { serveMetrics } from '../../src/job/metrics.js';
 import { createLogger } from '../../src/log.js';
 import { openCore } from '../helpers/core.js';
 import { tempDir } from '../helpers/temp-dir.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const dir = tempDir('orderly-compaction-metrics-');
 afterEach(() => dir.remove());
@@ -28,6 +29,22 @@ it('/metrics shows the messages compaction deleted and the store size on disk as
       (n, f) => n + (statSync(join(dir.path, 'store', f), { throwIfNoEntry: false })?.size ?? 0),
       0,
     );
+  // The writer thread checkpoints the WAL every 200 ms, copying its pages into the database file, which grows:
+  // a scrape is compared with the files once that has settled (CI saw a checkpoint land between the two reads).
+  const settledOnDisk = async () => {
+    let last = -1;
+    await waitFor(
+      () => `the store's files to stop changing (last ${last} bytes)`,
+      async () => {
+        const now = onDisk();
+        if (now === last) return true;
+        last = now;
+        await new Promise((r) => setTimeout(r, 500));
+        return false;
+      },
+    );
+    return last;
+  };
   try {
     await core.createTopic('events');
     await core.createSubscription('reader', { topic: 'events' });
@@ -44,15 +61,17 @@ it('/metrics shows the messages compaction deleted and the store size on disk as
       got += pulled.length;
     }
     await core.flushed();
+    let settled = await settledOnDisk();
     let text = await scrape();
     expect(value(text, 'orderly_compacted_messages_total')).toBe(0);
-    expect(value(text, 'orderly_store_disk_bytes')).toBe(onDisk());
+    expect(value(text, 'orderly_store_disk_bytes')).toBe(settled);
 
     const { deletedMessages } = await core.compact();
     expect(deletedMessages).toBe(300);
+    settled = await settledOnDisk();
     text = await scrape();
     expect(value(text, 'orderly_compacted_messages_total')).toBe(300);
-    expect(value(text, 'orderly_store_disk_bytes')).toBe(onDisk());
+    expect(value(text, 'orderly_store_disk_bytes')).toBe(settled);
     expect(text).toMatch(/^# TYPE orderly_compacted_messages_total counter$/m);
     expect(text).toMatch(/^# TYPE orderly_store_disk_bytes gauge$/m);
   } finally {
