@@ -6,10 +6,11 @@ import { registerBuiltInConnectors } from '../../connectors/index.js';
 import { DEFAULT_IDLE_TIMEOUT_SECONDS } from '../api/endpoint-limits.js';
 import { checkExposure } from '../api/exposure.js';
 import { getConnector, exportSection, settingsSections } from '../connector/registry.js';
+import { remoteSubscriptionName } from '../connector/sources/remote-names.js';
 import type { SettingsSection, StandardIssue } from '../connector/settings-section.js';
 import { InvalidArgumentError, OrderlyError, UnknownFieldError } from '../core/errors.js';
 import { checkLabels } from '../core/labels.js';
-import { resourceName } from '../core/names.js';
+import { checkProject, resourceName } from '../core/names.js';
 import { applyTopicInput, topicSchemaField, type TopicInput } from '../core/topic-config.js';
 import { normalizeSubscription } from '../core/subscription-config.js';
 import { checkJobSchemas, jobSchemaEntry, jobSchemaName, jobTopicSchemaSettings, type JobSchema } from './job-schemas.js';
@@ -705,10 +706,11 @@ function checkRemote(
       const section = exportSection(e)!;
       checkExportSection(problems, at, section, sections);
     });
+    // A name the remote would refuse (NOT_FOUND or INVALID_ARGUMENT at every worker's start, retried) is the file's mistake.
+    check(problems, at, () => resourceName('subscriptions', e.subscription, remote.projectId ?? projectId, 'subscription'));
   });
-  const names = remote.exports.map((e) =>
-    e.subscription.startsWith('projects/') ? e.subscription : `projects/${remote.projectId ?? projectId}/subscriptions/${e.subscription}`,
-  );
+  if (remote.projectId !== undefined) check(problems, 'remote', () => checkProject(remote.projectId!, 'projectId'));
+  const names = remote.exports.map((e) => remoteSubscriptionName(e.subscription, remote.projectId ?? projectId));
   names.forEach((n, i) => {
     if (names.indexOf(n) !== i)
       problems.push(`remote.exports[${i}].subscription: ${n} is exported twice; one export per remote subscription`);

@@ -856,6 +856,36 @@ describe('export sections', () => {
       ]),
     );
   });
+
+  // Both were passed on unchecked: every worker then started, and failed or retried at the remote, on what
+  // `orderly validate` had called valid.
+  it('refuses a remote subscription name and a remote project the Pub/Sub API would refuse, naming each', () => {
+    const remoteJob = (remote: Record<string, unknown>) => ({
+      projectId: 'test-project',
+      objectStorage: { endpoint: 'http://127.0.0.1:9000', accessKeyId: 'k', secretAccessKey: 's' },
+      remote: { endpoint: '127.0.0.1:8085', ...remote },
+    });
+    const exportOf = (subscription: string) => ({ subscription, cloudStorageConfig: { bucket: 'exports', textConfig: {} } });
+    expect(
+      problems(
+        remoteJob({
+          projectId: 'My Project',
+          exports: ['sub one', 'projects/p/subscriptions', 'projects/p/topics/t', 'events'].map(exportOf),
+        }),
+      ),
+    ).toEqual([
+      'remote.exports[0].subscription: invalid id "sub one": 3-255 characters, starting with a letter, of letters, digits and - _ . ~ + %, not starting with "goog"',
+      'remote.exports[1].subscription: expected projects/{project}/subscriptions/{id} or a bare id, got "projects/p/subscriptions"',
+      'remote.exports[2].subscription: expected a subscription name, got projects/p/topics/t',
+      'remote.projectId: invalid project "My Project" (10 characters): at most 255 characters, without whitespace or control characters, and not "." or ".."',
+    ]);
+    // A legacy domain-scoped project and full names in other projects are Pub/Sub's own.
+    expect(
+      problems(
+        remoteJob({ projectId: 'example.com:analytics', exports: ['events', 'projects/other-project/subscriptions/orders'].map(exportOf) }),
+      ),
+    ).toEqual([]);
+  });
 });
 
 describe('push settings', () => {
