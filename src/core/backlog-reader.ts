@@ -159,8 +159,10 @@ export class BacklogReader {
    */
   private pass(upTo: number): void {
     const from = this.cursor;
+    // Three disjoint ranges, each read once: counted in the background, not counted yet, published since the start.
     const counted = this.countIn(from, Math.min(upTo, this.countedUpTo)) + this.countIn(Math.max(from, this.restartSeq), upTo);
-    this.sink.expiredUnread(this.countIn(from, upTo));
+    const uncounted = this.countIn(Math.max(from, this.countedUpTo), Math.min(upTo, this.restartSeq));
+    this.sink.expiredUnread(counted + uncounted);
     this.unread = Math.max(0, this.unread - counted);
     this.cursor = upTo;
     if (this.firstMatch !== undefined && this.firstMatch <= upTo) this.firstMatch = undefined;
