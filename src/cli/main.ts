@@ -161,7 +161,7 @@ export async function main(argv: string[]): Promise<number> {
         // A running job is reached through its endpoint; otherwise the store is opened here.
         const runtime = running
           ? undefined
-          : await (await import('../job/job-runtime.js')).JobRuntime.start(job, await createLogger(), { withExports: false });
+          : await (await import('../job/job-runtime.js')).JobRuntime.start(job, await createLogger(), { storeOnly: true });
         const publish: PublishBatch = runtime
           ? (messages) => runtime.core.publish(topic, messages)
           : (messages) => publishOverRest(running!.endpoint!, topic, messages, job.endpoint?.authToken ?? tokenFromEnvironment());
@@ -222,10 +222,14 @@ export async function main(argv: string[]): Promise<number> {
         );
       } else {
         const { HOT_KEYS, snapshotStatusOf, statusOf } = await import('../job/metrics.js');
-        rows = await withJob(job, async (runtime) => {
-          runtime.core.countBacklogs(HOT_KEYS);
-          return [...statusOf(runtime.core, undefined, runtime.exportStates), ...snapshotStatusOf(runtime.core, Infinity)];
-        });
+        rows = await withJob(
+          job,
+          async (runtime) => {
+            runtime.core.countBacklogs(HOT_KEYS);
+            return [...statusOf(runtime.core, undefined, runtime.exportStates), ...snapshotStatusOf(runtime.core, Infinity)];
+          },
+          { storeOnly: true },
+        );
       }
       out(rows, o.json, () => {
         const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
@@ -512,7 +516,11 @@ async function publishOverRest(endpoint: string, topic: string, messages: Messag
 }
 
 /** Opens the job's data directory without starting exports, runs `fn`, and always closes it again. */
-async function withJob<T>(job: JobConfig, fn: (runtime: JobRuntime) => Promise<T>, options: { readOnly?: boolean } = {}): Promise<T> {
+async function withJob<T>(
+  job: JobConfig,
+  fn: (runtime: JobRuntime) => Promise<T>,
+  options: { readOnly?: boolean; storeOnly?: boolean } = {},
+): Promise<T> {
   const { JobRuntime } = await import('../job/job-runtime.js');
   const runtime = await JobRuntime.start(job, await createLogger(), { withExports: false, ...options });
   try {

@@ -49,7 +49,10 @@ export class JobRuntime {
   ) {}
 
   /**
-   * `withExports: false` opens everything but starts no export (status, query, publish);
+   * `withExports: false` opens everything but starts no export (query, audit);
+   * `storeOnly` opens the store and reconciles it with the file, and nothing else: no settings section (no
+   * DuckDB database, no embedded S3 server) and no export (publish, status: each loaded DuckDB and s3rver,
+   * ~2 s of a call, for nothing they use);
    * `readOnly` (read-only queries) also has the settings sections change nothing (see SectionContext), and
    * the data directory is not reconciled with the file;
    * `serveMetrics` (run, serve) also serves the metrics and, if the job has one, the Pub/Sub endpoint;
@@ -65,6 +68,7 @@ export class JobRuntime {
     logger: Logger,
     options: {
       withExports?: boolean;
+      storeOnly?: boolean;
       readOnly?: boolean;
       serveMetrics?: boolean;
       endpointFlags?: EndpointOptions['flags'];
@@ -87,7 +91,8 @@ export class JobRuntime {
       }
       // Only once the lock is this process's: a start refused because the worker runs already must not
       // remove that worker's folder on its way out.
-      const briefly = options.withExports === false;
+      const storeOnly = options.storeOnly ?? false;
+      const briefly = options.withExports === false || storeOnly;
       const releaseLock = briefly
         ? acquireLock(dataDir, { briefly })
         : await acquireJobLock(dataDir, { starting: true }, (holder) =>
@@ -101,13 +106,13 @@ export class JobRuntime {
       // Before any section opens a DuckDB database (the duckdb section runs its init statements). In a
       // process that runs no export (orderly query), a database file is opened for queries.
       const mib = (bytes: number) => `${Math.max(1, Math.floor(bytes / 1024 / 1024))}MiB`;
-      const exporting = options.withExports !== false && !readOnly;
+      const exporting = !briefly && !readOnly;
       setDuckDbLimits({
         memoryLimit: mib(job.memory.duckdb),
         tableMemoryLimit: mib(exporting ? job.memory.duckdbTables : job.memory.duckdb),
         threads: job.memory.duckdbThreads,
       });
-      const opened = await openSections(job, { dataDir, readOnly, logger }, cleanups);
+      const opened = storeOnly ? { settings: { dataDir } } : await openSections(job, { dataDir, readOnly, logger }, cleanups);
       let reportFailure!: (error: Error) => void;
       const failure = new Promise<Error>((resolve) => (reportFailure = resolve));
       const core = await PubSubCore.open({
