@@ -9,11 +9,7 @@ import type { ManualClock } from '../../src/core/clock.js';
 import type { PubSubCore } from '../../src/core/pubsub-core.js';
 import { openCore, settle } from '../helpers/core.js';
 import { tempDir } from '../helpers/temp-dir.js';
-
-/** Waits until `done()` holds, for at most 3 s (the caller's expect says whether it did). */
-async function within3s(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 300 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
-}
+import { waitFor } from '../helpers/wait-for.js';
 
 let dir: ReturnType<typeof tempDir>;
 let core: PubSubCore;
@@ -28,6 +24,12 @@ afterEach(async () => {
   await core.close();
   dir.remove();
 });
+/** Waits until every message of `pushed` is acked, moving the manual clock past each failed push's backoff. */
+const drained = () =>
+  waitFor('the backlog of pushed acked', () => {
+    clock.advance(100);
+    return core.metrics('pushed').backlogMessages === 0;
+  });
 
 describe('push delivery', () => {
   let server: Server;
@@ -85,11 +87,7 @@ describe('push delivery', () => {
       'events',
       ['b1', 'b2'].map((data) => ({ data, orderingKey: 'b' })),
     );
-    for (let i = 0; i < 200 && core.metrics('pushed').backlogMessages > 0; i++) {
-      clock.advance(100); // the push backoff before a failed message comes again
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    expect(core.metrics('pushed').backlogMessages).toBe(0);
+    await drained();
     expect(overlap).toBe(false);
     expect(received.filter((r) => r.key === 'a').map((r) => r.data)).toEqual(['a1', 'a2', 'a2', 'a3']);
     expect(received.filter((r) => r.key === 'b').map((r) => r.data)).toEqual(['b1', 'b2']);
@@ -127,7 +125,7 @@ describe('push delivery', () => {
     const [id] = await core.publish('events', [
       { data, orderingKey: 'k', attributes: { 'Content-Type': 'application/x-thing', color: 'red' } },
     ]);
-    for (let i = 0; i < 200 && got.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    await waitFor('both pushes', () => got.length === 2);
     const plain = got.find((g) => g.headers['x-goog-pubsub-message-id'] === undefined)!;
     const meta = got.find((g) => g.headers['x-goog-pubsub-message-id'] !== undefined)!;
     expect(plain.body.equals(data)).toBe(true);
@@ -190,7 +188,7 @@ describe('push delivery', () => {
       { data: 'one', orderingKey: 'ключ', attributes: { city: 'Zürich 東京' } },
       { data: 'two', orderingKey: 'ключ', attributes: { city: 'Zürich' } },
     ]);
-    await within3s(() => got.length === 2);
+    await waitFor('both pushes', () => got.length === 2);
     expect(got).toEqual([
       { body: 'one', key: 'ключ', city: 'Zürich 東京' },
       { body: 'two', key: 'ключ', city: 'Zürich' },
@@ -237,18 +235,14 @@ describe('push delivery', () => {
       'events',
       ['s1', 's2', 's3'].map((data) => ({ data, orderingKey: 'k' })),
     );
-    for (let i = 0; i < 200 && received.length < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    await waitFor('s1 and s2 pushed', () => received.length === 2);
     await core.seek('pushed', before);
-    for (let i = 0; i < 400 && (core.metrics('pushed').backlogMessages > 0 || out > 0); i++) await new Promise((r) => setTimeout(r, 10));
-    expect(core.metrics('pushed').backlogMessages).toBe(0);
+    await waitFor('the replay pushed and answered', () => core.metrics('pushed').backlogMessages === 0 && out === 0);
     expect(received).toEqual(['s1', 's2', 's1', 's2', 's3']);
     expect(mostOut).toBe(1);
 
     await core.publish('events', [{ data: 'partial', orderingKey: 'p' }]);
-    for (let i = 0; i < 200 && core.metrics('pushed').backlogMessages > 0; i++) {
-      clock.advance(100); // the push backoff before a failed message comes again
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await drained();
     expect(received.filter((d) => d === 'partial')).toHaveLength(2);
     expect(core.metrics('pushed').lastNackReason?.message).toBe(
       'push endpoint answered HTTP 206, not a success for push (102, 200, 201, 202, 204)',
@@ -273,8 +267,7 @@ describe('push delivery', () => {
     });
     await core.publish('events', [{ data: 'slow work' }]);
     // Without the 102 counting, the message stays out until the request's timeout, the 10 s ack deadline.
-    await within3s(() => core.metrics('pushed').backlogMessages === 0);
-    expect(core.metrics('pushed').backlogMessages).toBe(0);
+    await waitFor('the push acked on its 102', () => core.metrics('pushed').backlogMessages === 0, 8_000);
     held!.writeHead(500).end();
     expect(requests).toBe(1);
     expect(core.metrics('pushed').counters.nacked).toBe(0);
@@ -294,7 +287,9 @@ describe('push delivery', () => {
     await core.createSubscription('without-token', { topic: 'events', pushConfig: { pushEndpoint: `${endpoint}/` } });
     await core.publish('events', [{ data: 'x' }]);
     const reason = (sub: string) => core.metrics(sub).lastNackReason?.message;
-    await within3s(() => ['with-token', 'forbidden', 'without-token'].every((sub) => reason(sub) !== undefined));
+    await waitFor('a nack on each subscription', () =>
+      ['with-token', 'forbidden', 'without-token'].every((sub) => reason(sub) !== undefined),
+    );
     // Before, it read "push endpoint answered HTTP 401" alone: the endpoint looked at fault for a token Orderly never sent.
     const noToken = ' (Orderly sends no OIDC token: pushConfig.oidcToken is stored only, so the request carried no Authorization header)';
     expect(reason('with-token')).toBe(`push endpoint answered HTTP 401${noToken}`);
@@ -322,11 +317,9 @@ describe('push delivery', () => {
         Array.from({ length: 12 }, (_, i) => ({ data: `m${i}` })),
       );
       // Each request listened on the subscription's shutdown signal: past ten, Node warned of a leak.
-      for (let i = 0; i < 500 && held.length < 12; i++) await new Promise((r) => setTimeout(r, 10));
-      expect(held).toHaveLength(12);
+      await waitFor('12 requests held at once', () => held.length === 12);
       for (const res of held) res.writeHead(204).end();
-      await within3s(() => core.metrics('pushed').backlogMessages === 0);
-      expect(core.metrics('pushed').backlogMessages).toBe(0);
+      await waitFor('every push acked', () => core.metrics('pushed').backlogMessages === 0);
       await new Promise((r) => setImmediate(r));
       expect(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning'))).toEqual([]);
     } finally {
@@ -343,14 +336,13 @@ describe('push delivery', () => {
     });
     await pushWithLongDeadline(server);
     await core.publish('events', [{ data: 'slow work' }]);
-    await within3s(() => core.metrics('pushed').backlogMessages === 0);
-    expect(core.metrics('pushed').backlogMessages).toBe(0);
+    await waitFor('the push acked on its 102', () => core.metrics('pushed').backlogMessages === 0);
     // Acked on the 102, so the drain had no request to wait for: the exchange (its socket, its 600 s timer)
     // lived on after close and kept a process that embeds the core from exiting.
     await core.close();
-    await within3s(() => closed);
+    // Far sooner than the request's 600 s deadline: cut by the close.
+    await waitFor('the request cut', () => closed);
     server.closeAllConnections();
-    expect(closed).toBe(true);
   });
 
   it('closing the core also ends a request out for a subscription that stopped pushing (made pull), within the grace', async () => {
@@ -363,15 +355,14 @@ describe('push delivery', () => {
     });
     await pushWithLongDeadline(server);
     await core.publish('events', [{ data: 'held' }]);
-    await within3s(() => received);
-    expect(received).toBe(true);
+    await waitFor('the push at the endpoint', () => received);
     await core.updateSubscription('pushed', { pushConfig: null });
     // Its pusher was stopped and forgotten, so the close neither waited for its request nor cut it: the
     // request (its socket, its 600 s timer) outlived the core, and kept orderly serve from exiting.
     await core.close();
-    await within3s(() => closed);
+    // Far sooner than the request's 600 s deadline: cut by the close.
+    await waitFor('the request cut', () => closed);
     server.closeAllConnections();
-    expect(closed).toBe(true);
   });
 
   it("a failing push backs off (Pub/Sub's push backoff, 100 ms to 60 s) even under a retryPolicy of 0 s; a longer policy wins", async () => {
