@@ -6,6 +6,7 @@ import { loadPubsubProto } from '../../src/api/pubsub-proto.js';
 import { encodeDeliveries } from '../../src/api/streaming-pull-response.js';
 import type { ReceivedMessage } from '../../src/core/message.js';
 import { servePerFile } from '../helpers/serve-process.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 /** grpc-js's own (proto-loader) coding of StreamingPull, as Google's clients and the lean bench client decode it. */
 const method = (loadPubsubProto() as unknown as { google: { pubsub: { v1: { Subscriber: grpc.ServiceClientConstructor } } } }).google.pubsub
@@ -144,7 +145,7 @@ describe('StreamingPull responses from `orderly serve`', () => {
     // One byte: a message goes out while nothing is outstanding, the next only once it is acked.
     stream.write({ subscription, streamAckDeadlineSeconds: 60, maxOutstandingBytes: 1 });
     for (let acked = 0; acked < 5; acked++) {
-      await waitUntil(() => received.length > acked);
+      await waitFor(`message ${acked + 1} on the stream`, () => received.length > acked);
       await new Promise((r) => setTimeout(r, 300));
       expect(received).toHaveLength(acked + 1);
       stream.write({ ackIds: [received[acked]!.ackId] });
@@ -179,9 +180,13 @@ describe('StreamingPull responses from `orderly serve`', () => {
     await api.sub('createSubscription', { name: subscription, topic });
     const stream = api.subscriber.streamingPull() as grpc.ClientDuplexStream<Record<string, unknown>, any>;
     const failed = new Promise<grpc.ServiceError>((resolve) => stream.on('error', resolve));
+    let delivered = false;
+    stream.on('data', () => (delivered = true));
     stream.write({ subscription, streamAckDeadlineSeconds: 60 });
     await api.pub('publish', { topic, messages: [{ data: Buffer.from('x') }] });
-    await new Promise((r) => setTimeout(r, 200));
+    // Made push once the stream delivers (a fixed 200 ms could pass before the stream was attached: its first
+    // request was then refused as the push subscription's, and the open stream's ending went untested).
+    await waitFor('the message on the open stream', () => delivered);
     await api.sub('modifyPushConfig', { subscription, pushConfig: { pushEndpoint: 'http://127.0.0.1:9/push' } });
     expect(await failed).toMatchObject({
       code: grpc.status.FAILED_PRECONDITION,
@@ -189,11 +194,3 @@ describe('StreamingPull responses from `orderly serve`', () => {
     });
   });
 });
-
-async function waitUntil(check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
