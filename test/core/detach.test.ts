@@ -12,6 +12,7 @@ import { statusOf } from '../../src/job/metrics.js';
 import { openCore, settle } from '../helpers/core.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { openExport } from '../helpers/export.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 let dir: ReturnType<typeof tempDir>;
 let core: PubSubCore;
@@ -109,7 +110,7 @@ describe('DetachSubscription', () => {
       await core.createSubscription('replay', { topic: 'orders', retainAckedMessages: true, pushConfig: { pushEndpoint } });
       await core.createSubscription('witness', { topic: 'orders' });
       await core.publish('orders', [{ data: 'm1' }]);
-      await waitFor(() => pushed.length === 1);
+      await waitFor('the push', () => pushed.length === 1);
       await core.detachSubscription('replay');
       await core.publish('orders', [{ data: 'm2' }]);
       const witnessed = await core.pull('witness', { maxMessages: 10, waitMs: 5_000 });
@@ -137,14 +138,6 @@ describe('DetachSubscription', () => {
   });
 });
 
-async function waitFor(condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 describe('DetachSubscription of an export subscription', () => {
   it("stops its runner (the export manager follows the core's update event), also after a restart", async () => {
     const exportDir = tempDir();
@@ -153,11 +146,11 @@ describe('DetachSubscription of an export subscription', () => {
       const path = join(exportDir.path, 'out.jsonl');
       await env.core.createTopic('events');
       await env.core.createSubscription('to-file', { topic: 'events', exportConfig: { connector: 'jsonl-file', path } });
-      await waitFor(() => env.exports.runner('to-file') !== undefined);
+      await waitFor('the runner started', () => env.exports.runner('to-file') !== undefined);
       await env.core.publish('events', [{ data: 'before' }]);
-      await waitFor(() => env.core.metrics('to-file').backlogMessages === 0 && existsSync(path));
+      await waitFor('the file exported', () => env.core.metrics('to-file').backlogMessages === 0 && existsSync(path));
       await env.core.detachSubscription('to-file');
-      await waitFor(() => env.exports.runner('to-file') === undefined);
+      await waitFor('the runner stopped', () => env.exports.runner('to-file') === undefined);
       await env.core.publish('events', [{ data: 'after' }]);
       await env.close();
       env = await openExport(exportDir.path);

@@ -1,6 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { servePerFile } from '../helpers/serve-process.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const T = 'projects/stream-faults/topics';
 const S = 'projects/stream-faults/subscriptions';
@@ -20,14 +21,6 @@ function openStream(subscription: string) {
   });
   stream.write({ subscription, streamAckDeadlineSeconds: 10 });
   return { stream, received, ended };
-}
-
-async function waitFor(what: string, check: () => boolean, timeoutMs = 20_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 async function publish(topic: string, text: string): Promise<void> {
