@@ -189,9 +189,8 @@ describe('orderly query (the command)', () => {
   it('on a job without a DuckDB database: an empty in-memory one, with the same limits', async () => {
     const bare = join(dir.path, 'bare.yaml');
     writeFileSync(bare, stringify({ dataDir: './bare-data', topics: [{ name: 'events' }] }));
-    const ok = await orderly('query', bare, 'SELECT 42 AS answer', '--json');
-    expect(JSON.parse(ok.stdout)).toEqual([{ answer: 42 }]);
-    // Several statements run in order; the answer is the last one's (it had been the first SELECT's).
+    // Several statements run in order; the answer is the last one's (it had been the first SELECT's). One
+    // command for both checks (each starts a process, ~2 s on a loaded machine).
     const several = await orderly(
       'query',
       bare,
@@ -199,7 +198,6 @@ describe('orderly query (the command)', () => {
       '--json',
     );
     expect(JSON.parse(several.stdout)).toEqual([{ last: 2 }]);
-    expect(JSON.parse((await orderly('query', bare, 'SELECT 1 AS first; SELECT 2 AS second', '--json')).stdout)).toEqual([{ second: 2 }]);
     const out = join(dir.path, 'bare.csv');
     const refused = await orderly('query', bare, `COPY (SELECT 1) TO '${out}'`);
     expect(refused.code).toBe(1);
