@@ -7,6 +7,7 @@
 import { PubSub } from '@google-cloud/pubsub';
 import { exitWithParent, reply } from './child.js';
 import { clockMs, latencyMessage, pace, TOTAL } from './latency-pace.js';
+import { tracePublisher, TRACING, type PublisherTrace } from './latency-trace.js';
 import { watchEventLoop } from './process-stats.js';
 
 export interface PublisherInput {
@@ -22,6 +23,8 @@ export interface PublisherResult {
   errors: string[];
   /** The publisher's longest event-loop block while it published, ms. */
   maxLoopDelayMs: number;
+  /** With BENCH_LATENCY_TRACE. */
+  trace?: PublisherTrace;
 }
 
 exitWithParent();
@@ -36,6 +39,7 @@ const publishedAt = new Float64Array(TOTAL);
 const errors: string[] = [];
 const pending: Promise<void>[] = [];
 const loop = await watchEventLoop();
+const tracing = TRACING ? tracePublisher() : undefined;
 const rate = await pace((i) => {
   sentAt[i] = clockMs();
   pending.push(
@@ -46,8 +50,9 @@ const rate = await pace((i) => {
   );
 });
 await Promise.all(pending);
+const trace = tracing?.stop();
 const maxLoopDelayMs = await loop.stop();
 await pubsub.close();
-const result: PublisherResult = { rate, sentAt: Array.from(sentAt), publishedAt: Array.from(publishedAt), errors, maxLoopDelayMs };
+const result: PublisherResult = { rate, sentAt: Array.from(sentAt), publishedAt: Array.from(publishedAt), errors, maxLoopDelayMs, trace };
 await reply(result);
 process.exit(0);

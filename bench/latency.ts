@@ -16,6 +16,7 @@ import { tempDir } from '../test/helpers/temp-dir.js';
 import { fmt, type BenchOutput, type Check } from './report.js';
 import { clockMs, latencyMessage, pace, RATE, TOTAL, WARMUP } from './latency-pace.js';
 import type { PublisherInput, PublisherResult } from './latency-publisher.js';
+import { decomposition, messageIndex, type PublisherTrace } from './latency-trace.js';
 import { benchModule } from './paths.js';
 import { watchEventLoop } from './process-stats.js';
 import { startOrderlyServe } from './serve-process.js';
@@ -110,7 +111,7 @@ class DeliveryTracker {
   /** `data` is payload(i) (message i is the (i / KEYS)th of key i % KEYS): its index is the JSON's first field. */
   received(data: Buffer): void {
     const now = clockMs();
-    const i = parseInt(data.toString('latin1', 6, 20), 10);
+    const i = messageIndex(data);
     const key = i % KEYS;
     const ordinal = Math.floor(i / KEYS);
     const duplicate = this.firstDeliveredAt[i] !== 0;
@@ -154,6 +155,11 @@ class DeliveryTracker {
     let max = 0;
     for (let i = 0; i < WARMUP; i++) if (this.firstDeliveredAt[i]) max = Math.max(max, this.firstDeliveredAt[i]! - this.sentAt[i]!);
     return max;
+  }
+
+  /** Where each message's time went (BENCH_LATENCY_TRACE): see latency-trace.ts. */
+  decomposition(trace: PublisherTrace): string {
+    return decomposition(trace, this.sentAt, this.publishedAt, this.firstDeliveredAt);
   }
 
   private sinceSent(at: Float64Array): Float64Array {
@@ -253,12 +259,14 @@ async function throughGoogleClient(ownProcess: boolean): Promise<PathResult> {
     let rate: number;
     const loop = await watchEventLoop();
     let publisherLoopDelayMs: number | undefined;
+    let trace: PublisherTrace | undefined;
     if (ownProcess) {
       const input: PublisherInput = { apiEndpoint: server.host, projectId: server.projectId, topic: 'latency' };
       const publisher = BenchChild.start<PublisherResult>(benchModule('latency-publisher'), [JSON.stringify(input)]);
       try {
         const published = await publisher.next();
         tracker.publishedBy(published);
+        trace = published.trace;
         rate = published.rate;
         publisherLoopDelayMs = published.maxLoopDelayMs;
       } finally {
@@ -274,6 +282,7 @@ async function throughGoogleClient(ownProcess: boolean): Promise<PathResult> {
       });
     }
     await tracker.allDelivered(DELIVERY_DEADLINE_MS);
+    if (trace) console.error(`latency: where Google's client's time went, per second of send time\n\n${tracker.decomposition(trace)}\n`);
     const thisLoop = await loop.stop();
     const loopDelayMs =
       publisherLoopDelayMs === undefined ? { publisher: thisLoop } : { publisher: publisherLoopDelayMs, subscriber: thisLoop };
