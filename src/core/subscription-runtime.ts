@@ -1,4 +1,4 @@
-import type { BacklogRow, Store, StoredMessage } from '../store/store.js';
+import { NO_ATTRIBUTES, type BacklogRow, type Store, type StoredMessage } from '../store/store.js';
 import type { AckResult } from './ack-results.js';
 import { BacklogReader, type BacklogSink } from './backlog-reader.js';
 import type { Clock } from './clock.js';
@@ -786,7 +786,7 @@ export function toPubsubMessage(m: StoredMessage): PubsubMessage {
     messageId: String(m.seq),
     publishTime: new Date(m.publishTime),
     data: m.data,
-    attributes: m.attributes,
+    attributes: m.attributes === NO_ATTRIBUTES ? {} : m.attributes,
     orderingKey: m.orderingKey,
     sequence: m.keySeq,
   };

@@ -13,6 +13,7 @@ import {
   StoreInUseError,
   StoreUnwritableError,
   StoreVersionError,
+  NO_ATTRIBUTES,
   type BacklogRow,
   type BacklogSource,
   type CompactionPlan,
@@ -666,7 +667,7 @@ export class SqliteStore implements Store {
         keySeq,
         publishTime,
         data,
-        attributes: attributes ? (JSON.parse(attributes) as Record<string, string>) : {},
+        attributes: attributes ? (JSON.parse(attributes) as Record<string, string>) : NO_ATTRIBUTES,
       };
       backlog[i] = { message, dataBytes, acked: acked === 1, failures: failures ?? 0 };
     }

@@ -17,8 +17,17 @@ export interface StoredMessage {
   keySeq: number;
   publishTime: number;
   data: Buffer;
+  /** NO_ATTRIBUTES when it has none, as read back from the store. */
   attributes: Record<string, string>;
 }
+
+/**
+ * The attributes of every message read back from the store without any: one frozen object, not one each,
+ * as the subscription's window keeps thousands of messages for a while and every object it keeps is copied
+ * by the young-generation GC and marked by every full one. Consumers get an object of their own
+ * (toPubsubMessage): one may add to what it received.
+ */
+export const NO_ATTRIBUTES: Record<string, string> = Object.freeze({});
 
 export interface TopicRecord {
   uid: number;
