@@ -181,7 +181,9 @@ export class SubscriptionRuntime implements BacklogSink {
       queue = new KeyQueue(message.orderingKey, false);
       this.loose.add(queue);
     }
-    queue.push({ message, spilled, size, acked: false, failures, deliveries: 0, deadLetter: undefined });
+    // `lease` named from the start, as `deadLetter`: set at the first delivery, it would otherwise move the
+    // entry's fields out of the object into a second one (~30 bytes more for every message in the window).
+    queue.push({ message, spilled, size, acked: false, failures, deliveries: 0, deadLetter: undefined, lease: undefined });
     if (message.publishTime < this.waitingSince) this.waitingSince = message.publishTime;
     this.held++;
     this.refresh(queue);
