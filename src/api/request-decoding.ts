@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import protobuf from 'protobufjs';
 import { MESSAGE_SHAPE, pubsubRoot } from './pubsub-proto.js';
+import { checkWireTypes } from './wire-types.js';
 
 /**
  * Strings as proto3 defines them. protobufjs reads invalid UTF-8 as U+FFFD and cuts a string that runs
@@ -21,11 +22,14 @@ class Utf8Reader extends protobuf.BufferReader {
 
 /**
  * The request deserializer of a gRPC method (path `/package.Service/Method`): the message in proto-loader's
- * shape (MESSAGE_SHAPE), as proto-loader's own deserializer gives it, with its strings checked.
+ * shape (MESSAGE_SHAPE), as proto-loader's own deserializer gives it, with its strings and wire types checked.
  */
 export function requestDecoder(path: string): (bytes: Buffer) => unknown {
   const [service, method] = path.slice(1).split('/') as [string, string];
   const type = pubsubRoot().lookupService(service).methods[method]?.resolvedRequestType;
   if (!type) throw new Error(`no request type for ${path}`);
-  return (bytes) => type.toObject(type.decode(new Utf8Reader(bytes)), MESSAGE_SHAPE);
+  return (bytes) => {
+    checkWireTypes(type, bytes);
+    return type.toObject(type.decode(new Utf8Reader(bytes)), MESSAGE_SHAPE);
+  };
 }

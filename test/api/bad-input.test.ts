@@ -327,6 +327,55 @@ describe('gRPC: undecodable requests are INVALID_ARGUMENT, not INTERNAL (issue #
     expect(server.alive()).toBe(true);
   });
 
+  // protobufjs reads a field by its declared type whatever its wire type says: StreamingPull's int32 field 5
+  // sent as 10 bytes opened the stream with a 10-second deadline. Google's servers refuse such a request.
+  it('a known field sent with another wire type than its own is refused, naming it; an unknown field is skipped', async () => {
+    await rest('PUT', '/v1/projects/bad-input/topics/wire', {});
+    await rest('PUT', '/v1/projects/bad-input/subscriptions/wire-sub', { topic: 'projects/bad-input/topics/wire' });
+    const field = (n: number, b: Buffer) => Buffer.concat([Buffer.from([(n << 3) | 2, b.length]), b]);
+    const subscription = field(1, Buffer.from('projects/bad-input/subscriptions/wire-sub'));
+    const stream = api.subscriber.makeBidiStreamRequest(
+      '/google.pubsub.v1.Subscriber/StreamingPull',
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+    );
+    const ended = new Promise<grpc.ServiceError>((resolve) => stream.on('error', resolve));
+    stream.write(Buffer.concat([subscription, field(5, Buffer.alloc(10))]));
+    expect(await ended).toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: expect.stringContaining('google.pubsub.v1.StreamingPullRequest.streamAckDeadlineSeconds (field 5) came as length-delimited'),
+    });
+    // Nested: a PubsubMessage's ordering_key (a string, field 5) as a varint.
+    const message = Buffer.concat([field(1, Buffer.from('x')), Buffer.from([(5 << 3) | 0, 7])]);
+    const publish = await rawCall(
+      api.publisher,
+      '/google.pubsub.v1.Publisher/Publish',
+      Buffer.concat([field(1, Buffer.from('projects/bad-input/topics/wire')), field(2, message)]),
+    );
+    expect([publish.code, publish.details]).toEqual([
+      grpc.status.INVALID_ARGUMENT,
+      expect.stringContaining('google.pubsub.v1.PubsubMessage.orderingKey (field 5) came as varint'),
+    ]);
+    // A field this proto does not know (99, as a varint and as 32 bits) is skipped.
+    const acked = await new Promise<grpc.ServiceError | null>((resolve) =>
+      api.subscriber.makeUnaryRequest(
+        '/google.pubsub.v1.Subscriber/Acknowledge',
+        (b: Buffer) => b,
+        (b: Buffer) => b,
+        Buffer.concat([
+          subscription,
+          field(2, Buffer.from('unknown-ack-id')),
+          Buffer.from([0x98, 0x06, 0x01]),
+          Buffer.from([0x9d, 0x06, 1, 2, 3, 4]),
+        ]),
+        (e) => resolve(e),
+      ),
+    );
+    expect(acked?.code).not.toBe(grpc.status.INTERNAL);
+    expect(acked?.details ?? '').not.toContain('wire type');
+    expect(server.alive()).toBe(true);
+  });
+
   it('a string field that is not UTF-8 is refused, not stored with U+FFFD in its place; U+FFFD itself goes through', async () => {
     await rest('PUT', '/v1/projects/bad-input/topics/utf8', {});
     await rest('PUT', '/v1/projects/bad-input/subscriptions/utf8-sub', { topic: 'projects/bad-input/topics/utf8' });
