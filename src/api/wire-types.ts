@@ -44,8 +44,9 @@ function entryTypeOf(field: protobuf.MapField): protobuf.Type {
 /**
  * Throws if a known field of `type` (or of a message nested in it) comes with another wire type than its
  * declared type's. protobufjs's decoders read a field by its declared type whatever the wire says (bytes
- * `2a 0a` for StreamingPullRequest's int32 field 5 read as a 10-second stream ack deadline), where Google's
- * servers refuse the request; unknown fields are skipped, as proto3 asks.
+ * `2a 0a` for StreamingPullRequest's int32 field 5 read as a 10-second stream ack deadline). Google's own
+ * parsers keep such a field as an unknown one, so the request goes on without it; refused here instead, as
+ * an accepted field is honoured or refused, never dropped. Unknown fields are skipped, as proto3 asks.
  */
 export function checkWireTypes(type: protobuf.Type, bytes: Uint8Array): void {
   check(type, protobuf.Reader.create(bytes), bytes.length);
