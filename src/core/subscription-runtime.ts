@@ -1,4 +1,4 @@
-import { NO_ATTRIBUTES, type BacklogRow, type Store, type StoredMessage } from '../store/store.js';
+import type { BacklogRow, Store, StoredMessage } from '../store/store.js';
 import type { AckResult } from './ack-results.js';
 import { BacklogReader, type BacklogSink } from './backlog-reader.js';
 import type { Clock } from './clock.js';
@@ -783,12 +783,17 @@ export class SubscriptionRuntime implements BacklogSink {
   }
 }
 
+/**
+ * A delivery's message. Its attributes are its own: the stored message is shared by every subscription of
+ * the topic and by its redeliveries, and a handler that added an attribute changed what the others
+ * received. `data` stays shared (a copy per delivery would double the payload bytes moved).
+ */
 export function toPubsubMessage(m: StoredMessage): PubsubMessage {
   return {
     messageId: String(m.seq),
     publishTime: new Date(m.publishTime),
     data: m.data,
-    attributes: m.attributes === NO_ATTRIBUTES ? {} : m.attributes,
+    attributes: { ...m.attributes },
     orderingKey: m.orderingKey,
     sequence: m.keySeq,
   };

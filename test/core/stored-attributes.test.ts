@@ -38,3 +38,32 @@ describe('attributes of messages read back from the store', () => {
     expect(Object.isFrozen(b!.attributes)).toBe(false);
   });
 });
+
+describe('attributes of a delivered message', () => {
+  // The stored message is one object for every subscription of its topic and for its redeliveries: an
+  // attribute a handler of one subscription added reached the other's delivery and its own redelivery.
+  it('are the delivery’s own: a change reaches neither another subscription nor a redelivery', async () => {
+    ({ core } = await openCore(dir.path));
+    await core.createTopic('events');
+    await core.createSubscription('one', { topic: 'events' });
+    await core.createSubscription('two', { topic: 'events' });
+    await core.publish('events', [{ data: 'a', attributes: { kind: 'x' } }, { data: 'b' }]);
+    const fromOne = await core.pull('one', { maxMessages: 10 });
+    for (const r of fromOne) r.message.attributes.added = 'by one';
+    await core.modifyAckDeadline(
+      'one',
+      fromOne.map((r) => r.ackId),
+      0,
+    );
+    const fromTwo = await core.pull('two', { maxMessages: 10 });
+    expect(fromTwo.map((r) => [r.message.data.toString(), r.message.attributes])).toEqual([
+      ['a', { kind: 'x' }],
+      ['b', {}],
+    ]);
+    const again = await core.pull('one', { maxMessages: 10 });
+    expect(again.map((r) => [r.message.data.toString(), r.message.attributes])).toEqual([
+      ['a', { kind: 'x' }],
+      ['b', {}],
+    ]);
+  });
+});
