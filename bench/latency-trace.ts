@@ -9,6 +9,7 @@
 import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import { clockMs, RATE, TOTAL, WARMUP } from './latency-pace.js';
+import { percentile } from './report.js';
 
 export const TRACING = Boolean(process.env.BENCH_LATENCY_TRACE);
 
@@ -67,11 +68,6 @@ export function messageIndex(data: Buffer): number {
   return parseInt(data.toString('latin1', 6, 20), 10);
 }
 
-function percentile(values: number[], p: number): number {
-  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
-  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN;
-}
-
 /**
  * The decomposition, one line per second of send time (p50/p99 of each part, ms), then the measured
  * messages' (after the warm-up) as a whole. `sentAt`, `publishedAt`, `deliveredAt` per message, on the shared clock.
@@ -85,7 +81,10 @@ export function decomposition(trace: PublisherTrace, sentAt: Float64Array, publi
   ];
   const complete = (i: number) => trace.rpcAt[i]! > 0 && publishedAt[i]! > 0 && deliveredAt[i]! > 0;
   const cell = (messages: number[], part: (i: number) => number) => {
-    const values = messages.map(part);
+    const values = messages
+      .map(part)
+      .filter(Number.isFinite)
+      .sort((a, b) => a - b);
     return `${percentile(values, 50).toFixed(0)} / ${percentile(values, 99).toFixed(0)}`;
   };
   const perSecond = Math.round(1000 / SAMPLE_MS);
@@ -93,10 +92,11 @@ export function decomposition(trace: PublisherTrace, sentAt: Float64Array, publi
     `| s | ${parts.map(([name]) => `${name} p50 / p99`).join(' | ')} | publisher's RPCs in flight | publisher's event loop busy |`,
     `|---:|${parts.map(() => '---:|').join('')}---:|---:|`,
   ];
+  // Each complete message in the second of send time it belongs to, in one pass.
   const start = sentAt[0]!;
-  for (let second = 0; second * RATE < TOTAL; second++) {
-    const messages: number[] = [];
-    for (let i = 0; i < TOTAL; i++) if (complete(i) && Math.floor((sentAt[i]! - start) / 1000) === second) messages.push(i);
+  const bySecond: number[][] = Array.from({ length: Math.ceil(TOTAL / RATE) }, () => []);
+  for (let i = 0; i < TOTAL; i++) if (complete(i)) bySecond[Math.floor((sentAt[i]! - start) / 1000)]?.push(i);
+  for (const [second, messages] of bySecond.entries()) {
     const samples = trace.samples.slice(second * perSecond, (second + 1) * perSecond);
     lines.push(
       `| ${second} | ${parts.map(([, part]) => cell(messages, part)).join(' | ')} | ${samples.map((s) => s.inFlight).join(', ')} | ${samples.map((s) => `${s.loopPercent}%`).join(', ')} |`,

@@ -13,7 +13,7 @@ import { BenchChild } from './child.js';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/temp-dir.js';
-import { fmt, type BenchOutput, type Check } from './report.js';
+import { fmt, percentile, type BenchOutput, type Check } from './report.js';
 import { clockMs, latencyMessage, pace, RATE, TOTAL, WARMUP } from './latency-pace.js';
 import type { PublisherInput, PublisherResult } from './latency-publisher.js';
 import { decomposition, messageIndex, type PublisherTrace } from './latency-trace.js';
@@ -306,10 +306,6 @@ async function throughGoogleClient(ownProcess: boolean): Promise<PathResult> {
   } finally {
     await server.stop();
   }
-}
-
-function percentile(sorted: Float64Array, p: number): number {
-  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN;
 }
 
 export async function benchLatency(): Promise<BenchOutput> {

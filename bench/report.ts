@@ -56,6 +56,11 @@ export async function best(measure: () => Promise<number>, runs = Number(process
   return top;
 }
 
+/** The p-th percentile (nearest rank) of values sorted ascending; NaN when there are none. */
+export function percentile(sorted: ArrayLike<number>, p: number): number {
+  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN;
+}
+
 export const fmt = {
   int: (n: number) => Math.round(n).toLocaleString('en-US'),
   mib: (bytes: number) => `${fmt.int(bytes / 1024 / 1024)} MiB`,
