@@ -14,12 +14,18 @@ const SHUTDOWN_GRACE_MS = 5_000;
 /** Pub/Sub's success codes for push; 102 (Processing) is an interim answer, an ack as soon as it comes. */
 const PUSH_SUCCESS = new Set([102, 200, 201, 202, 204]);
 
-/** The JSON body Pub/Sub POSTs to a push endpoint (wrapped form). */
+/**
+ * The User-Agent of Pub/Sub's push requests: endpoints tell pushes from other traffic by it (and logs
+ * show it), so an Orderly push must not read as Node's default (none).
+ */
+const PUSH_USER_AGENT = 'CloudPubSub-Google';
+
+/** The JSON body Pub/Sub POSTs to a push endpoint (wrapped form); fields at their default left out, as proto3 JSON does. */
 export function pushEnvelope(subscription: string, m: ReceivedMessage): unknown {
   const publishTime = m.message.publishTime.toISOString();
   return {
     message: {
-      attributes: m.message.attributes,
+      ...(Object.keys(m.message.attributes).length ? { attributes: m.message.attributes } : {}),
       data: m.message.data.toString('base64'),
       messageId: m.message.messageId,
       message_id: m.message.messageId,
@@ -44,8 +50,15 @@ export function pushRequest(
   config: PushConfigSpec,
 ): { body: string | Buffer; headers: Record<string, string> } {
   if (!config.noWrapper)
-    return { body: JSON.stringify(pushEnvelope(subscription, m)), headers: { ...config.attributes, 'content-type': 'application/json' } };
-  const headers: Record<string, string> = { ...config.attributes, 'content-type': 'application/octet-stream' };
+    return {
+      body: JSON.stringify(pushEnvelope(subscription, m)),
+      headers: { 'user-agent': PUSH_USER_AGENT, ...config.attributes, 'content-type': 'application/json' },
+    };
+  const headers: Record<string, string> = {
+    'user-agent': PUSH_USER_AGENT,
+    ...config.attributes,
+    'content-type': 'application/octet-stream',
+  };
   if (config.noWrapper.writeMetadata) {
     for (const [name, value] of Object.entries(m.message.attributes)) {
       const bytes = utf8Bytes(value);

@@ -46,7 +46,7 @@ describe('push delivery', () => {
   }
 
   it('POSTs the Pub/Sub envelope, one outstanding message per key, 2xx acks and errors redeliver', async () => {
-    const received: { key: string; data: string; attempt?: number }[] = [];
+    const received: { key: string; data: string; attempt?: number; attributes?: Record<string, string>; userAgent?: string }[] = [];
     let inFlightPerKey = new Map<string, number>();
     let overlap = false;
     let failedOnce = false;
@@ -60,7 +60,13 @@ describe('push delivery', () => {
         if (n > 1) overlap = true;
         inFlightPerKey.set(key, n);
         const data = Buffer.from(env.message.data, 'base64').toString();
-        received.push({ key, data, attempt: env.deliveryAttempt });
+        received.push({
+          key,
+          data,
+          attempt: env.deliveryAttempt,
+          attributes: env.message.attributes,
+          userAgent: req.headers['user-agent'],
+        });
         expect(env.subscription).toBe('projects/p/subscriptions/pushed');
         expect(env.message.messageId).toBe(env.message.message_id);
         setTimeout(() => {
@@ -85,12 +91,17 @@ describe('push delivery', () => {
     );
     await core.publish(
       'events',
-      ['b1', 'b2'].map((data) => ({ data, orderingKey: 'b' })),
+      ['b1', 'b2'].map((data) => ({ data, orderingKey: 'b', ...(data === 'b2' ? { attributes: { tier: 'gold' } } : {}) })),
     );
     await drained();
     expect(overlap).toBe(false);
     expect(received.filter((r) => r.key === 'a').map((r) => r.data)).toEqual(['a1', 'a2', 'a2', 'a3']);
-    expect(received.filter((r) => r.key === 'b').map((r) => r.data)).toEqual(['b1', 'b2']);
+    // As Pub/Sub's pushes: no `attributes` member for a message without any, and Pub/Sub's User-Agent.
+    expect(received.filter((r) => r.key === 'b').map((r) => [r.data, r.attributes])).toEqual([
+      ['b1', undefined],
+      ['b2', { tier: 'gold' }],
+    ]);
+    expect(new Set(received.map((r) => r.userAgent))).toEqual(new Set(['CloudPubSub-Google']));
     // The endpoint's answer is what status shows (lastNackReason), not only a count.
     const { counters, lastNackReason } = core.metrics('pushed');
     expect(counters.nacked).toBe(1);
@@ -131,6 +142,7 @@ describe('push delivery', () => {
     expect(plain.body.equals(data)).toBe(true);
     expect(plain.headers['content-type']).toBe('application/octet-stream');
     expect(plain.headers.color).toBeUndefined();
+    expect(plain.headers['user-agent']).toBe('CloudPubSub-Google');
     expect(meta.body.equals(data)).toBe(true);
     expect(meta.headers).toMatchObject({
       'x-goog-pubsub-subscription-name': 'projects/p/subscriptions/raw-meta',
@@ -140,6 +152,7 @@ describe('push delivery', () => {
       'content-type': 'application/x-thing',
       color: 'red',
       'x-team': 'blue',
+      'user-agent': 'CloudPubSub-Google',
     });
     // No token is minted: the OIDC settings are stored and returned only (docs/api-coverage.md).
     expect(meta.headers.authorization).toBeUndefined();
