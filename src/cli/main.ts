@@ -10,7 +10,7 @@ import { projectOf, resourceName, shortId } from '../core/names.js';
 import { packageFile } from '../package-file.js';
 import type { MessageInput } from '../core/message.js';
 import type { JobChecks, JobConfig } from '../job/job-config.js';
-import type { JobRuntime } from '../job/job-runtime.js';
+import type { JobMode, JobRuntime } from '../job/job-runtime.js';
 import type { RowSink } from '../job/query.js';
 import type { Logger } from '../log.js';
 import type { SnapshotStatus, statusOf } from '../job/metrics.js';
@@ -161,7 +161,7 @@ export async function main(argv: string[]): Promise<number> {
         // A running job is reached through its endpoint; otherwise the store is opened here.
         const runtime = running
           ? undefined
-          : await (await import('../job/job-runtime.js')).JobRuntime.start(job, await createLogger(), { storeOnly: true });
+          : await (await import('../job/job-runtime.js')).JobRuntime.start(job, await createLogger(), { mode: 'store-only' });
         const publish: PublishBatch = runtime
           ? (messages) => runtime.core.publish(topic, messages)
           : (messages) => publishOverRest(running!.endpoint!, topic, messages, job.endpoint?.authToken ?? tokenFromEnvironment());
@@ -228,7 +228,7 @@ export async function main(argv: string[]): Promise<number> {
             runtime.core.countBacklogs(HOT_KEYS);
             return [...statusOf(runtime.core, undefined, runtime.exportStates), ...snapshotStatusOf(runtime.core, Infinity)];
           },
-          { storeOnly: true },
+          'store-only',
         );
       }
       out(rows, o.json, () => {
@@ -318,7 +318,7 @@ export async function main(argv: string[]): Promise<number> {
       const answer = answerCollector(TABLE_ROWS);
       const onRows: RowSink = jsonOut ? (rows) => jsonOut.write(rows) : answer.onRows;
       const note = (text: string) => console.error(`orderly: note: ${text}`);
-      await withJob(job, (runtime) => queryJob(runtime, sql, note, onRows), { readOnly: !o.write });
+      await withJob(job, (runtime) => queryJob(runtime, sql, note, onRows), o.write ? 'inspect' : 'read-only');
       if (jsonOut) return jsonOut.end();
       console.log(answer.table());
       if (answer.left())
@@ -516,13 +516,9 @@ async function publishOverRest(endpoint: string, topic: string, messages: Messag
 }
 
 /** Opens the job's data directory without starting exports, runs `fn`, and always closes it again. */
-async function withJob<T>(
-  job: JobConfig,
-  fn: (runtime: JobRuntime) => Promise<T>,
-  options: { readOnly?: boolean; storeOnly?: boolean } = {},
-): Promise<T> {
+async function withJob<T>(job: JobConfig, fn: (runtime: JobRuntime) => Promise<T>, mode: Exclude<JobMode, 'run'> = 'inspect'): Promise<T> {
   const { JobRuntime } = await import('../job/job-runtime.js');
-  const runtime = await JobRuntime.start(job, await createLogger(), { withExports: false, ...options });
+  const runtime = await JobRuntime.start(job, await createLogger(), { mode });
   try {
     return await fn(runtime);
   } finally {

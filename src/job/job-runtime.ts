@@ -20,6 +20,18 @@ import { limitHeapGrowth } from './heap-growth.js';
 type Cleanup = () => Promise<void> | void;
 
 /**
+ * How much of a job a command opens:
+ * - `run` (run, serve, the demo): everything, and the exports start;
+ * - `inspect` (audit, `query --write`): everything, but no export starts;
+ * - `read-only` (read-only queries): as `inspect`, and the settings sections change nothing (see
+ *   SectionContext), nor is the data directory reconciled with the file;
+ * - `store-only` (publish, status): the store, reconciled with the file, and nothing else: no settings
+ *   section (no DuckDB database, no embedded S3 server), which each cost ~2 s of a call for nothing used.
+ * All but `run` take the data directory's lock briefly rather than waiting for a running job to let it go.
+ */
+export type JobMode = 'run' | 'inspect' | 'read-only' | 'store-only';
+
+/**
  * A running job: its settings sections opened (an embedded S3 server, the DuckDB database, ...), the store,
  * the reconciled topics and subscriptions, an export runner per export subscription, and the metrics endpoint.
  */
@@ -49,12 +61,7 @@ export class JobRuntime {
   ) {}
 
   /**
-   * `withExports: false` opens everything but starts no export (query, audit);
-   * `storeOnly` opens the store and reconciles it with the file, and nothing else: no settings section (no
-   * DuckDB database, no embedded S3 server) and no export (publish, status: each loaded DuckDB and s3rver,
-   * ~2 s of a call, for nothing they use);
-   * `readOnly` (read-only queries) also has the settings sections change nothing (see SectionContext), and
-   * the data directory is not reconciled with the file;
+   * `mode`, how much of the job the command opens (JobMode; `run` unless given);
    * `serveMetrics` (run, serve) also serves the metrics and, if the job has one, the Pub/Sub endpoint;
    * `endpointFlags` names its exposure settings as the user gave them (CLI flags) in error messages;
    * `exportRunner` tunes every export runner (batch sizes, budget, flush interval, backoff: tests).
@@ -67,9 +74,7 @@ export class JobRuntime {
     job: JobConfig,
     logger: Logger,
     options: {
-      withExports?: boolean;
-      storeOnly?: boolean;
-      readOnly?: boolean;
+      mode?: JobMode;
       serveMetrics?: boolean;
       endpointFlags?: EndpointOptions['flags'];
       exportRunner?: ExportManagerOptions['runner'];
@@ -77,7 +82,8 @@ export class JobRuntime {
     } = {},
   ): Promise<JobRuntime> {
     registerBuiltInConnectors();
-    const readOnly = options.readOnly ?? false;
+    const mode = options.mode ?? 'run';
+    const readOnly = mode === 'read-only';
     const cleanups: Cleanup[] = [];
     const undo = async () => {
       for (const c of cleanups.reverse()) await c();
@@ -91,8 +97,7 @@ export class JobRuntime {
       }
       // Only once the lock is this process's: a start refused because the worker runs already must not
       // remove that worker's folder on its way out.
-      const storeOnly = options.storeOnly ?? false;
-      const briefly = options.withExports === false || storeOnly;
+      const briefly = mode !== 'run';
       const releaseLock = briefly
         ? acquireLock(dataDir, { briefly })
         : await acquireJobLock(dataDir, { starting: true }, (holder) =>
@@ -106,13 +111,13 @@ export class JobRuntime {
       // Before any section opens a DuckDB database (the duckdb section runs its init statements). In a
       // process that runs no export (orderly query), a database file is opened for queries.
       const mib = (bytes: number) => `${Math.max(1, Math.floor(bytes / 1024 / 1024))}MiB`;
-      const exporting = !briefly && !readOnly;
+      const exporting = mode === 'run';
       setDuckDbLimits({
         memoryLimit: mib(job.memory.duckdb),
         tableMemoryLimit: mib(exporting ? job.memory.duckdbTables : job.memory.duckdb),
         threads: job.memory.duckdbThreads,
       });
-      const opened = storeOnly ? { settings: { dataDir } } : await openSections(job, { dataDir, readOnly, logger }, cleanups);
+      const opened = mode === 'store-only' ? { settings: { dataDir } } : await openSections(job, { dataDir, readOnly, logger }, cleanups);
       let reportFailure!: (error: Error) => void;
       const failure = new Promise<Error>((resolve) => (reportFailure = resolve));
       const core = await PubSubCore.open({

@@ -18,7 +18,7 @@ import { queryViewNames } from './query-view-names.js';
  * (Parquet object-storage subscriptions: their committed objects), named by queryViewNames.
  *
  * How the query reaches the database depends on how the job was opened:
- * - read-only (`JobRuntime.start(job, logger, { readOnly: true })`, `orderly query`): its own read-only
+ * - read-only (`JobRuntime.start(job, logger, { mode: 'read-only' })`, `orderly query`): its own read-only
  *   instance of the file, locked down so the SQL can neither change the database nor read or write any
  *   file but the database and the views' files. Nothing else in the process may have that file open (a
  *   second instance of a file in one process sees stale data); a read-only job opens none.

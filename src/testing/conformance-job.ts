@@ -71,7 +71,7 @@ export class ConformanceJob {
   /** The job in this process: exports started unless `withExports` is false. */
   async start(withExports = true): Promise<JobRuntime> {
     const logger = createLogger({ level: process.env.ORDERLY_LOG_LEVEL ?? 'silent' });
-    return JobRuntime.start(await loadJobWithPlugins(this.file), logger, { withExports, exportRunner: RUNNER });
+    return JobRuntime.start(await loadJobWithPlugins(this.file), logger, { mode: withExports ? 'run' : 'inspect', exportRunner: RUNNER });
   }
 
   /** Publishes the case's messages: `messages` over `keys` ordering keys, every tenth without a key. */

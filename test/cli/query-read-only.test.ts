@@ -61,7 +61,7 @@ afterAll(() => dir.remove());
 
 /** What `orderly query` without --write does, in this process: the job opened read-only, so the query is. */
 async function readOnly(sql: string): Promise<Record<string, unknown>[]> {
-  const runtime = await JobRuntime.start(loadJob(job), createLogger(), { withExports: false, readOnly: true });
+  const runtime = await JobRuntime.start(loadJob(job), createLogger(), { mode: 'read-only' });
   try {
     return await queryJob(runtime, sql);
   } finally {
@@ -159,7 +159,7 @@ describe('orderly query (the command)', () => {
     expect(r.stderr).toBe('');
     expect(JSON.parse(r.stdout)).toEqual([{ n: String(MESSAGES) }]);
 
-    const runtime = await JobRuntime.start(loadJob(job), createLogger(), { withExports: false });
+    const runtime = await JobRuntime.start(loadJob(job), createLogger(), { mode: 'inspect' });
     try {
       expect(runtime.reconciled).toMatchObject({ created: [], updated: [], notInFile: [] });
     } finally {

@@ -361,12 +361,12 @@ describe('applying a changed job file to an existing data directory', () => {
   it('creates what is new, updates mutable fields, refuses immutable changes, deletes nothing', async () => {
     const logger = createLogger();
     const job = base();
-    let runtime = await JobRuntime.start(loadJob(write(job)), logger, { withExports: false });
+    let runtime = await JobRuntime.start(loadJob(write(job)), logger, { mode: 'inspect' });
     expect(runtime.reconciled.created).toHaveLength(4);
     await runtime.stop();
 
     // The same file again changes nothing (no subscription is rewritten at every start).
-    runtime = await JobRuntime.start(loadJob(write(job)), logger, { withExports: false });
+    runtime = await JobRuntime.start(loadJob(write(job)), logger, { mode: 'inspect' });
     expect(runtime.reconciled).toEqual({ created: [], updated: [], unchanged: expect.any(Array), notInFile: [] });
     expect(runtime.reconciled.unchanged).toHaveLength(4);
     await runtime.stop();
@@ -376,7 +376,7 @@ describe('applying a changed job file to an existing data directory', () => {
       topics: [...job.topics, { name: 'more' }],
       subscriptions: [{ ...job.subscriptions[0], ackDeadlineSeconds: 30 }],
     };
-    runtime = await JobRuntime.start(loadJob(write(changed)), logger, { withExports: false });
+    runtime = await JobRuntime.start(loadJob(write(changed)), logger, { mode: 'inspect' });
     expect(runtime.reconciled).toEqual({
       created: ['projects/test-project/topics/more'],
       updated: ['projects/test-project/subscriptions/pull-sub'],
@@ -389,7 +389,7 @@ describe('applying a changed job file to an existing data directory', () => {
     await runtime.stop();
 
     const immutable = { ...job, subscriptions: [{ ...job.subscriptions[0], enableMessageOrdering: false }] };
-    await expect(JobRuntime.start(loadJob(write(immutable)), logger, { withExports: false })).rejects.toThrow(
+    await expect(JobRuntime.start(loadJob(write(immutable)), logger, { mode: 'inspect' })).rejects.toThrow(
       'subscriptions[0] (pull-sub): enableMessageOrdering cannot be changed after creation (is true); create a new subscription instead',
     );
   });
@@ -397,7 +397,7 @@ describe('applying a changed job file to an existing data directory', () => {
   it('a refused file changes nothing: what its earlier entries add is not created, and every refusal is named with the file', async () => {
     const logger = createLogger();
     const job = base();
-    await (await JobRuntime.start(loadJob(write(job)), logger, { withExports: false })).stop();
+    await (await JobRuntime.start(loadJob(write(job)), logger, { mode: 'inspect' })).stop();
 
     // An edit that renames the ordered subscription into a copy and, further down, changes what cannot change.
     const refused = {
@@ -410,7 +410,7 @@ describe('applying a changed job file to an existing data directory', () => {
       ],
     };
     const file = write(refused);
-    const error = await JobRuntime.start(loadJob(file), logger, { withExports: false }).then(
+    const error = await JobRuntime.start(loadJob(file), logger, { mode: 'inspect' }).then(
       () => undefined,
       (e: unknown) => e,
     );
@@ -422,7 +422,7 @@ describe('applying a changed job file to an existing data directory', () => {
     ]);
 
     // The file put back finds the data directory as it left it: no topic or subscription made by the refused start.
-    const runtime = await JobRuntime.start(loadJob(write(job)), logger, { withExports: false });
+    const runtime = await JobRuntime.start(loadJob(write(job)), logger, { mode: 'inspect' });
     expect(runtime.reconciled).toEqual({ created: [], updated: [], unchanged: expect.any(Array), notInFile: [] });
     expect(runtime.core.hasTopic('more')).toBe(false);
     expect(runtime.core.hasSubscription('pull-sub-v2')).toBe(false);
@@ -433,19 +433,19 @@ describe('applying a changed job file to an existing data directory', () => {
     const logger = createLogger();
     const job = base();
     const withTopic = (events: Record<string, unknown>) => ({ ...job, topics: [{ name: 'events', ...events }, { name: 'dead' }] });
-    let runtime = await JobRuntime.start(loadJob(write(withTopic({ labels: { team: 'a' } }))), logger, { withExports: false });
+    let runtime = await JobRuntime.start(loadJob(write(withTopic({ labels: { team: 'a' } }))), logger, { mode: 'inspect' });
     expect(runtime.core.getTopic('events')).toMatchObject({ labels: { team: 'a' } });
     expect(runtime.core.getTopic('events').messageRetentionDuration).toBeUndefined();
     await runtime.stop();
 
     runtime = await JobRuntime.start(loadJob(write(withTopic({ labels: { team: 'b' }, messageRetentionDuration: '1h' }))), logger, {
-      withExports: false,
+      mode: 'inspect',
     });
     expect(runtime.reconciled.updated).toEqual(['projects/test-project/topics/events']);
     expect(runtime.core.getTopic('events')).toMatchObject({ labels: { team: 'b' }, messageRetentionDuration: 3600 });
     await runtime.stop();
 
-    runtime = await JobRuntime.start(loadJob(write(withTopic({}))), logger, { withExports: false });
+    runtime = await JobRuntime.start(loadJob(write(withTopic({}))), logger, { mode: 'inspect' });
     expect(runtime.reconciled.updated).toEqual(['projects/test-project/topics/events']);
     expect(runtime.core.getTopic('events').labels).toEqual({});
     expect(runtime.core.getTopic('events').messageRetentionDuration).toBeUndefined();
@@ -472,13 +472,13 @@ describe('applying a changed job file to an existing data directory', () => {
         ),
       ),
       logger,
-      { withExports: false },
+      { mode: 'inspect' },
     );
     await runtime.stop();
 
     // The export section changed to another kind: the old one goes (it was kept, and the two were refused together).
     runtime = await JobRuntime.start(loadJob(write(withSub({ bigqueryConfig: { table: 'test-project.main.t' } }))), logger, {
-      withExports: false,
+      mode: 'inspect',
     });
     expect(runtime.reconciled.updated).toEqual(['projects/test-project/subscriptions/pull-sub']);
     const changed = runtime.core.getSubscription('pull-sub');
@@ -490,12 +490,12 @@ describe('applying a changed job file to an existing data directory', () => {
     await runtime.stop();
 
     // No export section: a pull subscription again.
-    runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { withExports: false });
+    runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { mode: 'inspect' });
     expect(runtime.core.getSubscription('pull-sub').bigqueryConfig).toBeUndefined();
     await runtime.stop();
 
     // Nothing left to clear: the next start leaves it as it is.
-    runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { withExports: false });
+    runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { mode: 'inspect' });
     expect(runtime.reconciled.updated).toEqual([]);
     await runtime.stop();
   });
@@ -509,11 +509,11 @@ describe('applying a changed job file to an existing data directory', () => {
       retryPolicy: { minimumBackoff: '5s', maximumBackoff: '30s' },
       deadLetterPolicy: { deadLetterTopic: 'dead', maxDeliveryAttempts: 5 },
     });
-    let runtime = await JobRuntime.start(loadJob(write(pushed)), logger, { withExports: false });
+    let runtime = await JobRuntime.start(loadJob(write(pushed)), logger, { mode: 'inspect' });
     expect(runtime.core.getSubscription('orders').pushConfig?.pushEndpoint).toBe('http://127.0.0.1:9/push');
     await runtime.stop();
 
-    runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { withExports: false });
+    runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { mode: 'inspect' });
     expect(runtime.reconciled.updated).toEqual(['projects/test-project/subscriptions/orders']);
     const sub = runtime.core.getSubscription('orders');
     expect([sub.pushConfig, sub.retryPolicy, sub.deadLetterPolicy]).toEqual([undefined, undefined, undefined]);
@@ -522,7 +522,7 @@ describe('applying a changed job file to an existing data directory', () => {
     await runtime.stop();
 
     // Nothing left to clear: the next start leaves it as it is.
-    runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { withExports: false });
+    runtime = await JobRuntime.start(loadJob(write(withSub({}))), logger, { mode: 'inspect' });
     expect(runtime.reconciled.updated).toEqual([]);
     await runtime.stop();
   });
@@ -534,7 +534,7 @@ describe('applying a changed job file to an existing data directory', () => {
         { name: 'push-sub', topic: 'events', pushConfig: { pushEndpoint: 'http://127.0.0.1:9/p', noWrapper: { writeMetadata: true } } },
       ],
     };
-    const runtime = await JobRuntime.start(loadJob(write(job)), createLogger(), { withExports: false });
+    const runtime = await JobRuntime.start(loadJob(write(job)), createLogger(), { mode: 'inspect' });
     expect(runtime.core.getSubscription('push-sub').pushConfig).toMatchObject({ noWrapper: { writeMetadata: true } });
     await runtime.stop();
     expect(
@@ -549,10 +549,10 @@ describe('applying a changed job file to an existing data directory', () => {
 
   it('a subscription whose topic was deleted through the API says what to do at the next start', async () => {
     const job = loadJob(write(base()));
-    const runtime = await JobRuntime.start(job, createLogger(), { withExports: false });
+    const runtime = await JobRuntime.start(job, createLogger(), { mode: 'inspect' });
     await runtime.core.deleteTopic('events');
     await runtime.stop();
-    await expect(JobRuntime.start(job, createLogger(), { withExports: false })).rejects.toThrow(
+    await expect(JobRuntime.start(job, createLogger(), { mode: 'inspect' })).rejects.toThrow(
       `subscriptions[0] (pull-sub): its topic was deleted while it existed (through the API), which leaves it without a topic for good, as in Pub/Sub; delete the subscription (DELETE through \`orderly serve --data-dir ${job.dataDir}\``,
     );
   });
@@ -567,12 +567,12 @@ describe('applying a changed job file to an existing data directory', () => {
     };
     const jobWith = (subscriptions: unknown[]) => loadJob(write({ ...base(), subscriptions }));
     const fresh = jobWith([{ name: 'fresh', ...legacy }]);
-    await expect(JobRuntime.start(fresh, createLogger(), { withExports: false })).rejects.toThrow(
+    await expect(JobRuntime.start(fresh, createLogger(), { mode: 'inspect' })).rejects.toThrow(
       'subscriptions[0].filter: AND and OR cannot be combined',
     );
     // The same settings as an older Orderly stored them: written into the store as it would have.
     const plain = jobWith([{ name: 'old', topic: 'events', filter: 'attributes:a' }]);
-    await (await JobRuntime.start(plain, createLogger(), { withExports: false })).stop();
+    await (await JobRuntime.start(plain, createLogger(), { mode: 'inspect' })).stop();
     const db = new Database(join(plain.dataDir, 'orderly.sqlite'));
     const { spec } = db.prepare("SELECT spec FROM subscriptions WHERE name LIKE '%/old'").get() as { spec: string };
     const stored = {
@@ -584,7 +584,7 @@ describe('applying a changed job file to an existing data directory', () => {
     db.prepare("UPDATE subscriptions SET spec = ? WHERE name LIKE '%/old'").run(JSON.stringify(stored));
     db.close();
     // The file that describes it starts, and the subscription can still be changed where the rules do not reach.
-    const runtime = await JobRuntime.start(jobWith([{ name: 'old', ...legacy }]), createLogger(), { withExports: false });
+    const runtime = await JobRuntime.start(jobWith([{ name: 'old', ...legacy }]), createLogger(), { mode: 'inspect' });
     try {
       await runtime.core.updateSubscription('old', { ackDeadlineSeconds: 20 });
       expect(runtime.core.getSubscription('old')).toMatchObject({
@@ -609,7 +609,7 @@ describe('applying a changed job file to an existing data directory', () => {
         { name: 'files', topic: 'events', cloudStorageConfig: { bucket: 'bucket-one', avroConfig: { useTopicSchema: true } } },
       ],
     });
-    const start = JobRuntime.start(loadJob(file), createLogger(), { withExports: false });
+    const start = JobRuntime.start(loadJob(file), createLogger(), { mode: 'inspect' });
     await expect(start).rejects.toThrow(
       `${file}: 1 problem\n  subscriptions[0].cloudStorageConfig.avroConfig.useTopicSchema: topic projects/test-project/topics/events has no schema`,
     );
@@ -634,7 +634,7 @@ describe('schemas in the job file', () => {
   it('bring up a topic with a schema and an export writing with it from the file alone; a changed definition is a new revision', async () => {
     writeFileSync(join(dir.path, 'order.avsc'), avro([id]));
     const logger = createLogger();
-    let runtime = await JobRuntime.start(loadJob(write(schemaJob({ definitionFile: 'order.avsc' }))), logger, { withExports: false });
+    let runtime = await JobRuntime.start(loadJob(write(schemaJob({ definitionFile: 'order.avsc' }))), logger, { mode: 'inspect' });
     try {
       expect(runtime.reconciled.created).toEqual([
         'projects/test-project/schemas/order',
@@ -651,7 +651,7 @@ describe('schemas in the job file', () => {
 
     // A field added with a default (compatible): a new revision; the topic unchanged.
     const withNote = avro([id, { name: 'note', type: 'string', default: '' }]);
-    runtime = await JobRuntime.start(loadJob(write(schemaJob({ definition: withNote }))), logger, { withExports: false });
+    runtime = await JobRuntime.start(loadJob(write(schemaJob({ definition: withNote }))), logger, { mode: 'inspect' });
     try {
       expect(runtime.reconciled.updated).toEqual(['projects/test-project/schemas/order']);
       const revisions = runtime.core.schemas.listRevisions({ name: 'projects/test-project/schemas/order', view: 'FULL' }).schemas;
@@ -661,7 +661,7 @@ describe('schemas in the job file', () => {
     }
 
     // The same definition again changes nothing; a topic entry without schemaSettings keeps the topic's.
-    runtime = await JobRuntime.start(loadJob(write(schemaJob({ definition: withNote }, undefined))), logger, { withExports: false });
+    runtime = await JobRuntime.start(loadJob(write(schemaJob({ definition: withNote }, undefined))), logger, { mode: 'inspect' });
     try {
       expect(runtime.reconciled.updated).toEqual([]);
       expect(runtime.core.getTopic('orders').schemaSettings?.schema).toBe('projects/test-project/schemas/order');
@@ -671,11 +671,11 @@ describe('schemas in the job file', () => {
 
     // A field removed without a default is incompatible with the earlier revisions, as CommitSchema says.
     const incompatible = write(schemaJob({ definition: avro([{ name: 'other', type: 'string' }]) }));
-    await expect(JobRuntime.start(loadJob(incompatible), logger, { withExports: false })).rejects.toThrow(
+    await expect(JobRuntime.start(loadJob(incompatible), logger, { mode: 'inspect' })).rejects.toThrow(
       /^.*job\.yaml: 1 problem\n {2}schemas\[0\]\.schema\.definition: the new revision is incompatible with revision/,
     );
     const retyped = write(schemaJob({ type: 'PROTOCOL_BUFFER', definition: 'syntax = "proto3"; message Order { string id = 1; }' }));
-    await expect(JobRuntime.start(loadJob(retyped), logger, { withExports: false })).rejects.toMatchObject({
+    await expect(JobRuntime.start(loadJob(retyped), logger, { mode: 'inspect' })).rejects.toMatchObject({
       problems: [
         "schemas[0] (projects/test-project/schemas/order): the data directory's schema is AVRO, and a schema's type cannot change; give this entry another name",
       ],

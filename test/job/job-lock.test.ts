@@ -45,7 +45,7 @@ describe('the data directory lock', () => {
   });
 
   it('a command holding the directory for its own work (query, audit, status, publish) is named as one, not as a running job', async () => {
-    const runtime = await JobRuntime.start(bareJob(dir.path), createLogger(), { withExports: false });
+    const runtime = await JobRuntime.start(bareJob(dir.path), createLogger(), { mode: 'inspect' });
     expect(JSON.parse(readFileSync(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid, briefly: true });
     await runtime.stop();
     const pid = await sleeper();
