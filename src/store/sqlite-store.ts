@@ -44,6 +44,13 @@ const APPLICATION_ID = 0x4f52444c; // "ORDL"
 const SCHEMA_VERSION = 5;
 /** The last schema that changed the store's tables: what a process that writes no export sink upgrades to. */
 const TABLES_VERSION = 4;
+/**
+ * New stores only (SQLite fixes a file's page size when it is made; an existing store keeps its own). A 1 KB
+ * message's row takes ~1,055 B: 31 fit a 32 KiB page, 15 a 16 KiB one with half a row left empty, so every
+ * smaller size misses the disk target (1,130 B a message at 16 KiB, 1,209 at 8 against 1,095). Smaller pages
+ * cut what a commit writes in proportion (each writes 4-5 whole pages, mostly the last page of each table it
+ * appends to) but did not shorten the commit: docs/benchmarks.md, "What a commit writes, and the page size".
+ */
 const PAGE_SIZE = 32 * 1024;
 /** The store files open in this process (real paths), each by one SqliteStore until it is closed. */
 const openStores = new Set<string>();
@@ -796,8 +803,7 @@ function createStoreFile(file: string): void {
   for (const f of [tmp, `${tmp}-journal`, `${tmp}-wal`, `${tmp}-shm`]) rmSync(f, { force: true });
   const db = new Database(tmp);
   try {
-    // Before the first table exists: 32 KiB pages fit ~30 1 KB messages with little slack (4 KiB pages
-    // fit 3, wasting a quarter of the file), and incremental vacuum lets compaction give freed pages back.
+    // Before the first table exists (PAGE_SIZE), and incremental vacuum lets compaction give freed pages back.
     db.pragma(`page_size = ${PAGE_SIZE}`);
     db.pragma('auto_vacuum = INCREMENTAL');
     db.pragma(`application_id = ${APPLICATION_ID}`);
