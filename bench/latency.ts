@@ -17,6 +17,7 @@ import { fmt, percentile, type BenchOutput, type Check } from './report.js';
 import { clockMs, latencyMessage, pace, RATE, TOTAL, WARMUP } from './latency-pace.js';
 import type { PublisherInput, PublisherResult } from './latency-publisher.js';
 import { decomposition, messageIndex, type PublisherTrace } from './latency-trace.js';
+import { FailureTimeline } from './failure-timeline.js';
 import { benchModule } from './paths.js';
 import { watchEventLoop } from './process-stats.js';
 import { startOrderlyServe } from './serve-process.js';
@@ -26,55 +27,6 @@ import { KEYS } from './workload.js';
 const DELIVERY_DEADLINE_MS = 60_000;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Failed deliveries (nacks + lease expiries) the server counted, sampled with the time of each sample. */
-class FailureTimeline {
-  private readonly samples: { at: number; failures: number }[] = [];
-  private timer?: NodeJS.Timeout;
-  private sampling?: Promise<void>;
-
-  constructor(
-    private readonly read: () => Promise<number>,
-    private readonly everyMs: number,
-  ) {}
-
-  async start(): Promise<void> {
-    await this.sample();
-    this.timer = setInterval(() => {
-      // A sample that fails (an overloaded server not answering) is skipped: the samples around the gap
-      // then bound a wider window, which can only make a duplicate look explained, never the reverse.
-      this.sampling ??= this.sample()
-        .catch(() => undefined)
-        .finally(() => (this.sampling = undefined));
-    }, this.everyMs);
-  }
-
-  private async sample(): Promise<void> {
-    const failures = await this.read();
-    this.samples.push({ at: clockMs(), failures });
-  }
-
-  /** Failures counted by the last sample taken at or before `t` (all that happened before it, at least). */
-  atOrBefore(t: number): number {
-    let value = this.samples[0]!.failures;
-    for (const s of this.samples) {
-      if (s.at > t) break;
-      value = s.failures;
-    }
-    return value;
-  }
-
-  /** Failures counted by the first sample at or after `t` (everything that happened up to `t` included). */
-  atOrAfter(t: number): number {
-    return (this.samples.find((s) => s.at >= t) ?? this.samples[this.samples.length - 1]!).failures;
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.sampling;
-    await this.sample();
-  }
-}
 
 /** Per message: when it was published and first delivered; per key: the order deliveries came in. */
 class DeliveryTracker {
