@@ -92,6 +92,26 @@ describe('bigqueryConfig.writeMetadata', () => {
     expect(backlog('to-table')).toBe(0);
   });
 
+  it('keeps payloads, ordering keys and attributes byte for byte: delimiters, quotes, line ends, NUL, empty', async () => {
+    await sql(`CREATE TABLE events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data VARCHAR,
+      attributes JSON, ordering_key VARCHAR, sequence BIGINT)`);
+    await exportTo('p.main.events', { writeMetadata: true });
+    // What a staged (CSV-like) path could take for a field or row end, a quote, an escape or NULL.
+    const payloads = ['a,b\n"c"\r\nd\\N', 'x\u0000y', '', 'ü\t;|\\'];
+    const attributes = { 'q"u,o\nte': 'v\u0000w', empty: '' };
+    await env.core.publish(
+      'events',
+      payloads.map((data, i) => ({ data, orderingKey: `k,"${i}"\n`, attributes })),
+    );
+    await waitFor('rows', async () => Number((await sql('SELECT count(*) n FROM events'))[0]!.n) === payloads.length);
+    const rows = await sql('SELECT data, attributes, ordering_key FROM events ORDER BY sequence, ordering_key');
+    expect(rows.map((r) => r.data)).toEqual(payloads);
+    expect(rows.map((r) => r.ordering_key)).toEqual(payloads.map((_, i) => `k,"${i}"\n`));
+    expect(rows.map((r) => JSON.parse(String(r.attributes)))).toEqual(
+      payloads.map((_, i) => ({ ...attributes, orderingKey: `k,"${i}"\n` })),
+    );
+  });
+
   it('a service account that cannot be one is refused; an empty one is unset (Pub/Sub own agent)', () => {
     expect(() => parseDuckDbTableConfig({ table: 'p.d.t', serviceAccountEmail: 'nope' })).toThrow(
       'bigqueryConfig.serviceAccountEmail: must be a service account email, got "nope"',
