@@ -15,7 +15,7 @@ import { BenchChild, exitWithParent, reply, runChild } from './child.js';
 import { peakRssBytes, watchEventLoop } from './process-stats.js';
 import { time } from './report.js';
 import { KEYS, payload } from './workload.js';
-import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth } from '../src/job/heap-growth.js';
+import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth, SERVING_HEAP_GROWTH_PERCENT } from '../src/job/heap-growth.js';
 
 export type StepName = 'publish' | 'open' | 'callback' | 'streaming-pull' | 'duckdb' | 'text' | 'parquet' | 'keys';
 
@@ -52,7 +52,7 @@ export interface StepResult {
   rssPerKey?: number;
 }
 
-// As `orderly run` does with the default `memory.heapGrowthPercent` (the setting does not pass to a child).
+// As a process exporting or inspecting does with `memory.heapGrowthPercent` unset (HeapGrowth; the setting does not pass to a child).
 limitHeapGrowth(DEFAULT_HEAP_GROWTH_PERCENT);
 
 const TOPIC = 'backlog';
@@ -191,6 +191,8 @@ async function callback({ dir, backlog, shrinkWaitSeconds }: StepInput): Promise
 
 /** Drains through the gRPC endpoint `orderly serve` runs, from a lean client in another process. */
 async function streamingPull({ dir, backlog }: StepInput): Promise<StepResult> {
+  // As `orderly serve` runs a job that exports nothing (HeapGrowth).
+  limitHeapGrowth(SERVING_HEAP_GROWTH_PERCENT);
   const { startPubsubEndpoint } = await import('../src/api/endpoint.js');
   const { core, openSeconds } = await openCore(dir);
   const endpoint = await startPubsubEndpoint(core, { host: '127.0.0.1', port: 0 });

@@ -59,6 +59,8 @@ export interface ExportManagerOptions {
   remote?: RemoteExports;
   /** Told each embedded export's sink state as it changes (ExportRunnerOptions.onState), by subscription and uid. */
   onState?: (subscription: string, uid: string, state: SubscriptionState, reason: string | undefined) => void;
+  /** Told before a runner (embedded or remote) starts. */
+  onRunnerStart?: () => void;
 }
 
 /**
@@ -278,6 +280,7 @@ export class ExportManager {
       });
       start.runner = runner;
       this.runners.set(sub.name, { uid: identity.uid, section: text, runner });
+      this.options.onRunnerStart?.();
       runner.start();
     }
   }
@@ -330,6 +333,7 @@ export class ExportManager {
       const runner = new ExportRunner({ source, createConnector, logger, workerId: remote.workerId, idleFlushMs, ...tuning, backoff });
       start.runner = runner;
       this.remoteRunners.set(subscription, runner);
+      this.options.onRunnerStart?.();
       runner.start();
     }
   }

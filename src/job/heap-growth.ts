@@ -9,6 +9,44 @@ import { setFlagsFromString } from 'node:v8';
  */
 export const DEFAULT_HEAP_GROWTH_PERCENT = 60;
 
+/**
+ * V8's own, for a process that only serves the endpoint: a StreamingPull consume's window messages live
+ * for tens of milliseconds, and at 60% the heap was being marked almost all the time (15–17 full
+ * collections a 200,000-message consume against 4–5): 17–27% less CPU per consumed message at 300, its
+ * 1M-message drain peaking at ~250 instead of ~190 MiB (docs/benchmarks.md § "Endpoint vs NATS JetStream").
+ */
+export const SERVING_HEAP_GROWTH_PERCENT = 300;
+
+/**
+ * The heap growth a job's process runs with: the job's `memory.heapGrowthPercent` when it sets one; else
+ * SERVING_HEAP_GROWTH_PERCENT in a process that runs the job (`orderly run`, `orderly serve`) until it
+ * starts an export, which drops it to DEFAULT_HEAP_GROWTH_PERCENT for good (an export's drain is what the
+ * limit bounds), and DEFAULT_HEAP_GROWTH_PERCENT in a process that inspects (query, audit, publish, status).
+ */
+export class HeapGrowth {
+  private current: number;
+
+  constructor(
+    private readonly setting: number | undefined,
+    serving: boolean,
+  ) {
+    this.current = setting ?? (serving ? SERVING_HEAP_GROWTH_PERCENT : DEFAULT_HEAP_GROWTH_PERCENT);
+    limitHeapGrowth(this.current);
+  }
+
+  /** The percentage in effect. */
+  get percent(): number {
+    return this.current;
+  }
+
+  /** An export started in this process. */
+  exporting(): void {
+    if (this.setting !== undefined || this.current === DEFAULT_HEAP_GROWTH_PERCENT) return;
+    this.current = DEFAULT_HEAP_GROWTH_PERCENT;
+    limitHeapGrowth(this.current);
+  }
+}
+
 /** For the whole process: V8 reads it at each full collection, so it applies from the next one. */
 export function limitHeapGrowth(percent: number): void {
   setFlagsFromString(`--heap-growing-percent=${percent}`);

@@ -15,7 +15,6 @@ import { applyTopicInput, topicSchemaField, type TopicInput } from '../core/topi
 import { normalizeSubscription } from '../core/subscription-config.js';
 import { checkJobSchemas, jobSchemaEntry, jobSchemaName, jobTopicSchemaSettings, type JobSchema } from './job-schemas.js';
 import { importPlugins, unloadedPlugins } from './plugins.js';
-import { DEFAULT_HEAP_GROWTH_PERCENT } from './heap-growth.js';
 
 /**
  * The job file: one YAML (or JSON) document declaring where data lives, the plugins to load, the topics
@@ -162,7 +161,8 @@ export const jobSchema = z.strictObject({
       duckdb: byteSize(MIN_DUCKDB_MEMORY).default(128 * 1024 * 1024),
       duckdbTables: byteSize(MIN_DUCKDB_MEMORY).default(32 * 1024 * 1024),
       duckdbThreads: z.number().int().min(1).max(256).default(2),
-      heapGrowthPercent: z.number().int().min(10).max(300).default(DEFAULT_HEAP_GROWTH_PERCENT),
+      /** Unset: see HeapGrowth (60, or V8's own in a process that only serves). */
+      heapGrowthPercent: z.number().int().min(10).max(300).optional(),
     })
     .default({
       payloadBytes: 64 * 1024 * 1024,
@@ -173,7 +173,6 @@ export const jobSchema = z.strictObject({
       duckdb: 128 * 1024 * 1024,
       duckdbTables: 32 * 1024 * 1024,
       duckdbThreads: 2,
-      heapGrowthPercent: DEFAULT_HEAP_GROWTH_PERCENT,
     }),
   /** Modules that register connectors (package names, or paths relative to the job file), loaded first. */
   plugins: z.array(z.string().min(1)).default([]),

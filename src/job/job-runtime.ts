@@ -15,7 +15,7 @@ import { acquireJobLock, acquireLock } from './job-lock.js';
 import { reconcile, type ReconcileReport } from './reconcile.js';
 import { remoteExportsOf } from './remote-job.js';
 import { leaveWorkerDir, resolveWorkerId, sweepGoneWorkers, workerDir } from './worker.js';
-import { limitHeapGrowth } from './heap-growth.js';
+import { HeapGrowth } from './heap-growth.js';
 
 type Cleanup = () => Promise<void> | void;
 
@@ -53,6 +53,8 @@ export class JobRuntime {
     readonly failure: Promise<Error>,
     /** Each export's last sink state, kept in the data directory (what status shows while no job runs). */
     readonly exportStates: ExportStates,
+    /** The JavaScript heap's growth limit in effect (memory.heapGrowthPercent, or its default for the mode). */
+    readonly heapGrowth: HeapGrowth,
     readonly metricsUrl?: string,
     /** The port the Pub/Sub endpoint listens on, when the job serves one. */
     readonly endpointPort?: number,
@@ -107,7 +109,7 @@ export class JobRuntime {
             ),
           );
       cleanups.push(workerId ? leaveWorkerDir(dataDir, releaseLock) : releaseLock);
-      limitHeapGrowth(job.memory.heapGrowthPercent);
+      const heapGrowth = new HeapGrowth(job.memory.heapGrowthPercent, mode === 'run');
       // Before any section opens a DuckDB database (the duckdb section runs its init statements). In a
       // process that runs no export (orderly query), a database file is opened for queries.
       const mib = (bytes: number) => `${Math.max(1, Math.floor(bytes / 1024 / 1024))}MiB`;
@@ -152,6 +154,7 @@ export class JobRuntime {
         },
         remote: workerId ? remoteExportsOf(job, workerId) : undefined,
         onState: (subscription, uid, state, reason) => exportStates.record(subscription, uid, state, reason),
+        onRunnerStart: () => heapGrowth.exporting(),
       });
       cleanups.push(() => exports.stop());
       if (exporting) {
@@ -199,6 +202,7 @@ export class JobRuntime {
         cleanups,
         failure,
         exportStates,
+        heapGrowth,
         metricsUrl,
         endpointPort,
         workerId,

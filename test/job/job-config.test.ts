@@ -912,8 +912,9 @@ describe('memory settings', () => {
       duckdb: 128 * 1024 * 1024,
       duckdbTables: 32 * 1024 * 1024,
       duckdbThreads: 2,
-      heapGrowthPercent: 60,
+      // heapGrowthPercent unset: each process chooses (test/job/heap-growth.test.ts).
     });
+    expect(Object.keys(loadJob(write(base())).memory)).not.toContain('heapGrowthPercent');
     const job = loadJob(write({ ...base(), memory: { payloadBytes: '16MiB', duckdb: '1GB', exportBytes: 1_000_000 } }));
     expect(job.memory).toMatchObject({ payloadBytes: 16 * 1024 * 1024, duckdb: 1e9, exportBytes: 1_000_000, messagesPerKey: 1_000 });
     expect(problems({ ...base(), memory: { payloadBytes: 'lots', messagesPerKey: 0, heapGrowthPercent: 5, ram: 1 } })).toEqual([
