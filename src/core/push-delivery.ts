@@ -52,19 +52,15 @@ export function pushRequest(
   if (!config.noWrapper)
     return {
       body: JSON.stringify(pushEnvelope(subscription, m)),
-      headers: { 'user-agent': PUSH_USER_AGENT, ...config.attributes, 'content-type': 'application/json' },
+      headers: headersByName({ 'user-agent': PUSH_USER_AGENT }, config.attributes, { 'content-type': 'application/json' }),
     };
-  const headers: Record<string, string> = {
-    'user-agent': PUSH_USER_AGENT,
-    ...config.attributes,
-    'content-type': 'application/octet-stream',
-  };
+  const headers = headersByName({ 'user-agent': PUSH_USER_AGENT }, config.attributes, { 'content-type': 'application/octet-stream' });
   if (config.noWrapper.writeMetadata) {
     for (const [name, value] of Object.entries(m.message.attributes)) {
       const bytes = utf8Bytes(value);
       const problem = messageHeaderProblem(name, bytes);
       if (problem) throw new PushEgressRefused(problem);
-      headers[name.toLowerCase() === 'content-type' ? 'content-type' : name] = bytes;
+      headers[name.toLowerCase()] = bytes;
     }
     headers['x-goog-pubsub-subscription-name'] = subscription;
     headers['x-goog-pubsub-message-id'] = m.message.messageId;
@@ -81,6 +77,17 @@ export function pushRequest(
     }
   }
   return { body: m.message.data, headers };
+}
+
+/**
+ * Headers keyed by their lower-case name, each set replacing what the earlier ones gave that name in any
+ * case. Keyed as given, Node sends of two spellings of a name the one that comes later among the keys,
+ * whichever was set last: a message's `user-agent` attribute lost to a pushConfig `User-Agent`.
+ */
+function headersByName(...sets: Record<string, string>[]): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const set of sets) for (const [name, value] of Object.entries(set)) headers[name.toLowerCase()] = value;
+  return headers;
 }
 
 /**

@@ -109,8 +109,8 @@ describe('push delivery', () => {
     inFlightPerKey = new Map();
   });
 
-  it('payload unwrapping (noWrapper): the raw data as the body, metadata and attributes as headers with writeMetadata', async () => {
-    const got: { body: Buffer; headers: Record<string, string | string[] | undefined> }[] = [];
+  /** Listens with `server`, which keeps every request's body and headers in `got` and answers 204; resolves with its URL. */
+  async function recordingEndpoint(got: { body: Buffer; headers: Record<string, string | string[] | undefined> }[]): Promise<string> {
     server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -120,7 +120,12 @@ describe('push delivery', () => {
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}/push`;
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}/push`;
+  }
+
+  it('payload unwrapping (noWrapper): the raw data as the body, metadata and attributes as headers with writeMetadata', async () => {
+    const got: { body: Buffer; headers: Record<string, string | string[] | undefined> }[] = [];
+    const endpoint = await recordingEndpoint(got);
     await core.createSubscription('raw', { topic: 'events', pushConfig: { pushEndpoint: endpoint, noWrapper: { writeMetadata: false } } });
     await core.createSubscription('raw-meta', {
       topic: 'events',
@@ -171,6 +176,29 @@ describe('push delivery', () => {
     expect(() => pushRequest('s', message, { pushEndpoint: endpoint, attributes: {}, noWrapper: { writeMetadata: true } })).toThrow(
       'message attribute "bad key" cannot be sent as an HTTP header (payload unwrapping writes attributes as headers): it is not a valid HTTP header name',
     );
+  });
+
+  it("with writeMetadata a message's attribute replaces a pushConfig attribute of the same header name, whatever the case of either", async () => {
+    const got: { body: Buffer; headers: Record<string, string | string[] | undefined> }[] = [];
+    const endpoint = await recordingEndpoint(got);
+    await core.createSubscription('raw-meta', {
+      topic: 'events',
+      enableMessageOrdering: true,
+      pushConfig: {
+        pushEndpoint: endpoint,
+        attributes: { 'User-Agent': 'from-config', 'x-team': 'blue' },
+        noWrapper: { writeMetadata: true },
+      },
+    });
+    await core.publish('events', [
+      { data: 'one', orderingKey: 'k', attributes: { 'user-agent': 'from-message', 'X-Team': 'red' } },
+      { data: 'two', orderingKey: 'k' },
+    ]);
+    await waitFor('both pushes', () => got.length === 2);
+    expect(got.map((g) => [g.body.toString(), g.headers['user-agent'], g.headers['x-team']])).toEqual([
+      ['one', 'from-message', 'red'],
+      ['two', 'from-config', 'blue'],
+    ]);
   });
 
   it('payload unwrapping with writeMetadata sends an ordering key and attributes beyond Latin-1 as their UTF-8 bytes, in key order', async () => {
