@@ -26,7 +26,7 @@ export function pushEnvelope(subscription: string, m: ReceivedMessage): unknown 
   return {
     message: {
       ...(Object.keys(m.message.attributes).length ? { attributes: m.message.attributes } : {}),
-      data: m.message.data.toString('base64'),
+      ...(m.message.data.length ? { data: m.message.data.toString('base64') } : {}),
       messageId: m.message.messageId,
       message_id: m.message.messageId,
       publishTime,

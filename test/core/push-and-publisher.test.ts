@@ -178,6 +178,23 @@ describe('push delivery', () => {
     );
   });
 
+  it('the envelope is proto3 JSON: a message without data or attributes has no such member, as Pub/Sub pushes it', async () => {
+    const got: { body: Buffer; headers: Record<string, string | string[] | undefined> }[] = [];
+    const endpoint = await recordingEndpoint(got);
+    await core.createSubscription('wrapped', { topic: 'events', enableMessageOrdering: true, pushConfig: { pushEndpoint: endpoint } });
+    const ids = await core.publish('events', [
+      { data: '', orderingKey: 'k', attributes: { only: 'attributes' } },
+      { data: 'x', orderingKey: 'k' },
+    ]);
+    await waitFor('both pushes', () => got.length === 2);
+    const messages = got.map((g) => (JSON.parse(g.body.toString()) as { message: Record<string, unknown> }).message);
+    const time = { publishTime: expect.any(String), publish_time: expect.any(String) };
+    expect(messages).toEqual([
+      { attributes: { only: 'attributes' }, messageId: ids[0], message_id: ids[0], orderingKey: 'k', ...time },
+      { data: 'eA==', messageId: ids[1], message_id: ids[1], orderingKey: 'k', ...time },
+    ]);
+  });
+
   it("with writeMetadata a message's attribute replaces a pushConfig attribute of the same header name, whatever the case of either", async () => {
     const got: { body: Buffer; headers: Record<string, string | string[] | undefined> }[] = [];
     const endpoint = await recordingEndpoint(got);
