@@ -31,3 +31,30 @@ it('a sample read before a lease expiry and answered after the redelivery it exp
   expect(timeline.atOrBefore(publishedAt)).toBe(0);
   expect(timeline.atOrAfter(redeliveredAt)).toBe(1);
 });
+
+it('failures before the last sample answered before the publish, or after the first sample started after the delivery, do not explain it', async () => {
+  let time = 0;
+  let serverFailures = 0;
+  const timeline = new FailureTimeline(
+    () => Promise.resolve(serverFailures),
+    3_600_000,
+    () => time,
+  );
+  const sampleAt = async (t: number) => {
+    time = t;
+    await timeline.sample();
+  };
+  await timeline.start();
+  serverFailures = 1; // an expiry long before the message is published
+  await sampleAt(10);
+  const publishedAt = 20;
+  await sampleAt(30);
+  const rewoundAt = 40; // a rewind with no nack or expiry anywhere near it
+  await sampleAt(50);
+  serverFailures = 2; // an expiry after it
+  await sampleAt(60);
+  time = 70;
+  await timeline.stop();
+
+  expect(timeline.atOrAfter(rewoundAt) - timeline.atOrBefore(publishedAt)).toBe(0);
+});
