@@ -10,8 +10,9 @@ import { setFlagsFromString } from 'node:v8';
 export const DEFAULT_HEAP_GROWTH_PERCENT = 60;
 
 /**
- * V8's own, for a process that only serves the endpoint: a StreamingPull consume's window messages live
- * for tens of milliseconds, and at 60% the heap was being marked almost all the time (15–17 full
+ * V8's largest (its own growth varies between 1.1× and 4× with how costly collections are), for a
+ * process that only serves the endpoint: a StreamingPull consume's window messages live ~0.5 s and die,
+ * and at 60% the heap was being marked almost all the time (15–17 full
  * collections a 200,000-message consume against 4–5): 17–27% less CPU per consumed message at 300, its
  * 1M-message drain peaking at ~250 instead of ~190 MiB (docs/benchmarks.md § "Endpoint vs NATS JetStream").
  */

@@ -161,7 +161,7 @@ export const jobSchema = z.strictObject({
       duckdb: byteSize(MIN_DUCKDB_MEMORY).default(128 * 1024 * 1024),
       duckdbTables: byteSize(MIN_DUCKDB_MEMORY).default(32 * 1024 * 1024),
       duckdbThreads: z.number().int().min(1).max(256).default(2),
-      /** Unset: see HeapGrowth (60, or V8's own in a process that only serves). */
+      /** Unset: see HeapGrowth (60, or 300 in a process that only serves). */
       heapGrowthPercent: z.number().int().min(10).max(300).optional(),
     })
     .default({
