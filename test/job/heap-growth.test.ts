@@ -20,7 +20,7 @@ describe('the JavaScript heap growth a job runs with (memory.heapGrowthPercent)'
   });
   const exportTo = (file: string) => ({ connector: 'jsonl-file', path: join(dir.path, file) });
 
-  it("unset: V8's own while the job only serves, the export's limit once an export starts (created over the API), for good", async () => {
+  it("unset: 300 (V8's largest) while the job only serves, the export's limit once an export starts (created over the API), for good", async () => {
     runtime = await JobRuntime.start(bareJob(join(dir.path, 'data')), createLogger({ level: 'silent' }));
     expect(runtime.heapGrowth.percent).toBe(300);
     const { core } = runtime;
