@@ -480,10 +480,20 @@ describe('idle connections are closed (issue #9.6)', () => {
       socket.write(
         `POST /v1/${subscription}:pull HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${pull.length}\r\n\r\n${pull}`,
       );
+      let received = '';
+      // The answer's first chunk, then no more reading: the server has built the answer and is writing it (on a
+      // loaded machine building 12 MB of JSON took longer than the wait below, which then raced the idle timer).
+      await new Promise((resolve) => {
+        socket.once('data', (c: Buffer) => {
+          socket.pause();
+          received += c.toString('latin1');
+          resolve(undefined);
+        });
+        socket.resume();
+      });
       // Several idle timeouts without reading; then a second request on the connection, and everything read.
       await new Promise((r) => setTimeout(r, 3_000));
       socket.write('GET /v1/projects/unread/topics HTTP/1.1\r\nHost: x\r\n\r\n');
-      let received = '';
       socket.on('data', (c: Buffer) => (received += c.toString('latin1')));
       socket.resume();
       await new Promise((resolve) => socket.on('close', resolve));
