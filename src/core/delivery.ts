@@ -30,6 +30,8 @@ export interface Entry<Q = unknown> {
 /** One delivery out to a consumer: its ack id and until when it holds. */
 export interface Lease<Q = unknown> {
   ackId: string;
+  /** The ack id's last part, unique per LeaseManager: what it finds the lease by. */
+  serial: number;
   queue: Q;
   entry: Entry<Q>;
   deadline: number;

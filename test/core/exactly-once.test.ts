@@ -66,6 +66,20 @@ describe('exactly-once delivery', () => {
     await invalid(core.modifyAckDeadline('once', [idOf(first, 'm1')], 0));
   });
 
+  it("an id like a live one in its counter (another subscription's, or this one's with another seq or prefix) is refused and acks nothing", async () => {
+    await core.createSubscription('once-too', { topic: 'orders', enableExactlyOnceDelivery: true, ackDeadlineSeconds: 10 });
+    await publish(['', 'm1']);
+    const [mine] = await pull('once');
+    const [theirs] = await pull('once-too');
+    const [prefix, seq, counter] = mine!.ackId.split('-');
+    expect(theirs!.ackId.endsWith(`-${counter}`)).toBe(true); // each subscription counts its leases from 1
+    const lookalikes = [theirs!.ackId, `${prefix}-${Number(seq) + 1}-${counter}`, `x${mine!.ackId}`, `${prefix}-${seq}-0${counter}`];
+    expect((await invalid(core.acknowledge('once', lookalikes))).invalidAckIds).toEqual(lookalikes);
+    await invalid(core.modifyAckDeadline('once', lookalikes, 0));
+    expect(await core.acknowledge('once', [mine!.ackId])).toEqual({ ackIds: [mine!.ackId], invalidAckIds: [] });
+    expect(await core.acknowledge('once-too', [theirs!.ackId])).toEqual({ ackIds: [theirs!.ackId], invalidAckIds: [] });
+  });
+
   it('a message is not delivered again while its lease is valid (extended by modacks)', async () => {
     await publish(['', 'm1']);
     const [m1] = await pull('once');
