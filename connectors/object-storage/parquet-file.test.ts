@@ -64,7 +64,25 @@ describe('a Parquet file', () => {
   });
 
   it('holds payloads, keys and attributes of any bytes, empty ones and one larger than a CSV line may be by default', async () => {
-    const awkward = ['', ',', '\n', '\r\n', '"', "'", '\\', '\\N', 'NULL', 'a,b\n"c"', '🦆 käy', '\u0000'];
+    const awkward = [
+      '',
+      ',',
+      '\t',
+      'a\tb',
+      '\n',
+      '\r\n',
+      '\r',
+      '"',
+      "'",
+      '\\',
+      '\\N',
+      '\\x41',
+      'NULL',
+      'a,b\n"c"',
+      '🦆 käy',
+      '\u0000',
+      '\u007f\u0001',
+    ];
     const messages: PubsubMessage[] = awkward.map((text, i) => ({
       messageId: String(i + 1),
       publishTime: new Date(1_700_000_000_000 + i),
@@ -73,6 +91,7 @@ describe('a Parquet file', () => {
       orderingKey: text,
       sequence: i,
     }));
+    messages.push(...oddPayloads().map((data, i) => ({ ...message(100 + i, 0), data, orderingKey: '\t\\x00' })));
     // DuckDB reads CSV lines of up to 2 MiB unless told otherwise.
     messages.push({ ...message(99, 3 * 1024 * 1024), orderingKey: ',\n' });
     const path = join(dir.path, 'awkward.parquet');
@@ -87,4 +106,38 @@ describe('a Parquet file', () => {
       ]),
     ).toEqual(messages.map((m) => [m.messageId, m.data.toString('hex'), m.orderingKey, m.attributes]));
   });
+
+  it('holds payloads of any bytes without metadata', async () => {
+    const messages = oddPayloads().map((data, i) => ({ ...message(i, 0), data }));
+    const path = join(dir.path, 'odd-data.parquet');
+    await write(path, false, messages);
+    const rows = await readParquetRows(readFileSync(path));
+    expect(rows.map((r) => Buffer.from(r.data as Uint8Array).toString('hex'))).toEqual(messages.map((m) => m.data.toString('hex')));
+  });
 });
+
+/**
+ * Payloads whose bytes a staged row could take for its own (parquet-file.ts stages rows in a CSV file):
+ * not UTF-8, every byte value, a tab, CR, LF or backslash among plain bytes, mostly plain or mostly high
+ * bytes, and ones larger than a chunk of the staged file and than a CSV line DuckDB reads by default.
+ */
+function oddPayloads(): Buffer[] {
+  const every = Buffer.from(Array.from({ length: 256 }, (_, b) => b));
+  const sprinkled = (bytes: number, every: number, odd: number) =>
+    Buffer.from(Array.from({ length: bytes }, (_, i) => (i % every === every - 1 ? odd : 0x61 + (i % 26))));
+  return [
+    Buffer.from([0xff]),
+    Buffer.from([0xc3]),
+    Buffer.from([0x80, 0x41]),
+    Buffer.from([0xed, 0xa0, 0x80]),
+    Buffer.from('\u0000\u0000'),
+    every,
+    Buffer.concat([every, every].reverse()),
+    Buffer.from('{"a":"b\\"c","d":"\\u00e9"}'),
+    sprinkled(1500, 16, 0x09),
+    sprinkled(1500, 16, 0x5c),
+    sprinkled(1500, 16, 0x0d),
+    sprinkled(3 * 1024 * 1024, 16, 0xff),
+    sprinkled(1024 * 1024 + 7, 2, 0x0a),
+  ];
+}
