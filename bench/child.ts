@@ -20,9 +20,10 @@ export class BenchChild<Out> {
     this.exited = once(process, 'exit').then(([code, signal]) => (code ?? (signal ? 128 : 1)) as number);
   }
 
-  static start<Out>(module: URL, args: string[], extraExecArgv: string[] = []): BenchChild<Out> {
+  static start<Out>(module: URL, args: string[], extraExecArgv: string[] = [], env: NodeJS.ProcessEnv = process.env): BenchChild<Out> {
     const child = fork(fileURLToPath(module), args, {
       execArgv: [...process.execArgv, ...extraExecArgv],
+      env,
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     return new BenchChild<Out>(child);
@@ -54,8 +55,13 @@ export class BenchChild<Out> {
 const CHILD_TIMEOUT_MS = Number(process.env.BENCH_CHILD_TIMEOUT ?? 3600) * 1000;
 
 /** Runs `module` in a fresh process and resolves with the one message it replies with. */
-export async function runChild<Out>(module: URL, args: string[], extraExecArgv: string[] = []): Promise<Out> {
-  const child = BenchChild.start<Out>(module, args, extraExecArgv);
+export async function runChild<Out>(
+  module: URL,
+  args: string[],
+  extraExecArgv: string[] = [],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Out> {
+  const child = BenchChild.start<Out>(module, args, extraExecArgv, env);
   const what = `${fileURLToPath(module)} ${args[0] ?? ''}`;
   let timedOut = false;
   const timer = setTimeout(() => {

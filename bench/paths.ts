@@ -42,3 +42,12 @@ export const orderlyNode = {
 export function benchModule(name: string): URL {
   return pathToFileURL(join(dirname(here), `${name}${extname(here)}`));
 }
+
+/**
+ * The environment of a process that measures a baseline: this one's without what `orderly` sets for its own
+ * sake (bin/process-env.json's DuckDB allocator setting, which returns freed pages at once for the drains'
+ * memory and slowed DuckDB's own COPY ~4x): a baseline is measured at its best.
+ */
+export function baselineEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'DUCKDB_JE_MALLOC_CONF'));
+}

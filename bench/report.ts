@@ -107,3 +107,14 @@ export function report(title: string, output: BenchOutput): void {
     printTable({ header: ['target', 'measured', 'verdict'], rows: output.checks.map((c) => [c.target, c.measured, verdict(c.pass)]) });
   }
 }
+
+/** Samples RSS while `fn` runs; returns the peak in MiB. */
+export async function peakRss<T>(fn: () => Promise<T>): Promise<[T, number]> {
+  let peak = process.memoryUsage().rss;
+  const timer = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
+  try {
+    return [await fn(), Math.round(peak / 1024 / 1024)];
+  } finally {
+    clearInterval(timer);
+  }
+}
