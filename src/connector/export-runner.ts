@@ -100,11 +100,13 @@ type Op = { kind: 'write' } | { kind: 'flush'; mode: 'due' | 'all' };
 /** A connector call running this long is shown in status (`stalled`) and logged: a hung sink is not silent. */
 const DEFAULT_STALL_MS = 30_000;
 /**
- * Acks handed to the source per turn of the event loop. A write result can settle thousands of messages
- * (a committed file or batch), and acking them in the turn that applies it held the loop for most of that
- * turn: at a 300k-message text export drain, applying a result of 4,000+ messages took a median 8.7-9.9 ms
- * (p90 17-19) with every ack at once, 4.2-4.7 ms (p90 7-8) in slices of 1,000. 500 keeps it near SLICE_MS
- * (loop-slice.ts), like the other busy parts' slices.
+ * Written deliveries settled (forgotten and acked) per turn of the event loop. A write result can settle
+ * thousands of messages (a committed file or batch), and acking them in the turn that applies it held the
+ * loop for most of that turn: at a 300k-message text export drain, applying a result of 4,000+ messages
+ * took a median 8.7-9.9 ms (p90 17-19) with every ack at once, 4.2-4.7 ms (p90 7-8) in slices of 1,000.
+ * Forgetting them (`release`) went in slices too at stop 47: done at once for a 5,000-message result it
+ * still took up to 11-15 ms of the main thread's CPU in the Parquet and DuckDB drains. 500 keeps it near
+ * SLICE_MS (loop-slice.ts), like the other busy parts' slices.
  */
 const ACK_SLICE = 500;
 
@@ -179,7 +181,10 @@ export class ExportRunner {
   /** In real time: the timer that checks for idleness once idleFlushMs after the last delivery may have passed. */
   private idleTimer?: NodeJS.Timeout;
   private stopping = false;
-  /** Acks not yet handed to the source, and whether a turn of the event loop will send the next slice (sendAcks). */
+  /**
+   * Deliveries the connector reported written, not yet released and acked, and whether a turn of the event
+   * loop will settle the next slice (sendAcks). They count as held until then.
+   */
   private readonly ackQueue: string[] = [];
   private ackTurnScheduled = false;
   /** The connector call in progress (write, flush), and when it began. */
@@ -392,6 +397,8 @@ export class ExportRunner {
     );
     this.connector = undefined;
     await this.retire(connector);
+    // What the connector reported written is settled, not given to the next one again.
+    this.sendAcks();
     this.pending.length = 0;
     this.pending.push(...this.held.values());
   }
@@ -546,7 +553,8 @@ export class ExportRunner {
     if (this.redelivered.length && this.connectorHasEarlierCopy(this.redelivered.splice(0))) return { kind: 'flush', mode: 'all' };
     if (this.pending.length) return { kind: 'write' };
     // Full of buffered messages: the connector must finalize what it holds, or nothing moves again.
-    const full = this.held.size >= this.maxOutstanding || this.heldBytes >= this.maxOutstandingBytes;
+    // What waits in the ack queue is settled already: finalizing would release none of it.
+    const full = this.held.size - this.ackQueue.length >= this.maxOutstanding || this.heldBytes >= this.maxOutstandingBytes;
     if (full && !this.budgetFlushIdle) return { kind: 'flush', mode: 'all' };
     if (this.idleFlushDue) {
       this.idleFlushDue = false;
@@ -561,10 +569,9 @@ export class ExportRunner {
 
   private async perform(connector: Connector, op: Op): Promise<void> {
     if (op.kind === 'flush') {
-      const before = this.held.size;
       const result = await this.untilUsable(() => this.call(`flush('${op.mode}')`, () => connector.flush(op.mode)));
-      if (result) this.apply(result);
-      if (op.mode === 'all' && this.held.size === before) this.budgetFlushIdle = true;
+      const settled = result ? this.apply(result) : 0;
+      if (op.mode === 'all' && settled === 0) this.budgetFlushIdle = true;
       return;
     }
     const batch = this.liveOnly(this.pending.splice(0, this.maxBatch));
@@ -662,10 +669,9 @@ export class ExportRunner {
     return { example: f.error, exampleMessageId: this.held.get(f.id)?.message.messageId };
   }
 
-  private apply(result: WriteResult): void {
-    const acks = result.written.filter((id) => this.release(id));
-    this.stats.written += acks.length;
-    if (acks.length) this.stats.lastCommitAt = new Date().toISOString();
+  /** Applies a connector's result; returns how many held deliveries it settled (written ones included, though released in slices). */
+  private apply(result: WriteResult): number {
+    let settled = 0;
     const permanent = result.failed.filter((f) => !f.retryable);
     if (permanent.length) {
       this.logThrottled(
@@ -692,6 +698,7 @@ export class ExportRunner {
     // Failures first: a nack revokes the key's later deliveries at the source, the deferred ones included.
     for (const f of result.failed) {
       if (!this.release(f.id)) continue;
+      settled++;
       this.stats.failed++;
       this.stats.lastRefusal = { message: f.error, at: new Date().toISOString() };
       handle?.nack([f.id], f.error);
@@ -699,7 +706,12 @@ export class ExportRunner {
     // A deferral stands on a failure of its key before it, whose nack revoked it at the source. One still
     // live had none: it is nacked too, so it comes again in order instead of staying leased while its key
     // moves on.
-    const orphans = result.deferred.filter((id) => this.release(id) && handle?.isLive(id));
+    const orphans: string[] = [];
+    for (const id of result.deferred) {
+      if (!this.release(id)) continue;
+      settled++;
+      if (handle?.isLive(id)) orphans.push(id);
+    }
     if (orphans.length) {
       this.logThrottled(
         'error',
@@ -708,27 +720,32 @@ export class ExportRunner {
       );
       handle!.nack(orphans, 'deferred by the export connector without a failure of its key before it');
     }
-    if (!handle || !acks.length) return;
-    for (const id of acks) this.ackQueue.push(id);
+    // Released with their acks, a slice per turn (sendAcks): held until then.
+    for (const id of result.written) {
+      if (!this.held.has(id)) continue;
+      this.ackQueue.push(id);
+      settled++;
+    }
     this.sendAcks(ACK_SLICE);
+    return settled;
   }
 
   /**
-   * Hands up to `max` queued acks to the source now; the rest follow, ACK_SLICE per turn of the event loop.
-   * Their commits are not awaited: the next write need not wait for them, and an ack lost to a crash only
-   * means a redelivery, which connectors recognise (or the at-least-once contract allows). Once the
-   * subscription is gone (deleted, created again), the acks are moot and dropped.
+   * Releases up to `max` written deliveries and hands their acks to the source now; the rest follow,
+   * ACK_SLICE per turn of the event loop. Their commits are not awaited: the next write need not wait for
+   * them, and an ack lost to a crash only means a redelivery, which connectors recognise (or the
+   * at-least-once contract allows). Once the subscription is gone (deleted, created again), the acks are
+   * moot: only released.
    */
   private sendAcks(max = Number.POSITIVE_INFINITY): void {
-    const handle = this.live();
     const ids = this.ackQueue.splice(0, max);
-    if (!handle) {
-      this.ackQueue.length = 0;
-      return;
-    }
-    if (ids.length)
+    const acks = ids.filter((id) => this.release(id));
+    this.stats.written += acks.length;
+    if (acks.length) this.stats.lastCommitAt = new Date().toISOString();
+    const handle = this.live();
+    if (acks.length && handle)
       handle
-        .acknowledge(ids)
+        .acknowledge(acks)
         .catch((e: unknown) =>
           this.logThrottled('error', { error: errorText(e) }, 'recording acks failed; the messages will be delivered again'),
         );
