@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { registerBuiltInConnectors } from '../../connectors/index.js';
 import type { EndpointOptions } from '../api/endpoint.js';
 import { isLoopback, localHostPort } from '../api/exposure.js';
@@ -16,6 +17,7 @@ import { reconcile, type ReconcileReport } from './reconcile.js';
 import { remoteExportsOf } from './remote-job.js';
 import { leaveWorkerDir, resolveWorkerId, sweepGoneWorkers, workerDir } from './worker.js';
 import { HeapGrowth } from './heap-growth.js';
+import { readOnlyScratch } from './read-only-scratch.js';
 
 type Cleanup = () => Promise<void> | void;
 
@@ -24,7 +26,8 @@ type Cleanup = () => Promise<void> | void;
  * - `run` (run, serve, the demo): everything, and the exports start;
  * - `inspect` (audit, `query --write`): everything, but no export starts;
  * - `read-only` (read-only queries): as `inspect`, and the settings sections change nothing (see
- *   SectionContext), nor is the data directory reconciled with the file;
+ *   SectionContext), nor is the data directory reconciled with the file; a data directory that never held
+ *   a store is not created: the job opens in a scratch directory, removed at stop (readOnlyScratch);
  * - `store-only` (publish, status): the store, reconciled with the file, and nothing else: no settings
  *   section (no DuckDB database, no embedded S3 server), which each cost ~2 s of a call for nothing used.
  * All but `run` take the data directory's lock briefly rather than waiting for a running job to let it go.
@@ -94,8 +97,14 @@ export class JobRuntime {
       const workerId = job.remote ? resolveWorkerId(options.workerId, job.remote.workerId) : undefined;
       let dataDir = job.dataDir;
       if (workerId) {
-        sweepGoneWorkers(job.dataDir);
+        // Gone workers' folders are removed by the commands that may change the data directory.
+        if (!readOnly) sweepGoneWorkers(job.dataDir);
         dataDir = workerDir(job.dataDir, workerId);
+      }
+      const scratch = readOnly ? readOnlyScratch(dataDir) : undefined;
+      if (scratch) {
+        cleanups.push(() => rmSync(scratch, { recursive: true, force: true }));
+        dataDir = scratch;
       }
       // Only once the lock is this process's: a start refused because the worker runs already must not
       // remove that worker's folder on its way out.
@@ -108,7 +117,7 @@ export class JobRuntime {
               'waiting for another orderly command (a query, audit, status or publish) to let the data directory go',
             ),
           );
-      cleanups.push(workerId ? leaveWorkerDir(dataDir, releaseLock) : releaseLock);
+      cleanups.push(workerId && !scratch ? leaveWorkerDir(dataDir, releaseLock) : releaseLock);
       const heapGrowth = new HeapGrowth(job.memory.heapGrowthPercent, mode === 'run');
       // Before any section opens a DuckDB database (the duckdb section runs its init statements). In a
       // process that runs no export (orderly query), a database file is opened for queries.

@@ -1,0 +1,53 @@
+import { copyFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { describe, expect, it } from 'vitest';
+import { orderly } from '../helpers/cli.js';
+import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
+
+const dir = tempDirPerTest();
+
+/** Every path under the test's directory, relative to it. */
+function tree(): string[] {
+  return readdirSync(dir.path, { recursive: true, encoding: 'utf8' }).sort();
+}
+
+describe('orderly query on a job that never ran', () => {
+  it('answers, and leaves no data directory, lock, store, DuckDB file or S3 folder behind', async () => {
+    // The demo job: its data directory holds the store, the DuckDB file and the embedded S3 server's folder.
+    const job = join(dir.path, 'job.yaml');
+    copyFileSync('fixtures/demo/job.yaml', job);
+    const answer = await orderly('query', job, 'SELECT 42 AS n', '--json');
+    expect([answer.code, answer.stderr]).toEqual([0, '']);
+    expect(JSON.parse(answer.stdout)).toEqual([{ n: 42 }]);
+    // Its exports' views are absent: a read-only query does not create the file's subscriptions.
+    const view = await orderly('query', job, 'SELECT * FROM orders_to_parquet');
+    expect(view.code).toBe(1);
+    expect(view.stderr).toMatch(/^orderly: Catalog Error: Table with name orders_to_parquet does not exist!/);
+    const table = await orderly('query', job, 'SELECT * FROM analytics.orders');
+    expect(table.code).toBe(1);
+    expect(table.stderr).toMatch(/Table with name "analytics\.orders" does not exist because schema "analytics" does not exist/);
+    expect(tree()).toEqual(['job.yaml']);
+  }, 60_000);
+
+  it('of a fleet worker leaves no data directory or worker folder behind', async () => {
+    const job = join(dir.path, 'job.yaml');
+    writeFileSync(
+      job,
+      stringify({
+        projectId: 'query-test',
+        dataDir: './data',
+        duckdb: { path: './data/db.duckdb' },
+        // Nothing listens there: a read-only query only reads the sinks.
+        remote: {
+          endpoint: '127.0.0.1:9',
+          exports: [{ subscription: 'events-to-table', bigqueryConfig: { table: 'query-test.main.events' } }],
+        },
+      }),
+    );
+    const answer = await orderly('query', job, 'SELECT 42 AS n', '--json');
+    expect([answer.code, answer.stderr]).toEqual([0, '']);
+    expect(JSON.parse(answer.stdout)).toEqual([{ n: 42 }]);
+    expect(tree()).toEqual(['job.yaml']);
+  }, 60_000);
+});
