@@ -9,16 +9,20 @@ export interface EmbeddedS3 {
   close(): Promise<void>;
 }
 
-/** An S3 server (s3rver) on 127.0.0.1 storing under `<dataDir>/s3`, for jobs with no external endpoint. */
-export async function startEmbeddedS3(dataDir: string, buckets: string[]): Promise<EmbeddedS3> {
+/**
+ * An S3 server (s3rver) on 127.0.0.1 storing under `<dataDir>/s3`, for jobs with no external endpoint.
+ * `readOnly` (orderly query) creates neither the folder nor `buckets`: a bucket the job never made holds
+ * no object to read, and a query had created the folders of buckets added to the job file since its run.
+ */
+export async function startEmbeddedS3(dataDir: string, buckets: string[], { readOnly = false } = {}): Promise<EmbeddedS3> {
   const directory = join(dataDir, 's3');
-  mkdirSync(directory, { recursive: true });
+  if (!readOnly) mkdirSync(directory, { recursive: true });
   const server = new S3rver({
     address: '127.0.0.1',
     port: 0,
     directory,
     silent: true,
-    configureBuckets: buckets.map((name) => ({ name, configs: [] })),
+    configureBuckets: (readOnly ? [] : buckets).map((name) => ({ name, configs: [] })),
   });
   hardenStore(server);
   encodeListingsOnRequest(server);

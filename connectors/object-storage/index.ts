@@ -31,9 +31,9 @@ const objectStorageSettings = z.strictObject({
 const objectStorageSection: SettingsSection<z.infer<typeof objectStorageSettings>> = {
   key: 'objectStorage',
   schema: objectStorageSettings,
-  async open({ embedded, buckets, ...connection }, { dataDir }) {
+  async open({ embedded, buckets, ...connection }, { dataDir, readOnly }) {
     if (!embedded) return { settings: { objectStorage: connection } };
-    const s3 = await (await import('./embedded-s3.js')).startEmbeddedS3(dataDir, buckets);
+    const s3 = await (await import('./embedded-s3.js')).startEmbeddedS3(dataDir, buckets, { readOnly });
     return { settings: { objectStorage: s3.settings }, close: () => s3.close() };
   },
 };

@@ -1,4 +1,5 @@
-import { copyFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { copyFileSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
@@ -10,6 +11,24 @@ const dir = tempDirPerTest();
 /** Every path under the test's directory, relative to it. */
 function tree(): string[] {
   return readdirSync(dir.path, { recursive: true, encoding: 'utf8' }).sort();
+}
+
+/** Every file under the test's directory with its modification time and a hash of its content. */
+function files(): Record<string, string> {
+  return Object.fromEntries(
+    tree().flatMap((path) => {
+      const stat = statSync(join(dir.path, path));
+      if (!stat.isFile()) return [];
+      return [
+        [
+          path,
+          `${stat.mtimeMs} ${createHash('sha256')
+            .update(readFileSync(join(dir.path, path)))
+            .digest('hex')}`,
+        ],
+      ];
+    }),
+  );
 }
 
 describe('orderly query on a job that never ran', () => {
@@ -49,5 +68,21 @@ describe('orderly query on a job that never ran', () => {
     expect([answer.code, answer.stderr]).toEqual([0, '']);
     expect(JSON.parse(answer.stdout)).toEqual([{ n: 42 }]);
     expect(tree()).toEqual(['job.yaml']);
+  }, 60_000);
+});
+
+describe('orderly query on a job with a store', () => {
+  it('answers with its export views empty, and creates or changes no file (no embedded S3 folder or bucket)', async () => {
+    const job = join(dir.path, 'job.yaml');
+    copyFileSync('fixtures/demo/job.yaml', job);
+    // A publish makes the store and the file's subscriptions; nothing is exported yet.
+    writeFileSync(join(dir.path, 'orders.jsonl'), '{"order_id":"o-1","status":"paid"}\n');
+    const published = await orderly('publish', job, '--topic', 'order-changes', '--file', join(dir.path, 'orders.jsonl'));
+    expect(published.code, published.stderr).toBe(0);
+    const before = { tree: tree(), files: files() };
+    const answer = await orderly('query', job, 'SELECT count(*) AS n FROM orders_to_parquet', '--json');
+    expect([answer.code, answer.stderr]).toEqual([0, '']);
+    expect(JSON.parse(answer.stdout)).toEqual([{ n: '0' }]);
+    expect({ tree: tree(), files: files() }).toEqual(before);
   }, 60_000);
 });
