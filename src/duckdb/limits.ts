@@ -11,11 +11,14 @@
  * The Parquet writer's scratch database and queries get `memoryLimit`: a Parquet file is encoded from
  * memory (100 KB messages in a 16 MiB file did not fit 32 MiB), and a query's readers take more (DuckDB's
  * JSON reader alone 32 MiB a thread).
+ * A table database gets `tableThreads` (memory.duckdbTableThreads): a second DuckDB thread there added
+ * ~30 MiB to a table export's 1M drain for little speed (docs/benchmarks.md); the Parquet writer encodes
+ * on DuckDB's threads and keeps `threads`.
  */
-let limits = { memoryLimit: '128MiB', tableMemoryLimit: '32MiB', threads: 2 };
+let limits = { memoryLimit: '128MiB', tableMemoryLimit: '32MiB', threads: 2, tableThreads: 1 };
 
 /** Applies to instances opened from now on. */
-export function setDuckDbLimits(next: { memoryLimit?: string; tableMemoryLimit?: string; threads?: number }): void {
+export function setDuckDbLimits(next: { memoryLimit?: string; tableMemoryLimit?: string; threads?: number; tableThreads?: number }): void {
   limits = { ...limits, ...next };
 }
 
@@ -24,8 +27,12 @@ export type DuckDbUse = 'tables' | 'other';
 
 /** DuckDB settings for a new instance, with Orderly's limits. */
 export function duckDbSettings(use: DuckDbUse, extra: Record<string, string> = {}): Record<string, string> {
-  const memoryLimit = use === 'tables' ? limits.tableMemoryLimit : limits.memoryLimit;
-  return { memory_limit: memoryLimit, threads: String(limits.threads), ...extra };
+  const tables = use === 'tables';
+  return {
+    memory_limit: tables ? limits.tableMemoryLimit : limits.memoryLimit,
+    threads: String(tables ? limits.tableThreads : limits.threads),
+    ...extra,
+  };
 }
 
 /** DuckDB's out-of-memory errors, and the invalidated database a failed checkpoint leaves. */

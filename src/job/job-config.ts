@@ -161,6 +161,7 @@ export const jobSchema = z.strictObject({
       duckdb: byteSize(MIN_DUCKDB_MEMORY).default(128 * 1024 * 1024),
       duckdbTables: byteSize(MIN_DUCKDB_MEMORY).default(32 * 1024 * 1024),
       duckdbThreads: z.number().int().min(1).max(256).default(2),
+      duckdbTableThreads: z.number().int().min(1).max(256).default(1),
       /** Unset: see HeapGrowth (60, or 300 in a process that only serves). */
       heapGrowthPercent: z.number().int().min(10).max(300).optional(),
     })
@@ -173,6 +174,7 @@ export const jobSchema = z.strictObject({
       duckdb: 128 * 1024 * 1024,
       duckdbTables: 32 * 1024 * 1024,
       duckdbThreads: 2,
+      duckdbTableThreads: 1,
     }),
   /** Modules that register connectors (package names, or paths relative to the job file), loaded first. */
   plugins: z.array(z.string().min(1)).default([]),

@@ -127,6 +127,7 @@ export class JobRuntime {
         memoryLimit: mib(job.memory.duckdb),
         tableMemoryLimit: mib(exporting ? job.memory.duckdbTables : job.memory.duckdb),
         threads: job.memory.duckdbThreads,
+        tableThreads: exporting ? job.memory.duckdbTableThreads : job.memory.duckdbThreads,
       });
       const opened = mode === 'store-only' ? { settings: { dataDir } } : await openSections(job, { dataDir, readOnly, logger }, cleanups);
       let reportFailure!: (error: Error) => void;

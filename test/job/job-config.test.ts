@@ -912,16 +912,24 @@ describe('memory settings', () => {
       duckdb: 128 * 1024 * 1024,
       duckdbTables: 32 * 1024 * 1024,
       duckdbThreads: 2,
+      duckdbTableThreads: 1,
       // heapGrowthPercent unset: each process chooses (test/job/heap-growth.test.ts).
     });
     expect(Object.keys(loadJob(write(base())).memory)).not.toContain('heapGrowthPercent');
     const job = loadJob(write({ ...base(), memory: { payloadBytes: '16MiB', duckdb: '1GB', exportBytes: 1_000_000 } }));
     expect(job.memory).toMatchObject({ payloadBytes: 16 * 1024 * 1024, duckdb: 1e9, exportBytes: 1_000_000, messagesPerKey: 1_000 });
-    expect(problems({ ...base(), memory: { payloadBytes: 'lots', messagesPerKey: 0, heapGrowthPercent: 5, ram: 1 } })).toEqual([
+    expect(
+      problems({
+        ...base(),
+        memory: { payloadBytes: 'lots', messagesPerKey: 0, duckdbTableThreads: 0, heapGrowthPercent: 5, ram: 1 },
+      }).concat(problems({ ...base(), memory: { duckdbTableThreads: 1.5 } })),
+    ).toEqual([
       'memory.payloadBytes: a size like 64MiB, 512MB or a number of bytes',
       'memory.messagesPerKey: Too small: expected number to be >=1',
+      'memory.duckdbTableThreads: Too small: expected number to be >=1',
       'memory.heapGrowthPercent: Too small: expected number to be >=10',
       'memory.ram: unknown key (a typo? see docs/configuration.md)',
+      'memory.duckdbTableThreads: Invalid input: expected int, received number',
     ]);
   });
 

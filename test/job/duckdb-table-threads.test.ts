@@ -1,0 +1,44 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { loadJob } from '../../src/job/job-config.js';
+import { JobRuntime, type JobMode } from '../../src/job/job-runtime.js';
+import { queryJob } from '../../src/job/query.js';
+import { createLogger } from '../../src/log.js';
+import { tempDir } from '../helpers/temp-dir.js';
+
+let dir: ReturnType<typeof tempDir>;
+let runtime: JobRuntime | undefined;
+beforeEach(() => {
+  dir = tempDir();
+});
+afterEach(async () => {
+  await runtime?.stop();
+  runtime = undefined;
+  dir.remove();
+});
+
+/** DuckDB's thread count on the instance a query of the job reaches: the table database's, when the job names one. */
+async function threads(name: string, job: Record<string, unknown>, mode: JobMode): Promise<unknown> {
+  const file = join(dir.path, `${name}.yaml`);
+  writeFileSync(file, stringify({ dataDir: `./${name}`, topics: [{ name: 'events' }], ...job }));
+  runtime = await JobRuntime.start(loadJob(file), createLogger({ level: 'silent' }), { mode });
+  try {
+    const [row] = await queryJob(runtime, "SELECT current_setting('threads')::INTEGER AS threads");
+    return row?.threads;
+  } finally {
+    await runtime.stop();
+    runtime = undefined;
+  }
+}
+
+it("runs a table export's database on memory.duckdbTableThreads (1 unset), every other instance on memory.duckdbThreads", async () => {
+  const tables = (name: string) => ({ duckdb: { path: `./${name}/export.duckdb` } });
+  expect(await threads('unset', tables('unset'), 'run')).toBe(1);
+  const memory = { duckdbThreads: 3, duckdbTableThreads: 2 };
+  expect(await threads('set', { ...tables('set'), memory }, 'run')).toBe(2);
+  // The job's own query database (no table database named), and a process that exports nothing (query --write).
+  expect(await threads('bare', { memory }, 'run')).toBe(3);
+  expect(await threads('inspect', { ...tables('inspect'), memory }, 'inspect')).toBe(3);
+});
