@@ -7,9 +7,8 @@ import { join } from 'node:path';
 import { CHECKPOINT_THRESHOLD, duckDbSettings } from '../src/duckdb/database.js';
 import { tempDir } from '../test/helpers/temp-dir.js';
 import { exitWithParent, reply } from './child.js';
-import { EVENTS_TABLE } from './duckdb-export.js';
 import { best, time } from './report.js';
-import { KEYS, MESSAGES, payload } from './workload.js';
+import { EVENTS_TABLE, KEYS, MESSAGES, payload } from './workload.js';
 
 /**
  * The baseline as fast as DuckDB goes: the file opened directly, with DuckDB's own row groups (Orderly

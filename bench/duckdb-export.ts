@@ -13,11 +13,7 @@ import { tempDir } from '../test/helpers/temp-dir.js';
 import { runChild } from './child.js';
 import { baselineEnv, benchModule } from './paths.js';
 import { ratioTable, time, warm, type BenchOutput } from './report.js';
-import { MESSAGES, publishAll, publishBatches } from './workload.js';
-
-/** The export's target table (writeMetadata columns plus ordering_key/sequence). */
-export const EVENTS_TABLE = `CREATE TABLE events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON,
-  attributes JSON, ordering_key VARCHAR, sequence BIGINT)`;
+import { EVENTS_TABLE, MESSAGES, publishAll, publishBatches } from './workload.js';
 
 async function endToEnd(): Promise<number> {
   registerBuiltInConnectors();

@@ -14,7 +14,7 @@ import { benchModule } from './paths.js';
 import { BenchChild, exitWithParent, reply, runChild } from './child.js';
 import { peakRssBytes, watchEventLoop } from './process-stats.js';
 import { time } from './report.js';
-import { KEYS, payload } from './workload.js';
+import { EVENTS_TABLE, KEYS, payload } from './workload.js';
 import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth, SERVING_HEAP_GROWTH_PERCENT } from '../src/job/heap-growth.js';
 
 export type StepName = 'publish' | 'open' | 'callback' | 'streaming-pull' | 'duckdb' | 'text' | 'parquet' | 'keys';
@@ -224,10 +224,7 @@ async function exportDrain(kind: 'duckdb' | 'text' | 'parquet', { dir, backlog }
   let settings: ConnectorSettings;
   let exportConfig: Record<string, unknown>;
   if (kind === 'duckdb') {
-    const [{ closeDuckDb, connectDuckDb }, { EVENTS_TABLE }] = await Promise.all([
-      import('../src/duckdb/database.js'),
-      import('./duckdb-export.js'),
-    ]);
+    const { closeDuckDb, connectDuckDb } = await import('../src/duckdb/database.js');
     const duckdbPath = join(dir, 'export.duckdb');
     const connection = await connectDuckDb(duckdbPath);
     await connection.run(EVENTS_TABLE);

@@ -7,6 +7,10 @@ import type { SubscribeOptions, Subscriber } from '../src/core/subscriber.js';
 export const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 50_000);
 export const KEYS = 10_000;
 
+/** The DuckDB export benchmarks' target table (writeMetadata columns plus ordering_key/sequence). */
+export const EVENTS_TABLE = `CREATE TABLE events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON,
+  attributes JSON, ordering_key VARCHAR, sequence BIGINT)`;
+
 export function payload(i: number): string {
   const base = JSON.stringify({ id: i, key: `key-${i % KEYS}`, status: 'paid', pad: '' });
   return base.replace('"pad":""', `"pad":"${'x'.repeat(1024 - base.length)}"`);
