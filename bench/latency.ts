@@ -3,7 +3,8 @@
  * BENCH_LATENCY_SECONDS, default 20, after BENCH_LATENCY_WARMUP, default 5, seconds of warm-up at the same
  * rate): 1 KB messages over 10,000 ordering keys, ordered subscription, each message its own publish call.
  * Through the library (core.publish -> core.subscribe) and through Google's client against a real
- * `orderly serve` process. Every delivery is also checked per key: a first delivery must come in the key's
+ * `orderly serve` process, and the same publisher process against a server that answers at once (Google's
+ * client alone, to tell its misses from Orderly's). Every delivery is also checked per key: a first delivery must come in the key's
  * order; a duplicate, or a rewind (a key's sequence going backwards), must be preceded by a nack or a lease
  * expiry on the server (its counters, sampled over time).
  */
@@ -183,6 +184,47 @@ async function throughLibrary(): Promise<PathResult> {
   }
 }
 
+/** The schedule published with Google's client in a process of its own (latency-publisher.ts). */
+async function publishFromOwnProcess(input: PublisherInput): Promise<PublisherResult> {
+  const publisher = BenchChild.start<PublisherResult>(benchModule('latency-publisher'), [JSON.stringify(input)]);
+  try {
+    return await publisher.next();
+  } finally {
+    await publisher.stop();
+  }
+}
+
+interface ClientAloneResult {
+  rate: number;
+  /** Publish call -> resolved after the warm-up, sorted. */
+  latencies: Float64Array;
+  errors: number;
+  maxLoopDelayMs: number;
+}
+
+/**
+ * The same publisher process against a server that answers every Publish at once (noop-publish-server.ts):
+ * what Google's client alone manages in this run. Its own process and the cold start are the same as the
+ * row through `orderly serve`; only Orderly's part is gone.
+ */
+async function googleClientAlone(): Promise<ClientAloneResult> {
+  const server = BenchChild.start<number>(benchModule('noop-publish-server'), []);
+  try {
+    const port = await server.next();
+    const published = await publishFromOwnProcess({ apiEndpoint: `127.0.0.1:${port}`, projectId: 'orderly-bench', topic: 'latency' });
+    const tracker = new DeliveryTracker();
+    tracker.publishedBy(published);
+    return {
+      rate: published.rate,
+      latencies: tracker.publishLatencies(),
+      errors: published.errors.length,
+      maxLoopDelayMs: published.maxLoopDelayMs,
+    };
+  } finally {
+    await server.stop();
+  }
+}
+
 /**
  * Google's client against a real `orderly serve`: the subscriber in this process; the publisher in a process
  * of its own (`ownProcess`, as a publishing service would be), or in this one beside the subscriber.
@@ -213,17 +255,11 @@ async function throughGoogleClient(ownProcess: boolean): Promise<PathResult> {
     let publisherLoopDelayMs: number | undefined;
     let trace: PublisherTrace | undefined;
     if (ownProcess) {
-      const input: PublisherInput = { apiEndpoint: server.host, projectId: server.projectId, topic: 'latency' };
-      const publisher = BenchChild.start<PublisherResult>(benchModule('latency-publisher'), [JSON.stringify(input)]);
-      try {
-        const published = await publisher.next();
-        tracker.publishedBy(published);
-        trace = published.trace;
-        rate = published.rate;
-        publisherLoopDelayMs = published.maxLoopDelayMs;
-      } finally {
-        await publisher.stop();
-      }
+      const published = await publishFromOwnProcess({ apiEndpoint: server.host, projectId: server.projectId, topic: 'latency' });
+      tracker.publishedBy(published);
+      trace = published.trace;
+      rate = published.rate;
+      publisherLoopDelayMs = published.maxLoopDelayMs;
     } else {
       rate = await pace((i) => {
         tracker.sent(i);
@@ -263,9 +299,12 @@ async function throughGoogleClient(ownProcess: boolean): Promise<PathResult> {
 export async function benchLatency(): Promise<BenchOutput> {
   // The one-process arrangement has no latency target: it measures how busy Google's client keeps the
   // process (see docs/benchmarks.md); its order and duplicate checks still apply.
+  const library = await throughLibrary();
+  const ownProcess = await throughGoogleClient(true);
+  const alone = await googleClientAlone();
   const paths: [PathResult, number | undefined][] = [
-    [await throughLibrary(), 20],
-    [await throughGoogleClient(true), 100],
+    [library, 20],
+    [ownProcess, 100],
     [await throughGoogleClient(false), undefined],
   ];
   const checks: Check[] = [];
@@ -304,6 +343,11 @@ export async function benchLatency(): Promise<BenchOutput> {
         : `${fmt.ms(r.loopDelayMs.publisher)} / ${fmt.ms(r.loopDelayMs.subscriber)}`,
     ];
   });
+  checks.push({
+    target: "Google's client to a server that answers at once: publishes succeeded",
+    measured: `${alone.errors} publish errors`,
+    pass: alone.errors === 0,
+  });
   return {
     tables: [
       {
@@ -323,6 +367,21 @@ export async function benchLatency(): Promise<BenchOutput> {
         ],
         numeric: [1, 2, 3, 4, 5, 6, 8],
         rows,
+      },
+      {
+        title:
+          "Google's client alone: the same publisher process against a gRPC server that answers every Publish at once (no store, no delivery)",
+        header: ['msgs/s', 'p50 publish call -> resolved', 'p99', 'max', 'longest event-loop block of the publisher'],
+        numeric: [0, 1, 2, 3, 4],
+        rows: [
+          [
+            fmt.int(alone.rate),
+            fmt.ms(percentile(alone.latencies, 50)),
+            fmt.ms(percentile(alone.latencies, 99)),
+            fmt.ms(alone.latencies[alone.latencies.length - 1] ?? NaN),
+            fmt.ms(alone.maxLoopDelayMs),
+          ],
+        ],
       },
     ],
     checks,
