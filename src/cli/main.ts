@@ -275,15 +275,22 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(json)
     .addHelpText('after', '\nExample:\n  $ orderly audit job.yaml orders-to-files --json')
     .action(async (file: string, name: string, o: { json?: boolean }) => {
-      const { auditExport } = await import('../job/export-audit.js');
+      const { auditExport, refuseNeverRan } = await import('../job/export-audit.js');
       const { auditFailed, printAudit } = await import('./print-audit.js');
       const job = await loadJobFile(file);
       try {
-        await withJob(job, async (runtime) => {
-          const audit = await auditExport(runtime, name);
-          out(audit.report, o.json, () => printAudit(audit));
-          if (auditFailed(audit)) process.exitCode = 1;
-        });
+        refuseNeverRan(job);
+        // Read-only, as a query: an audit had created the data directory of a job that never ran, its
+        // store, DuckDB file and S3 folders, and run the job's duckdb.init.
+        await withJob(
+          job,
+          async (runtime) => {
+            const audit = await auditExport(runtime, name);
+            out(audit.report, o.json, () => printAudit(audit));
+            if (auditFailed(audit)) process.exitCode = 1;
+          },
+          'read-only',
+        );
       } catch (e) {
         if (isUsageError(e)) throw e;
         // Exit 1 says the records are wrong; an audit that could not look (the bucket unreachable, the

@@ -56,7 +56,7 @@ export interface SectionContext {
   /** The job's data directory (absolute). */
   dataDir: string;
   /**
-   * Set for read-only commands (`orderly query` without --write): change nothing and create nothing (run
+   * Set for read-only commands (`orderly query` without --write, `orderly audit`): change nothing and create nothing (run
    * no setup statements, open no database file for writing, make no folder); provide the same settings.
    * For a job that never ran, `dataDir` is then a temporary directory, removed when the command ends.
    */

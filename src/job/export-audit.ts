@@ -2,7 +2,9 @@ import type { AuditResult } from '../connector/capabilities.js';
 import { getConnector, registeredConnectors } from '../connector/registry.js';
 import { OrderlyError } from '../core/errors.js';
 import { exportTargetOf } from './export-target.js';
+import type { JobConfig } from './job-config.js';
 import type { JobRuntime } from './job-runtime.js';
+import { neverHeldStore } from './read-only-scratch.js';
 import { findRemoteExport, remoteExportTargets } from './remote-job.js';
 
 /**
@@ -20,6 +22,21 @@ export async function auditExport(runtime: JobRuntime, subscription: string): Pr
     );
   }
   return found.factory.audit(found.target);
+}
+
+/**
+ * Refuses the audit of a job that never ran in its data directory, before anything is opened: its exports'
+ * uids and manifests live in the store and beside it, so nothing there was exported, and an empty audit
+ * would pass a mistyped `dataDir` as all in order. A fleet's exports are audited from their bucket, from
+ * any machine, so a fleet job is never refused here.
+ */
+export function refuseNeverRan(job: JobConfig): void {
+  if (!job.remote && neverHeldStore(job.dataDir))
+    throw new OrderlyError(
+      'FAILED_PRECONDITION',
+      `the data directory ${job.dataDir} holds no Orderly store: the job never ran there, so it exported nothing to audit ` +
+        "(check the job file's dataDir, or run the job first)",
+    );
 }
 
 function coreTarget(runtime: JobRuntime, subscription: string) {

@@ -24,8 +24,8 @@ type Cleanup = () => Promise<void> | void;
 /**
  * How much of a job a command opens:
  * - `run` (run, serve, the demo): everything, and the exports start;
- * - `inspect` (audit, `query --write`): everything, but no export starts;
- * - `read-only` (read-only queries): as `inspect`, and the settings sections change nothing (see
+ * - `inspect` (`query --write`): everything, but no export starts;
+ * - `read-only` (audit, read-only queries): as `inspect`, and the settings sections change nothing (see
  *   SectionContext), nor is the data directory reconciled with the file; a data directory that never held
  *   a store is not created: the job opens in a scratch directory, removed at stop (readOnlyScratch);
  * - `store-only` (publish, status): the store, reconciled with the file, and nothing else: no settings

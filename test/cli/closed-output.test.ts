@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { orderlyBin } from '../helpers/cli.js';
+import { orderly, orderlyBin } from '../helpers/cli.js';
 import { tempDir } from '../helpers/temp-dir.js';
 
 /**
@@ -38,7 +38,7 @@ function runWithClosedOutput(
 
 let dir: ReturnType<typeof tempDir>;
 let job: string;
-beforeAll(() => {
+beforeAll(async () => {
   dir = tempDir();
   job = join(dir.path, 'job.yaml');
   writeFileSync(
@@ -50,7 +50,9 @@ beforeAll(() => {
       subscriptions: [{ name: 'to-files', topic: 'events', cloudStorageConfig: { bucket: 'files', avroConfig: { writeMetadata: true } } }],
     }),
   );
-});
+  // The job's store and subscriptions: an audit refuses a job that never ran.
+  expect((await orderly('status', job)).code).toBe(0);
+}, 60_000);
 afterAll(() => dir.remove());
 
 describe('a reader that goes away (orderly ... | head)', () => {

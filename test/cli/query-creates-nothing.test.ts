@@ -1,35 +1,14 @@
-import { createHash } from 'node:crypto';
-import { copyFileSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { orderly } from '../helpers/cli.js';
+import { files as filesIn, tree as treeOf } from '../helpers/dir-contents.js';
 import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 
 const dir = tempDirPerTest();
-
-/** Every path under the test's directory, relative to it. */
-function tree(): string[] {
-  return readdirSync(dir.path, { recursive: true, encoding: 'utf8' }).sort();
-}
-
-/** Every file under the test's directory with its modification time and a hash of its content. */
-function files(): Record<string, string> {
-  return Object.fromEntries(
-    tree().flatMap((path) => {
-      const stat = statSync(join(dir.path, path));
-      if (!stat.isFile()) return [];
-      return [
-        [
-          path,
-          `${stat.mtimeMs} ${createHash('sha256')
-            .update(readFileSync(join(dir.path, path)))
-            .digest('hex')}`,
-        ],
-      ];
-    }),
-  );
-}
+const tree = () => treeOf(dir.path);
+const files = () => filesIn(dir.path);
 
 describe('orderly query on a job that never ran', () => {
   it('answers, and leaves no data directory, lock, store, DuckDB file or S3 folder behind', async () => {
