@@ -1,6 +1,7 @@
 import S3rver from 's3rver';
-import { mkdirSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { createReadStream, mkdirSync } from 'node:fs';
+import { readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { encodeListingsOnRequest } from './s3rver-list-encoding.js';
 
@@ -24,7 +25,7 @@ export async function startEmbeddedS3(dataDir: string, buckets: string[], { read
     silent: true,
     configureBuckets: (readOnly ? [] : buckets).map((name) => ({ name, configs: [] })),
   });
-  hardenStore(server);
+  hardenStore(server, { readOnly });
   encodeListingsOnRequest(server);
   const { port } = await server.run();
   return {
@@ -62,15 +63,20 @@ interface FilesystemStore {
  *   then on every listing of the bucket, and so every export to it, failed with HTTP 500 for good. Metadata
  *   that does not parse now reads as none (the object's content type and user metadata, which Orderly
  *   does not set); the object itself, an upload the crash cut short, is what the manifest's recovery
- *   deletes.
+ *   deletes. `readOnly` (a read-only command's server) repairs nothing: such metadata reads as none, and
+ *   the file stays as it is, as does a missing checksum file, which s3rver writes when it reads the object.
  */
-export function hardenStore(server: S3rver): void {
+export function hardenStore(server: S3rver, { readOnly = false } = {}): void {
   const store = (server as unknown as { store: FilesystemStore }).store;
   store.deleteObject = async (bucket, key) => {
     await Promise.all(
       ['object', 'object.md5', 'metadata.json'].map((resource) => rm(store.getResourcePath(bucket, key, resource), { force: true })),
     );
   };
+  if (readOnly) {
+    store.getMetadata = (bucket, key) => metadataAsStored(store, bucket, key);
+    return;
+  }
   const getMetadata = store.getMetadata.bind(store);
   store.getMetadata = async (bucket, key) => {
     try {
@@ -88,4 +94,42 @@ export function hardenStore(server: S3rver): void {
       return getMetadata(bucket, key);
     }
   };
+}
+
+/**
+ * What s3rver's getMetadata (3.7) answers, read without writing: metadata that does not parse is none, and
+ * an object without its checksum file has its ETag computed from its content instead of stored. A missing
+ * object rejects with ENOENT, as s3rver's own does (its callers answer NoSuchKey).
+ */
+async function metadataAsStored(store: FilesystemStore, bucket: string, key: string): Promise<Record<string, unknown>> {
+  const objectPath = store.getResourcePath(bucket, key, 'object');
+  const stats = await stat(objectPath);
+  const [stored, md5] = await Promise.all([storedMetadata(store.getResourcePath(bucket, key, 'metadata.json')), storedMd5(objectPath)]);
+  return { ...stored, etag: JSON.stringify(md5), 'last-modified': stats.mtime.toUTCString(), 'content-length': stats.size };
+}
+
+async function storedMetadata(path: string): Promise<Record<string, unknown> | undefined> {
+  let text;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+}
+
+async function storedMd5(objectPath: string): Promise<string> {
+  try {
+    return await readFile(`${objectPath}.md5`, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  const hash = createHash('md5');
+  for await (const chunk of createReadStream(objectPath)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
 }

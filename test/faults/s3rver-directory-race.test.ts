@@ -1,9 +1,11 @@
 import { CreateBucketCommand, DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import { writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { startEmbeddedS3 } from '../../connectors/object-storage/embedded-s3.js';
 import { createS3Client, s3Connection } from '../../connectors/object-storage/s3-client.js';
+import { files } from '../helpers/dir-contents.js';
 import { tempDir } from '../helpers/temp-dir.js';
 import { listObjectNames, minioClient } from '../helpers/s3.js';
 
@@ -50,6 +52,42 @@ it('an object metadata file a crash left empty fails nothing: listings, HEAD and
   } finally {
     client.destroy();
     await s3.close();
+    dir.remove();
+  }
+});
+
+// A read-only command's server (orderly query, orderly audit) had deleted the metadata file it found torn,
+// and written the checksum file of an object that had none: a command that changes nothing changed the bucket.
+it('a read-only embedded S3 server answers around a torn metadata file and a missing checksum, and writes neither', async () => {
+  const dir = tempDir();
+  const folder = join(dir.path, 's3', 'torn-bucket', 'a');
+  try {
+    const writing = await startEmbeddedS3(dir.path, ['torn-bucket']);
+    const writer = createS3Client(s3Connection(writing.settings));
+    for (const key of ['a/first.txt', 'a/second.txt'])
+      await writer.send(new PutObjectCommand({ Bucket: 'torn-bucket', Key: key, Body: key, ContentType: 'text/plain' }));
+    writer.destroy();
+    await writing.close();
+    writeFileSync(join(folder, 'first.txt._S3rver_metadata.json'), '');
+    rmSync(join(folder, 'second.txt._S3rver_object.md5'));
+    const before = files(dir.path);
+
+    const s3 = await startEmbeddedS3(dir.path, ['torn-bucket'], { readOnly: true });
+    const client = createS3Client(s3Connection(s3.settings));
+    try {
+      expect(await listObjectNames(minioClient(s3.settings), 'torn-bucket')).toEqual(['a/first.txt', 'a/second.txt']);
+      const first = await client.send(new GetObjectCommand({ Bucket: 'torn-bucket', Key: 'a/first.txt' }));
+      expect(await first.Body!.transformToString()).toBe('a/first.txt');
+      const second = await client.send(new GetObjectCommand({ Bucket: 'torn-bucket', Key: 'a/second.txt' }));
+      expect([await second.Body!.transformToString(), second.ContentType]).toEqual(['a/second.txt', 'text/plain']);
+      // The ETag s3rver stores: the content's MD5.
+      expect(second.ETag).toBe(`"${createHash('md5').update('a/second.txt').digest('hex')}"`);
+    } finally {
+      client.destroy();
+      await s3.close();
+    }
+    expect(files(dir.path)).toEqual(before);
+  } finally {
     dir.remove();
   }
 });
