@@ -13,6 +13,7 @@ export {
   StoreIdentityError,
   StoreInUseError,
   StoreUnwritableError,
+  StoreUpgradeError,
   StoreVersionError,
   type Store,
   type SubscriptionRecord,

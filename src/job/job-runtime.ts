@@ -133,7 +133,7 @@ export class JobRuntime {
       let reportFailure!: (error: Error) => void;
       const failure = new Promise<Error>((resolve) => (reportFailure = resolve));
       const core = await PubSubCore.open({
-        store: SqliteStore.open(dataDir, { durability: job.durability, exports: exporting }),
+        store: SqliteStore.open(dataDir, { durability: job.durability, exports: exporting, upgrade: !readOnly }),
         memory: {
           payloadBytes: job.memory.payloadBytes,
           messagesPerSubscription: job.memory.messagesPerSubscription,

@@ -12,6 +12,7 @@ import {
   StoreIdentityError,
   StoreInUseError,
   StoreUnwritableError,
+  StoreUpgradeError,
   StoreVersionError,
   NO_ATTRIBUTES,
   type BacklogRow,
@@ -119,6 +120,12 @@ export interface SqliteStoreOptions {
    * so looking at a directory with this Orderly leaves it open to the one that wrote it. Default true.
    */
   exports?: boolean;
+  /**
+   * false (read-only commands): an existing store that opening would change — an older schema's, which
+   * is upgraded — is refused with StoreUpgradeError and left as it is; nor is a missing id file written
+   * beside it. A new store is made as always. Default true.
+   */
+  upgrade?: boolean;
 }
 
 /**
@@ -152,7 +159,7 @@ export class SqliteStore implements Store {
   private readonly writer: StoreWriter;
   private readonly stmt;
 
-  private constructor(file: string, options: SqliteStoreOptions, expectedId: string | undefined) {
+  private constructor(file: string, options: SqliteStoreOptions, expectedId: string | undefined, upgrade: boolean) {
     this.location = file;
     this.db = new Database(file, { fileMustExist: true });
     try {
@@ -161,7 +168,7 @@ export class SqliteStore implements Store {
       this.db.pragma(`synchronous = ${synchronous}`);
       this.checkIdentity();
       this.checkWritable();
-      this.id = this.migrate(options.exports === false ? TABLES_VERSION : SCHEMA_VERSION);
+      this.id = this.migrate(options.exports === false ? TABLES_VERSION : SCHEMA_VERSION, upgrade);
       if (expectedId !== undefined && expectedId !== this.id) {
         const marker = join(dirname(file), STORE_ID_FILE);
         throw new StoreIdentityError(
@@ -261,7 +268,8 @@ export class SqliteStore implements Store {
     if (openStores.has(inUse)) throw new StoreInUseError(file);
     const marker = join(dataDir, STORE_ID_FILE);
     const expectedId = readStoreId(marker);
-    if (!existsSync(file)) {
+    const created = !existsSync(file);
+    if (created) {
       if (expectedId !== undefined) {
         throw new StoreIdentityError(
           `the Orderly store ${file} is missing, but this data directory held store ${expectedId} (named in ${marker}); ` +
@@ -279,20 +287,22 @@ export class SqliteStore implements Store {
         new Error('the file is empty (0 bytes): an Orderly store never is, and Orderly does not re-initialise one'),
       );
     }
+    const upgrade = created || options.upgrade !== false;
     let store: SqliteStore;
     try {
-      store = new SqliteStore(file, options, expectedId);
+      store = new SqliteStore(file, options, expectedId, upgrade);
     } catch (e) {
       if (
         e instanceof StoreCorruptError ||
         e instanceof StoreIdentityError ||
         e instanceof StoreUnwritableError ||
-        e instanceof StoreVersionError
+        e instanceof StoreVersionError ||
+        e instanceof StoreUpgradeError
       )
         throw e;
       throw new StoreCorruptError(file, e);
     }
-    if (expectedId === undefined) writeFileAtomic(marker, storeIdFile(store.id));
+    if (expectedId === undefined && upgrade) writeFileAtomic(marker, storeIdFile(store.id));
     openStores.add(inUse);
     store.inUse = inUse;
     return store;
@@ -360,9 +370,16 @@ export class SqliteStore implements Store {
     }
   }
 
-  /** Creates or upgrades the schema, to `target` at least; returns the store's id. */
-  private migrate(target: number): string {
+  /**
+   * Creates or upgrades the schema, to `target` at least; returns the store's id. Not `upgrade`: a store
+   * it would change is refused (StoreUpgradeError), the changes rolled back with the transaction.
+   */
+  private migrate(target: number, upgrade: boolean): string {
+    // Every step below is a change of the schema or of meta's rows: these two tell whether one was made.
+    const changes = () =>
+      `${this.db.pragma('schema_version', { simple: true }) as number} ${this.db.prepare('SELECT total_changes()').pluck().get() as number}`;
     return this.db.transaction(() => {
+      const before = changes();
       this.db.exec(SCHEMA);
       const meta = (k: string) => this.db.prepare('SELECT v FROM meta WHERE k = ?').pluck().get(k) as string | undefined;
       const setMeta = (k: string, v: string) =>
@@ -399,6 +416,7 @@ export class SqliteStore implements Store {
       addSchemaAndTopicSettings(this.db);
       const id = meta('store_id') ?? randomUUID();
       if (meta('store_id') !== id) setMeta('store_id', id);
+      if (!upgrade && changes() !== before) throw new StoreUpgradeError(this.location, from);
       return id;
     })();
   }

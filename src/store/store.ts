@@ -357,6 +357,26 @@ export class StoreCorruptError extends Error {
 }
 
 /**
+ * A command that writes nothing (a read-only query, an audit) opened a store an older Orderly wrote, which
+ * this one upgrades when it opens it for writing: refused rather than upgraded, the file left as it is.
+ * The Orderly that wrote it can still open it, and a writing command upgrades it.
+ */
+export class StoreUpgradeError extends OrderlyError {
+  constructor(
+    readonly file: string,
+    readonly schema: number,
+  ) {
+    super(
+      'FAILED_PRECONDITION',
+      `the Orderly store at ${file} was written by an older Orderly (store schema ${schema}) and needs an upgrade, which a ` +
+        'read-only command does not make. It was not modified. Run a command that writes to this data directory once ' +
+        '(orderly run, orderly status or orderly publish) to upgrade it; the older Orderly cannot open it after that.',
+    );
+    this.name = 'StoreUpgradeError';
+  }
+}
+
+/**
  * The store was written by a newer Orderly (a higher schema version than this one reads). Refused at
  * start, naming both versions: it was not modified, and nothing of the data directory was read by rules
  * older than the ones that wrote it.
