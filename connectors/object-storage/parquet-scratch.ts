@@ -1,6 +1,7 @@
 import { DuckDBInstance } from '@duckdb/node-api';
 import { mkdir, rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
+import { closeOffTheLoop } from '../../src/duckdb/close-off-the-loop.js';
 import { duckDbSettings } from '../../src/duckdb/database.js';
 
 /** The DuckDB instance the Parquet files of one data directory are encoded in; `release` once done with it. */
@@ -54,7 +55,7 @@ export function acquireParquetScratch(dataDir: string): ParquetScratch {
       released = true;
       if (--held.users > 0) return;
       if (shared.get(dir) === held) shared.delete(dir);
-      const closed = held.instance.then(closeOffTheLoop, () => undefined);
+      const closed = held.instance.then(close, () => undefined);
       closing.set(dir, closed);
       await closed;
       if (closing.get(dir) === closed) closing.delete(dir);
@@ -71,23 +72,8 @@ async function open(dir: string): Promise<DuckDBInstance> {
   return DuckDBInstance.create(':memory:', duckDbSettings('other', { temp_directory: dir, preserve_insertion_order: 'true' }));
 }
 
-/**
- * Closes the instance with as little as possible on the event loop. `closeSync` joins DuckDB's worker
- * threads, and each returns the memory it holds as it exits (at once, page by page, with Orderly's
- * allocator setting: bin/process-env.json): the event loop waited 50-100 ms for them at the end of a 1M
- * Parquet drain. Stopped first by `SET threads = 1`, a query (it runs on libuv's pool), they exit while the
- * loop runs on.
- */
-async function closeOffTheLoop(instance: DuckDBInstance): Promise<void> {
-  try {
-    const connection = await instance.connect();
-    try {
-      await connection.run('SET threads = 1');
-    } finally {
-      connection.closeSync();
-    }
-  } catch {
-    // Only the threads' exit moves off the loop: closeSync stops them just as well.
-  }
+/** Closes the instance with as little as possible on the event loop (closeOffTheLoop). */
+async function close(instance: DuckDBInstance): Promise<void> {
+  await closeOffTheLoop(() => instance.connect());
   instance.closeSync();
 }

@@ -1,6 +1,7 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { closeSync, mkdirSync, openSync, readdirSync, readSync, statSync } from 'node:fs';
 import { basename, dirname, extname, resolve } from 'node:path';
+import { closeOffTheLoop } from './close-off-the-loop.js';
 import { duckDbSettings, type DuckDbUse } from './limits.js';
 import { quoteIdent, quoteString } from './sql.js';
 
@@ -99,13 +100,18 @@ async function attachDuckDb(file: string, use: DuckDbUse): Promise<DuckDBInstanc
   return instance;
 }
 
-/** Closes the database file (all its connections must be closed); used when a job stops. */
+/**
+ * Closes the database file (all its connections must be closed); used when a job stops. Its WAL is
+ * checkpointed first, off the event loop (closeOffTheLoop).
+ */
 export async function closeDuckDb(path: string): Promise<void> {
   const file = resolve(path);
   const instance = instances.get(file);
   if (!instance) return;
   instances.delete(file);
-  closeInstance(await instance);
+  const opened = await instance;
+  await closeOffTheLoop(() => connectToDuckDb(opened), { checkpoint: true });
+  closeInstance(opened);
 }
 
 /**
