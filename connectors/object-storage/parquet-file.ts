@@ -122,6 +122,8 @@ export class ParquetFile {
       if (this.bytes < SERIAL_COPY_BYTES) await write();
       else await oneAtATime(await this.scratch, write);
     } catch (e) {
+      // DuckDB leaves the file a failed COPY began (0 bytes) at the path the upload reads.
+      await rm(this.path, { force: true });
       throw isDuckDbMemoryError(e) ? new ParquetMemoryError(this.path, this.bytes, e) : e;
     } finally {
       await rm(this.stagePath, { force: true });

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { PubsubMessage } from '../../src/core/message.js';
@@ -24,6 +25,8 @@ describe('a Parquet file larger than the writer memory limit (memory.duckdb)', (
     // Before: "Out of Memory Error: failed to pin block of size 9.4 MiB ... Possible solutions: * Reducing
     // the number of threads (SET threads=X) ...", as the subscription's RESOURCE_ERROR reason.
     await expect(file.close()).rejects.toThrow(/memory\.duckdb: 16MiB\) encoding a file of 19800000 bytes/);
+    // DuckDB's COPY had left the file it began, 0 bytes, where the object writer looks for the finished one.
+    expect(existsSync(join(dir.path, 'big.parquet'))).toBe(false);
     await scratch.release();
   });
 });
