@@ -2,7 +2,9 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { closeDuckDb, openDuckDb, queryDuckDb, setDuckDbLimits } from '../../src/duckdb/database.js';
-import { tempDir } from '../helpers/temp-dir.js';
+import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
+
+const dir = tempDirPerTest();
 
 /** The process's threads (Linux): DuckDB's workers among them while an instance runs. */
 const threads = () => readdirSync('/proc/self/task').length;
@@ -16,27 +18,22 @@ const walBytes = (path: string) => (existsSync(`${path}.wal`) ? statSync(`${path
 it('checkpoints the WAL and stops the worker threads before closeSync', async () => {
   // memory.duckdbTableThreads above its default of 1: worker threads for closeSync to join.
   setDuckDbLimits({ tableThreads: 4 });
-  const dir = tempDir();
-  try {
-    const path = join(dir.path, 'orders.duckdb');
-    await queryDuckDb(path, 'CREATE TABLE orders(id BIGINT, data VARCHAR)');
-    // Small commits, as an export's: each goes to the WAL (a large insert writes row groups to the file).
-    for (let i = 0; i < 20; i++)
-      await queryDuckDb(path, `INSERT INTO orders SELECT range, repeat('x', 500) FROM range(${i * 100}, ${(i + 1) * 100})`);
-    expect(walBytes(path)).toBeGreaterThan(500_000);
-    const instance = await openDuckDb(path);
-    const closeSync = instance.closeSync.bind(instance);
-    let atClose: { wal: number; threads: number } | undefined;
-    instance.closeSync = () => {
-      atClose = { wal: walBytes(path), threads: threads() };
-      closeSync();
-    };
-    await closeDuckDb(path);
-    expect(atClose).toEqual({ wal: 0, threads: threads() });
-    // Every row is in the file.
-    expect(await queryDuckDb(path, 'SELECT count(*)::INT AS n FROM orders')).toEqual([{ n: 2000 }]);
-    await closeDuckDb(path);
-  } finally {
-    dir.remove();
-  }
+  const path = join(dir.path, 'orders.duckdb');
+  await queryDuckDb(path, 'CREATE TABLE orders(id BIGINT, data VARCHAR)');
+  // Small commits, as an export's: each goes to the WAL (a large insert writes row groups to the file).
+  for (let i = 0; i < 20; i++)
+    await queryDuckDb(path, `INSERT INTO orders SELECT range, repeat('x', 500) FROM range(${i * 100}, ${(i + 1) * 100})`);
+  expect(walBytes(path)).toBeGreaterThan(500_000);
+  const instance = await openDuckDb(path);
+  const closeSync = instance.closeSync.bind(instance);
+  let atClose: { wal: number; threads: number } | undefined;
+  instance.closeSync = () => {
+    atClose = { wal: walBytes(path), threads: threads() };
+    closeSync();
+  };
+  await closeDuckDb(path);
+  expect(atClose).toEqual({ wal: 0, threads: threads() });
+  // Every row is in the file.
+  expect(await queryDuckDb(path, 'SELECT count(*)::INT AS n FROM orders')).toEqual([{ n: 2000 }]);
+  await closeDuckDb(path);
 });

@@ -1,35 +1,25 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { loadJob } from '../../src/job/job-config.js';
 import { JobRuntime, type JobMode } from '../../src/job/job-runtime.js';
 import { queryJob } from '../../src/job/query.js';
 import { createLogger } from '../../src/log.js';
-import { tempDir } from '../helpers/temp-dir.js';
+import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 
-let dir: ReturnType<typeof tempDir>;
-let runtime: JobRuntime | undefined;
-beforeEach(() => {
-  dir = tempDir();
-});
-afterEach(async () => {
-  await runtime?.stop();
-  runtime = undefined;
-  dir.remove();
-});
+const dir = tempDirPerTest();
 
 /** DuckDB's thread count on the instance a query of the job reaches: the table database's, when the job names one. */
 async function threads(name: string, job: Record<string, unknown>, mode: JobMode): Promise<unknown> {
   const file = join(dir.path, `${name}.yaml`);
   writeFileSync(file, stringify({ dataDir: `./${name}`, topics: [{ name: 'events' }], ...job }));
-  runtime = await JobRuntime.start(loadJob(file), createLogger({ level: 'silent' }), { mode });
+  const runtime = await JobRuntime.start(loadJob(file), createLogger({ level: 'silent' }), { mode });
   try {
     const [row] = await queryJob(runtime, "SELECT current_setting('threads')::INTEGER AS threads");
     return row?.threads;
   } finally {
     await runtime.stop();
-    runtime = undefined;
   }
 }
 
