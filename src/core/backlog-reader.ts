@@ -11,6 +11,8 @@ export interface BacklogSink {
   room(): number;
   /** Messages of this ordering key in memory now. */
   keyLoad(orderingKey: string): number;
+  /** Messages of one ordering key the subscription may keep in memory (its share of the window). */
+  keyShare(): number;
   /**
    * The subscription's filter, if it has one: only the messages it matches are in the backlog (and
    * counted); the others are acked when read, and never delivered.
@@ -103,7 +105,6 @@ export class BacklogReader {
     private readonly store: Store,
     private readonly source: BacklogSource,
     private readonly sink: BacklogSink,
-    private readonly perKey: number,
     lowSeq: number,
     lastSeq: number,
   ) {
@@ -268,7 +269,7 @@ export class BacklogReader {
   refillKey(orderingKey: string): boolean {
     const over = this.overflow.get(orderingKey);
     if (!over) return true;
-    const limit = Math.min(this.perKey - this.sink.keyLoad(orderingKey), this.sink.room());
+    const limit = Math.min(this.sink.keyShare() - this.sink.keyLoad(orderingKey), this.sink.room());
     if (limit <= 0) return false;
     const rows = this.store.scanKey(this.source, orderingKey, over.fromKeySeq, this.cursor, limit, this.sink.payloadRoom());
     // Every row here is after one the key still owes, so acked ones are delivered again too (not on
@@ -311,7 +312,7 @@ export class BacklogReader {
     } else if (keyed && row.message.seq <= this.restartSeq) {
       this.resumed.add(key);
     }
-    if (keyed && this.sink.keyLoad(key) >= this.perKey) {
+    if (keyed && this.sink.keyLoad(key) >= this.sink.keyShare()) {
       this.overflow.set(key, { fromKeySeq: row.message.keySeq, fromSeq: row.message.seq, waiting: 1 });
       return;
     }

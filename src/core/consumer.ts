@@ -44,6 +44,12 @@ export interface ConsumerSpec {
    * as usual. Unset: leases run for the ack deadline only, unless the consumer extends them.
    */
   readonly keepAliveSeconds?: number;
+  /**
+   * While this consumer is attached, the subscription keeps at most this many of its messages in memory
+   * (never more than the core's `memory.messagesPerSubscription`): a consumer whose own sink takes memory
+   * of the same process (an export into DuckDB) asks the core to read less of the backlog ahead of it.
+   */
+  readonly windowMessages?: number;
   /** Called (synchronously, from dispatch) before every delivery. */
   room(): ConsumerRoom;
   deliver(batch: ReceivedMessage[]): void;

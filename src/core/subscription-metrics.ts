@@ -29,8 +29,13 @@ export interface SubscriptionMetrics {
   backlogBytes: number;
   /** Payload bytes this subscription holds in memory (all subscriptions share CoreOptions.memory.payloadBytes). */
   residentBytes: number;
-  /** Messages in memory (at most CoreOptions.memory.messagesPerSubscription). */
+  /** Messages in memory (at most `windowMessages`, once what was read before a smaller window drained). */
   heldMessages: number;
+  /**
+   * Messages it keeps in memory: CoreOptions.memory.messagesPerSubscription, or fewer while a consumer
+   * attached asks for fewer (ConsumerSpec.windowMessages: a table export).
+   */
+  windowMessages: number;
   outstandingMessages: number;
   oldestUnackedPublishTime: number | undefined;
   /** Keys with the most unacked messages, largest first: the hot keys. */

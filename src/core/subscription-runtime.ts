@@ -42,7 +42,10 @@ export interface RuntimeHooks {
   onStoreError: (error: unknown) => void;
   /** Payload bytes shared by every subscription of the core. */
   payloads: PayloadBudget;
-  /** Messages this subscription keeps in memory, and of those at most `perKey` of one ordering key. */
+  /**
+   * Messages each subscription keeps in memory (unless a consumer attached asks for fewer: see
+   * ConsumerSpec.windowMessages), and of those at most `perKey` of one ordering key.
+   */
   window: { messages: number; perKey: number };
 }
 
@@ -88,6 +91,8 @@ export class SubscriptionRuntime implements BacklogSink {
   private held = 0;
   /** Payload bytes of the entries held with their payload. */
   private resident = 0;
+  /** Messages this subscription keeps in memory now (see `resizeWindow`). */
+  private window: number;
   /**
    * At most the publish time of every message in memory waiting to be handed out: none of them is past
    * retention before retention passes it, so a tick sweeps memory (`dropExpired`) only then.
@@ -111,7 +116,8 @@ export class SubscriptionRuntime implements BacklogSink {
   ) {
     this.filter = parseFilter(spec.filter, { stored: true });
     this.leases = new LeaseManager(name, hooks.clock.now());
-    this.reader = new BacklogReader(hooks.store, { name, topicUid }, this, hooks.window.perKey, lowSeq, lastSeq);
+    this.window = hooks.window.messages;
+    this.reader = new BacklogReader(hooks.store, { name, topicUid }, this, lowSeq, lastSeq);
     this.scheduleFill();
   }
 
@@ -131,11 +137,26 @@ export class SubscriptionRuntime implements BacklogSink {
   // ---- the backlog window (BacklogSink) ----
 
   room(): number {
-    return this.hooks.window.messages - this.held;
+    return this.window - this.held;
   }
 
   keyLoad(orderingKey: string): number {
     return this.keyed.get(orderingKey)?.size ?? 0;
+  }
+
+  keyShare(): number {
+    return Math.min(this.hooks.window.perKey, this.window);
+  }
+
+  /**
+   * The window is the core's, or the smallest a consumer attached asks for (an export whose sink holds
+   * memory of its own reads less ahead). Made smaller, what memory holds beyond it drains before more is
+   * read; made larger again (that consumer gone), the reader fills the room.
+   */
+  private resizeWindow(): void {
+    const before = this.window;
+    this.window = Math.min(this.hooks.window.messages, ...[...this.consumers.values()].map((c) => c.spec.windowMessages ?? Infinity));
+    if (this.window > before) this.scheduleFill();
   }
 
   payloadRoom(): number {
@@ -215,9 +236,8 @@ export class SubscriptionRuntime implements BacklogSink {
 
   /** After an ack: read more once half the window (or half a key's share) is free. */
   private afterTrim(queue: KeyQueue): void {
-    if (queue.ordered && this.reader.overflows(queue.key) && this.keyLoad(queue.key) <= this.hooks.window.perKey / 2)
-      this.refillKeys.add(queue.key);
-    if (this.refillKeys.size || (this.reader.isBehind && this.held <= this.hooks.window.messages / 2)) this.scheduleFill();
+    if (queue.ordered && this.reader.overflows(queue.key) && this.keyLoad(queue.key) <= this.keyShare() / 2) this.refillKeys.add(queue.key);
+    if (this.refillKeys.size || (this.reader.isBehind && this.held <= this.window / 2)) this.scheduleFill();
   }
 
   // ---- consumers ----
@@ -228,6 +248,7 @@ export class SubscriptionRuntime implements BacklogSink {
     const id = `c${++this.nextConsumer}`;
     const consumer: Attached = { id, affinity: spec.affinity ?? id, spec, pull };
     this.consumers.set(id, consumer);
+    this.resizeWindow();
     if (!this.loaded) this.load();
     this.scheduleDispatch();
     const live = () => {
@@ -256,7 +277,7 @@ export class SubscriptionRuntime implements BacklogSink {
         return this.modifyAckDeadline(ackIds, seconds, error);
       },
       detach: () => {
-        this.consumers.delete(id);
+        if (this.consumers.delete(id)) this.resizeWindow();
       },
     };
   }
@@ -272,6 +293,7 @@ export class SubscriptionRuntime implements BacklogSink {
       this.consumers.delete(id);
       c.spec.detached?.(reason);
     }
+    this.resizeWindow();
   }
 
   /** Hands out what is ready to the consumers with room. Synchronous; safe to call at any time. */
@@ -726,6 +748,7 @@ export class SubscriptionRuntime implements BacklogSink {
       backlogBytes,
       residentBytes: this.resident,
       heldMessages: this.held,
+      windowMessages: this.window,
       outstandingMessages: this.leases.size,
       oldestUnackedPublishTime: oldest,
       topKeys,
