@@ -44,6 +44,12 @@ export const duckdbTableConnector: ConnectorFactory<DuckDbTableConfig, { path: s
   parseConfig: parseDuckDbTableConfig,
   settings: duckdbSection,
   requiresSettings: 'duckdb.path',
+  // DuckDB's checkpoints take memory of the exporting process beyond its memory_limit (~20 MiB over the
+  // drain's median at each), on top of the heap and the payloads read ahead: a 1M-message drain peaked at
+  // 320-338 MiB with the window and budget at 20,000 and the heap growing 60%, at 287-288 with the three
+  // below (docs/benchmarks.md § Memory). A text or Parquet export keeps the defaults: its payloads are
+  // what its files are made of.
+  memory: { windowMessages: 10_000, exportMessages: 10_000, heapGrowthPercent: 30 },
   counters: {
     rowsAppended: { metric: 'orderly_rows_appended_total', help: 'Rows appended to DuckDB tables' },
     changesApplied: {

@@ -32,6 +32,23 @@ export interface ExportTarget<Config = unknown> {
   unordered?: boolean;
 }
 
+/**
+ * What a connector's exports run with where the job file's `memory` section does not say (a setting the
+ * file gives wins over it): a sink that takes memory of the exporting process itself (DuckDB's buffers and
+ * checkpoints) leaves itself room with less read ahead of it and a tighter JavaScript heap.
+ */
+export interface ExportMemory {
+  /** The subscription's window, in messages (memory.messagesPerSubscription); never above the core's. */
+  windowMessages?: number;
+  /** The runner's budget of unsettled messages (memory.exportMessages). */
+  exportMessages?: number;
+  /**
+   * V8's heap growth (memory.heapGrowthPercent), for the whole process once such an export runs: the
+   * lowest any export started asks for holds from then on.
+   */
+  heapGrowthPercent?: number;
+}
+
 /** One check of an order audit: how many problems it found, and a few of them. */
 export interface AuditCheck {
   /** What is checked, e.g. "missing sequences". */

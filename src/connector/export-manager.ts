@@ -7,7 +7,8 @@ import type { Logger } from '../log.js';
 import { Backoff } from './backoff.js';
 import type { Connector, ConnectorContext, ConnectorSettings } from './connector.js';
 import { DEFAULT_BUDGET, ExportRunner, type ExportRunnerOptions } from './export-runner.js';
-import { exportSection, getConnector } from './registry.js';
+import type { ExportMemory } from './capabilities.js';
+import { declaredMemory, exportSection, getConnector } from './registry.js';
 import { EmbeddedSource } from './sources/embedded-source.js';
 import type { RemoteEndpoint } from './sources/remote-endpoint.js';
 import { remoteIdentity, remoteSubscriptionName } from './sources/remote-names.js';
@@ -53,14 +54,22 @@ export interface ExportManagerOptions {
   core: PubSubCore;
   settings: ConnectorSettings;
   logger: Logger;
-  /** Passed to every runner (batch sizes, flush interval); mostly for tests and benchmarks. */
+  /**
+   * Passed to every runner (batch sizes, flush interval); mostly for tests and benchmarks. A budget given
+   * here (the job file's memory.exportMessages) wins over the connector's (ExportMemory.exportMessages).
+   */
   runner?: RunnerTuning & { backoff?: () => Backoff };
+  /**
+   * The window of every embedded export's subscription when the job file sets one
+   * (memory.messagesPerSubscription); unset, each connector's (ExportMemory.windowMessages), else the core's.
+   */
+  windowMessages?: number;
   /** Exports from a remote Pub/Sub, besides the core's export subscriptions. */
   remote?: RemoteExports;
   /** Told each embedded export's sink state as it changes (ExportRunnerOptions.onState), by subscription and uid. */
   onState?: (subscription: string, uid: string, state: SubscriptionState, reason: string | undefined) => void;
-  /** Told before a runner (embedded or remote) starts. */
-  onRunnerStart?: () => void;
+  /** Told before a runner (embedded or remote) starts, with what its connector declares it runs with. */
+  onRunnerStart?: (memory: ExportMemory) => void;
 }
 
 /**
@@ -138,10 +147,11 @@ export class ExportManager {
     return next;
   }
 
-  private budget(): { messages: number; bytes: number } {
+  /** The budget of a runner whose connector declares `memory`: the job's, else the connector's, else the default. */
+  private budget(memory: ExportMemory): { messages: number; bytes: number } {
     const tuning = this.options.runner ?? {};
     return {
-      messages: tuning.maxOutstandingMessages ?? DEFAULT_BUDGET.messages,
+      messages: tuning.maxOutstandingMessages ?? memory.exportMessages ?? DEFAULT_BUDGET.messages,
       bytes: tuning.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes,
     };
   }
@@ -174,7 +184,7 @@ export class ExportManager {
     subscription: string,
     identity: SubscriptionIdentity,
     start: { runner?: ExportRunner },
-    extra: Pick<ConnectorContext, 'fleet' | 'topicSchema'>,
+    extra: Pick<ConnectorContext, 'fleet' | 'topicSchema' | 'budget'>,
   ): (spec: SubscriptionSpec) => ConnectorContext {
     const { settings, logger } = this.options;
     return (current) => ({
@@ -183,7 +193,6 @@ export class ExportManager {
       spec: current,
       logger: logger.child({ subscription }),
       settings,
-      budget: this.budget(),
       notify: () => start.runner?.requestFlush(),
       ...extra,
     });
@@ -200,7 +209,7 @@ export class ExportManager {
     const section = exportSection(spec)!;
     const factory = getConnector(section.connector);
     const config = factory.parseConfig(section.config);
-    const context = this.context(subscription, identity, start, extra);
+    const context = this.context(subscription, identity, start, { ...extra, budget: this.budget(factory.memory ?? {}) });
     let first: Connector | undefined = factory.create(config, context(spec));
     return (current) => {
       const connector = first ?? factory.create(config, context(current));
@@ -265,7 +274,11 @@ export class ExportManager {
     }
     await Promise.all(replaced);
     for (const { sub, identity, text, start, createConnector } of fresh) {
-      const source = new EmbeddedSource(core, sub.name, identity.uid, tuning.maxBatchMessages ?? 5000);
+      const memory = declaredMemory(exportSection(sub)!);
+      const source = new EmbeddedSource(core, sub.name, identity.uid, {
+        maxPerKey: tuning.maxBatchMessages ?? 5000,
+        windowMessages: this.options.windowMessages ?? memory.windowMessages,
+      });
       const continues = previous.get(sub.name)?.totals;
       const { onState } = this.options;
       const runner = new ExportRunner({
@@ -274,13 +287,14 @@ export class ExportManager {
         logger,
         clock: core.clock,
         ...tuning,
+        maxOutstandingMessages: this.budget(memory).messages,
         backoff,
         continues,
         onState: onState && ((state, reason) => onState(sub.name, identity.uid, state, reason)),
       });
       start.runner = runner;
       this.runners.set(sub.name, { uid: identity.uid, section: text, runner });
-      this.options.onRunnerStart?.();
+      this.options.onRunnerStart?.(memory);
       runner.start();
     }
   }
@@ -298,6 +312,7 @@ export class ExportManager {
     for (const entry of remote.exports) {
       const subscription = remoteSubscriptionName(entry.subscription, remote.projectId);
       if (this.remoteRunners.has(subscription)) continue;
+      const memory = declaredMemory(exportSection(entry.section)!);
       const start: { runner?: ExportRunner } = {};
       // Until the remote answers, the job's view: checked against the remote's own settings in prepare().
       const assumed: SubscriptionSpec = {
@@ -321,7 +336,7 @@ export class ExportManager {
         subscription,
         ordered: entry.enableMessageOrdering,
         section: entry.section,
-        budget: this.budget(),
+        budget: this.budget(memory),
         maxExtensionMinutes: remote.maxExtensionMinutes,
         streams: remote.streams,
         logger,
@@ -330,10 +345,19 @@ export class ExportManager {
       // With ordering, Pub/Sub holds a key's next messages until its earlier ones are acked: the runner flushes
       // idle exports of a subscription that has it on, whether or not the job asks for per-key order.
       const idleFlushMs = remote.idleFlushSeconds > 0 ? remote.idleFlushSeconds * 1000 : undefined;
-      const runner = new ExportRunner({ source, createConnector, logger, workerId: remote.workerId, idleFlushMs, ...tuning, backoff });
+      const runner = new ExportRunner({
+        source,
+        createConnector,
+        logger,
+        workerId: remote.workerId,
+        idleFlushMs,
+        ...tuning,
+        maxOutstandingMessages: this.budget(memory).messages,
+        backoff,
+      });
       start.runner = runner;
       this.remoteRunners.set(subscription, runner);
-      this.options.onRunnerStart?.();
+      this.options.onRunnerStart?.(memory);
       runner.start();
     }
   }

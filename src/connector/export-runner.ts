@@ -797,6 +797,11 @@ export class ExportRunner {
     return this.held.size;
   }
 
+  /** The most deliveries it holds unsettled (ExportRunnerOptions.maxOutstandingMessages, or its connector's). */
+  get budget(): number {
+    return this.maxOutstanding;
+  }
+
   /** Ordering keys with messages delivered to the runner and not yet settled. */
   keysInFlight(): number {
     const keys = new Set<string>();

@@ -1,6 +1,6 @@
 import { InvalidArgumentError, OrderlyError } from '../core/errors.js';
 import type { SubscriptionSpec } from '../core/subscription-config.js';
-import type { AuditResult, CounterMetric, ExportTarget, QueryView } from './capabilities.js';
+import type { AuditResult, CounterMetric, ExportMemory, ExportTarget, QueryView } from './capabilities.js';
 import type { Connector, ConnectorContext } from './connector.js';
 import { otherCopyWith, recordRegistration, thisCopy } from './other-copies.js';
 import type { SettingsSection } from './settings-section.js';
@@ -8,7 +8,7 @@ import type { SettingsSection } from './settings-section.js';
 /**
  * A connector type. Built-ins and third-party connectors register the same way:
  * `registerConnector({ name, parseConfig, create, ...capabilities })`. The command line and the job runtime
- * find everything connector-specific here — settings section, audit, query views, counters — and never
+ * find everything connector-specific here — settings section, memory, audit, query views, counters — and never
  * import a connector.
  *
  * @typeParam Config the subscription's export section, as `parseConfig` returns it
@@ -42,6 +42,8 @@ export interface ConnectorFactory<Config = unknown, Settings = unknown> {
    * need, as the error names it (`subscriptions[0].bigqueryConfig: needs the job's duckdb.path`).
    */
   requiresSettings?: string;
+  /** What its exports run with where the job file's memory section does not say. */
+  memory?: ExportMemory;
   /** Prometheus metrics for the connector's `counters`, by counter name. */
   counters?: Readonly<Record<string, CounterMetric>>;
   /** Checks per-key order of what a subscription exported, read back from the sink (`orderly audit`). */
@@ -140,4 +142,9 @@ export function exportSection(
     return { connector, field: 'exportConfig', config };
   }
   return undefined;
+}
+
+/** What the export section's connector declares its exports run with (nothing for a connector not registered). */
+export function declaredMemory(section: { connector: string }): ExportMemory {
+  return factories.get(section.connector)?.memory ?? {};
 }

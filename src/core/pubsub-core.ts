@@ -173,7 +173,8 @@ export class PubSubCore {
     this.projectId = options.projectId ?? 'orderly';
     this.onStoreError = options.onStoreError ?? ((e) => console.error('orderly: durable write failed:', e));
     this.events = new SubscriptionEvents((e) => console.error('orderly: a subscription listener failed:', e));
-    const memory = { ...DEFAULT_MEMORY, ...options.memory };
+    // A setting given as undefined (a job file leaving it out) is the default too.
+    const memory = { ...DEFAULT_MEMORY, ...Object.fromEntries(Object.entries(options.memory ?? {}).filter(([, v]) => v !== undefined)) };
     this.payloads = new PayloadBudget(memory.payloadBytes);
     this.window = { messages: memory.messagesPerSubscription, perKey: Math.min(memory.messagesPerKey, memory.messagesPerSubscription) };
     this.pushEgress = options.push ?? DEFAULT_PUSH_EGRESS;

@@ -1,4 +1,5 @@
 import { setFlagsFromString } from 'node:v8';
+import type { ExportMemory } from '../connector/capabilities.js';
 
 /**
  * How far V8 lets the JavaScript heap grow past what survived its last full collection before it collects
@@ -21,8 +22,9 @@ export const SERVING_HEAP_GROWTH_PERCENT = 300;
 /**
  * The heap growth a job's process runs with: the job's `memory.heapGrowthPercent` when it sets one; else
  * SERVING_HEAP_GROWTH_PERCENT in a process that runs the job (`orderly run`, `orderly serve`) until it
- * starts an export, which drops it to DEFAULT_HEAP_GROWTH_PERCENT for good (an export's drain is what the
- * limit bounds), and DEFAULT_HEAP_GROWTH_PERCENT in a process that inspects (query, audit, publish, status).
+ * starts an export, which drops it for good to DEFAULT_HEAP_GROWTH_PERCENT or to what the export's
+ * connector asks for (ExportMemory.heapGrowthPercent), if lower: an export's drain is what the limit
+ * bounds; and DEFAULT_HEAP_GROWTH_PERCENT in a process that inspects (query, audit, publish, status).
  */
 export class HeapGrowth {
   private current: number;
@@ -40,10 +42,11 @@ export class HeapGrowth {
     return this.current;
   }
 
-  /** An export started in this process. */
-  exporting(): void {
-    if (this.setting !== undefined || this.current === DEFAULT_HEAP_GROWTH_PERCENT) return;
-    this.current = DEFAULT_HEAP_GROWTH_PERCENT;
+  /** An export started in this process, whose connector declares `memory` (ExportManagerOptions.onRunnerStart). */
+  exporting(memory: ExportMemory = {}): void {
+    const percent = Math.min(DEFAULT_HEAP_GROWTH_PERCENT, memory.heapGrowthPercent ?? DEFAULT_HEAP_GROWTH_PERCENT);
+    if (this.setting !== undefined || this.current <= percent) return;
+    this.current = percent;
     limitHeapGrowth(this.current);
   }
 }

@@ -9,6 +9,7 @@ import { getConnector, exportSection, settingsSections } from '../connector/regi
 import { remoteSubscriptionName } from '../connector/sources/remote-names.js';
 import type { SettingsSection, StandardIssue } from '../connector/settings-section.js';
 import { InvalidArgumentError, OrderlyError, UnknownFieldError } from '../core/errors.js';
+import { DEFAULT_MEMORY } from '../core/memory-budget.js';
 import { checkLabels } from '../core/labels.js';
 import { checkProject, resourceName } from '../core/names.js';
 import { applyTopicInput, topicSchemaField, type TopicInput } from '../core/topic-config.js';
@@ -154,10 +155,12 @@ export const jobSchema = z.strictObject({
   memory: z
     .strictObject({
       payloadBytes: byteSize().default(64 * 1024 * 1024),
-      messagesPerSubscription: z.number().int().min(100).max(10_000_000).default(20_000),
+      /** Unset: the core's 20,000, or less for an export whose connector asks for less (ExportMemory). */
+      messagesPerSubscription: z.number().int().min(100).max(10_000_000).optional(),
       messagesPerKey: z.number().int().min(1).max(10_000_000).default(1_000),
       exportBytes: byteSize().default(64 * 1024 * 1024),
-      exportMessages: z.number().int().min(100).max(10_000_000).default(20_000),
+      /** Unset: 20,000, or what the export's connector asks for (ExportMemory). */
+      exportMessages: z.number().int().min(100).max(10_000_000).optional(),
       duckdb: byteSize(MIN_DUCKDB_MEMORY).default(128 * 1024 * 1024),
       duckdbTables: byteSize(MIN_DUCKDB_MEMORY).default(32 * 1024 * 1024),
       duckdbThreads: z.number().int().min(1).max(256).default(2),
@@ -167,10 +170,8 @@ export const jobSchema = z.strictObject({
     })
     .default({
       payloadBytes: 64 * 1024 * 1024,
-      messagesPerSubscription: 20_000,
       messagesPerKey: 1_000,
       exportBytes: 64 * 1024 * 1024,
-      exportMessages: 20_000,
       duckdb: 128 * 1024 * 1024,
       duckdbTables: 32 * 1024 * 1024,
       duckdbThreads: 2,
@@ -499,10 +500,9 @@ function checkSettings(
   // A key's share is part of the window: a larger one would be the window, not what the file says. (Only
   // a share the file gives: the default's is the window when the window is smaller.)
   const givenShare = (doc.memory as { messagesPerKey?: unknown } | undefined)?.messagesPerKey !== undefined;
-  if (memory && givenShare && memory.messagesPerKey > memory.messagesPerSubscription)
-    problems.push(
-      `memory.messagesPerKey: at most memory.messagesPerSubscription (${memory.messagesPerSubscription}), got ${memory.messagesPerKey}`,
-    );
+  const window = memory?.messagesPerSubscription ?? DEFAULT_MEMORY.messagesPerSubscription;
+  if (memory && givenShare && memory.messagesPerKey > window)
+    problems.push(`memory.messagesPerKey: at most memory.messagesPerSubscription (${window}), got ${memory.messagesPerKey}`);
   const endpoint = part(jobSchema.shape.endpoint, doc.endpoint);
   if (endpoint)
     check(problems, 'endpoint', () => checkExposure(endpoint, { allowRemote: 'endpoint.allowRemote', authToken: 'endpoint.authToken' }));

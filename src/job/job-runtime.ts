@@ -157,6 +157,7 @@ export class JobRuntime {
         core,
         settings: opened.settings,
         logger,
+        windowMessages: job.memory.messagesPerSubscription,
         runner: {
           maxOutstandingMessages: flowControl?.maxMessages ?? job.memory.exportMessages,
           maxOutstandingBytes: flowControl?.maxBytes ?? job.memory.exportBytes,
@@ -164,7 +165,7 @@ export class JobRuntime {
         },
         remote: workerId ? remoteExportsOf(job, workerId) : undefined,
         onState: (subscription, uid, state, reason) => exportStates.record(subscription, uid, state, reason),
-        onRunnerStart: () => heapGrowth.exporting(),
+        onRunnerStart: (memory) => heapGrowth.exporting(memory),
       });
       cleanups.push(() => exports.stop());
       if (exporting) {

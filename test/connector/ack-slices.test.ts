@@ -155,7 +155,7 @@ it('sends the acks still queued before a nack: on an exactly-once subscription o
         'events',
         Array.from({ length: 500 }, (_, i) => ({ data: Buffer.from(String(b + i)), orderingKey: `k${(b + i) % 8}` })),
       );
-    const source = new EmbeddedSource(core, 'exports', core.identity('exports').uid, 5000);
+    const source = new EmbeddedSource(core, 'exports', core.identity('exports').uid, { maxPerKey: 5000 });
     const started = new ExportRunner({
       source,
       createConnector: () => firstFailsLast(count, () => started.requestFlush()),

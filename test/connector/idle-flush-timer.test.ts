@@ -25,7 +25,7 @@ it('an idle flush comes idleFlushMs after the last delivery, not at the next flu
     let deliveredAt = 0;
     let flushedAt = 0;
     runner = new ExportRunner({
-      source: new EmbeddedSource(core, 'idle', core.identity('idle').uid, 1000),
+      source: new EmbeddedSource(core, 'idle', core.identity('idle').uid, { maxPerKey: 1000 }),
       createConnector: () => ({
         open: async () => {},
         write: async (messages) => {

@@ -905,17 +905,17 @@ describe('memory settings', () => {
   it('take sizes as bytes or with units, default to a bounded process, and refuse what is not a size', () => {
     expect(loadJob(write(base())).memory).toEqual({
       payloadBytes: 64 * 1024 * 1024,
-      messagesPerSubscription: 20_000,
       messagesPerKey: 1_000,
       exportBytes: 64 * 1024 * 1024,
-      exportMessages: 20_000,
       duckdb: 128 * 1024 * 1024,
       duckdbTables: 32 * 1024 * 1024,
       duckdbThreads: 2,
       duckdbTableThreads: 1,
-      // heapGrowthPercent unset: each process chooses (test/job/heap-growth.test.ts).
+      // Unset: each process chooses (test/job/heap-growth.test.ts), and an export's connector may ask for
+      // less window, budget and heap growth (test/job/export-memory.test.ts).
     });
-    expect(Object.keys(loadJob(write(base())).memory)).not.toContain('heapGrowthPercent');
+    for (const unset of ['heapGrowthPercent', 'messagesPerSubscription', 'exportMessages'])
+      expect(Object.keys(loadJob(write(base())).memory)).not.toContain(unset);
     const job = loadJob(write({ ...base(), memory: { payloadBytes: '16MiB', duckdb: '1GB', exportBytes: 1_000_000 } }));
     expect(job.memory).toMatchObject({ payloadBytes: 16 * 1024 * 1024, duckdb: 1e9, exportBytes: 1_000_000, messagesPerKey: 1_000 });
     expect(

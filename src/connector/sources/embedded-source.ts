@@ -17,8 +17,12 @@ export class EmbeddedSource implements ExportSource {
     private readonly core: PubSubCore,
     subscription: string,
     private readonly uid: string,
-    /** Most messages of one key in one delivery (the runner's batch size). */
-    private readonly maxPerKey: number,
+    private readonly delivery: {
+      /** Most messages of one key in one delivery (the runner's batch size). */
+      maxPerKey: number;
+      /** The subscription's window while the runner is attached (ConsumerSpec.windowMessages); unset: the core's. */
+      windowMessages?: number;
+    },
   ) {
     this.subscription = core.subscriptionName(subscription);
   }
@@ -37,7 +41,8 @@ export class EmbeddedSource implements ExportSource {
     if (!this.serving()) return undefined;
     const handle = this.core.attach(this.subscription, {
       affinity: `export-${this.subscription}`,
-      maxPerKey: this.maxPerKey,
+      maxPerKey: this.delivery.maxPerKey,
+      windowMessages: this.delivery.windowMessages,
       pipelined: true,
       // What the connector holds (an open file, a pending upload) stays leased until it is settled.
       keepAliveSeconds: Number.POSITIVE_INFINITY,

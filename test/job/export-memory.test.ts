@@ -1,0 +1,105 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import '../../examples/jsonl-file-connector/src/index.js';
+import { queryDuckDb } from '../../src/duckdb/database.js';
+import { loadJob } from '../../src/job/job-config.js';
+import { JobRuntime } from '../../src/job/job-runtime.js';
+import { createLogger } from '../../src/log.js';
+import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+const dir = tempDirPerTest();
+let runtime: JobRuntime | undefined;
+afterEach(async () => {
+  await runtime?.stop();
+  runtime = undefined;
+});
+
+/** Runs a job with a table export (`to-table`) and an ordered pull subscription nobody pulls (`pulled`). */
+async function tableJob(memory?: Record<string, unknown>): Promise<JobRuntime> {
+  const file = join(dir.path, 'job.yaml');
+  writeFileSync(
+    file,
+    stringify({
+      projectId: 'memory-test',
+      dataDir: './data',
+      duckdb: {
+        path: './export.duckdb',
+        init: [
+          `CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON,
+             attributes JSON, ordering_key VARCHAR, sequence BIGINT)`,
+        ],
+      },
+      topics: [{ name: 'events' }],
+      subscriptions: [
+        {
+          name: 'to-table',
+          topic: 'events',
+          enableMessageOrdering: true,
+          bigqueryConfig: { table: 'memory-test.main.events', writeMetadata: true },
+        },
+        { name: 'pulled', topic: 'events', enableMessageOrdering: true },
+      ],
+      ...(memory && { memory }),
+    }),
+  );
+  runtime = await JobRuntime.start(loadJob(file), createLogger({ level: 'silent' }));
+  return runtime;
+}
+
+/** The window of a subscription (the core's metrics), once its export, if it has one, is attached. */
+const windowOf = (job: JobRuntime, subscription: string) => job.core.metrics(subscription).windowMessages;
+
+it("a table export reads 10,000 messages ahead and holds 10,000, the heap grows 30% (its connector's ExportMemory); a 10 MB message still goes in", async () => {
+  const job = await tableJob();
+  await waitFor('the export to attach', () => windowOf(job, 'to-table') === 10_000);
+  expect(job.exports.runner('to-table')!.budget).toBe(10_000);
+  expect(job.heapGrowth.percent).toBe(30);
+  // Other subscriptions keep the core's window (memory.messagesPerSubscription's default).
+  expect(windowOf(job, 'pulled')).toBe(20_000);
+
+  const large = JSON.stringify({ pad: 'x'.repeat(10_000_000 - 10) });
+  expect(Buffer.byteLength(large)).toBe(10_000_000);
+  await job.core.publish('events', [{ data: '{"n":1}', orderingKey: 'k' }]);
+  await job.core.publish('events', [{ data: large, orderingKey: 'k' }]);
+  await job.core.publish('events', [{ data: '{"n":3}', orderingKey: 'k' }]);
+  await waitFor('the export', () => job.exports.runner('to-table')!.stats.written === 3, 60_000);
+  const rows = await queryDuckDb(
+    join(dir.path, 'export.duckdb'),
+    'SELECT sequence::INTEGER AS sequence, strlen(data::VARCHAR)::INTEGER AS bytes FROM events ORDER BY sequence',
+  );
+  expect(rows).toEqual([
+    { sequence: 1, bytes: 7 },
+    { sequence: 2, bytes: 10_000_000 },
+    { sequence: 3, bytes: 7 },
+  ]);
+});
+
+it("the job file's memory settings win over what the table export's connector asks for", async () => {
+  const job = await tableJob({ messagesPerSubscription: 12_000, exportMessages: 11_000, heapGrowthPercent: 45 });
+  await waitFor('the export to start', () => job.exports.runner('to-table') !== undefined);
+  expect(job.exports.runner('to-table')!.budget).toBe(11_000);
+  expect(windowOf(job, 'to-table')).toBe(12_000);
+  expect(windowOf(job, 'pulled')).toBe(12_000);
+  expect(job.heapGrowth.percent).toBe(45);
+});
+
+it('an export whose connector declares nothing keeps the defaults: window and budget 20,000, the heap at 60%', async () => {
+  const file = join(dir.path, 'job.yaml');
+  writeFileSync(
+    file,
+    stringify({
+      projectId: 'memory-test',
+      dataDir: './data',
+      topics: [{ name: 'events' }],
+      subscriptions: [{ name: 'to-file', topic: 'events', exportConfig: { connector: 'jsonl-file', path: join(dir.path, 'out.jsonl') } }],
+    }),
+  );
+  runtime = await JobRuntime.start(loadJob(file), createLogger({ level: 'silent' }));
+  await waitFor('the export to start', () => runtime!.exports.runner('to-file') !== undefined);
+  expect(runtime.exports.runner('to-file')!.budget).toBe(20_000);
+  expect(windowOf(runtime, 'to-file')).toBe(20_000);
+  expect(runtime.heapGrowth.percent).toBe(60);
+});
