@@ -17,44 +17,44 @@ afterEach(async () => {
   runtime = undefined;
 });
 
-/** Runs a job with a table export (`to-table`) and an ordered pull subscription nobody pulls (`pulled`). */
-async function tableJob(memory?: Record<string, unknown>): Promise<JobRuntime> {
+/** Writes the job file (projectId, dataDir and the topic `events` added) and runs it. */
+async function startJob(doc: Record<string, unknown>): Promise<JobRuntime> {
   const file = join(dir.path, 'job.yaml');
-  writeFileSync(
-    file,
-    stringify({
-      projectId: 'memory-test',
-      dataDir: './data',
-      duckdb: {
-        path: './export.duckdb',
-        init: [
-          `CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON,
-             attributes JSON, ordering_key VARCHAR, sequence BIGINT)`,
-        ],
-      },
-      topics: [{ name: 'events' }],
-      subscriptions: [
-        {
-          name: 'to-table',
-          topic: 'events',
-          enableMessageOrdering: true,
-          bigqueryConfig: { table: 'memory-test.main.events', writeMetadata: true },
-        },
-        { name: 'pulled', topic: 'events', enableMessageOrdering: true },
-      ],
-      ...(memory && { memory }),
-    }),
-  );
+  writeFileSync(file, stringify({ projectId: 'memory-test', dataDir: './data', topics: [{ name: 'events' }], ...doc }));
   runtime = await JobRuntime.start(loadJob(file), createLogger({ level: 'silent' }));
   return runtime;
 }
 
-/** The window of a subscription (the core's metrics), once its export, if it has one, is attached. */
+/** Runs a job with a table export (`to-table`) and an ordered pull subscription nobody pulls (`pulled`). */
+function tableJob(memory?: Record<string, unknown>): Promise<JobRuntime> {
+  return startJob({
+    duckdb: {
+      path: './export.duckdb',
+      init: [
+        `CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON,
+           attributes JSON, ordering_key VARCHAR, sequence BIGINT)`,
+      ],
+    },
+    subscriptions: [
+      {
+        name: 'to-table',
+        topic: 'events',
+        enableMessageOrdering: true,
+        bigqueryConfig: { table: 'memory-test.main.events', writeMetadata: true },
+      },
+      { name: 'pulled', topic: 'events', enableMessageOrdering: true },
+    ],
+    ...(memory && { memory }),
+  });
+}
+
+/** The window of a subscription (the core's metrics): an export's applies once it is attached (its runner `ready`). */
 const windowOf = (job: JobRuntime, subscription: string) => job.core.metrics(subscription).windowMessages;
 
 it("a table export reads 10,000 messages ahead and holds 10,000, the heap grows 30% (its connector's ExportMemory); a 10 MB message still goes in", async () => {
   const job = await tableJob();
-  await waitFor('the export to attach', () => windowOf(job, 'to-table') === 10_000);
+  await job.exports.runner('to-table')!.ready;
+  expect(windowOf(job, 'to-table')).toBe(10_000);
   expect(job.exports.runner('to-table')!.budget).toBe(10_000);
   expect(job.heapGrowth.percent).toBe(30);
   // Other subscriptions keep the core's window (memory.messagesPerSubscription's default).
@@ -79,7 +79,7 @@ it("a table export reads 10,000 messages ahead and holds 10,000, the heap grows 
 
 it("the job file's memory settings win over what the table export's connector asks for", async () => {
   const job = await tableJob({ messagesPerSubscription: 12_000, exportMessages: 11_000, heapGrowthPercent: 45 });
-  await waitFor('the export to start', () => job.exports.runner('to-table') !== undefined);
+  await job.exports.runner('to-table')!.ready;
   expect(job.exports.runner('to-table')!.budget).toBe(11_000);
   expect(windowOf(job, 'to-table')).toBe(12_000);
   expect(windowOf(job, 'pulled')).toBe(12_000);
@@ -87,19 +87,11 @@ it("the job file's memory settings win over what the table export's connector as
 });
 
 it('an export whose connector declares nothing keeps the defaults: window and budget 20,000, the heap at 60%', async () => {
-  const file = join(dir.path, 'job.yaml');
-  writeFileSync(
-    file,
-    stringify({
-      projectId: 'memory-test',
-      dataDir: './data',
-      topics: [{ name: 'events' }],
-      subscriptions: [{ name: 'to-file', topic: 'events', exportConfig: { connector: 'jsonl-file', path: join(dir.path, 'out.jsonl') } }],
-    }),
-  );
-  runtime = await JobRuntime.start(loadJob(file), createLogger({ level: 'silent' }));
-  await waitFor('the export to start', () => runtime!.exports.runner('to-file') !== undefined);
-  expect(runtime.exports.runner('to-file')!.budget).toBe(20_000);
-  expect(windowOf(runtime, 'to-file')).toBe(20_000);
-  expect(runtime.heapGrowth.percent).toBe(60);
+  const job = await startJob({
+    subscriptions: [{ name: 'to-file', topic: 'events', exportConfig: { connector: 'jsonl-file', path: join(dir.path, 'out.jsonl') } }],
+  });
+  await job.exports.runner('to-file')!.ready;
+  expect(job.exports.runner('to-file')!.budget).toBe(20_000);
+  expect(windowOf(job, 'to-file')).toBe(20_000);
+  expect(job.heapGrowth.percent).toBe(60);
 });
