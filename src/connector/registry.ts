@@ -69,6 +69,7 @@ export function registerConnector<C, S = unknown>(factory: ConnectorFactory<C, S
     );
   }
   if (known) throw new OrderlyError('ALREADY_EXISTS', `a different connector is already registered as "${factory.name}"`);
+  checkMemory(factory.name, factory.memory);
   const section = factory.settings;
   for (const other of factories.values()) {
     if (section && other.settings && other.settings.key === section.key && other.settings !== (section as SettingsSection)) {
@@ -80,6 +81,17 @@ export function registerConnector<C, S = unknown>(factory: ConnectorFactory<C, S
   }
   factories.set(factory.name, factory);
   recordRegistration(factory.name);
+}
+
+/** Each setting of a connector's ExportMemory within what the job file's memory section accepts for it. */
+function checkMemory(connector: string, memory: ExportMemory | undefined): void {
+  const ranges = { windowMessages: [100, 10_000_000], exportMessages: [100, 10_000_000], heapGrowthPercent: [10, 300] } as const;
+  for (const [field, [min, max]] of Object.entries(ranges)) {
+    const value = memory?.[field as keyof ExportMemory];
+    if (value === undefined) continue;
+    if (!Number.isInteger(value) || value < min || value > max)
+      throw new InvalidArgumentError(`connector "${connector}": memory.${field}`, `an integer from ${min} to ${max}, got ${String(value)}`);
+  }
 }
 
 /** The factory registered under `name`, or an InvalidArgumentError listing the registered ones. */

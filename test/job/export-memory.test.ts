@@ -3,6 +3,9 @@ import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import '../../examples/jsonl-file-connector/src/index.js';
+import type { ExportMemory } from '../../src/connector/capabilities.js';
+import { registerConnector, registeredConnectors } from '../../src/connector/registry.js';
+import { InvalidArgumentError } from '../../src/core/errors.js';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { loadJob } from '../../src/job/job-config.js';
 import { JobRuntime } from '../../src/job/job-runtime.js';
@@ -94,4 +97,23 @@ it('an export whose connector declares nothing keeps the defaults: window and bu
   expect(job.exports.runner('to-file')!.budget).toBe(20_000);
   expect(windowOf(job, 'to-file')).toBe(20_000);
   expect(job.heapGrowth.percent).toBe(60);
+});
+
+it("a connector's memory declaration outside what the job file accepts is refused at registration, and the connector not registered", () => {
+  const factory = (name: string, memory: ExportMemory) => ({
+    name,
+    memory,
+    parseConfig: () => ({}),
+    create: () => {
+      throw new Error('never made');
+    },
+  });
+  expect(() => registerConnector(factory('tiny-window', { windowMessages: 10 }))).toThrow(
+    new InvalidArgumentError('connector "tiny-window": memory.windowMessages', 'an integer from 100 to 10000000, got 10'),
+  );
+  expect(() => registerConnector(factory('wild-heap', { exportMessages: 5_000, heapGrowthPercent: 1.5 }))).toThrow(
+    'connector "wild-heap": memory.heapGrowthPercent: an integer from 10 to 300, got 1.5',
+  );
+  expect(registeredConnectors()).not.toContain('tiny-window');
+  expect(registeredConnectors()).not.toContain('wild-heap');
 });
