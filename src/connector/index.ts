@@ -16,7 +16,7 @@ export {
   type WriteResult,
 } from './connector.js';
 export { getConnector, registerConnector, registeredConnectors, type ConnectorFactory } from './registry.js';
-export type { AuditCheck, AuditResult, CounterMetric, ExportTarget, QueryView } from './capabilities.js';
+export type { AuditCheck, AuditResult, CounterMetric, ExportMemory, ExportTarget, QueryView } from './capabilities.js';
 export type { OpenSection, SectionContext, SettingsSection, StandardIssue, StandardResult, StandardSchema } from './settings-section.js';
 export { lazyConnector } from './lazy-connector.js';
 export {
