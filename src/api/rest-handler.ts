@@ -86,7 +86,7 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
     const handler = handlers[matched.service]?.[matched.rpc];
     if (!handler) throw new Refused(501, 'UNIMPLEMENTED', `Orderly does not implement ${matched.service}.${matched.rpc} yet`);
     const signal = gone(res);
-    const { call, unanswered } = rpcCall(signal);
+    const { call, unanswered } = rpcCall(() => signal);
     const answer = toProtoJson(matched.responseType, (await handler(request, call)) ?? {}, { numericEnums: alt === NUMERIC_ENUMS });
     // The connection may be destroyed already while its 'close' is still to come.
     if (signal.aborted || req.socket.destroyed) {

@@ -17,11 +17,19 @@ export interface RpcCall {
   unsent(undo: () => void): void;
 }
 
-/** The RpcCall a transport hands a handler, and what it runs when it does not write the answer after all. */
-export function rpcCall(signal: AbortSignal): { call: RpcCall; unanswered: () => void } {
+/**
+ * The RpcCall a transport hands a handler, and what it runs when it does not write the answer after all.
+ * `signal` is called the first time the handler reads its signal: most never do (only Pull waits).
+ */
+export function rpcCall(signal: () => AbortSignal): { call: RpcCall; unanswered: () => void } {
   const undos: (() => void)[] = [];
   return {
-    call: { signal, unsent: (undo) => undos.push(undo) },
+    call: {
+      get signal() {
+        return signal();
+      },
+      unsent: (undo) => undos.push(undo),
+    },
     unanswered: () => {
       for (const undo of undos) undo();
     },
