@@ -291,6 +291,7 @@ export class PubSubCore {
     this.creating.add(name);
     try {
       const rec = await this.store.createTopic(name, labels, settings);
+      this.sequences.created(rec.uid);
       this.topics.set(name, rec);
       return describeTopic(rec);
     } finally {
