@@ -1,7 +1,6 @@
 import { DuckDBInstance } from '@duckdb/node-api';
 import { mkdir, rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { lowerLibuvPoolPriority, withStartedThreadsLowered } from '../../src/duckdb/background-priority.js';
 import { closeOffTheLoop } from '../../src/duckdb/close-off-the-loop.js';
 import { duckDbSettings } from '../../src/duckdb/database.js';
 
@@ -70,11 +69,7 @@ async function open(dir: string): Promise<DuckDBInstance> {
   await rm(dir, { recursive: true, force: true });
   // DuckDB creates the folder only if it ever spills, but not the folders above it.
   await mkdir(dirname(dir), { recursive: true });
-  // The COPYs run on libuv's pool and DuckDB's workers: niced, they leave the event loop its core.
-  await lowerLibuvPoolPriority();
-  return withStartedThreadsLowered(() =>
-    DuckDBInstance.create(':memory:', duckDbSettings('other', { temp_directory: dir, preserve_insertion_order: 'true' })),
-  );
+  return DuckDBInstance.create(':memory:', duckDbSettings('other', { temp_directory: dir, preserve_insertion_order: 'true' }));
 }
 
 /** Closes the instance with as little as possible on the event loop (closeOffTheLoop). */
