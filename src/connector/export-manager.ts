@@ -147,13 +147,18 @@ export class ExportManager {
     return next;
   }
 
-  /** The budget of a runner whose connector declares `memory`: the job's, else the connector's, else the default. */
-  private budget(memory: ExportMemory): { messages: number; bytes: number } {
+  /**
+   * What an export runs with, resolved once for its context, source and runner: what its connector
+   * declares, and its runner's budget — the job's, else the connector's, else the default.
+   */
+  private exportMemory(section: { connector: string }): { memory: ExportMemory; budget: ConnectorContext['budget'] } {
+    const memory = declaredMemory(section);
     const tuning = this.options.runner ?? {};
-    return {
+    const budget = {
       messages: tuning.maxOutstandingMessages ?? memory.exportMessages ?? DEFAULT_BUDGET.messages,
       bytes: tuning.maxOutstandingBytes ?? DEFAULT_BUDGET.bytes,
     };
+    return { memory, budget };
   }
 
   /**
@@ -168,7 +173,8 @@ export class ExportManager {
     const { core } = this.options;
     const identity = core.hasSubscription(name) ? core.identity(name) : { uid: '', adoptsNameKeyedProgress: false };
     try {
-      this.connectorMaker(name, identity, spec, {}, { topicSchema: () => core.topicSchema(spec.topic) });
+      const { budget } = this.exportMemory(section);
+      this.connectorMaker(name, identity, spec, {}, { topicSchema: () => core.topicSchema(spec.topic), budget });
     } catch (e) {
       if (e instanceof OrderlyError) throw e;
       // A connector refusing the settings with an error of its own still refuses the request (400), not a server fault.
@@ -204,12 +210,12 @@ export class ExportManager {
     identity: SubscriptionIdentity,
     spec: SubscriptionSpec,
     start: { runner?: ExportRunner },
-    extra: Pick<ConnectorContext, 'fleet' | 'topicSchema'>,
+    extra: Pick<ConnectorContext, 'fleet' | 'topicSchema' | 'budget'>,
   ): (spec: SubscriptionSpec) => Connector {
     const section = exportSection(spec)!;
     const factory = getConnector(section.connector);
     const config = factory.parseConfig(section.config);
-    const context = this.context(subscription, identity, start, { ...extra, budget: this.budget(factory.memory ?? {}) });
+    const context = this.context(subscription, identity, start, extra);
     let first: Connector | undefined = factory.create(config, context(spec));
     return (current) => {
       const connector = first ?? factory.create(config, context(current));
@@ -224,16 +230,20 @@ export class ExportManager {
     const exports = core.allSubscriptions().flatMap((sub) => {
       // A detached subscription receives nothing: its runner stops.
       const section = sub.detached ? undefined : exportSection(sub);
-      return section ? [{ sub, text: JSON.stringify(section), identity: core.identity(sub.name) }] : [];
+      return section ? [{ sub, section, text: JSON.stringify(section), identity: core.identity(sub.name) }] : [];
     });
     const current = (name: string) => this.runners.get(name);
     const fresh = exports
       .filter(({ sub, identity, text }) => current(sub.name)?.uid !== identity.uid || current(sub.name)?.section !== text)
-      .map(({ sub, text, identity }) => {
+      .map(({ sub, section, text, identity }) => {
+        const { memory, budget } = this.exportMemory(section);
         const start: { runner?: ExportRunner } = {};
         let createConnector: (spec: SubscriptionSpec) => Connector;
         try {
-          createConnector = this.connectorMaker(sub.name, identity, sub, start, { topicSchema: () => core.topicSchema(sub.topic) });
+          createConnector = this.connectorMaker(sub.name, identity, sub, start, {
+            topicSchema: () => core.topicSchema(sub.topic),
+            budget,
+          });
         } catch (e) {
           // Stored before this process could refuse it (or under other settings): its runner shows why it
           // cannot run, in the subscription's state, and the other exports run as they would without it.
@@ -241,7 +251,7 @@ export class ExportManager {
             throw e;
           };
         }
-        return { sub, identity, text, start, createConnector };
+        return { sub, identity, text, start, createConnector, memory, budget };
       });
     const wanted = new Map(exports.map(({ sub, identity, text }) => [sub.name, { uid: identity.uid, section: text }]));
     const replaced: Promise<void>[] = [];
@@ -273,8 +283,7 @@ export class ExportManager {
       this.retiring.add(stopped);
     }
     await Promise.all(replaced);
-    for (const { sub, identity, text, start, createConnector } of fresh) {
-      const memory = declaredMemory(exportSection(sub)!);
+    for (const { sub, identity, text, start, createConnector, memory, budget } of fresh) {
       const source = new EmbeddedSource(core, sub.name, identity.uid, {
         maxPerKey: tuning.maxBatchMessages ?? 5000,
         windowMessages: this.options.windowMessages ?? memory.windowMessages,
@@ -287,7 +296,7 @@ export class ExportManager {
         logger,
         clock: core.clock,
         ...tuning,
-        maxOutstandingMessages: this.budget(memory).messages,
+        maxOutstandingMessages: budget.messages,
         backoff,
         continues,
         onState: onState && ((state, reason) => onState(sub.name, identity.uid, state, reason)),
@@ -312,7 +321,7 @@ export class ExportManager {
     for (const entry of remote.exports) {
       const subscription = remoteSubscriptionName(entry.subscription, remote.projectId);
       if (this.remoteRunners.has(subscription)) continue;
-      const memory = declaredMemory(exportSection(entry.section)!);
+      const { memory, budget } = this.exportMemory(exportSection(entry.section)!);
       const start: { runner?: ExportRunner } = {};
       // Until the remote answers, the job's view: checked against the remote's own settings in prepare().
       const assumed: SubscriptionSpec = {
@@ -329,6 +338,7 @@ export class ExportManager {
       // A remote topic's schema is not read: the connector gets no topicSchema (useTopicSchema is refused).
       const createConnector = this.connectorMaker(subscription, remoteIdentity(subscription), assumed, start, {
         fleet: { workerId: remote.workerId },
+        budget,
       });
       const source = new RemoteSource({
         client: this.remoteClient,
@@ -336,7 +346,7 @@ export class ExportManager {
         subscription,
         ordered: entry.enableMessageOrdering,
         section: entry.section,
-        budget: this.budget(memory),
+        budget,
         maxExtensionMinutes: remote.maxExtensionMinutes,
         streams: remote.streams,
         logger,
@@ -352,7 +362,7 @@ export class ExportManager {
         workerId: remote.workerId,
         idleFlushMs,
         ...tuning,
-        maxOutstandingMessages: this.budget(memory).messages,
+        maxOutstandingMessages: budget.messages,
         backoff,
       });
       start.runner = runner;
