@@ -4,14 +4,12 @@
  */
 import { join } from 'node:path';
 import { registerBuiltInConnectors } from '../connectors/index.js';
-import { ExportManager } from '../src/connector/export-manager.js';
 import { PubSubCore } from '../src/core/pubsub-core.js';
 import { closeDuckDb, connectDuckDb } from '../src/duckdb/database.js';
-import { HeapGrowth } from '../src/job/heap-growth.js';
-import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/temp-dir.js';
 import { runChild } from './child.js';
+import { jobExports } from './job-exports.js';
 import { baselineEnv, benchModule } from './paths.js';
 import { ratioTable, time, warm, type BenchOutput } from './report.js';
 import { EVENTS_TABLE, MESSAGES, publishAll, publishBatches } from './workload.js';
@@ -21,14 +19,7 @@ async function endToEnd(): Promise<number> {
   const dir = tempDir('orderly-bench-');
   const duckdbPath = join(dir.path, 'export.duckdb');
   const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')), tickMs: 50 });
-  // As `orderly run` does: the table export's connector sets its window, budget and heap growth (ExportMemory).
-  const heapGrowth = new HeapGrowth(undefined, true);
-  const exports = new ExportManager({
-    core,
-    settings: { dataDir: dir.path, duckdbPath },
-    logger: createLogger({ level: 'warn' }),
-    onRunnerStart: (memory) => heapGrowth.exporting(memory),
-  });
+  const exports = jobExports(core, { dataDir: dir.path, duckdbPath });
   try {
     const connection = await connectDuckDb(duckdbPath);
     await connection.run(EVENTS_TABLE);

@@ -15,7 +15,7 @@ import { BenchChild, exitWithParent, reply, runChild } from './child.js';
 import { peakRssBytes, watchEventLoop } from './process-stats.js';
 import { time } from './report.js';
 import { EVENTS_TABLE, KEYS, payload } from './workload.js';
-import { DEFAULT_HEAP_GROWTH_PERCENT, HeapGrowth, limitHeapGrowth, SERVING_HEAP_GROWTH_PERCENT } from '../src/job/heap-growth.js';
+import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth, SERVING_HEAP_GROWTH_PERCENT } from '../src/job/heap-growth.js';
 
 export type StepName = 'publish' | 'open' | 'callback' | 'streaming-pull' | 'duckdb' | 'text' | 'parquet' | 'keys';
 
@@ -213,11 +213,7 @@ async function streamingPull({ dir, backlog }: StepInput): Promise<StepResult> {
 
 /** Drains through an export runner: DuckDB table, or text / Parquet objects on s3rver (its own process). */
 async function exportDrain(kind: 'duckdb' | 'text' | 'parquet', { dir, backlog }: StepInput): Promise<StepResult> {
-  const [{ registerBuiltInConnectors }, { ExportManager }, { createLogger }] = await Promise.all([
-    import('../connectors/index.js'),
-    import('../src/connector/export-manager.js'),
-    import('../src/log.js'),
-  ]);
+  const [{ registerBuiltInConnectors }, { jobExports }] = await Promise.all([import('../connectors/index.js'), import('./job-exports.js')]);
   registerBuiltInConnectors();
   const { core, openSeconds } = await openCore(dir);
   const cleanups: (() => Promise<void>)[] = [];
@@ -241,15 +237,7 @@ async function exportDrain(kind: 'duckdb' | 'text' | 'parquet', { dir, backlog }
     exportConfig = { cloudStorageConfig: { bucket: await s3.bucket(), ...format } };
   }
   await core.updateSubscription(SUBSCRIPTION, exportConfig);
-  // As `orderly run` with the job file's memory section left out: the export's connector sets its window,
-  // its runner's budget and, from its start on, the heap's growth (ExportMemory).
-  const heapGrowth = new HeapGrowth(undefined, true);
-  const exports = new ExportManager({
-    core,
-    settings,
-    logger: createLogger({ level: 'warn' }),
-    onRunnerStart: (memory) => heapGrowth.exporting(memory),
-  });
+  const exports = jobExports(core, settings);
   // As `orderly run` does: the connector's code is loaded before the export starts (its compile is start-up).
   await exports.load();
   const loop = await watchEventLoop();
