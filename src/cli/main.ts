@@ -236,7 +236,7 @@ export async function main(argv: string[]): Promise<number> {
         const status = rows.filter((r): r is SubscriptionRow => !('snapshot' in r));
         const snapshots = rows.filter((r): r is SnapshotStatus => 'snapshot' in r);
         console.table(
-          status.map(({ residentBytes, payloadLimitBytes: _limit, ...s }) => ({
+          status.map(({ residentBytes, payloadLimitBytes: _limit, heldMessages, windowMessages, exportBudget, ...s }) => ({
             ...s,
             hotKeys: s.hotKeys.map((k) => `${k.orderingKey}:${k.backlog}`).join(' '),
             exportCounters:
@@ -245,6 +245,9 @@ export async function main(argv: string[]): Promise<number> {
                 .map(([name, n]) => `${name}=${n}`)
                 .join(' '),
             residentPayload: mib(residentBytes),
+            heldMessages,
+            windowMessages,
+            exportBudget,
           })),
         );
         const resident = status.reduce((n, s) => n + s.residentBytes, 0);

@@ -36,6 +36,8 @@ function remoteRow(subscription: string, runner: ExportRunner) {
     lastExportError: runner.stats.lastError,
     exportRefused: runner.stats.failed,
     lastExportRefusal: runner.stats.lastRefusal,
+    /** The most deliveries the worker holds unsettled (`backlog`'s limit: remote.flowControl.maxMessages, or the connector's). */
+    exportBudget: runner.budget,
     exportCounters: runner.connectorCounters,
   };
 }
@@ -102,6 +104,11 @@ function snapshot(core: PubSubCore, exports?: ExportManager, kept?: ExportStates
       /** Payload bytes this subscription holds in memory, of the limit all subscriptions share (memory.payloadBytes). */
       residentBytes: m.residentBytes,
       payloadLimitBytes: core.memoryUse().payloadLimit,
+      /** Messages it holds in memory, of its read-ahead window (memory.messagesPerSubscription, or an export's smaller one). */
+      heldMessages: m.heldMessages,
+      windowMessages: m.windowMessages,
+      /** The most deliveries its export runner holds unsettled (memory.exportMessages, or its connector's), while one runs. */
+      exportBudget: runner?.budget,
       /** The export connector's own running totals (rows appended, objects written, ...), when it keeps them. */
       exportCounters: runner?.connectorCounters,
     };
@@ -205,9 +212,13 @@ export async function serveMetrics(
   let current: Snapshot[] = [];
   let remote: RemoteStatus[] = [];
   let snapshots: SnapshotStatus[] = [];
-  const perSubscription = (kind: MetricKind) => (name: string, help: string, value: (s: Snapshot) => number) =>
+  // A value left undefined (an export's figure, of a subscription that runs no export) is no series.
+  const perSubscription = (kind: MetricKind) => (name: string, help: string, value: (s: Snapshot) => number | undefined) =>
     scraped(registry, kind, { name, help, labelNames: ['subscription'] }, () =>
-      current.map((s) => [{ subscription: label(s.status.subscription) }, value(s)]),
+      current.flatMap((s): Series[] => {
+        const v = value(s);
+        return v === undefined ? [] : [[{ subscription: label(s.status.subscription) }, v]];
+      }),
     );
   const gauge = perSubscription('gauge');
   const counter = perSubscription('counter');
@@ -222,6 +233,21 @@ export async function serveMetrics(
     'orderly_resident_payload_bytes',
     'Payload bytes held in memory (the rest of the backlog is read from the store)',
     (s) => s.status.residentBytes,
+  );
+  gauge(
+    'orderly_held_messages',
+    'Messages held in memory (at most the window, once what was read before a smaller one drained)',
+    (s) => s.status.heldMessages,
+  );
+  gauge(
+    'orderly_window_messages',
+    "Messages the subscription reads ahead into memory: memory.messagesPerSubscription, or an export's smaller window",
+    (s) => s.status.windowMessages,
+  );
+  gauge(
+    'orderly_export_budget_messages',
+    "The most deliveries the export runner holds unsettled (memory.exportMessages, or its connector's); no series without a running export",
+    (s) => s.status.exportBudget,
   );
   counter(
     'orderly_delivered_total',
