@@ -156,6 +156,15 @@ export function exportSection(
   return undefined;
 }
 
+/**
+ * The window a subscription's export reads ahead with, as its connector declares it (ExportMemory.windowMessages);
+ * undefined for a subscription that exports nothing, or through a connector that declares none.
+ */
+export function declaredWindow(spec: Pick<SubscriptionSpec, 'bigqueryConfig' | 'cloudStorageConfig' | 'exportConfig'>): number | undefined {
+  const section = exportSection(spec);
+  return section && declaredMemory(section).windowMessages;
+}
+
 /** What the export section's connector declares its exports run with (nothing for a connector not registered). */
 export function declaredMemory(section: { connector: string }): ExportMemory {
   return factories.get(section.connector)?.memory ?? {};

@@ -1,3 +1,5 @@
+import type { SubscriptionSpec } from './subscription-config.js';
+
 /** What the core keeps in memory; everything beyond stays in the store and is read back as needed. */
 export interface MemoryOptions {
   /**
@@ -15,6 +17,12 @@ export interface MemoryOptions {
    * message in backoff, a slow consumer) cannot fill the subscription's window and hold up other keys.
    */
   messagesPerKey?: number;
+  /**
+   * A subscription's own smaller window, from its settings, in force from the moment the store is opened
+   * or the subscription created (an export whose connector reads less ahead: ExportMemory.windowMessages).
+   * A consumer asking for fewer still lowers it while attached; undefined: `messagesPerSubscription`.
+   */
+  windowOf?: (spec: SubscriptionSpec) => number | undefined;
 }
 
 export const DEFAULT_MEMORY = { payloadBytes: 64 * 1024 * 1024, messagesPerSubscription: 20_000, messagesPerKey: 1_000 } as const;

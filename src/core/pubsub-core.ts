@@ -34,7 +34,7 @@ import { IamPolicies } from './iam-policies.js';
 import { DEFAULT_PUSH_EGRESS, type PushEgress } from './push-egress.js';
 import { SubscriptionEvents, type SubscriptionListener } from './subscription-events.js';
 import type { SubscriptionMetrics } from './subscription-metrics.js';
-import { SubscriptionRuntime } from './subscription-runtime.js';
+import { SubscriptionRuntime, type RuntimeHooks } from './subscription-runtime.js';
 import { PublishQueue } from './publish-queue.js';
 import { ProcessKeepAlive } from './process-keep-alive.js';
 import { applyTopicInput, checkTopicSchemaUse, topicSettings, type TopicInput, type TopicSettings } from './topic-config.js';
@@ -139,7 +139,7 @@ export class PubSubCore {
   private readonly timers: { cancel(): void }[] = [];
   private readonly onStoreError: (e: unknown) => void;
   private readonly payloads: PayloadBudget;
-  private readonly window: { messages: number; perKey: number };
+  private readonly window: RuntimeHooks['window'];
   /** The compaction running, if one is; never rejects (its caller is told). */
   private compacting?: Promise<void>;
   /** Each subscription's count of messages expired unread when the last compaction planned its watermark. */
@@ -176,7 +176,11 @@ export class PubSubCore {
     // A setting given as undefined (a job file leaving it out) is the default too.
     const memory = { ...DEFAULT_MEMORY, ...Object.fromEntries(Object.entries(options.memory ?? {}).filter(([, v]) => v !== undefined)) };
     this.payloads = new PayloadBudget(memory.payloadBytes);
-    this.window = { messages: memory.messagesPerSubscription, perKey: Math.min(memory.messagesPerKey, memory.messagesPerSubscription) };
+    this.window = {
+      messages: memory.messagesPerSubscription,
+      perKey: Math.min(memory.messagesPerKey, memory.messagesPerSubscription),
+      of: options.memory?.windowOf,
+    };
     this.pushEgress = options.push ?? DEFAULT_PUSH_EGRESS;
     this.pushStallMs = options.pushStallMs ?? DEFAULT_PUSH_STALL_MS;
     this.snapshots = new Snapshots(this.store, this.clock, this.projectId);

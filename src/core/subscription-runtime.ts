@@ -46,7 +46,7 @@ export interface RuntimeHooks {
    * Messages each subscription keeps in memory (unless a consumer attached asks for fewer: see
    * ConsumerSpec.windowMessages), and of those at most `perKey` of one ordering key.
    */
-  window: { messages: number; perKey: number };
+  window: { messages: number; perKey: number; of?: (spec: SubscriptionSpec) => number | undefined };
 }
 
 interface Attached {
@@ -116,7 +116,7 @@ export class SubscriptionRuntime implements BacklogSink {
   ) {
     this.filter = parseFilter(spec.filter, { stored: true });
     this.leases = new LeaseManager(name, hooks.clock.now());
-    this.window = hooks.window.messages;
+    this.window = this.ownWindow();
     this.reader = new BacklogReader(hooks.store, { name, topicUid }, this, lowSeq, lastSeq);
     this.scheduleFill();
   }
@@ -155,8 +155,13 @@ export class SubscriptionRuntime implements BacklogSink {
    */
   private resizeWindow(): void {
     const before = this.window;
-    this.window = Math.min(this.hooks.window.messages, ...[...this.consumers.values()].map((c) => c.spec.windowMessages ?? Infinity));
+    this.window = Math.min(this.ownWindow(), ...[...this.consumers.values()].map((c) => c.spec.windowMessages ?? Infinity));
     if (this.window > before) this.scheduleFill();
+  }
+
+  /** The core's window, or the smaller one its settings ask for before any consumer attaches (MemoryOptions.windowOf). */
+  private ownWindow(): number {
+    return Math.min(this.hooks.window.messages, this.hooks.window.of?.(this.spec) ?? Infinity);
   }
 
   payloadRoom(): number {

@@ -4,7 +4,7 @@ import type { EndpointOptions } from '../api/endpoint.js';
 import { isLoopback, localHostPort } from '../api/exposure.js';
 import type { ConnectorSettings } from '../connector/connector.js';
 import { ExportManager, type ExportManagerOptions } from '../connector/export-manager.js';
-import { settingsSections } from '../connector/registry.js';
+import { declaredWindow, settingsSections } from '../connector/registry.js';
 import { OrderlyError } from '../core/errors.js';
 import { PubSubCore } from '../core/pubsub-core.js';
 import { setDuckDbLimits } from '../duckdb/limits.js';
@@ -138,6 +138,10 @@ export class JobRuntime {
           payloadBytes: job.memory.payloadBytes,
           messagesPerSubscription: job.memory.messagesPerSubscription,
           messagesPerKey: job.memory.messagesPerKey,
+          // An export's window from the store's open on, not once its runner attaches: what a subscription
+          // read ahead before then (the general window) was held on top until the export drained it. The
+          // job's messagesPerSubscription, when set, is every export's window (ExportManager.windowMessages).
+          windowOf: job.memory.messagesPerSubscription === undefined ? declaredWindow : undefined,
         },
         onStoreFatal: (error) => {
           logger.fatal({ error: error.message }, 'the store is unusable; stopping');

@@ -8,7 +8,7 @@ import { registerConnector, registeredConnectors } from '../../src/connector/reg
 import { InvalidArgumentError } from '../../src/core/errors.js';
 import { queryDuckDb } from '../../src/duckdb/database.js';
 import { loadJob } from '../../src/job/job-config.js';
-import { JobRuntime } from '../../src/job/job-runtime.js';
+import { JobRuntime, type JobMode } from '../../src/job/job-runtime.js';
 import { createLogger } from '../../src/log.js';
 import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -21,34 +21,37 @@ afterEach(async () => {
 });
 
 /** Writes the job file (projectId, dataDir and the topic `events` added) and runs it. */
-async function startJob(doc: Record<string, unknown>): Promise<JobRuntime> {
+async function startJob(doc: Record<string, unknown>, mode?: JobMode): Promise<JobRuntime> {
   const file = join(dir.path, 'job.yaml');
   writeFileSync(file, stringify({ projectId: 'memory-test', dataDir: './data', topics: [{ name: 'events' }], ...doc }));
-  runtime = await JobRuntime.start(loadJob(file), createLogger({ level: 'silent' }));
+  runtime = await JobRuntime.start(loadJob(file), createLogger({ level: 'silent' }), { mode });
   return runtime;
 }
 
 /** Runs a job with a table export (`to-table`) and an ordered pull subscription nobody pulls (`pulled`). */
-function tableJob(memory?: Record<string, unknown>): Promise<JobRuntime> {
-  return startJob({
-    duckdb: {
-      path: './export.duckdb',
-      init: [
-        `CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON,
+function tableJob(memory?: Record<string, unknown>, mode?: JobMode): Promise<JobRuntime> {
+  return startJob(
+    {
+      duckdb: {
+        path: './export.duckdb',
+        init: [
+          `CREATE TABLE IF NOT EXISTS events(subscription_name VARCHAR, message_id VARCHAR, publish_time TIMESTAMP, data JSON,
            attributes JSON, ordering_key VARCHAR, sequence BIGINT)`,
-      ],
-    },
-    subscriptions: [
-      {
-        name: 'to-table',
-        topic: 'events',
-        enableMessageOrdering: true,
-        bigqueryConfig: { table: 'memory-test.main.events', writeMetadata: true },
+        ],
       },
-      { name: 'pulled', topic: 'events', enableMessageOrdering: true },
-    ],
-    ...(memory && { memory }),
-  });
+      subscriptions: [
+        {
+          name: 'to-table',
+          topic: 'events',
+          enableMessageOrdering: true,
+          bigqueryConfig: { table: 'memory-test.main.events', writeMetadata: true },
+        },
+        { name: 'pulled', topic: 'events', enableMessageOrdering: true },
+      ],
+      ...(memory && { memory }),
+    },
+    mode,
+  );
 }
 
 /** The window of a subscription (the core's metrics): an export's applies once it is attached (its runner `ready`). */
@@ -78,6 +81,36 @@ it("a table export reads 10,000 messages ahead and holds 10,000, the heap grows 
     { sequence: 2, bytes: 10_000_000 },
     { sequence: 3, bytes: 7 },
   ]);
+});
+
+// Before: the subscription's reader filled the core's window (20,000) when the store opened, seconds before
+// the export's runner attached and lowered it to 10,000, so a job started with a backlog held twice the
+// export's window until the export drained it.
+it("a table export's window applies from the job's start: with a backlog, its subscription never reads more ahead", async () => {
+  const stored = await tableJob(undefined, 'store-only');
+  const keys = 100;
+  for (let batch = 0; batch < 30; batch++)
+    await stored.core.publish(
+      'events',
+      Array.from({ length: 1000 }, (_, i) => ({ data: `{"n":${batch * 1000 + i}}`, orderingKey: `k${i % keys}` })),
+    );
+  await stored.stop();
+  runtime = undefined;
+
+  const job = await tableJob();
+  expect(windowOf(job, 'to-table')).toBe(10_000);
+  let most = 0;
+  const sample = setInterval(() => (most = Math.max(most, job.core.metrics('to-table').heldMessages)), 1);
+  try {
+    await waitFor('the export', () => job.exports.runner('to-table')!.stats.written === 30_000, 120_000);
+  } finally {
+    clearInterval(sample);
+  }
+  expect(most).toBeGreaterThan(0);
+  expect(most).toBeLessThanOrEqual(10_000);
+  // The subscription nobody pulls keeps the core's window.
+  expect(windowOf(job, 'pulled')).toBe(20_000);
+  expect(job.core.metrics('pulled').heldMessages).toBe(20_000);
 });
 
 it("the job file's memory settings win over what the table export's connector asks for", async () => {
