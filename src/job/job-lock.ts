@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { OrderlyError } from '../core/errors.js';
+import { checkDataDirWritable } from './data-dir-unwritable.js';
 
 export interface LockInfo {
   pid: number;
@@ -122,6 +123,7 @@ export function acquireLock(dataDir: string, info: Omit<LockInfo, 'pid' | 'start
   } catch (e) {
     throw notADirectory(dataDir, e) ?? e;
   }
+  checkDataDirWritable(dataDir);
   const holding = held.has(resolve(dataDir));
   const free = hold(dataDir);
   // A lock file naming another live process counts too (one written by an Orderly that took no OS lock).

@@ -1,9 +1,8 @@
-import { execFile } from 'node:child_process';
 import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openCore } from '../helpers/core.js';
-import { orderlyBin } from '../helpers/cli.js';
+import { orderlyAsUser as orderlyAs } from '../helpers/cli.js';
 import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
 
 /**
@@ -11,23 +10,8 @@ import { tempDirPerTest } from '../helpers/temp-dir-per-test.js';
  * without a word, `orderly run` logged "job running" and served, `orderly status` showed every
  * subscription ACTIVE, and every publish then failed with HTTP 500 INTERNAL ("attempt to write a readonly
  * database"). Now `run` and `status` refuse to start, naming the file, and leave it as it was.
- *
- * Root writes any file whatever its mode: as root the commands run as `nobody` (65534).
  */
 const dir = tempDirPerTest();
-const asRoot = process.getuid?.() === 0;
-
-function orderlyAs(args: string[]): Promise<{ code: number | null; stderr: string; stdout: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [orderlyBin, ...args],
-      { encoding: 'utf8', timeout: 20_000, killSignal: 'SIGKILL', ...(asRoot ? { uid: 65534, gid: 65534 } : {}) },
-      (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stdout, stderr }),
-    );
-  });
-}
-
 describe('a store file that cannot be written', () => {
   it('orderly run and orderly status refuse to start, naming the file, and leave it as it was', async () => {
     const { core } = await openCore(dir.path);

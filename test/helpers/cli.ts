@@ -20,3 +20,19 @@ export async function orderly(...args: string[]): Promise<{ stdout: string; stde
     return { stdout: err.stdout, stderr: err.stderr, code: err.code };
   }
 }
+
+/**
+ * Runs the CLI as a user whom file modes bind: root writes any file whatever its mode, so as root the
+ * command runs as `nobody` (65534). Resolves with its exit code (null if killed) and output.
+ */
+export function orderlyAsUser(args: string[]): Promise<{ code: number | null; stderr: string; stdout: string }> {
+  const asRoot = process.getuid?.() === 0;
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [orderlyBin, ...args],
+      { encoding: 'utf8', timeout: 20_000, killSignal: 'SIGKILL', ...(asRoot ? { uid: 65534, gid: 65534 } : {}) },
+      (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stdout, stderr }),
+    );
+  });
+}
