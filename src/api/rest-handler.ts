@@ -26,12 +26,17 @@ const HTTP_STATUS: Record<StatusCode, number> = {
   INTERNAL: 500,
 };
 
-/** A request refused before its body was read: the connection is closed after the answer. */
+/**
+ * A request refused before its body was read: the connection is closed after the answer, unless the rest
+ * of the body is read and dropped (see the error handler).
+ */
 class Refused extends Error {
   constructor(
     readonly httpStatus: number,
     readonly status: string,
     message: string,
+    /** The body's reader goes on reading and dropping it (readRaw), up to MAX_DRAINED_BODY in all. */
+    readonly draining = false,
   ) {
     super(message);
   }
@@ -113,7 +118,7 @@ export function restHandler(core: PubSubCore, options: RestOptions = {}): (req: 
         // The rest of a body of a stated length Node reads and drops once the answer is out (its client, still
         // sending, would otherwise see its connection reset, EPIPE, and never read the answer); a longer, an
         // unstated or an unauthenticated one is not read: the connection ends instead.
-        const drained = status !== 401 && Number(req.headers['content-length']) <= MAX_DRAINED_BODY;
+        const drained = e.draining || (status !== 401 && Number(req.headers['content-length']) <= MAX_DRAINED_BODY);
         if (!req.complete && !drained) headers.connection = 'close';
         if (status === 401) headers['www-authenticate'] = 'Bearer';
       } else if (e instanceof OrderlyError) {
@@ -162,7 +167,7 @@ function gone(res: ServerResponse): AbortSignal {
 /** A refused body of a stated length up to this is drained (see the error handler): 4 times what a request may have. */
 const MAX_DRAINED_BODY = 4 * MAX_REST_BODY;
 
-const tooLarge = () => new Refused(413, 'INVALID_ARGUMENT', `request body over ${MAX_REST_BODY} bytes`);
+const tooLarge = (draining = false) => new Refused(413, 'INVALID_ARGUMENT', `request body over ${MAX_REST_BODY} bytes`, draining);
 
 /**
  * The JSON body, or undefined when there is none; refuses more than MAX_REST_BODY bytes without reading
@@ -213,9 +218,15 @@ function readRaw(req: IncomingMessage): Promise<Buffer | undefined> {
     const onData = (c: Buffer) => {
       size += c.length;
       if (size <= MAX_REST_BODY) return void chunks.push(c);
-      req.off('data', onData);
-      req.pause();
-      reject(tooLarge());
+      if (size - c.length <= MAX_REST_BODY) {
+        chunks.length = 0;
+        reject(tooLarge(true));
+      }
+      // The rest of a body without a stated length is read and dropped, so the client, still sending,
+      // reads its 413 and keeps the connection: closed under it, it was reset (ECONNRESET, EPIPE), which
+      // can come before the client has read the answer. Past MAX_DRAINED_BODY the connection ends, as a
+      // longer stated one is not read.
+      if (size > MAX_DRAINED_BODY) req.destroy();
     };
     req.on('data', onData);
     req.once('error', reject);
