@@ -1,8 +1,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { AckResult } from '../core/ack-results.js';
-import type { SubscriptionHandle } from '../core/consumer.js';
+import type { StoredDelivery, SubscriptionHandle } from '../core/consumer.js';
 import { InvalidArgumentError } from '../core/errors.js';
-import { messageSize, type ReceivedMessage } from '../core/message.js';
 import type { PubSubCore } from '../core/pubsub-core.js';
 import type { Logger } from '../log.js';
 import { shuttingDown, toStatus, UndecodableRequest } from './grpc-errors.js';
@@ -39,12 +38,11 @@ const MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
 const RESPONSE_OVERHEAD = 128;
 
 /** A delivery cut into responses of at most MAX_MESSAGES_PER_RESPONSE messages and MAX_RESPONSE_BYTES bytes. */
-function* responses(batch: ReceivedMessage[]): Generator<ReceivedMessage[]> {
+function* responses(batch: StoredDelivery[]): Generator<StoredDelivery[]> {
   let start = 0;
   let bytes = 0;
   for (let i = 0; i < batch.length; i++) {
-    const m = batch[i]!.message;
-    const size = messageSize(m) + RESPONSE_OVERHEAD;
+    const size = batch[i]!.size + RESPONSE_OVERHEAD;
     if (i > start && (i - start === MAX_MESSAGES_PER_RESPONSE || bytes + size > MAX_RESPONSE_BYTES)) {
       yield batch.slice(start, i);
       start = i;
@@ -120,7 +118,8 @@ export function streamingPull(
         call.writableNeedDrain
           ? { messages: 0, bytes: 0 }
           : { messages: maxMessages - opened.outstanding(), bytes: maxBytes - opened.outstandingBytes() },
-      deliver: (batch: ReceivedMessage[]) => {
+      // Encoded at once, so the stored form: no message object of its own per delivery.
+      deliverStored: (batch: StoredDelivery[]) => {
         const properties = { exactlyOnce: opened.spec.enableExactlyOnceDelivery, ordering: opened.spec.enableMessageOrdering };
         for (const response of responses(batch)) call.write(encodeDeliveries(response, properties));
       },

@@ -1,5 +1,6 @@
 import type { AckResult } from './ack-results.js';
 import type { OrderlyError } from './errors.js';
+import type { StoredMessage } from '../store/store.js';
 import type { ReceivedMessage } from './message.js';
 import type { SubscriptionSpec } from './subscription-config.js';
 
@@ -21,11 +22,30 @@ export interface ConsumerRoom {
 }
 
 /**
+ * A delivery in the store's own form, for a consumer that only writes it out (`ConsumerSpec.deliverStored`):
+ * `message` is shared with the subscription's window, every subscription of the topic and its redeliveries,
+ * so it is read, never changed or kept.
+ */
+export interface StoredDelivery {
+  ackId: string;
+  message: StoredMessage;
+  /** As ReceivedMessage's. */
+  deliveryAttempt: number;
+  /** Pub/Sub's size of the message (payload, key, attributes), as flow control counts it. */
+  size: number;
+}
+
+/**
  * Something that takes deliveries as they become available: a callback subscriber, a push worker, a
  * waiting pull, a StreamingPull stream, an export runner. It attaches to a subscription with
- * `PubSubCore.attach` and gets a `SubscriptionHandle` back.
+ * `PubSubCore.attach` and gets a `SubscriptionHandle` back. It takes its deliveries either as messages of
+ * its own (`deliver`) or, when it only encodes them at once, in the store's form (`deliverStored`).
  */
-export interface ConsumerSpec {
+export type ConsumerSpec = ConsumerOptions &
+  ({ deliver(batch: ReceivedMessage[]): void; deliverStored?: never } | { deliverStored(batch: StoredDelivery[]): void; deliver?: never });
+
+/** What every consumer tells the core besides how it takes its deliveries. */
+interface ConsumerOptions {
   /** Consumers sharing an affinity name count as one client for key affinity (default: each its own). */
   readonly affinity?: string;
   /** How many messages of one key one delivery may carry (push: 1; default: no limit). */
@@ -52,7 +72,6 @@ export interface ConsumerSpec {
   readonly windowMessages?: number;
   /** Called (synchronously, from dispatch) before every delivery. */
   room(): ConsumerRoom;
-  deliver(batch: ReceivedMessage[]): void;
   /**
    * A seek reset the subscription (called before anything it replays is delivered): a key's next
    * deliveries may now come before, or skip past, what the consumer holds of it.

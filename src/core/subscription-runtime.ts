@@ -2,7 +2,7 @@ import type { BacklogRow, Store, StoredMessage } from '../store/store.js';
 import type { AckResult } from './ack-results.js';
 import { BacklogReader, type BacklogSink } from './backlog-reader.js';
 import type { Clock } from './clock.js';
-import type { ConsumerRoom, ConsumerSpec, SubscriptionHandle, SubscriptionState } from './consumer.js';
+import type { ConsumerRoom, ConsumerSpec, StoredDelivery, SubscriptionHandle, SubscriptionState } from './consumer.js';
 import { InvalidArgumentError, NotFoundError, type OrderlyError } from './errors.js';
 import { parseFilter, type Filter } from './filter.js';
 import { KeyQueue, type Entry, type Lease } from './key-queue.js';
@@ -310,7 +310,8 @@ export class SubscriptionRuntime implements BacklogSink {
       const room = c.spec.room();
       if (room.messages > 0 && room.bytes > 0) rooms.set(c, { ...room });
     }
-    const batches = new Map<Attached, ReceivedMessage[]>();
+    // Each consumer's batch holds the form it takes (see `take`).
+    const batches = new Map<Attached, (ReceivedMessage | StoredDelivery)[]>();
     let handedOut = 0;
     for (const queue of this.ready) {
       if (rooms.size === 0) break;
@@ -328,7 +329,11 @@ export class SubscriptionRuntime implements BacklogSink {
       handedOut += batch.length - before;
       if (room.messages <= 0 || room.bytes <= 0) rooms.delete(consumer);
     }
-    for (const [consumer, batch] of batches) if (batch.length > 0) consumer.spec.deliver(batch);
+    for (const [{ spec }, batch] of batches) {
+      if (batch.length === 0) continue;
+      if (spec.deliverStored) spec.deliverStored(batch as StoredDelivery[]);
+      else spec.deliver(batch as ReceivedMessage[]);
+    }
   }
 
   /**
@@ -364,7 +369,8 @@ export class SubscriptionRuntime implements BacklogSink {
     return now - this.spec.messageRetentionDuration * 1000;
   }
 
-  private take(queue: KeyQueue, consumer: Attached, room: ConsumerRoom, batch: ReceivedMessage[]): void {
+  private take(queue: KeyQueue, consumer: Attached, room: ConsumerRoom, batch: (ReceivedMessage | StoredDelivery)[]): void {
+    const stored = consumer.spec.deliverStored !== undefined;
     const now = this.hooks.clock.now();
     const retentionStart = this.retentionStart(now);
     const deadline = now + (consumer.spec.ackDeadlineSeconds ?? this.spec.ackDeadlineSeconds) * 1000;
@@ -393,7 +399,13 @@ export class SubscriptionRuntime implements BacklogSink {
       const lease = this.leases.grant(queue, entry, now, deadline, consumer.id);
       if (entry.deliveries++ > 0) this.counters.redelivered++;
       this.counters.delivered++;
-      batch.push({ ackId: lease.ackId, message: toPubsubMessage(message), deliveryAttempt: this.deliveryAttempt(entry) });
+      const deliveryAttempt = this.deliveryAttempt(entry);
+      // The stored form spares a PubsubMessage, its Date, id string and attributes copy per delivery.
+      batch.push(
+        stored
+          ? { ackId: lease.ackId, message, deliveryAttempt, size: entry.size }
+          : { ackId: lease.ackId, message: toPubsubMessage(message), deliveryAttempt },
+      );
       taken++;
       room.messages--;
       room.bytes -= entry.size;

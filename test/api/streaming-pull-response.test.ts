@@ -4,32 +4,48 @@ import { describe, expect, it } from 'vitest';
 import { receivedToProto } from '../../src/api/proto-mapping.js';
 import { loadPubsubProto } from '../../src/api/pubsub-proto.js';
 import { encodeDeliveries } from '../../src/api/streaming-pull-response.js';
-import type { ReceivedMessage } from '../../src/core/message.js';
+import type { StoredDelivery } from '../../src/core/consumer.js';
+import { toPubsubMessage } from '../../src/core/subscription-runtime.js';
+import type { StoredMessage } from '../../src/store/store.js';
 import { servePerFile } from '../helpers/serve-process.js';
 import { waitFor } from '../helpers/wait-for.js';
 
-/** grpc-js's own (proto-loader) coding of StreamingPull, as Google's clients and the lean bench client decode it. */
+/**
+ * grpc-js's own (proto-loader) coding of StreamingPull, as Google's clients and the lean bench client decode
+ * it, of the deliveries as Pull hands them out (toPubsubMessage).
+ */
 const method = (loadPubsubProto() as unknown as { google: { pubsub: { v1: { Subscriber: grpc.ServiceClientConstructor } } } }).google.pubsub
   .v1.Subscriber.service.StreamingPull!;
 const decode = (bytes: Buffer) => method.responseDeserialize(bytes) as Record<string, unknown>;
-const viaProtoLoader = (batch: ReceivedMessage[], exactlyOnce: boolean, ordering: boolean) =>
+const viaProtoLoader = (batch: StoredDelivery[], exactlyOnce: boolean, ordering: boolean) =>
   method.responseSerialize({
-    receivedMessages: batch.map(receivedToProto),
+    receivedMessages: batch.map((r) => receivedToProto({ ackId: r.ackId, message: toPubsubMessage(r.message), deliveryAttempt: r.deliveryAttempt })),
     subscriptionProperties: { exactlyOnceDeliveryEnabled: exactlyOnce, messageOrderingEnabled: ordering },
   });
 
 const text = fc.string({ unit: 'binary', maxLength: 80 });
-const received: fc.Arbitrary<ReceivedMessage> = fc.record({
+const received: fc.Arbitrary<StoredDelivery> = fc.record({
   ackId: fc.string({ minLength: 1, maxLength: 100 }),
   deliveryAttempt: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 2 ** 31 - 1 })),
   message: fc.record({
-    messageId: fc.oneof(fc.nat().map(String), text),
-    publishTime: fc.integer({ min: 0, max: 2 ** 45 }).map((ms) => new Date(ms)),
+    seq: fc.oneof(fc.integer({ min: 1, max: 2 ** 31 }), fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER })),
+    topicUid: fc.nat(),
+    publishTime: fc.integer({ min: 0, max: 2 ** 45 }),
     data: fc.uint8Array({ maxLength: 300 }).map((a) => Buffer.from(a)),
     attributes: fc.dictionary(text, text, { maxKeys: 4 }),
     orderingKey: text,
-    sequence: fc.nat(),
+    keySeq: fc.nat(),
   }),
+  size: fc.nat(),
+});
+
+/** A stored message with what a test does not care about filled in. */
+const stored = (m: Partial<StoredMessage> & Pick<StoredMessage, 'seq' | 'publishTime' | 'data'>): StoredMessage => ({
+  topicUid: 1,
+  attributes: {},
+  orderingKey: '',
+  keySeq: 1,
+  ...m,
 });
 
 describe('StreamingPullResponse encoding', () => {
@@ -46,26 +62,27 @@ describe('StreamingPullResponse encoding', () => {
 
   it('carries a 1 MB payload and multi-byte text intact', () => {
     const data = Buffer.alloc(1024 * 1024, 7);
-    const batch: ReceivedMessage[] = [
+    const batch: StoredDelivery[] = [
       {
         ackId: 'a-1',
         deliveryAttempt: 3,
-        message: {
-          messageId: '42',
-          publishTime: new Date(1_700_000_000_123),
-          data,
-          attributes: { ключ: 'värde 🙂' },
-          orderingKey: '键',
-          sequence: 1,
-        },
+        message: stored({ seq: 42, publishTime: 1_700_000_000_123, data, attributes: { ключ: 'värde 🙂' }, orderingKey: '键' }),
+        size: data.byteLength,
       },
     ];
     const [r] = decode(encodeDeliveries(batch, { exactlyOnce: false, ordering: true })).receivedMessages as {
       ackId: string;
       deliveryAttempt: number;
-      message: { data: Buffer; attributes: Record<string, string>; orderingKey: string; publishTime: { seconds: string; nanos: number } };
+      message: {
+        data: Buffer;
+        attributes: Record<string, string>;
+        orderingKey: string;
+        messageId: string;
+        publishTime: { seconds: string; nanos: number };
+      };
     }[];
     expect(r!.message.data.equals(data)).toBe(true);
+    expect(r!.message.messageId).toBe('42');
     expect(r!.message.attributes).toEqual({ ключ: 'värde 🙂' });
     expect(r!.message.orderingKey).toBe('键');
     expect(r!.message.publishTime).toEqual({ seconds: '1700000000', nanos: 123_000_000 });
@@ -73,24 +90,18 @@ describe('StreamingPullResponse encoding', () => {
   });
 
   it('writes varints on both sides of 31 bits (where the encoder switches from shifts to division) as proto-loader does', () => {
-    const batch: ReceivedMessage[] = [2 ** 31 - 1, 2 ** 31, 2 ** 32 + 1, 2 ** 14 - 1, 2 ** 14].map((seconds, i) => ({
+    const batch: StoredDelivery[] = [2 ** 31 - 1, 2 ** 31, 2 ** 32 + 1, 2 ** 14 - 1, 2 ** 14].map((seconds, i) => ({
       ackId: `a-${i}`,
       deliveryAttempt: 2 ** 31 - 1,
-      message: {
-        messageId: String(i),
-        publishTime: new Date(seconds * 1000 + 999),
-        data: Buffer.alloc(2 ** 14 + i, i),
-        attributes: {},
-        orderingKey: 'k',
-        sequence: i + 1,
-      },
+      message: stored({ seq: i + 1, publishTime: seconds * 1000 + 999, data: Buffer.alloc(2 ** 14 + i, i), orderingKey: 'k', keySeq: i + 1 }),
+      size: 2 ** 14 + i + 1,
     }));
     expect(decode(encodeDeliveries(batch, { exactlyOnce: false, ordering: true }))).toEqual(decode(viaProtoLoader(batch, false, true)));
   });
 
   it('writes a time before 1970 as Timestamp defines it: negative seconds (ten bytes on the wire), nanos from 0 up', () => {
-    const message = { messageId: '1', publishTime: new Date(-1), data: Buffer.alloc(0), attributes: {}, orderingKey: '', sequence: 1 };
-    const [r] = decode(encodeDeliveries([{ ackId: 'a', deliveryAttempt: 0, message }], { exactlyOnce: false, ordering: false }))
+    const message = stored({ seq: 1, publishTime: -1, data: Buffer.alloc(0) });
+    const [r] = decode(encodeDeliveries([{ ackId: 'a', deliveryAttempt: 0, message, size: 0 }], { exactlyOnce: false, ordering: false }))
       .receivedMessages as { message: { publishTime: unknown } }[];
     expect(r!.message.publishTime).toEqual({ seconds: '-1', nanos: 999_000_000 });
   });
