@@ -460,12 +460,19 @@ export class SubscriptionRuntime implements BacklogSink {
     const now = this.hooks.clock.now();
     const result: AckResult = { ackIds: [], invalidAckIds: [] };
     const seqs: number[] = [];
-    for (const ackId of new Set(ackIds)) {
+    // The ids seen so far, made only once an id has no valid lease: until then none repeated (an acked id's
+    // lease is gone), and a Set per request of a stream's acks was ~2% of what its consume allocated.
+    let seen: Set<string> | undefined;
+    for (let i = 0; i < ackIds.length; i++) {
+      const ackId = ackIds[i]!;
       const lease = this.validLease(ackId, now);
       if (!lease) {
-        result.invalidAckIds.push(ackId);
+        seen ??= new Set(ackIds.slice(0, i));
+        if (!seen.has(ackId)) result.invalidAckIds.push(ackId);
+        seen.add(ackId);
         continue;
       }
+      seen?.add(ackId);
       result.ackIds.push(ackId);
       lease.entry.acked = true;
       this.leases.end(lease);

@@ -66,6 +66,16 @@ describe('exactly-once delivery', () => {
     await invalid(core.modifyAckDeadline('once', [idOf(first, 'm1')], 0));
   });
 
+  it('an id repeated in one request counts once: a valid one acked (not invalid at its repeat), an invalid one reported once', async () => {
+    await publish(['', 'm1'], ['', 'm2']);
+    const batch = await pull('once');
+    const [m1, m2] = [idOf(batch, 'm1'), idOf(batch, 'm2')];
+    const e = await invalid(core.acknowledge('once', [m1, m1, 'no-such-id', m2, 'no-such-id', m1, m2]));
+    expect(e.invalidAckIds).toEqual(['no-such-id']);
+    expect(await pull('once')).toEqual([]);
+    expect((await invalid(core.acknowledge('once', [m1, m1]))).invalidAckIds).toEqual([m1]);
+  });
+
   it("an id like a live one in its counter (another subscription's, or this one's with another seq or prefix) is refused and acks nothing", async () => {
     await core.createSubscription('once-too', { topic: 'orders', enableExactlyOnceDelivery: true, ackDeadlineSeconds: 10 });
     await publish(['', 'm1']);
