@@ -19,7 +19,9 @@ const method = (loadPubsubProto() as unknown as { google: { pubsub: { v1: { Subs
 const decode = (bytes: Buffer) => method.responseDeserialize(bytes) as Record<string, unknown>;
 const viaProtoLoader = (batch: StoredDelivery[], exactlyOnce: boolean, ordering: boolean) =>
   method.responseSerialize({
-    receivedMessages: batch.map((r) => receivedToProto({ ackId: r.ackId, message: toPubsubMessage(r.message), deliveryAttempt: r.deliveryAttempt })),
+    receivedMessages: batch.map((r) =>
+      receivedToProto({ ackId: r.ackId, message: toPubsubMessage(r.message), deliveryAttempt: r.deliveryAttempt }),
+    ),
     subscriptionProperties: { exactlyOnceDeliveryEnabled: exactlyOnce, messageOrderingEnabled: ordering },
   });
 
@@ -93,7 +95,13 @@ describe('StreamingPullResponse encoding', () => {
     const batch: StoredDelivery[] = [2 ** 31 - 1, 2 ** 31, 2 ** 32 + 1, 2 ** 14 - 1, 2 ** 14].map((seconds, i) => ({
       ackId: `a-${i}`,
       deliveryAttempt: 2 ** 31 - 1,
-      message: stored({ seq: i + 1, publishTime: seconds * 1000 + 999, data: Buffer.alloc(2 ** 14 + i, i), orderingKey: 'k', keySeq: i + 1 }),
+      message: stored({
+        seq: i + 1,
+        publishTime: seconds * 1000 + 999,
+        data: Buffer.alloc(2 ** 14 + i, i),
+        orderingKey: 'k',
+        keySeq: i + 1,
+      }),
       size: 2 ** 14 + i + 1,
     }));
     expect(decode(encodeDeliveries(batch, { exactlyOnce: false, ordering: true }))).toEqual(decode(viaProtoLoader(batch, false, true)));
