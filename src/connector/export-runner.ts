@@ -1,9 +1,10 @@
 import { systemClock, type Clock } from '../core/clock.js';
 import type { SubscriptionState } from '../core/consumer.js';
-import { messageSize, type ReceivedMessage } from '../core/message.js';
+import type { ReceivedMessage } from '../core/message.js';
 import type { SubscriptionSpec } from '../core/subscription-config.js';
 import type { Logger } from '../log.js';
 import { Backoff } from './backoff.js';
+import { HeldDeliveries } from './held-deliveries.js';
 import { SinkBusyError, SinkStateError, type Connector, type ConnectorCounters, type WriteResult } from './connector.js';
 import {
   REFUSED_RETRY_MS,
@@ -128,10 +129,7 @@ export class ExportRunner {
   private toldState?: string;
   private readonly pending: ReceivedMessage[] = [];
   /** Delivered and not yet settled: pending, being written, or buffered by the connector. */
-  private readonly held = new Map<string, ReceivedMessage>();
-  private heldBytes = 0;
-  /** Per message id, how many of its deliveries are held. */
-  private readonly heldIds = new Map<string, number>();
+  private readonly held = new HeldDeliveries();
   /**
    * Messages that came again while an earlier delivery of each was held (a seek; a lease that ran out).
    * If the connector has the earlier one, what it holds is finalized before anything more is written, so
@@ -211,7 +209,7 @@ export class ExportRunner {
     this.consumer = {
       room: () => ({
         messages: this.stopping ? 0 : this.maxOutstanding - this.held.size,
-        bytes: this.maxOutstandingBytes - this.heldBytes,
+        bytes: this.maxOutstandingBytes - this.held.bytes,
       }),
       deliver: (batch) => {
         this.lastDeliveryAt = this.clock.now();
@@ -219,11 +217,7 @@ export class ExportRunner {
         this.armIdleCheck();
         this.budgetFlushIdle = false;
         for (const m of batch) {
-          this.held.set(m.ackId, m);
-          this.heldBytes += messageSize(m.message);
-          const copies = this.heldIds.get(m.message.messageId) ?? 0;
-          if (copies) this.redelivered.push(m.message.messageId);
-          this.heldIds.set(m.message.messageId, copies + 1);
+          if (this.held.add(m)) this.redelivered.push(m.message.messageId);
           this.pending.push(m);
         }
         this.wake?.();
@@ -357,8 +351,6 @@ export class ExportRunner {
     this.attached = false;
     this.pending.length = 0;
     this.held.clear();
-    this.heldBytes = 0;
-    this.heldIds.clear();
     this.redelivered.length = 0;
     await handle?.detach();
     // The failure that stopped it is not what stops it now (the sink is whole: another process writes it).
@@ -517,7 +509,7 @@ export class ExportRunner {
       const n = waiting.get(m.message.messageId);
       if (n !== undefined) waiting.set(m.message.messageId, n + 1);
     }
-    return [...waiting].some(([id, n]) => (this.heldIds.get(id) ?? 0) > n);
+    return [...waiting].some(([id, n]) => this.held.count(id) > n);
   }
 
   /**
@@ -528,21 +520,9 @@ export class ExportRunner {
     const handle = this.live();
     return deliveries.filter((m) => {
       if (handle?.isLive(m.ackId)) return true;
-      this.release(m.ackId);
+      this.held.release(this.held.idOf(m));
       return false;
     });
-  }
-
-  /** Forgets a settled delivery; false if it was not held (already settled). */
-  private release(id: string): boolean {
-    const m = this.held.get(id);
-    if (!m) return false;
-    this.held.delete(id);
-    this.heldBytes -= messageSize(m.message);
-    const copies = this.heldIds.get(m.message.messageId)!;
-    if (copies > 1) this.heldIds.set(m.message.messageId, copies - 1);
-    else this.heldIds.delete(m.message.messageId);
-    return true;
   }
 
   private nextOp(): Op | undefined {
@@ -554,7 +534,7 @@ export class ExportRunner {
     if (this.pending.length) return { kind: 'write' };
     // Full of buffered messages: the connector must finalize what it holds, or nothing moves again.
     // What waits in the ack queue is settled already: finalizing would release none of it.
-    const full = this.held.size - this.ackQueue.length >= this.maxOutstanding || this.heldBytes >= this.maxOutstandingBytes;
+    const full = this.held.size - this.ackQueue.length >= this.maxOutstanding || this.held.bytes >= this.maxOutstandingBytes;
     if (full && !this.budgetFlushIdle) return { kind: 'flush', mode: 'all' };
     if (this.idleFlushDue) {
       this.idleFlushDue = false;
@@ -579,7 +559,7 @@ export class ExportRunner {
     this.stats.batches++;
     const result = await this.untilUsable(() =>
       this.call('write', () =>
-        connector.write(batch.map((m) => ({ id: m.ackId, message: m.message, deliveryAttempt: m.deliveryAttempt }))),
+        connector.write(batch.map((m) => ({ id: this.held.idOf(m), message: m.message, deliveryAttempt: m.deliveryAttempt }))),
       ),
     );
     if (result) this.apply(result);
@@ -697,20 +677,22 @@ export class ExportRunner {
     if (result.failed.length || result.deferred.length) this.sendAcks();
     // Failures first: a nack revokes the key's later deliveries at the source, the deferred ones included.
     for (const f of result.failed) {
-      if (!this.release(f.id)) continue;
+      const m = this.held.release(f.id);
+      if (!m) continue;
       settled++;
       this.stats.failed++;
       this.stats.lastRefusal = { message: f.error, at: new Date().toISOString() };
-      handle?.nack([f.id], f.error);
+      handle?.nack([m.ackId], f.error);
     }
     // A deferral stands on a failure of its key before it, whose nack revoked it at the source. One still
     // live had none: it is nacked too, so it comes again in order instead of staying leased while its key
     // moves on.
     const orphans: string[] = [];
     for (const id of result.deferred) {
-      if (!this.release(id)) continue;
+      const m = this.held.release(id);
+      if (!m) continue;
       settled++;
-      if (handle?.isLive(id)) orphans.push(id);
+      if (handle?.isLive(m.ackId)) orphans.push(m.ackId);
     }
     if (orphans.length) {
       this.logThrottled(
@@ -739,7 +721,11 @@ export class ExportRunner {
    */
   private sendAcks(max = Number.POSITIVE_INFINITY): void {
     const ids = this.ackQueue.splice(0, max);
-    const acks = ids.filter((id) => this.release(id));
+    const acks: string[] = [];
+    for (const id of ids) {
+      const m = this.held.release(id);
+      if (m) acks.push(m.ackId);
+    }
     this.stats.written += acks.length;
     if (acks.length) this.stats.lastCommitAt = new Date().toISOString();
     const handle = this.live();
