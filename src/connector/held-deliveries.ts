@@ -10,8 +10,8 @@ const COPY = '\u0000';
  * The deliveries an export runner holds, under the id its connector knows each by (ExportMessage.id): the
  * message's id, or, for a copy of a message held already, COPY and the copy's ack id. One Map keyed so
  * answers both "which delivery did the connector mean" and "is this message held already" (a redelivery):
- * with a Map per question (ack id, message id) the runner's main thread spent 0.92 s per 50,000-message
- * text export against 0.80 s with one (same-time runs, load 17-19; docs/benchmarks.md, stop 50).
+ * with a Map per question (ack id, message id) the main thread spent 0.95 s of CPU per 50,000-message text
+ * export against 0.86 s with one (9 alternated pairs on a shared machine; docs/benchmarks.md, stop 50).
  */
 export class HeldDeliveries {
   private readonly byId = new Map<string, ReceivedMessage>();
