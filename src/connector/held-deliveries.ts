@@ -11,7 +11,7 @@ const COPY = '\u0000';
  * message's id, or, for a copy of a message held already, COPY and the copy's ack id. One Map keyed so
  * answers both "which delivery did the connector mean" and "is this message held already" (a redelivery):
  * with a Map per question (ack id, message id) the main thread spent 0.95 s of CPU per 50,000-message text
- * export against 0.86 s with one (9 alternated pairs on a shared machine; docs/benchmarks.md, stop 50).
+ * export against 0.86 s with one (12 alternated pairs on a shared machine; docs/benchmarks.md, stop 50).
  */
 export class HeldDeliveries {
   private readonly byId = new Map<string, ReceivedMessage>();
