@@ -6,12 +6,11 @@
  */
 import { join } from 'node:path';
 import { registerBuiltInConnectors } from '../connectors/index.js';
-import { ExportManager } from '../src/connector/export-manager.js';
 import { PubSubCore } from '../src/core/pubsub-core.js';
-import { createLogger } from '../src/log.js';
 import { SqliteStore } from '../src/store/sqlite-store.js';
 import { tempDir } from '../test/helpers/temp-dir.js';
 import { runChild } from './child.js';
+import { jobExports } from './job-exports.js';
 import type { BaselineRates, BaselineS3 } from './object-baseline.js';
 import { baselineEnv, benchModule } from './paths.js';
 import { peakRss, ratioTable, time, warm, type BenchOutput } from './report.js';
@@ -23,11 +22,8 @@ async function exportObjects(s3: BenchS3, cloudStorageConfig: Record<string, unk
   const dir = tempDir('orderly-bench-');
   const bucket = await s3.bucket();
   const core = await PubSubCore.open({ store: SqliteStore.open(join(dir.path, 'store')), tickMs: 50 });
-  const exports = new ExportManager({
-    core,
-    settings: { dataDir: dir.path, objectStorage: s3.settings },
-    logger: createLogger({ level: 'warn' }),
-  });
+  // As `orderly run` does: a Parquet export's connector declares its own window and heap growth.
+  const exports = jobExports(core, { dataDir: dir.path, objectStorage: s3.settings });
   try {
     await core.createTopic('bench');
     await core.createSubscription('to-s3', {

@@ -151,7 +151,7 @@ export class ExportManager {
    * What an export runs with, resolved once for its context, source and runner: what its connector
    * declares, and its runner's budget — the job's, else the connector's, else the default.
    */
-  private exportMemory(section: { connector: string }): { memory: ExportMemory; budget: ConnectorContext['budget'] } {
+  private exportMemory(section: { connector: string; config: unknown }): { memory: ExportMemory; budget: ConnectorContext['budget'] } {
     const memory = declaredMemory(section);
     const tuning = this.options.runner ?? {};
     const budget = {

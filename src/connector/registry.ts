@@ -42,8 +42,12 @@ export interface ConnectorFactory<Config = unknown, Settings = unknown> {
    * need, as the error names it (`subscriptions[0].bigqueryConfig: needs the job's duckdb.path`).
    */
   requiresSettings?: string;
-  /** What its exports run with where the job file's memory section does not say. */
-  memory?: ExportMemory;
+  /**
+   * What its exports run with where the job file's memory section does not say: the same for every export,
+   * or by the export's config (as parseConfig returns it; checked as each export is made) when its
+   * settings decide what its sink holds, such as a file format encoded in the process.
+   */
+  memory?: ExportMemory | ((config: Config) => ExportMemory);
   /** Prometheus metrics for the connector's `counters`, by counter name. */
   counters?: Readonly<Record<string, CounterMetric>>;
   /** Checks per-key order of what a subscription exported, read back from the sink (`orderly audit`). */
@@ -69,7 +73,7 @@ export function registerConnector<C, S = unknown>(factory: ConnectorFactory<C, S
     );
   }
   if (known) throw new OrderlyError('ALREADY_EXISTS', `a different connector is already registered as "${factory.name}"`);
-  checkMemory(factory.name, factory.memory);
+  if (typeof factory.memory !== 'function') checkMemory(factory.name, factory.memory);
   const section = factory.settings;
   for (const other of factories.values()) {
     if (section && other.settings && other.settings.key === section.key && other.settings !== (section as SettingsSection)) {
@@ -79,7 +83,7 @@ export function registerConnector<C, S = unknown>(factory: ConnectorFactory<C, S
       );
     }
   }
-  factories.set(factory.name, factory);
+  factories.set(factory.name, factory as ConnectorFactory);
   recordRegistration(factory.name);
 }
 
@@ -166,6 +170,15 @@ export function declaredWindow(spec: Pick<SubscriptionSpec, 'bigqueryConfig' | '
 }
 
 /** What the export section's connector declares its exports run with (nothing for a connector not registered). */
-export function declaredMemory(section: { connector: string }): ExportMemory {
-  return factories.get(section.connector)?.memory ?? {};
+export function declaredMemory(section: { connector: string; config: unknown }): ExportMemory {
+  const factory = factories.get(section.connector);
+  return factory ? memoryOf(factory, factory.parseConfig(section.config)) : {};
+}
+
+/** What `factory` declares an export of `config` (parsed) runs with; a declaration by config out of range is an InvalidArgumentError. */
+export function memoryOf(factory: ConnectorFactory, config: unknown): ExportMemory {
+  if (typeof factory.memory !== 'function') return factory.memory ?? {};
+  const memory = factory.memory(config);
+  checkMemory(factory.name, memory);
+  return memory;
 }

@@ -150,3 +150,45 @@ it("a connector's memory declaration outside what the job file accepts is refuse
   expect(registeredConnectors()).not.toContain('tiny-window');
   expect(registeredConnectors()).not.toContain('wild-heap');
 });
+
+/** Runs a job with one object-storage export (`to-files`) of `format` to the embedded S3 server. */
+function objectJob(format: Record<string, unknown>): Promise<JobRuntime> {
+  return startJob({
+    objectStorage: { embedded: true, buckets: ['memory-bucket'] },
+    subscriptions: [
+      { name: 'to-files', topic: 'events', enableMessageOrdering: true, cloudStorageConfig: { bucket: 'memory-bucket', ...format } },
+    ],
+  });
+}
+
+it("a Parquet export reads 10,000 messages ahead and holds 10,000, the heap grows 30% (its connector's ExportMemory, by format)", async () => {
+  const job = await objectJob({ parquetConfig: { writeMetadata: true } });
+  await job.exports.runner('to-files')!.ready;
+  expect(windowOf(job, 'to-files')).toBe(10_000);
+  expect(job.exports.runner('to-files')!.budget).toBe(10_000);
+  expect(job.heapGrowth.percent).toBe(30);
+});
+
+it('a text export of the same connector keeps the defaults: window and budget 20,000, the heap at 60%', async () => {
+  const job = await objectJob({ textConfig: {} });
+  await job.exports.runner('to-files')!.ready;
+  expect(windowOf(job, 'to-files')).toBe(20_000);
+  expect(job.exports.runner('to-files')!.budget).toBe(20_000);
+  expect(job.heapGrowth.percent).toBe(60);
+});
+
+it("a connector's memory declaration by config is checked as an export is made: out of range, the subscription is refused", async () => {
+  registerConnector({
+    name: 'memory-by-config',
+    memory: (config: { window: number }) => ({ windowMessages: config.window }),
+    parseConfig: (raw) => raw as { window: number },
+    create: () => {
+      throw new Error('never opened');
+    },
+  });
+  const job = await startJob({});
+  await expect(
+    job.core.createSubscription('by-config', { topic: 'events', exportConfig: { connector: 'memory-by-config', window: 10 } }),
+  ).rejects.toThrow('connector "memory-by-config": memory.windowMessages: an integer from 100 to 10000000, got 10');
+  expect(job.core.hasSubscription('by-config')).toBe(false);
+});
