@@ -47,8 +47,8 @@ export const objectStorageConnector: ConnectorFactory<ObjectStorageConfig, z.inf
   parseConfig: parseObjectStorageConfig,
   settings: objectStorageSection,
   // A Parquet file is encoded by DuckDB in this process (parquet-file.ts), beside the heap and the payloads
-  // read ahead: a 1M-message Parquet drain peaked at 278-299 MiB with the general defaults, 45 MiB lower
-  // with these (docs/benchmarks.md § Memory). Text and Avro files are written as they go and keep them.
+  // read ahead: a 1M-message Parquet drain peaked at 285-294 MiB with the general defaults and 248-250
+  // with these, started beside it (docs/benchmarks.md § Memory). Text and Avro exports keep the defaults.
   memory: (config) => (config.format.kind === 'parquet' ? PARQUET_MEMORY : {}),
   counters: {
     objectsWritten: { metric: 'orderly_objects_written_total', help: 'Objects committed to object storage' },
