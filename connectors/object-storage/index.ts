@@ -47,7 +47,7 @@ export const objectStorageConnector: ConnectorFactory<ObjectStorageConfig, z.inf
   parseConfig: parseObjectStorageConfig,
   settings: objectStorageSection,
   // A Parquet file is encoded by DuckDB in this process (parquet-file.ts), beside the heap and the payloads
-  // read ahead: a 1M-message Parquet drain peaked at 285-294 MiB with the general defaults and 248-250
+  // read ahead: a 1M-message Parquet drain peaked at 275-294 MiB with the general defaults and 240-250
   // with these, started beside it (docs/benchmarks.md § Memory). Text and Avro exports keep the defaults.
   memory: (config) => (config.format.kind === 'parquet' ? PARQUET_MEMORY : {}),
   counters: {
