@@ -161,11 +161,11 @@ function objectJob(format: Record<string, unknown>): Promise<JobRuntime> {
   });
 }
 
-it("a Parquet export reads 10,000 messages ahead and holds 10,000, the heap grows 30% (its connector's ExportMemory, by format)", async () => {
+it("a Parquet export reads 10,000 messages ahead, holds the default 20,000, the heap grows 30% (its connector's ExportMemory, by format)", async () => {
   const job = await objectJob({ parquetConfig: { writeMetadata: true } });
   await job.exports.runner('to-files')!.ready;
   expect(windowOf(job, 'to-files')).toBe(10_000);
-  expect(job.exports.runner('to-files')!.budget).toBe(10_000);
+  expect(job.exports.runner('to-files')!.budget).toBe(20_000);
   expect(job.heapGrowth.percent).toBe(30);
 });
 
