@@ -169,10 +169,22 @@ export function declaredWindow(spec: Pick<SubscriptionSpec, 'bigqueryConfig' | '
   return section && declaredMemory(section).windowMessages;
 }
 
-/** What the export section's connector declares its exports run with (nothing for a connector not registered). */
+/**
+ * What the export section's connector declares its exports run with: nothing for a connector not registered,
+ * nor for a config it refuses (stored before it could refuse it), whose export fails with the connector's
+ * reason where it is made (ExportManager) instead of failing the store's open or every other export with it.
+ */
 export function declaredMemory(section: { connector: string; config: unknown }): ExportMemory {
   const factory = factories.get(section.connector);
-  return factory ? memoryOf(factory, factory.parseConfig(section.config)) : {};
+  if (!factory) return {};
+  if (typeof factory.memory !== 'function') return factory.memory ?? {};
+  let config: unknown;
+  try {
+    config = factory.parseConfig(section.config);
+  } catch {
+    return {};
+  }
+  return memoryOf(factory, config);
 }
 
 /** What `factory` declares an export of `config` (parsed) runs with; a declaration by config out of range is an InvalidArgumentError. */

@@ -192,3 +192,31 @@ it("a connector's memory declaration by config is checked as an export is made: 
   ).rejects.toThrow('connector "memory-by-config": memory.windowMessages: an integer from 100 to 10000000, got 10');
   expect(job.core.hasSubscription('by-config')).toBe(false);
 });
+
+it('an export config its connector refuses now (stored before it could) fails that export only: the job opens and its other exports run', async () => {
+  let strict = false;
+  registerConnector({
+    name: 'refuses-later',
+    memory: (config: { window: number }) => ({ windowMessages: config.window }),
+    parseConfig: (raw) => {
+      if (strict) throw new Error('this config is refused now');
+      return raw as { window: number };
+    },
+    create: () =>
+      ({ write: async () => ({ written: [], failed: [], deferred: [] }), flush: async () => {}, close: async () => {} }) as never,
+  });
+  const first = await startJob({});
+  await first.core.createSubscription('later', { topic: 'events', exportConfig: { connector: 'refuses-later', window: 500 } });
+  await first.stop();
+  runtime = undefined;
+  strict = true;
+  const job = await startJob({ subscriptions: [{ name: 'plain', topic: 'events' }] });
+  expect(job.core.hasSubscription('later')).toBe(true);
+  expect(windowOf(job, 'later')).toBe(20_000);
+  await waitFor(
+    'the refused export to say why',
+    () => job.exports.runner('later')?.stats.lastError?.message.includes('this config is refused now') === true,
+  );
+  await job.core.publish('events', [{ data: Buffer.from('x') }]);
+  await waitFor('the plain subscription to deliver', async () => (await job.core.pull('plain', { maxMessages: 1 })).length === 1);
+});
